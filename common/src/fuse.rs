@@ -1,0 +1,72 @@
+//! FUSE requests counted at the `fuse:fuse_request_send` tracepoint (kernel ≥ 6.13): the
+//! filesystem operations a traced process really caused, measured at the filesystem.
+
+/// Key of the `FUSE_OPS` map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FuseKey {
+    /// The FUSE connection, as a kernel `dev_t` (the superblock's `s_dev`).
+    pub dev: u32,
+    /// `enum fuse_opcode`.
+    pub opcode: u32,
+}
+
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for FuseKey {}
+
+/// Name of a FUSE opcode (include/uapi/linux/fuse.h).
+pub fn opcode_name(op: u32) -> &'static str {
+    match op {
+        1 => "LOOKUP",
+        2 => "FORGET",
+        3 => "GETATTR",
+        4 => "SETATTR",
+        5 => "READLINK",
+        6 => "SYMLINK",
+        8 => "MKNOD",
+        9 => "MKDIR",
+        10 => "UNLINK",
+        11 => "RMDIR",
+        12 => "RENAME",
+        13 => "LINK",
+        14 => "OPEN",
+        15 => "READ",
+        16 => "WRITE",
+        17 => "STATFS",
+        18 => "RELEASE",
+        20 => "FSYNC",
+        21 => "SETXATTR",
+        22 => "GETXATTR",
+        23 => "LISTXATTR",
+        24 => "REMOVEXATTR",
+        25 => "FLUSH",
+        26 => "INIT",
+        27 => "OPENDIR",
+        28 => "READDIR",
+        29 => "RELEASEDIR",
+        30 => "FSYNCDIR",
+        31 => "GETLK",
+        32 => "SETLK",
+        33 => "SETLKW",
+        34 => "ACCESS",
+        35 => "CREATE",
+        36 => "INTERRUPT",
+        37 => "BMAP",
+        38 => "DESTROY",
+        39 => "IOCTL",
+        40 => "POLL",
+        41 => "NOTIFY_REPLY",
+        42 => "BATCH_FORGET",
+        43 => "FALLOCATE",
+        44 => "READDIRPLUS",
+        45 => "RENAME2",
+        46 => "LSEEK",
+        47 => "COPY_FILE_RANGE",
+        48 => "SETUPMAPPING",
+        49 => "REMOVEMAPPING",
+        50 => "SYNCFS",
+        51 => "TMPFILE",
+        52 => "STATX",
+        _ => "OTHER",
+    }
+}

@@ -1,0 +1,21 @@
+#![no_std]
+#![deny(missing_docs)]
+//! Types shared by trapdetect's eBPF programs and its loader.
+//!
+//! Everything a map key, map value or ring-buffer record is made of is defined here once, as
+//! `#[repr(C)]`, so the kernel side and the user side cannot disagree about a layout. The
+//! feature `user` adds the `aya::Pod` impls the loader needs to read them.
+
+pub mod counters;
+pub mod fuse;
+pub mod hist;
+pub mod names;
+pub mod paths;
+pub mod syscalls;
+
+/// `AT_FDCWD`: a `dfd` argument meaning "relative to the working directory".
+pub const AT_FDCWD: i32 = -100;
+/// `AT_SYMLINK_NOFOLLOW` in `newfstatat`'s flags: what glibc's `lstat(3)` passes.
+pub const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
+/// `AT_EMPTY_PATH`: operate on `dfd` itself (glibc's `fstat(3)` is `newfstatat(fd, "", ..)`).
+pub const AT_EMPTY_PATH: u64 = 0x1000;

@@ -1,0 +1,52 @@
+//! Program and map names, so the loader never types a name the eBPF object does not have.
+
+/// The exit program shared by every traced path syscall.
+pub const PROG_SYS_EXIT_PATH: &str = "sys_exit_path";
+/// Counts successful `accept`/`accept4` of traced processes (the request denominator).
+pub const PROG_SYS_EXIT_ACCEPT: &str = "sys_exit_accept";
+/// Follows forks of traced processes.
+pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";
+/// Forgets traced processes that exit.
+pub const PROG_SCHED_PROCESS_EXIT: &str = "sched_process_exit";
+/// Counts FUSE requests sent on behalf of traced processes.
+pub const PROG_FUSE_REQUEST_SEND: &str = "fuse_request_send";
+
+/// tgid-indexed array: non-zero when the process is traced.
+pub const MAP_TRACED: &str = "TRACED";
+/// Per path key statistics (per-CPU LRU hash).
+pub const MAP_PATH_STATS: &str = "PATH_STATS";
+/// Per syscall kind totals (per-CPU array).
+pub const MAP_KIND_STATS: &str = "KIND_STATS";
+/// Per syscall kind latency histograms (per-CPU array, flattened).
+pub const MAP_KIND_HIST: &str = "KIND_HIST";
+/// Self-monitoring counters (per-CPU array), see [`crate::counters`].
+pub const MAP_COUNTERS: &str = "COUNTERS";
+/// First sightings of path keys, with their strings.
+pub const MAP_PATH_EVENTS: &str = "PATH_EVENTS";
+/// FUSE requests by (connection, opcode) (per-CPU hash).
+pub const MAP_FUSE_OPS: &str = "FUSE_OPS";
+
+/// Global: `offsetof(struct task_struct, fs)`.
+pub const GLOBAL_OFF_TASK_FS: &str = "OFF_TASK_FS";
+/// Global: `offsetof(struct task_struct, files)`.
+pub const GLOBAL_OFF_TASK_FILES: &str = "OFF_TASK_FILES";
+/// Global: `offsetof(struct fs_struct, pwd)` plus `offsetof(struct path, dentry)`.
+pub const GLOBAL_OFF_FS_PWD_DENTRY: &str = "OFF_FS_PWD_DENTRY";
+/// Global: `offsetof(struct dentry, d_sb)`.
+pub const GLOBAL_OFF_DENTRY_SB: &str = "OFF_DENTRY_SB";
+/// Global: `offsetof(struct super_block, s_dev)`.
+pub const GLOBAL_OFF_SB_DEV: &str = "OFF_SB_DEV";
+/// Global: `offsetof(struct files_struct, fdt)`.
+pub const GLOBAL_OFF_FILES_FDT: &str = "OFF_FILES_FDT";
+/// Global: `offsetof(struct fdtable, max_fds)`.
+pub const GLOBAL_OFF_FDT_MAX_FDS: &str = "OFF_FDT_MAX_FDS";
+/// Global: `offsetof(struct fdtable, fd)`.
+pub const GLOBAL_OFF_FDT_FD: &str = "OFF_FDT_FD";
+/// Global: `offsetof(struct file, f_inode)`.
+pub const GLOBAL_OFF_FILE_INODE: &str = "OFF_FILE_INODE";
+/// Global: `offsetof(struct inode, i_sb)`.
+pub const GLOBAL_OFF_INODE_SB: &str = "OFF_INODE_SB";
+/// Global: offset of `parent_pid` in the `sched_process_fork` record.
+pub const GLOBAL_FORK_PARENT_OFF: &str = "FORK_PARENT_OFF";
+/// Global: offset of `child_pid` in the `sched_process_fork` record.
+pub const GLOBAL_FORK_CHILD_OFF: &str = "FORK_CHILD_OFF";

@@ -1,0 +1,35 @@
+//! FUSE requests caused by traced processes, counted where the filesystem sees them
+//! (`fuse:fuse_request_send`, kernel ≥ 6.13): a measurement of filesystem operations, not an
+//! estimate from path strings.
+
+use aya_ebpf::{
+    macros::{map, tracepoint},
+    maps::PerCpuHashMap,
+    programs::TracePointContext,
+};
+use trapdetect_common::fuse::FuseKey;
+
+use crate::{kernel::tp_u32, process::current_traced};
+
+/// (connection dev, opcode) → requests.
+#[map]
+pub static FUSE_OPS: PerCpuHashMap<FuseKey, u64> = PerCpuHashMap::with_max_entries(1024, 0);
+
+/// fuse/fuse_request_send: connection @8 (dev_t), opcode @24.
+#[tracepoint(category = "fuse", name = "fuse_request_send")]
+pub fn fuse_request_send(ctx: TracePointContext) -> u32 {
+    if current_traced().is_none() {
+        return 0;
+    }
+    let key = FuseKey {
+        dev: tp_u32(&ctx, 8),
+        opcode: tp_u32(&ctx, 24),
+    };
+    match FUSE_OPS.get_ptr_mut(&key) {
+        Some(p) => unsafe { *p += 1 },
+        None => {
+            let _ = FUSE_OPS.insert(&key, &1, 0);
+        }
+    }
+    0
+}

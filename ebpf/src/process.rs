@@ -1,0 +1,84 @@
+//! Process lifecycle: which processes are traced. The target and everything it forks, before
+//! or after attach (php-fpm's workers are children of the master).
+
+use aya_ebpf::{
+    helpers::bpf_get_current_pid_tgid,
+    macros::{map, tracepoint},
+    maps::{Array, PerCpuArray},
+    programs::TracePointContext,
+};
+use trapdetect_common::counters::{C_EXITS, C_FORKS_FOLLOWED, NUM_COUNTERS};
+
+use crate::kernel::{add, global, tp_u32};
+
+/// tgid-indexed: 1 when traced. An array (sized to pid_max by the loader) because array
+/// lookups are inlined by the JIT: this check runs on every traced syscall of every process.
+#[map]
+pub static TRACED: Array<u8> = Array::with_max_entries(4_194_304, 0);
+
+/// Self-monitoring counters, see `trapdetect_common::counters`.
+#[map]
+pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_COUNTERS, 0);
+
+#[unsafe(no_mangle)]
+static FORK_PARENT_OFF: u32 = 12;
+#[unsafe(no_mangle)]
+static FORK_CHILD_OFF: u32 = 20;
+
+/// `(tgid, tid)` of the current task when its process is traced.
+#[inline(always)]
+pub fn current_traced() -> Option<(u32, u32)> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    match TRACED.get(tgid) {
+        Some(v) if *v != 0 => Some((tgid, pid_tgid as u32)),
+        _ => None,
+    }
+}
+
+#[inline(always)]
+fn is_traced(pid: u32) -> bool {
+    matches!(TRACED.get(pid), Some(v) if *v != 0)
+}
+
+/// sched/sched_process_fork: a traced parent's child is traced. The record layout changed in
+/// 6.x (comm became `__data_loc`), so the loader passes the offsets it read from tracefs.
+#[tracepoint(category = "sched", name = "sched_process_fork")]
+pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
+    let (parent, child) = if global(&FORK_PARENT_OFF) == 24 {
+        (tp_u32(&ctx, 24), tp_u32(&ctx, 44))
+    } else {
+        (tp_u32(&ctx, 12), tp_u32(&ctx, 20))
+    };
+    // The parent may be a thread of a traced process: check its tgid, not its tid.
+    let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if (is_traced(parent) || is_traced(parent_tgid)) && !is_traced(child) {
+        if let Some(p) = TRACED.get_ptr_mut(child) {
+            unsafe { *p = 1 };
+            add(&COUNTERS, C_FORKS_FOLLOWED, 1);
+        }
+    }
+    0
+}
+
+/// sched/sched_process_exit: forget exited processes (pid numbers are reused).
+/// Record: pid @24, group_dead @32 (bool).
+#[tracepoint(category = "sched", name = "sched_process_exit")]
+pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let tid = pid_tgid as u32;
+    let group_dead = tp_u32(&ctx, 32) & 0xff != 0;
+    if tid != tgid {
+        // A thread: followed threads were added by tid at clone time.
+        if let Some(p) = TRACED.get_ptr_mut(tid) {
+            unsafe { *p = 0 };
+        }
+    } else if group_dead && is_traced(tgid) {
+        if let Some(p) = TRACED.get_ptr_mut(tgid) {
+            unsafe { *p = 0 };
+        }
+        add(&COUNTERS, C_EXITS, 1);
+    }
+    0
+}

@@ -1,0 +1,88 @@
+//! Command line: each subcommand's flags are defined once, in its `cmd::*` module, with their
+//! help text; `--help`, the man pages and the README tables come from there.
+
+use clap::{Parser, Subcommand};
+
+use crate::cmd;
+
+/// Exit codes, shown in `--help`.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  no `fail` finding
+  1  at least one `fail` finding (with --strict: or a `warn` finding)
+  2  bad usage or bad input
+  3  the measurement itself cannot be trusted (probes missing, events lost beyond the budget,
+     the load generator fell behind its schedule)
+  4  insufficient privilege or kernel support (the missing capability is named)";
+
+/// Finds the environment traps that silently falsify server benchmarks, and names the one that
+/// caps a run.
+#[derive(Debug, Parser)]
+#[command(
+    name = "trapdetect",
+    version,
+    after_help = EXIT_CODES,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    /// Subcommand; without one, trace `--pid`.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Trace a running server (the default command).
+    #[command(flatten)]
+    pub trace: cmd::trace::TraceArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Attach to a server and report the traps its requests walk into (same as no subcommand).
+    Trace(cmd::trace::TraceArgs),
+    /// The open-loop load generator alone.
+    Load(cmd::load::LoadArgs),
+    /// Fast static check of the environment for harness scripts (no tracing).
+    Preflight(cmd::preflight::PreflightArgs),
+    /// Wait until TIME_WAIT sockets on a port drain below a threshold (for harness scripts).
+    WaitDrain(cmd::wait_drain::WaitDrainArgs),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn trace_is_the_default_command() {
+        let cli = Cli::try_parse_from(["trapdetect", "--pid", "42", "--duration", "3s"]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.trace.pid, Some(42));
+        assert_eq!(cli.trace.duration, std::time::Duration::from_secs(3));
+        let cli = Cli::try_parse_from(["trapdetect", "trace", "--pid", "7", "--json"]).unwrap();
+        match cli.command {
+            Some(Command::Trace(t)) => {
+                assert_eq!(t.pid, Some(7));
+                assert!(t.json);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            vec!["trapdetect", "--pid", "abc"],
+            vec!["trapdetect", "--pid", "1", "--duration", "ten"],
+            vec!["trapdetect", "--pid", "1", "--duration", "0s"],
+            vec!["trapdetect", "--pid", "1", "--rate", "-5"],
+        ] {
+            let e = Cli::try_parse_from(&args).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! One module per subcommand: its flags (clap `Args`) and its `run`, returning the exit code.
+
+pub mod load;
+pub mod preflight;
+pub mod trace;
+pub mod wait_drain;

@@ -1,0 +1,14 @@
+//! trapdetect: finds the environment traps that silently falsify server benchmarks, and names
+//! the one that caps a run.
+//!
+//! Observations flow one way: probes and snapshots → observations → rules → findings → report.
+//! Rules (`traps`) never touch the kernel.
+
+pub mod cli;
+pub mod cmd;
+pub mod error;
+pub mod escape;
+pub mod host;
+pub mod report;
+pub mod traps;
+pub mod util;

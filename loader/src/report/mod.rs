@@ -1,0 +1,381 @@
+//! One report model, rendered as text, JSON and HTML. Every command that reports findings
+//! builds a [`Report`]; sections a command does not fill are left out of every format.
+
+pub mod html;
+pub mod text;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{
+    error::exit,
+    traps::{Finding, Severity},
+};
+
+/// Version of the JSON wire format (`schema` field). Bump on incompatible change.
+pub const SCHEMA: &str = "trapdetect.report/1";
+
+/// The process the report is about.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Target {
+    /// Process id given on the command line.
+    pub pid: u32,
+    /// `comm` (escaped).
+    pub comm: String,
+    /// /proc/PID/exe (escaped).
+    pub exe: String,
+    /// /proc/PID/cwd (escaped).
+    pub cwd: String,
+    /// Processes traced at the start (the target and its descendants).
+    pub processes: usize,
+    /// Set when the target exited before the end of the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exited_after_s: Option<f64>,
+}
+
+/// What "per request" means in this report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Requests {
+    /// Number of requests in the window (`None`: no request basis, figures are per second).
+    pub count: Option<u64>,
+    /// `probe-load` (trapdetect drove the load and counted responses), `accepted-connections`
+    /// (accept() returns in the target), or `none`.
+    pub basis: &'static str,
+    /// Requests per second over the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<f64>,
+    /// Caveat shown next to per-request figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Latency summary; all in microseconds.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Latency {
+    /// Mean (exact: summed latency ÷ count).
+    pub mean_us: f64,
+    /// Median, interpolated within a log2 bucket.
+    pub p50_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Largest (exact).
+    pub max_us: f64,
+}
+
+/// One row of the syscall table: a syscall on the filesystem its final component lives on.
+#[derive(Clone, Debug, Serialize)]
+pub struct SyscallRow {
+    /// Kernel syscall name.
+    pub syscall: String,
+    /// Filesystem type of the object the call names (`?` when unresolved).
+    pub fs_type: String,
+    /// Its mount point (escaped).
+    pub mount_point: String,
+    /// Completed calls.
+    pub count: u64,
+    /// Calls that returned an error.
+    pub errors: u64,
+    /// Calls per request (`None` without a request basis).
+    pub per_request: Option<f64>,
+    /// Calls per second.
+    pub per_second: f64,
+    /// Path components these calls resolved, on every filesystem.
+    pub lookups: u64,
+    /// Lookups per request.
+    pub lookups_per_request: Option<f64>,
+    /// Latency of the calls.
+    pub latency: Latency,
+}
+
+/// One row of the filesystem table: lookups walked on one mount.
+#[derive(Clone, Debug, Serialize)]
+pub struct FsRow {
+    /// Mount point (escaped).
+    pub mount_point: String,
+    /// Filesystem type.
+    pub fs_type: String,
+    /// Mount source (escaped).
+    pub source: String,
+    /// Why it is slow, if it is known to be.
+    pub slow: Option<crate::host::mounts::SlowKind>,
+    /// Path components resolved on it.
+    pub lookups: u64,
+    /// Per request.
+    pub lookups_per_request: Option<f64>,
+    /// Per second.
+    pub lookups_per_second: f64,
+    /// Time per request spent in syscalls whose walk ends on this filesystem, ms.
+    pub syscall_ms_per_request: Option<f64>,
+    /// FUSE requests measured at the fuse tracepoint, per opcode.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fuse_ops: Vec<FuseOps>,
+}
+
+/// FUSE requests of one opcode on one connection.
+#[derive(Clone, Debug, Serialize)]
+pub struct FuseOps {
+    /// Opcode name (`LOOKUP`, `GETATTR`...).
+    pub opcode: String,
+    /// Requests.
+    pub count: u64,
+    /// Per request.
+    pub per_request: Option<f64>,
+}
+
+/// A sampled path and what it cost.
+#[derive(Clone, Debug, Serialize)]
+pub struct PathRow {
+    /// Syscall.
+    pub syscall: String,
+    /// The path as the target passed it (escaped untrusted bytes).
+    pub path: String,
+    /// How the walk started: `absolute`, `cwd`, `dirfd`, `none`.
+    pub base: &'static str,
+    /// Calls.
+    pub count: u64,
+    /// Errors returned.
+    pub errors: u64,
+    /// Calls per request.
+    pub per_request: Option<f64>,
+    /// Lookups per call, per filesystem type (`fuse.slowfs:7 ext4:2`).
+    pub walk: String,
+    /// Mean latency, µs.
+    pub mean_us: f64,
+}
+
+/// Whether a probe is attached.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeRow {
+    /// Program name.
+    pub program: String,
+    /// Where it attaches.
+    pub attach: String,
+    /// Attached?
+    pub attached: bool,
+    /// Why not, or what it is for.
+    pub note: String,
+}
+
+/// Can the numbers in this report be trusted?
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Measurement {
+    /// False when a problem below compromises the figures (exit code 3).
+    pub trusted: bool,
+    /// What compromises them.
+    pub problems: Vec<String>,
+    /// Lesser issues that do not.
+    pub notes: Vec<String>,
+    /// Self-monitoring counters from the probes.
+    pub counters: serde_json::Map<String, Value>,
+}
+
+/// A check that could not run, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    /// What was skipped.
+    pub check: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Wire format version.
+    pub schema: &'static str,
+    /// Which command produced it: `trace`, `preflight`, `run`.
+    pub command: &'static str,
+    /// trapdetect version.
+    pub version: &'static str,
+    /// The target process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    /// Length of the measured window, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_s: Option<f64>,
+    /// What "per request" means here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Requests>,
+    /// Traps found, fail first.
+    pub findings: Vec<Finding>,
+    /// Findings silenced with `--ignore`, still listed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<Finding>,
+    /// Checks that could not run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
+    /// Per syscall and filesystem.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub syscalls: Vec<SyscallRow>,
+    /// Per filesystem.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub filesystems: Vec<FsRow>,
+    /// The most frequent paths.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathRow>,
+    /// Extra sections by name (`network`, `load`, ...), each owned by its module.
+    #[serde(flatten)]
+    pub sections: serde_json::Map<String, Value>,
+    /// Probes and their state.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeRow>,
+    /// Trust in the measurement.
+    pub measurement: Measurement,
+    /// The exit code this report produces.
+    pub exit_code: i32,
+    /// Text renderings of the extra sections, in order (not serialized).
+    #[serde(skip)]
+    pub section_text: Vec<(String, String)>,
+}
+
+impl Report {
+    /// An empty, trusted report for `command`.
+    pub fn new(command: &'static str) -> Self {
+        Report {
+            schema: SCHEMA,
+            command,
+            version: env!("CARGO_PKG_VERSION"),
+            target: None,
+            window_s: None,
+            requests: None,
+            findings: vec![],
+            ignored: vec![],
+            skipped: vec![],
+            syscalls: vec![],
+            filesystems: vec![],
+            paths: vec![],
+            sections: serde_json::Map::new(),
+            probes: vec![],
+            measurement: Measurement {
+                trusted: true,
+                ..Default::default()
+            },
+            exit_code: 0,
+            section_text: vec![],
+        }
+    }
+
+    /// Adds an extra section: its JSON value and its text rendering.
+    pub fn add_section(&mut self, name: &str, json: Value, text: String) {
+        self.sections.insert(name.to_string(), json);
+        self.section_text.push((name.to_string(), text));
+    }
+
+    /// Moves findings whose id is in `ignore` to `ignored`, sorts, and computes the exit code:
+    /// 3 when the measurement cannot be trusted, else 1 when a `fail` finding remains (or a
+    /// `warn` one with `strict`), else 0.
+    pub fn finish(&mut self, ignore: &[String], strict: bool) {
+        let (ignored, kept): (Vec<Finding>, Vec<Finding>) = std::mem::take(&mut self.findings)
+            .into_iter()
+            .partition(|f| ignore.contains(&f.id));
+        self.findings = kept;
+        self.ignored = ignored;
+        crate::traps::sort(&mut self.findings);
+        crate::traps::sort(&mut self.ignored);
+        let failing = self
+            .findings
+            .iter()
+            .any(|f| f.severity == Severity::Fail || (strict && f.severity == Severity::Warn));
+        self.exit_code = if !self.measurement.trusted {
+            exit::UNTRUSTED
+        } else if failing {
+            exit::FAIL
+        } else {
+            exit::OK
+        };
+    }
+
+    /// JSON rendering (pretty).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+/// Percentile estimate from a log2 histogram: linear interpolation inside the bucket that holds
+/// the rank, clamped to the exact maximum.
+pub fn percentile_us(hist: &[u64], q: f64, max_ns: u64) -> f64 {
+    use trapdetect_common::hist::{bucket_high_ns, bucket_low_ns};
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let rank = (q * total as f64).ceil().max(1.0);
+    let mut seen = 0u64;
+    for (b, &n) in hist.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        if (seen + n) as f64 >= rank {
+            let lo = bucket_low_ns(b as u32) as f64;
+            let hi = (bucket_high_ns(b as u32) as f64).min(max_ns as f64).max(lo);
+            let frac = (rank - seen as f64) / n as f64;
+            return (lo + (hi - lo) * frac) / 1000.0;
+        }
+        seen += n;
+    }
+    max_ns as f64 / 1000.0
+}
+
+/// Builds a latency summary from a histogram and exact sum/max.
+pub fn latency(hist: &[u64], count: u64, sum_ns: u64, max_ns: u64) -> Latency {
+    let r = |v: f64| crate::traps::round(v, 2);
+    Latency {
+        mean_us: if count == 0 {
+            0.0
+        } else {
+            r(sum_ns as f64 / count as f64 / 1000.0)
+        },
+        p50_us: r(percentile_us(hist, 0.50, max_ns)),
+        p90_us: r(percentile_us(hist, 0.90, max_ns)),
+        p99_us: r(percentile_us(hist, 0.99, max_ns)),
+        max_us: r(max_ns as f64 / 1000.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_interpolate_within_buckets_and_clamp_to_max() {
+        // 100 samples in [1024, 2048) ns, max 1500 ns.
+        let mut h = vec![0u64; 32];
+        h[10] = 100;
+        assert_eq!(
+            percentile_us(&h, 0.5, 1500),
+            (1024.0 + (1500.0 - 1024.0) * 0.5) / 1000.0
+        );
+        assert_eq!(percentile_us(&h, 1.0, 1500), 1.5);
+        // 99 fast, 1 slow: p99 is still fast, max is the slow one.
+        let mut h = vec![0u64; 32];
+        h[8] = 99;
+        h[20] = 1;
+        let l = latency(&h, 100, 99 * 300 + 1_500_000, 1_500_000);
+        assert!(l.p99_us < 0.52, "{l:?}");
+        assert_eq!(l.max_us, 1500.0);
+        assert_eq!(l.mean_us, 15.3);
+    }
+
+    #[test]
+    fn exit_codes() {
+        let mut r = Report::new("trace");
+        r.findings.push(Finding::new("a.warn", Severity::Warn, "w"));
+        r.finish(&[], false);
+        assert_eq!(r.exit_code, 0);
+        r.finish(&[], true);
+        assert_eq!(r.exit_code, 1);
+        r.findings.push(Finding::new("b.fail", Severity::Fail, "f"));
+        r.finish(&["b.fail".into()], false);
+        assert_eq!(r.exit_code, 0);
+        assert_eq!(r.ignored.len(), 1);
+        r.findings.push(Finding::new("c.fail", Severity::Fail, "f"));
+        r.finish(&[], false);
+        assert_eq!(r.exit_code, 1);
+        assert_eq!(r.findings[0].id, "c.fail");
+        r.measurement.trusted = false;
+        r.finish(&[], false);
+        assert_eq!(r.exit_code, 3);
+    }
+}

@@ -1,0 +1,1 @@
+//! Filesystem traps: fs.cwd-slow, fs.hot-path-slow.

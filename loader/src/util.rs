@@ -1,0 +1,95 @@
+//! Small parsers and helpers shared by the commands.
+
+use std::{io::Write, time::Duration};
+
+/// Parses `10s`, `500ms`, `2m`, `1h`, `1.5s` or a plain number of seconds. Zero and values
+/// above a day are refused (a typo, not a benchmark).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 10s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "ns" => v / 1e9,
+        "us" | "µs" => v / 1e6,
+        "ms" => v / 1e3,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
+    };
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("`{s}`: a duration must be positive"));
+    }
+    if secs > 86_400.0 {
+        return Err(format!(
+            "`{s}`: longer than a day; that is a typo, not a benchmark"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a positive, finite rate.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("`{s}`: the rate must be greater than 0"));
+    }
+    if v > 10_000_000.0 {
+        return Err(format!(
+            "`{s}`: more than 10 million per second is not a rate this tool can keep"
+        ));
+    }
+    Ok(v)
+}
+
+/// Writes to stdout; a closed pipe (`trapdetect ... | head`) ends the program quietly.
+pub fn print(s: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(s.as_bytes()).and_then(|_| out.flush())
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(0);
+    }
+}
+
+/// Writes a file, naming it on failure.
+pub fn write_file(path: &std::path::Path, body: &str) -> crate::error::Result<()> {
+    std::fs::write(path, body)
+        .map_err(|e| crate::error::Error::input(format!("write {}", path.display()), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("3 fortnights").is_err());
+        assert!(parse_duration("2d").is_err());
+        assert!(parse_duration("25h").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("800").unwrap(), 800.0);
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("-3").is_err());
+        assert!(parse_rate("NaN").is_err());
+        assert!(parse_rate("inf").is_err());
+    }
+}

@@ -1,0 +1,37 @@
+//! Process helpers for xtask.
+
+use std::{path::PathBuf, process::Command};
+
+use anyhow::{Context, Result, bail};
+
+/// The workspace root (xtask lives one level below it).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// Runs a command, inheriting stdio; fails with its exit status.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("spawn {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} exited with {status}");
+    }
+    Ok(())
+}
+
+/// Runs cargo in the workspace root.
+pub fn cargo(args: &[&str]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(Command::new(cargo).args(args).current_dir(root()))
+}
+
+/// Whether a command exists on PATH.
+pub fn has(cmd: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {cmd} >/dev/null 2>&1"))
+        .status()
+        .is_ok_and(|s| s.success())
+}
