@@ -2,6 +2,8 @@
 //! nginx), a slow FUSE filesystem, network namespaces. Everything a fixture starts or mounts is
 //! torn down by its `Drop`, also when a test panics.
 
+pub mod slowfs;
+
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output},

@@ -1,0 +1,128 @@
+//! The slow FUSE filesystem fixture: mounts `slowfs` over a backing directory, waits until the
+//! mount is visible, and unmounts and stops the daemon on drop (also when a test panics; and
+//! the daemon gets SIGTERM if this process dies, through PR_SET_PDEATHSIG).
+
+use std::{
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use crate::{TempDir, target_file, wait_until};
+
+/// A mounted slowfs.
+pub struct SlowFs {
+    child: Option<Child>,
+    /// Where it is mounted.
+    pub mount: PathBuf,
+    /// The directory it passes through to (on ext4).
+    pub backing: PathBuf,
+    /// Operation counts file (JSON, rewritten every 100 ms).
+    pub stats: PathBuf,
+    _dir: TempDir,
+}
+
+/// Whether `path` is a mount point in this process's mount namespace.
+pub fn is_mounted(path: &Path) -> bool {
+    let want = path.to_string_lossy().replace(' ', "\\040");
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| {
+            t.lines()
+                .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+        })
+        .unwrap_or(false)
+}
+
+impl SlowFs {
+    /// Mounts a slowfs with `delay_us` per operation. `setup` populates the backing directory
+    /// before the mount (through ext4, so it costs nothing).
+    pub fn mount(delay_us: u64, setup: impl FnOnce(&Path)) -> SlowFs {
+        let dir = TempDir::new("slowfs");
+        let backing = dir.path().join("backing");
+        let mount = dir.path().join("mnt");
+        std::fs::create_dir_all(&backing).expect("backing dir");
+        std::fs::create_dir_all(&mount).expect("mount dir");
+        setup(&backing);
+        let stats = dir.path().join("stats.json");
+        let mut cmd = Command::new(target_file("slowfs"));
+        cmd.arg("--backing")
+            .arg(&backing)
+            .arg("--mount")
+            .arg(&mount)
+            .arg("--delay-us")
+            .arg(delay_us.to_string())
+            .arg("--stats")
+            .arg(&stats)
+            .stdin(Stdio::null());
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn slowfs");
+        let mut fs = SlowFs {
+            child: Some(child),
+            mount,
+            backing,
+            stats,
+            _dir: dir,
+        };
+        let m = fs.mount.clone();
+        let mut exited = None;
+        wait_until("slowfs to mount", Duration::from_secs(10), || {
+            if let Some(c) = fs.child.as_mut()
+                && let Ok(Some(st)) = c.try_wait()
+            {
+                exited = Some(st);
+                return true;
+            }
+            is_mounted(&m)
+        });
+        if let Some(st) = exited {
+            fs.child = None;
+            panic!("slowfs exited before mounting: {st}");
+        }
+        fs
+    }
+
+    /// Operation counts served so far (`lookup`, `getattr`, ...).
+    pub fn stats(&self) -> serde_json::Value {
+        std::thread::sleep(Duration::from_millis(150));
+        let t = std::fs::read_to_string(&self.stats).unwrap_or_default();
+        serde_json::from_str(&t).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Creates `depth` nested directories `d1/d2/...` below the mount's backing directory and
+    /// returns the path of the deepest one as seen through the mount.
+    pub fn deep_dir(backing: &Path, mount: &Path, depth: usize) -> PathBuf {
+        let mut rel = PathBuf::new();
+        for i in 1..=depth {
+            rel.push(format!("d{i}"));
+        }
+        std::fs::create_dir_all(backing.join(&rel)).expect("deep dir");
+        mount.join(rel)
+    }
+}
+
+impl Drop for SlowFs {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while std::time::Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if is_mounted(&self.mount) {
+                // A process still inside the mount keeps it busy: detach it lazily.
+                let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
