@@ -9,7 +9,7 @@ use aya_ebpf::{
 };
 use trapdetect_common::counters::{C_EXITS, C_FORKS_FOLLOWED, NUM_COUNTERS};
 
-use crate::kernel::{add, global, tp_u32};
+use crate::kernel::{add, global, tp_u8};
 
 /// tgid-indexed: 1 when traced. An array (sized to pid_max by the loader) because array
 /// lookups are inlined by the JIT: this check runs on every traced syscall of every process.
@@ -45,11 +45,13 @@ fn is_traced(pid: u32) -> bool {
 /// 6.x (comm became `__data_loc`), so the loader passes the offsets it read from tracefs.
 #[tracepoint(category = "sched", name = "sched_process_fork")]
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
-    let (parent, child) = if global(&FORK_PARENT_OFF) == 24 {
-        (tp_u32(&ctx, 24), tp_u32(&ctx, 44))
-    } else {
-        (tp_u32(&ctx, 12), tp_u32(&ctx, 20))
-    };
+    // The offsets differ between kernels, so they are not constants: read through
+    // bpf_probe_read (the verifier refuses direct ctx loads at computed offsets). Not hot.
+    let parent: u32 = unsafe { ctx.read_at(global(&FORK_PARENT_OFF)) }.unwrap_or(0);
+    let child: u32 = unsafe { ctx.read_at(global(&FORK_CHILD_OFF)) }.unwrap_or(0);
+    if child == 0 {
+        return 0;
+    }
     // The parent may be a thread of a traced process: check its tgid, not its tid.
     let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if (is_traced(parent) || is_traced(parent_tgid)) && !is_traced(child) {
@@ -62,13 +64,13 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
 }
 
 /// sched/sched_process_exit: forget exited processes (pid numbers are reused).
-/// Record: pid @24, group_dead @32 (bool).
+/// Record: pid @24, group_dead @32 (a 1-byte bool: the record ends at 33, so read one byte).
 #[tracepoint(category = "sched", name = "sched_process_exit")]
 pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
-    let group_dead = tp_u32(&ctx, 32) & 0xff != 0;
+    let group_dead = tp_u8(&ctx, 32) != 0;
     if tid != tgid {
         // A thread: followed threads were added by tid at clone time.
         if let Some(p) = TRACED.get_ptr_mut(tid) {

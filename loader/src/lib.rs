@@ -4,11 +4,14 @@
 //! Observations flow one way: probes and snapshots → observations → rules → findings → report.
 //! Rules (`traps`) never touch the kernel.
 
+pub mod btf;
 pub mod cli;
 pub mod cmd;
 pub mod error;
 pub mod escape;
 pub mod host;
+pub mod probe;
 pub mod report;
+pub mod trace;
 pub mod traps;
 pub mod util;

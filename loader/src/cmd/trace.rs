@@ -5,7 +5,9 @@ use std::{path::PathBuf, time::Duration};
 
 use crate::{
     error::{Error, Result},
-    util::{parse_duration, parse_rate},
+    report::{self, Report},
+    trace,
+    util::{parse_duration, parse_rate, print, write_file},
 };
 
 /// Flags of the trace command.
@@ -57,8 +59,52 @@ pub struct TraceArgs {
 
 /// Runs the trace; returns the exit code.
 pub fn run(args: TraceArgs) -> Result<i32> {
-    let Some(_pid) = args.pid else {
+    let Some(pid) = args.pid else {
         return Err(Error::usage("--pid is required (try `trapdetect --help`)"));
     };
-    Err(Error::usage("tracing is being built"))
+    if args.url.is_some() {
+        return Err(Error::usage("--url: the probe load is being built"));
+    }
+    if !(0.0..=100.0).contains(&args.loss_budget) {
+        return Err(Error::usage(
+            "--loss-budget is a percentage between 0 and 100",
+        ));
+    }
+    let opts = trace::Options {
+        pid,
+        duration: args.duration,
+        top: args.top,
+        loss_budget_pct: args.loss_budget,
+        progress: !args.quiet,
+    };
+    let mut report = trace::run(&opts, None)?;
+    report.finish(&args.ignore, args.strict);
+    emit(
+        &report,
+        args.json,
+        args.json_out.as_deref(),
+        args.html.as_deref(),
+    )?;
+    Ok(report.exit_code)
+}
+
+/// Prints the report (text or JSON) and writes the requested files.
+pub fn emit(
+    report: &Report,
+    json: bool,
+    json_out: Option<&std::path::Path>,
+    html: Option<&std::path::Path>,
+) -> Result<()> {
+    if let Some(p) = json_out {
+        write_file(p, &(report.to_json() + "\n"))?;
+    }
+    if let Some(p) = html {
+        write_file(p, &report::html::render(report))?;
+    }
+    if json {
+        print(&(report.to_json() + "\n"));
+    } else {
+        print(&report::text::render(report));
+    }
+    Ok(())
 }

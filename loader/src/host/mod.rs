@@ -2,3 +2,4 @@
 //! observations; no rule reads these files itself.
 
 pub mod mounts;
+pub mod tree;

@@ -122,6 +122,8 @@ pub struct FuseOps {
     pub count: u64,
     /// Per request.
     pub per_request: Option<f64>,
+    /// Per second.
+    pub per_second: f64,
 }
 
 /// A sampled path and what it cost.

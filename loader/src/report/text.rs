@@ -226,7 +226,7 @@ pub fn render(r: &Report) -> String {
                 "/req",
                 "/s",
                 "syscall ms/req",
-                "fuse requests/req (measured)",
+                "fuse requests (measured at the fuse tracepoint)",
             ],
             &rows,
         );

@@ -1,1 +1,553 @@
-//! Filesystem traps: fs.cwd-slow, fs.hot-path-slow.
+//! Filesystem traps seen in traced path lookups: fs.cwd-slow (the server's working directory
+//! is on a slow or remote filesystem and requests walk it) and fs.hot-path-slow (requests look
+//! up other paths on such filesystems).
+
+use serde_json::json;
+
+use super::{Finding, Severity, round};
+use crate::{
+    escape,
+    host::mounts::{MountTable, is_prefix},
+};
+
+/// How a call's walk started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Base {
+    /// An absolute path, walked from the root.
+    Absolute,
+    /// A relative path, walked from the working directory.
+    Cwd,
+    /// Relative to a directory file descriptor.
+    Dirfd,
+    /// No path walked (getcwd, fchdir, AT_EMPTY_PATH).
+    None,
+}
+
+impl Base {
+    /// Short label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Base::Absolute => "absolute",
+            Base::Cwd => "cwd",
+            Base::Dirfd => "dirfd",
+            Base::None => "none",
+        }
+    }
+}
+
+/// All calls of one path key, resolved against the mount table.
+#[derive(Clone, Debug)]
+pub struct CallObs {
+    /// Syscall name.
+    pub syscall: &'static str,
+    /// The path: normalized when absolute, as given when relative; `None` when unknown.
+    pub path: Option<Vec<u8>>,
+    /// How the walk started.
+    pub base: Base,
+    /// Mount holding the object the call names.
+    pub target: Option<usize>,
+    /// Lookups one call makes, per mount index.
+    pub walk: Vec<(usize, u32)>,
+    /// Completed calls.
+    pub count: u64,
+    /// Calls that failed.
+    pub errors: u64,
+    /// Summed latency, ns.
+    pub sum_ns: u64,
+    /// Largest latency, ns.
+    pub max_ns: u64,
+    /// log2 latency histogram.
+    pub hist: Vec<u64>,
+}
+
+impl CallObs {
+    /// Lookups one call makes on mount `m`.
+    pub fn lookups_on(&self, m: usize) -> u32 {
+        self.walk
+            .iter()
+            .filter(|(i, _)| *i == m)
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// A working directory of traced processes.
+#[derive(Clone, Debug)]
+pub struct CwdObs {
+    /// Normalized absolute path (untrusted bytes).
+    pub path: Vec<u8>,
+    /// Processes sitting in it.
+    pub processes: usize,
+}
+
+/// FUSE requests measured at the fuse tracepoint.
+#[derive(Clone, Debug)]
+pub struct FuseObs {
+    /// Mount of the connection, if found.
+    pub mount: Option<usize>,
+    /// Opcode name.
+    pub opcode: &'static str,
+    /// Requests.
+    pub count: u64,
+}
+
+/// What the trace saw, for the filesystem rules.
+#[derive(Clone, Debug, Default)]
+pub struct FsObservation {
+    /// The target's mount table.
+    pub mounts: MountTable,
+    /// Calls by path key.
+    pub calls: Vec<CallObs>,
+    /// Working directories of the traced processes.
+    pub cwds: Vec<CwdObs>,
+    /// Requests in the window (`None`: per-second figures).
+    pub requests: Option<u64>,
+    /// Window, seconds.
+    pub window_s: f64,
+    /// FUSE requests by mount and opcode.
+    pub fuse: Vec<FuseObs>,
+    /// The target's command line, to write the remedy (untrusted bytes).
+    pub cmdline: Vec<Vec<u8>>,
+}
+
+impl FsObservation {
+    /// Divides by requests, or by seconds when there is no request basis.
+    fn per(&self, v: f64) -> f64 {
+        match self.requests {
+            Some(r) if r > 0 => v / r as f64,
+            _ if self.window_s > 0.0 => v / self.window_s,
+            _ => 0.0,
+        }
+    }
+
+    /// Unit suffix for evidence keys.
+    fn unit(&self) -> &'static str {
+        match self.requests {
+            Some(r) if r > 0 => "per_request",
+            _ => "per_second",
+        }
+    }
+}
+
+/// Aggregated cost of a set of calls on one mount.
+#[derive(Default)]
+struct Cost {
+    calls: u64,
+    lookups: u64,
+    sum_ns: u64,
+    max_ns: u64,
+    hist: Vec<u64>,
+    by_syscall: Vec<(&'static str, u64)>,
+}
+
+impl Cost {
+    fn add(&mut self, c: &CallObs, lookups: u32) {
+        self.calls += c.count;
+        self.lookups += c.count * lookups as u64;
+        self.sum_ns += c.sum_ns;
+        self.max_ns = self.max_ns.max(c.max_ns);
+        if self.hist.len() < c.hist.len() {
+            self.hist.resize(c.hist.len(), 0);
+        }
+        for (i, h) in c.hist.iter().enumerate() {
+            self.hist[i] += h;
+        }
+        match self.by_syscall.iter_mut().find(|(s, _)| *s == c.syscall) {
+            Some((_, n)) => *n += c.count,
+            None => self.by_syscall.push((c.syscall, c.count)),
+        }
+    }
+}
+
+fn remedy_start_elsewhere(obs: &FsObservation) -> String {
+    let cmd: Vec<String> = obs
+        .cmdline
+        .iter()
+        .map(|a| escape::shell(&escape::bytes(a)))
+        .collect();
+    let cmd = if cmd.is_empty() {
+        "<server command>".to_string()
+    } else {
+        cmd.join(" ")
+    };
+    format!(
+        "start the server from a directory on a local filesystem: ( cd /path/to/native/run-dir && exec {cmd} ); \
+         in the harness, refuse run directories on such mounts (trapdetect preflight --dir \"$RUN\" || exit 1)"
+    )
+}
+
+/// Runs both rules.
+pub fn rules(obs: &FsObservation) -> Vec<Finding> {
+    let mut out = cwd_slow(obs);
+    out.extend(hot_path_slow(obs));
+    out
+}
+
+/// Whether a call is part of walking the working directory `cwd` on mount `m`: an absolute
+/// path on that mount that is the cwd or one of its ancestors (NTS PHP's chdir back; a ZTS
+/// build's lstat of every component).
+fn walks_cwd(obs: &FsObservation, c: &CallObs, m: usize, cwd: &[u8]) -> bool {
+    let mp = &obs.mounts.mounts[m].mount_point;
+    match (&c.path, c.base) {
+        (Some(p), Base::Absolute) => is_prefix(mp, p) && is_prefix(p, cwd) && c.lookups_on(m) > 0,
+        _ => false,
+    }
+}
+
+/// fs.cwd-slow.
+pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
+    let mut out = vec![];
+    let unit = obs.unit();
+    for cwd in &obs.cwds {
+        let Some((m, depth)) = obs.mounts.depth_below_mount(&cwd.path) else {
+            continue;
+        };
+        let mount = &obs.mounts.mounts[m];
+        let Some(kind) = mount.slow_kind() else {
+            continue;
+        };
+        let mut cost = Cost::default();
+        for c in obs.calls.iter().filter(|c| walks_cwd(obs, c, m, &cwd.path)) {
+            cost.add(c, c.lookups_on(m));
+        }
+        let lookups_per = obs.per(cost.lookups as f64);
+        let calls_per = obs.per(cost.calls as f64);
+        let ms_per = obs.per(cost.sum_ns as f64) / 1e6;
+        let fuse_per: Option<f64> = {
+            let n: u64 = obs
+                .fuse
+                .iter()
+                .filter(|f| f.mount == Some(m))
+                .map(|f| f.count)
+                .sum();
+            (n > 0).then(|| obs.per(n as f64))
+        };
+        let (severity, title) = if cost.lookups == 0 {
+            (
+                Severity::Warn,
+                format!(
+                    "working directory is on {} but no request walked it during the trace; any relative path, \
+                     or a PHP chdir back to it, would cost a round trip per component",
+                    kind.describe()
+                ),
+            )
+        } else if lookups_per >= 1.0 {
+            (
+                Severity::Fail,
+                format!(
+                    "working directory is on {}: {} lookups {} walk it, {} ms {}",
+                    kind.describe(),
+                    round(lookups_per, 1),
+                    unit.replace('_', " "),
+                    round(ms_per, 3),
+                    unit.replace('_', " ")
+                ),
+            )
+        } else {
+            (
+                Severity::Warn,
+                format!(
+                    "working directory is on {}; some requests walk it ({} lookups {})",
+                    kind.describe(),
+                    round(lookups_per, 2),
+                    unit.replace('_', " ")
+                ),
+            )
+        };
+        let mut f = Finding::new("fs.cwd-slow", severity, title)
+            .with("cwd", escape::bytes(&cwd.path))
+            .with("processes_in_cwd", cwd.processes)
+            .with("fs_type", escape::text(&mount.fs_type))
+            .with("slow_because", json!(kind))
+            .with("drvfs", mount.is_drvfs())
+            .with("mount_point", mount.mount_point_display())
+            .with("mount_source", escape::bytes(&mount.source))
+            .with("mount_options", escape::text(&mount.options_summary()))
+            .with("cwd_depth_below_mount", depth)
+            .with(&format!("lookups_{unit}"), round(lookups_per, 3))
+            .with(&format!("walk_syscalls_{unit}"), round(calls_per, 3))
+            .with(
+                "walk_syscalls",
+                cost.by_syscall
+                    .iter()
+                    .map(|(s, n)| format!("{s}:{}", round(obs.per(*n as f64), 2)))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            )
+            .with(&format!("walk_ms_{unit}"), round(ms_per, 4));
+        if cost.calls > 0 {
+            let lat = crate::report::latency(&cost.hist, cost.calls, cost.sum_ns, cost.max_ns);
+            f = f
+                .with("walk_latency_mean_us", lat.mean_us)
+                .with("walk_latency_p99_us", lat.p99_us);
+            if cost.lookups > 0 {
+                f = f.with(
+                    "latency_per_lookup_us",
+                    round(cost.sum_ns as f64 / cost.lookups as f64 / 1000.0, 2),
+                );
+            }
+        }
+        f = f.with_opt(
+            &format!("fuse_requests_{unit}"),
+            fuse_per.map(|v| round(v, 3)),
+        );
+        f = f.with(
+            "lookups_basis",
+            "path strings resolved against the target's mount table; one lookup per path component",
+        );
+        if obs.requests.is_some_and(|r| r > 0) && ms_per > 0.0 {
+            let ceiling = 1000.0 / ms_per;
+            f = f.with("predicted_ceiling_rps_if_serialized", round(ceiling, 0)).predict(format!(
+                "if {} serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), the server \
+                 cannot exceed 1000 ms ÷ {} ms of walk per request ≈ {} req/s, however many workers it has; \
+                 a deeper working directory lowers it further",
+                escape::text(&mount.fs_type),
+                round(ms_per, 3),
+                round(ceiling, 0)
+            ));
+        }
+        out.push(f.remedy(remedy_start_elsewhere(obs)));
+    }
+    out
+}
+
+/// fs.hot-path-slow: lookups on slow filesystems other than walks of the working directory.
+pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
+    let mut out = vec![];
+    let unit = obs.unit();
+    for (m, mount) in obs.mounts.mounts.iter().enumerate() {
+        let Some(kind) = mount.slow_kind() else {
+            continue;
+        };
+        let mut cost = Cost::default();
+        let mut top: Vec<(&CallObs, u64)> = vec![];
+        for c in &obs.calls {
+            let l = c.lookups_on(m);
+            if l == 0 {
+                continue;
+            }
+            if obs.cwds.iter().any(|cwd| walks_cwd(obs, c, m, &cwd.path)) {
+                continue;
+            }
+            cost.add(c, l);
+            top.push((c, c.count * l as u64));
+        }
+        if cost.lookups == 0 {
+            continue;
+        }
+        top.sort_by_key(|t| std::cmp::Reverse(t.1));
+        let lookups_per = obs.per(cost.lookups as f64);
+        let ms_per = obs.per(cost.sum_ns as f64) / 1e6;
+        let severity = if lookups_per >= 1.0 {
+            Severity::Fail
+        } else {
+            Severity::Warn
+        };
+        let paths: Vec<String> = top
+            .iter()
+            .take(5)
+            .map(|(c, _)| {
+                format!(
+                    "{} {} ({} calls {})",
+                    c.syscall,
+                    c.path
+                        .as_deref()
+                        .map(escape::bytes)
+                        .unwrap_or_else(|| "?".into()),
+                    round(obs.per(c.count as f64), 2),
+                    unit.replace('_', " ")
+                )
+            })
+            .collect();
+        let f = Finding::new(
+            "fs.hot-path-slow",
+            severity,
+            format!(
+                "requests look up paths on {} at {}: {} lookups {}",
+                kind.describe(),
+                mount.mount_point_display(),
+                round(lookups_per, 2),
+                unit.replace('_', " ")
+            ),
+        )
+        .with("fs_type", escape::text(&mount.fs_type))
+        .with("mount_point", mount.mount_point_display())
+        .with("mount_source", escape::bytes(&mount.source))
+        .with(&format!("lookups_{unit}"), round(lookups_per, 3))
+        .with(&format!("syscalls_{unit}"), round(obs.per(cost.calls as f64), 3))
+        .with(&format!("syscall_ms_{unit}"), round(ms_per, 4))
+        .with("top_paths", paths.join("; "))
+        .remedy(format!(
+            "move what requests read (docroot, includes, sessions, databases, logs) from {} to a local \
+             filesystem, or enable the filesystem's attribute/entry caching",
+            mount.mount_point_display()
+        ));
+        out.push(f);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wsl_obs() -> FsObservation {
+        let mounts = MountTable::parse(include_str!("../../fixtures/mountinfo/wsl2.txt")).unwrap();
+        let root = mounts.mount_of(b"/").unwrap();
+        let c = mounts.mount_of(b"/mnt/c/x").unwrap();
+        let cwd = b"/mnt/c/Users/luther/AppData/Local/Temp/bench/run".to_vec();
+        let hist = |n: u64| {
+            let mut h = vec![0u64; 32];
+            h[18] = n; // [262 µs, 524 µs)
+            h
+        };
+        // 1000 requests; each: getcwd (no walk), chdir(docroot on ext4), chdir back to the
+        // DrvFs cwd (7 DrvFs lookups), and 2 stats of a DrvFs session file.
+        let calls = vec![
+            CallObs {
+                syscall: "getcwd",
+                path: None,
+                base: Base::None,
+                target: Some(c),
+                walk: vec![],
+                count: 1000,
+                errors: 0,
+                sum_ns: 1_000_000,
+                max_ns: 5000,
+                hist: hist(0),
+            },
+            CallObs {
+                syscall: "chdir",
+                path: Some(b"/srv/www".to_vec()),
+                base: Base::Absolute,
+                target: Some(root),
+                walk: vec![(root, 2)],
+                count: 1000,
+                errors: 0,
+                sum_ns: 2_000_000,
+                max_ns: 9000,
+                hist: hist(0),
+            },
+            CallObs {
+                syscall: "chdir",
+                path: Some(cwd.clone()),
+                base: Base::Absolute,
+                target: Some(c),
+                walk: vec![(root, 2), (c, 7)],
+                count: 1000,
+                errors: 0,
+                sum_ns: 1000 * 7 * 300_000,
+                max_ns: 3_000_000,
+                hist: hist(1000),
+            },
+            CallObs {
+                syscall: "newfstatat",
+                path: Some(b"/mnt/c/sessions/sess_1".to_vec()),
+                base: Base::Absolute,
+                target: Some(c),
+                walk: vec![(root, 2), (c, 2)],
+                count: 2000,
+                errors: 2000,
+                sum_ns: 2000 * 600_000,
+                max_ns: 900_000,
+                hist: hist(2000),
+            },
+        ];
+        FsObservation {
+            mounts,
+            calls,
+            cwds: vec![CwdObs {
+                path: cwd,
+                processes: 5,
+            }],
+            requests: Some(1000),
+            window_s: 10.0,
+            fuse: vec![],
+            cmdline: vec![
+                b"/usr/local/bin/ephpm".to_vec(),
+                b"serve".to_vec(),
+                b"--config".to_vec(),
+                b"/srv/run/it's.toml".to_vec(),
+            ],
+        }
+    }
+
+    #[test]
+    fn drvfs_cwd_walked_every_request_is_a_fail_with_arithmetic() {
+        let f = cwd_slow(&wsl_obs());
+        assert_eq!(f.len(), 1);
+        let f = &f[0];
+        assert_eq!(f.id, "fs.cwd-slow");
+        assert_eq!(f.severity, Severity::Fail);
+        let e = &f.evidence;
+        assert_eq!(e["fs_type"], "9p");
+        assert_eq!(e["drvfs"], true);
+        assert_eq!(e["mount_point"], "/mnt/c");
+        assert_eq!(e["cwd_depth_below_mount"], 7);
+        assert_eq!(e["lookups_per_request"], 7.0);
+        assert_eq!(e["walk_syscalls_per_request"], 1.0);
+        assert_eq!(e["walk_ms_per_request"], 2.1);
+        assert_eq!(e["latency_per_lookup_us"], 300.0);
+        // 1000 ms / 2.1 ms per request.
+        assert_eq!(e["predicted_ceiling_rps_if_serialized"], 476.0);
+        assert!(
+            f.remedy
+                .contains("exec /usr/local/bin/ephpm serve --config '/srv/run/it'\\''s.toml'"),
+            "{}",
+            f.remedy
+        );
+    }
+
+    #[test]
+    fn other_drvfs_lookups_are_hot_path_not_cwd() {
+        let f = hot_path_slow(&wsl_obs());
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].id, "fs.hot-path-slow");
+        assert_eq!(f[0].severity, Severity::Fail);
+        assert_eq!(f[0].evidence["lookups_per_request"], 4.0);
+        assert_eq!(f[0].evidence["mount_point"], "/mnt/c");
+        assert!(
+            f[0].evidence["top_paths"]
+                .as_str()
+                .unwrap()
+                .starts_with("newfstatat /mnt/c/sessions/sess_1 (2 calls per request)")
+        );
+    }
+
+    #[test]
+    fn native_cwd_gives_no_finding() {
+        let mut obs = wsl_obs();
+        obs.cwds = vec![CwdObs {
+            path: b"/root/run".to_vec(),
+            processes: 1,
+        }];
+        obs.calls
+            .retain(|c| c.path.as_deref() != Some(b"/mnt/c/sessions/sess_1"));
+        obs.calls[2].path = Some(b"/root/run".to_vec());
+        obs.calls[2].walk = vec![(obs.mounts.mount_of(b"/").unwrap(), 2)];
+        assert!(rules(&obs).is_empty());
+    }
+
+    #[test]
+    fn unwalked_slow_cwd_is_a_warning_and_per_second_without_requests() {
+        let mut obs = wsl_obs();
+        obs.calls.retain(|c| c.syscall == "getcwd");
+        obs.requests = None;
+        let f = cwd_slow(&obs);
+        assert_eq!(f[0].severity, Severity::Warn);
+        assert_eq!(f[0].evidence["lookups_per_second"], 0.0);
+        assert!(
+            !f[0]
+                .evidence
+                .contains_key("predicted_ceiling_rps_if_serialized")
+        );
+    }
+
+    #[test]
+    fn hostile_cwd_bytes_are_escaped() {
+        let mut obs = wsl_obs();
+        obs.cwds[0].path = b"/mnt/c/\x1b[2Jevil\xff".to_vec();
+        let f = cwd_slow(&obs);
+        assert_eq!(f[0].evidence["cwd"], "/mnt/c/\\x1b[2Jevil\\xff");
+    }
+}

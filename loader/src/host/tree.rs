@@ -1,0 +1,184 @@
+//! The target's process tree and identity: who to trace (the target and its descendants), and
+//! each process's working directory, read from /proc.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// What /proc says about one process.
+#[derive(Clone, Debug, Default)]
+pub struct ProcInfo {
+    /// Pid (tgid).
+    pub pid: u32,
+    /// Parent pid.
+    pub ppid: u32,
+    /// Start time in clock ticks since boot (identifies the process across pid reuse).
+    pub starttime: u64,
+    /// `comm` (untrusted bytes).
+    pub comm: Vec<u8>,
+    /// /proc/PID/exe target (untrusted bytes), if readable.
+    pub exe: Option<Vec<u8>>,
+    /// /proc/PID/cwd target (untrusted bytes), if readable.
+    pub cwd: Option<Vec<u8>>,
+    /// Command line arguments (untrusted bytes).
+    pub cmdline: Vec<Vec<u8>>,
+}
+
+/// Parses /proc/PID/stat's text: (pid, comm, ppid, starttime). `comm` may contain spaces and
+/// parentheses, so it is the text between the first `(` and the last `)`.
+pub fn parse_stat(text: &[u8]) -> Option<(u32, Vec<u8>, u32, u64)> {
+    let open = text.iter().position(|&b| b == b'(')?;
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let pid = std::str::from_utf8(&text[..open])
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let comm = text.get(open + 1..close)?.to_vec();
+    let rest = std::str::from_utf8(text.get(close + 1..)?).ok()?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is state (field 3); ppid is field 4; starttime is field 22.
+    let ppid = fields.get(1)?.parse().ok()?;
+    let starttime = fields.get(19)?.parse().ok()?;
+    Some((pid, comm, ppid, starttime))
+}
+
+fn read_link(p: &Path) -> Option<Vec<u8>> {
+    std::fs::read_link(p)
+        .ok()
+        .map(|t| t.into_os_string().into_encoded_bytes())
+}
+
+/// Reads one process. A missing process is a usage error (wrong pid), naming the pid.
+pub fn info(pid: u32) -> Result<ProcInfo> {
+    let dir = Path::new("/proc").join(pid.to_string());
+    let stat = std::fs::read(dir.join("stat")).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::usage(format!("no process with pid {pid}"))
+        } else {
+            Error::input(format!("/proc/{pid}/stat"), e)
+        }
+    })?;
+    let (p, comm, ppid, starttime) = parse_stat(&stat)
+        .ok_or_else(|| Error::usage(format!("/proc/{pid}/stat: unexpected format")))?;
+    let cmdline = std::fs::read(dir.join("cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(ProcInfo {
+        pid: p,
+        ppid,
+        starttime,
+        comm,
+        exe: read_link(&dir.join("exe")),
+        cwd: read_link(&dir.join("cwd")),
+        cmdline,
+    })
+}
+
+/// Whether the process that had `starttime` is still alive (not exited, not a reused pid).
+pub fn alive(pid: u32, starttime: u64) -> bool {
+    match std::fs::read(format!("/proc/{pid}/stat")) {
+        Ok(t) => match parse_stat(&t) {
+            // A zombie still has its stat: exited for our purposes.
+            Some((_, _, _, st)) => {
+                st == starttime
+                    && !String::from_utf8_lossy(&t)
+                        .rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+            }
+            None => false,
+        },
+        Err(_) => false,
+    }
+}
+
+/// Every (pid, ppid) on the system.
+pub fn all_parents() -> Vec<(u32, u32)> {
+    let mut out = vec![];
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(t) = std::fs::read(e.path().join("stat"))
+            && let Some((_, _, ppid, _)) = parse_stat(&t)
+        {
+            out.push((pid, ppid));
+        }
+    }
+    out
+}
+
+/// `root` and all its descendants, from a (pid, ppid) list.
+pub fn descendants_of(root: u32, parents: &[(u32, u32)]) -> Vec<u32> {
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        for &(c, pp) in parents {
+            if pp == p && c != p && !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_hostile_comm() {
+        let t = b"4242 (php-fpm: pool (www) x) S 4200 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0";
+        let (pid, comm, ppid, start) = parse_stat(t).unwrap();
+        assert_eq!(pid, 4242);
+        assert_eq!(comm, b"php-fpm: pool (www) x");
+        assert_eq!(ppid, 4200);
+        assert_eq!(start, 98765);
+    }
+
+    #[test]
+    fn descendants() {
+        let p = [
+            (1, 0),
+            (10, 1),
+            (11, 10),
+            (12, 10),
+            (13, 12),
+            (20, 1),
+            (21, 20),
+        ];
+        let mut d = descendants_of(10, &p);
+        d.sort();
+        assert_eq!(d, vec![10, 11, 12, 13]);
+        assert_eq!(descendants_of(99, &p), vec![99]);
+    }
+
+    #[test]
+    fn this_process() {
+        let me = info(std::process::id()).unwrap();
+        assert_eq!(me.pid, std::process::id());
+        assert!(alive(me.pid, me.starttime));
+        assert!(!alive(me.pid, me.starttime + 1));
+        assert_eq!(
+            me.cwd.unwrap(),
+            std::env::current_dir()
+                .unwrap()
+                .into_os_string()
+                .into_encoded_bytes()
+        );
+        assert!(matches!(info(u32::MAX - 1), Err(Error::Usage(_))));
+    }
+}

@@ -1,0 +1,534 @@
+//! Loading and attaching the eBPF programs, and reading what they counted.
+//!
+//! One compatibility table decides what attaches: each program with the tracepoint it needs,
+//! whether the trace is meaningless without it, and why it exists. A program whose tracepoint
+//! this kernel lacks is skipped and the report says so; a required one missing makes the
+//! measurement untrusted (exit 3).
+
+pub mod tracefs;
+
+use std::collections::HashMap;
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{Array, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    programs::TracePoint,
+};
+use trapdetect_common::{
+    counters::NUM_COUNTERS,
+    fuse::FuseKey,
+    hist::HIST_BUCKETS,
+    names::*,
+    paths::{PathKey, PathStat},
+    syscalls::{KIND_STAT_SLOTS, KS_COUNT, KS_ERRORS, KS_MAX_NS, KS_SUM_NS, NUM_KINDS, SYSCALLS},
+};
+
+use crate::{
+    btf::Btf,
+    error::{Error, Result},
+    report::ProbeRow,
+};
+use tracefs::Tracefs;
+
+/// The eBPF object, built by build.rs.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/trapdetect"));
+
+/// One row of the compatibility table.
+struct Entry {
+    program: String,
+    attach: Vec<(&'static str, String)>,
+    required: bool,
+    purpose: &'static str,
+}
+
+/// The compatibility table. Every program, what it attaches to, whether the trace means
+/// anything without it, and why it is there.
+fn table() -> Vec<Entry> {
+    let mut t = vec![];
+    for s in SYSCALLS {
+        t.push(Entry {
+            program: format!("sys_enter_{}", s.name),
+            attach: vec![("syscalls", format!("sys_enter_{}", s.name))],
+            required: true,
+            purpose: "count and hash the path of each call (tracepoint, any kernel with syscall tracepoints)",
+        });
+    }
+    t.push(Entry {
+        program: PROG_SYS_EXIT_PATH.into(),
+        attach: SYSCALLS
+            .iter()
+            .map(|s| ("syscalls", format!("sys_exit_{}", s.name)))
+            .collect(),
+        required: true,
+        purpose: "latency and result of each traced path call",
+    });
+    t.push(Entry {
+        program: PROG_SCHED_PROCESS_FORK.into(),
+        attach: vec![("sched", "sched_process_fork".into())],
+        required: true,
+        purpose: "follow processes the target forks (php-fpm workers)",
+    });
+    t.push(Entry {
+        program: PROG_SCHED_PROCESS_EXIT.into(),
+        attach: vec![("sched", "sched_process_exit".into())],
+        required: true,
+        purpose: "forget exited processes (pids are reused)",
+    });
+    t.push(Entry {
+        program: PROG_SYS_EXIT_ACCEPT.into(),
+        attach: vec![
+            ("syscalls", "sys_exit_accept".into()),
+            ("syscalls", "sys_exit_accept4".into()),
+        ],
+        required: false,
+        purpose: "accepted connections: the request count when trapdetect drives no load",
+    });
+    t.push(Entry {
+        program: PROG_FUSE_REQUEST_SEND.into(),
+        attach: vec![("fuse", "fuse_request_send".into())],
+        required: false,
+        purpose: "FUSE requests measured at the filesystem (tracepoint since Linux 6.13)",
+    });
+    t
+}
+
+/// Struct offsets the programs need, from BTF.
+fn offsets(btf: &Btf) -> std::result::Result<Vec<(&'static str, u32)>, crate::btf::BtfError> {
+    Ok(vec![
+        (GLOBAL_OFF_TASK_FS, btf.offset("task_struct", "fs")?),
+        (GLOBAL_OFF_TASK_FILES, btf.offset("task_struct", "files")?),
+        (
+            GLOBAL_OFF_FS_PWD_DENTRY,
+            btf.offset("fs_struct", "pwd.dentry")?,
+        ),
+        (GLOBAL_OFF_DENTRY_SB, btf.offset("dentry", "d_sb")?),
+        (GLOBAL_OFF_SB_DEV, btf.offset("super_block", "s_dev")?),
+        (GLOBAL_OFF_FILES_FDT, btf.offset("files_struct", "fdt")?),
+        (GLOBAL_OFF_FDT_MAX_FDS, btf.offset("fdtable", "max_fds")?),
+        (GLOBAL_OFF_FDT_FD, btf.offset("fdtable", "fd")?),
+        (GLOBAL_OFF_FILE_INODE, btf.offset("file", "f_inode")?),
+        (GLOBAL_OFF_INODE_SB, btf.offset("inode", "i_sb")?),
+    ])
+}
+
+/// Checks that root (or CAP_BPF + CAP_PERFMON) is available, naming what is missing.
+pub fn check_privilege() -> Result<()> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |bit: u32| cap_eff & (1u64 << bit) != 0;
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_SYS_PTRACE: u32 = 19;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let mut missing = vec![];
+    if !has(CAP_SYS_ADMIN) {
+        if !has(CAP_BPF) {
+            missing.push("CAP_BPF");
+        }
+        if !has(CAP_PERFMON) {
+            missing.push("CAP_PERFMON");
+        }
+    }
+    if !has(CAP_SYS_PTRACE) && !has(CAP_SYS_ADMIN) {
+        missing.push("CAP_SYS_PTRACE (to read another process's /proc entries)");
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Privilege(format!(
+            "tracing needs {} (run as root: sudo trapdetect ...)",
+            missing.join(" and ")
+        )))
+    }
+}
+
+/// Per-kind totals summed over CPUs.
+#[derive(Clone, Debug, Default)]
+pub struct KindTotals {
+    /// Completed calls.
+    pub count: u64,
+    /// Errors.
+    pub errors: u64,
+    /// Summed latency, ns.
+    pub sum_ns: u64,
+    /// Largest latency, ns.
+    pub max_ns: u64,
+    /// Histogram.
+    pub hist: Vec<u64>,
+}
+
+/// Per-path statistics summed over CPUs.
+#[derive(Clone, Debug, Default)]
+pub struct PathTotals {
+    /// Completed calls.
+    pub count: u64,
+    /// Errors.
+    pub errors: u64,
+    /// Summed latency, ns.
+    pub sum_ns: u64,
+    /// Largest latency, ns.
+    pub max_ns: u64,
+    /// Histogram.
+    pub hist: Vec<u64>,
+}
+
+/// Everything the maps held at one moment.
+#[derive(Clone, Debug, Default)]
+pub struct Counts {
+    /// Per path key.
+    pub paths: HashMap<PathKey, PathTotals>,
+    /// Per syscall kind.
+    pub kinds: Vec<KindTotals>,
+    /// Self-monitoring counters.
+    pub counters: Vec<u64>,
+    /// FUSE requests by (connection, opcode).
+    pub fuse: HashMap<FuseKey, u64>,
+}
+
+/// Loaded and attached programs.
+pub struct Probes {
+    ebpf: Ebpf,
+    /// State of every program in the table.
+    pub rows: Vec<ProbeRow>,
+    /// Required programs that did not attach.
+    pub missing_required: Vec<String>,
+    /// Kept alive so tracefs stays mounted while attached.
+    _tracefs: Tracefs,
+}
+
+fn map_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Untrusted(format!("{what}: {e}"))
+}
+
+impl Probes {
+    /// Loads the object and attaches every program the kernel supports.
+    pub fn attach() -> Result<Self> {
+        let btf_data = Btf::vmlinux().map_err(|e| {
+            Error::Kernel(format!(
+                "this kernel has no BTF at /sys/kernel/btf/vmlinux ({e}); trapdetect needs \
+                 CONFIG_DEBUG_INFO_BTF=y to find kernel struct offsets"
+            ))
+        })?;
+        let btf = Btf::parse(&btf_data).map_err(|e| Error::Kernel(format!("kernel BTF: {e}")))?;
+        let offs = offsets(&btf).map_err(|e| Error::Kernel(format!("kernel BTF: {e}")))?;
+        let tracefs = Tracefs::ensure()?;
+        if !tracefs.has_event("syscalls", "sys_enter_openat") {
+            return Err(Error::Kernel(
+                "this kernel has no syscall tracepoints (CONFIG_FTRACE_SYSCALLS); trapdetect needs them".into(),
+            ));
+        }
+        let fork_parent = tracefs
+            .field_offset("sched", "sched_process_fork", "parent_pid")
+            .unwrap_or(12);
+        let fork_child = tracefs
+            .field_offset("sched", "sched_process_fork", "child_pid")
+            .unwrap_or(20);
+        let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(4_194_304);
+        let mut loader = EbpfLoader::new();
+        for (name, v) in &offs {
+            loader.override_global(name, v, true);
+        }
+        loader.override_global(GLOBAL_FORK_PARENT_OFF, &fork_parent, true);
+        loader.override_global(GLOBAL_FORK_CHILD_OFF, &fork_child, true);
+        loader.map_max_entries(MAP_TRACED, pid_max + 1);
+        let ebpf = loader.load(OBJECT).map_err(|e| {
+            let msg = format!("{e:#}");
+            if msg.contains("EPERM") || msg.contains("Operation not permitted") {
+                Error::Privilege(format!(
+                    "loading eBPF maps was refused ({msg}); run as root or grant CAP_BPF"
+                ))
+            } else {
+                Error::Kernel(format!("loading the eBPF object failed: {msg}"))
+            }
+        })?;
+        let mut probes = Probes {
+            ebpf,
+            rows: vec![],
+            missing_required: vec![],
+            _tracefs: tracefs,
+        };
+        // Attach exits before enters, so an enter never records a call whose exit is unseen.
+        let mut entries = table();
+        entries.sort_by_key(|e| !e.program.starts_with("sys_exit"));
+        for e in entries {
+            probes.attach_entry(&e)?;
+        }
+        Ok(probes)
+    }
+
+    fn attach_entry(&mut self, e: &Entry) -> Result<()> {
+        let available: Vec<&(&str, String)> = e
+            .attach
+            .iter()
+            .filter(|(c, n)| self._tracefs.has_event(c, n))
+            .collect();
+        let attach_desc = e
+            .attach
+            .iter()
+            .map(|(c, n)| format!("{c}/{n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if available.is_empty() {
+            // A syscall this architecture does not have cannot be called: not a gap.
+            let absent_syscall = e.program.starts_with("sys_enter_");
+            self.rows.push(ProbeRow {
+                program: e.program.clone(),
+                attach: attach_desc,
+                attached: false,
+                note: if absent_syscall {
+                    "syscall not present on this architecture".into()
+                } else {
+                    format!("tracepoint not on this kernel; {}", e.purpose)
+                },
+            });
+            if e.required && !absent_syscall {
+                self.missing_required.push(e.program.clone());
+            }
+            return Ok(());
+        }
+        let result: std::result::Result<(), String> = (|| {
+            let prog: &mut TracePoint = self
+                .ebpf
+                .program_mut(&e.program)
+                .ok_or_else(|| format!("program {} not in the object", e.program))?
+                .try_into()
+                .map_err(|err| format!("{err}"))?;
+            prog.load().map_err(|err| format!("load: {err:#}"))?;
+            for (c, n) in &available {
+                prog.attach(c, n)
+                    .map_err(|err| format!("attach {c}/{n}: {err:#}"))?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => self.rows.push(ProbeRow {
+                program: e.program.clone(),
+                attach: attach_desc,
+                attached: true,
+                note: e.purpose.into(),
+            }),
+            Err(msg) => {
+                if msg.contains("EPERM") || msg.contains("Operation not permitted") {
+                    return Err(Error::Privilege(format!(
+                        "attaching {} was refused ({msg}); run as root (CAP_BPF + CAP_PERFMON)",
+                        e.program
+                    )));
+                }
+                self.rows.push(ProbeRow {
+                    program: e.program.clone(),
+                    attach: attach_desc,
+                    attached: false,
+                    note: msg,
+                });
+                if e.required {
+                    self.missing_required.push(e.program.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks processes as traced.
+    pub fn trace_pids(&mut self, pids: &[u32]) -> Result<()> {
+        let mut traced: Array<&mut MapData, u8> = Array::try_from(
+            self.ebpf
+                .map_mut(MAP_TRACED)
+                .ok_or_else(|| map_err(MAP_TRACED, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_TRACED, e))?;
+        for &p in pids {
+            traced
+                .set(p, 1u8, 0)
+                .map_err(|e| map_err(&format!("{MAP_TRACED}[{p}]"), e))?;
+        }
+        Ok(())
+    }
+
+    /// Takes the ring buffer of first sightings (read on its own thread).
+    pub fn take_path_events(&mut self) -> Result<RingBuf<MapData>> {
+        let m = self
+            .ebpf
+            .take_map(MAP_PATH_EVENTS)
+            .ok_or_else(|| map_err(MAP_PATH_EVENTS, "missing"))?;
+        RingBuf::try_from(m).map_err(|e| map_err(MAP_PATH_EVENTS, e))
+    }
+
+    /// Self-monitoring counters only (cheap: for the progress line).
+    pub fn counters(&self) -> Result<Vec<u64>> {
+        let m: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map(MAP_COUNTERS)
+                .ok_or_else(|| map_err(MAP_COUNTERS, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_COUNTERS, e))?;
+        (0..NUM_COUNTERS)
+            .map(|i| {
+                m.get(&i, 0)
+                    .map(|v| v.iter().sum())
+                    .map_err(|e| map_err(MAP_COUNTERS, e))
+            })
+            .collect()
+    }
+
+    /// Total completed path calls so far (for the progress line).
+    pub fn path_calls(&self) -> u64 {
+        let Some(map) = self.ebpf.map(MAP_KIND_STATS) else {
+            return 0;
+        };
+        let Ok(m) = PerCpuArray::<&MapData, u64>::try_from(map) else {
+            return 0;
+        };
+        (0..NUM_KINDS)
+            .filter_map(|k| m.get(&(k * KIND_STAT_SLOTS + KS_COUNT), 0).ok())
+            .map(|v| v.iter().sum::<u64>())
+            .sum()
+    }
+
+    /// Reads every map.
+    pub fn read(&self) -> Result<Counts> {
+        let mut c = Counts {
+            counters: self.counters()?,
+            ..Default::default()
+        };
+        let stats: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map(MAP_KIND_STATS)
+                .ok_or_else(|| map_err(MAP_KIND_STATS, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_KIND_STATS, e))?;
+        let hist: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map(MAP_KIND_HIST)
+                .ok_or_else(|| map_err(MAP_KIND_HIST, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_KIND_HIST, e))?;
+        for k in 0..NUM_KINDS {
+            let slot = |s: u32| -> Result<Vec<u64>> {
+                Ok(stats
+                    .get(&(k * KIND_STAT_SLOTS + s), 0)
+                    .map_err(|e| map_err(MAP_KIND_STATS, e))?
+                    .iter()
+                    .copied()
+                    .collect())
+            };
+            let mut t = KindTotals {
+                count: slot(KS_COUNT)?.iter().sum(),
+                errors: slot(KS_ERRORS)?.iter().sum(),
+                sum_ns: slot(KS_SUM_NS)?.iter().sum(),
+                max_ns: slot(KS_MAX_NS)?.iter().copied().max().unwrap_or(0),
+                hist: vec![0; HIST_BUCKETS as usize],
+            };
+            for b in 0..HIST_BUCKETS {
+                t.hist[b as usize] = hist
+                    .get(&(k * HIST_BUCKETS + b), 0)
+                    .map_err(|e| map_err(MAP_KIND_HIST, e))?
+                    .iter()
+                    .sum();
+            }
+            c.kinds.push(t);
+        }
+        let paths: PerCpuHashMap<&MapData, PathKey, PathStat> = PerCpuHashMap::try_from(
+            self.ebpf
+                .map(MAP_PATH_STATS)
+                .ok_or_else(|| map_err(MAP_PATH_STATS, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_PATH_STATS, e))?;
+        for kv in paths.iter() {
+            let (k, per_cpu) = kv.map_err(|e| map_err(MAP_PATH_STATS, e))?;
+            let t = c.paths.entry(k).or_insert_with(|| PathTotals {
+                hist: vec![0; HIST_BUCKETS as usize],
+                ..Default::default()
+            });
+            for v in per_cpu.iter() {
+                t.count += v.count;
+                t.errors += v.errors;
+                t.sum_ns += v.sum_ns;
+                t.max_ns = t.max_ns.max(v.max_ns);
+                for (i, h) in v.hist.iter().enumerate() {
+                    t.hist[i] += *h as u64;
+                }
+            }
+        }
+        if let Some(map) = self.ebpf.map(MAP_FUSE_OPS) {
+            let fuse: PerCpuHashMap<&MapData, FuseKey, u64> =
+                PerCpuHashMap::try_from(map).map_err(|e| map_err(MAP_FUSE_OPS, e))?;
+            for kv in fuse.iter() {
+                let (k, v) = kv.map_err(|e| map_err(MAP_FUSE_OPS, e))?;
+                *c.fuse.entry(k).or_default() += v.iter().sum::<u64>();
+            }
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The eBPF programs hard-code record offsets in `enter_prog!`; they must match the shared
+    /// table, and the shared table must match this kernel's tracefs formats.
+    #[test]
+    fn syscall_offsets_match_the_ebpf_source_and_tracefs() {
+        let src = include_str!("../../../ebpf/src/syscalls.rs");
+        for s in SYSCALLS {
+            let want = format!(
+                "enter_prog!(sys_enter_{n}, \"sys_enter_{n}\", K_{u}, dfd {}, path {}, flags {}, fd {});",
+                s.dfd_off,
+                s.path_off,
+                s.flags_off,
+                s.fd_off,
+                n = s.name,
+                u = s.name.to_uppercase()
+            );
+            assert!(
+                src.replace('\n', " ")
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .contains(&want),
+                "{want}"
+            );
+        }
+        let root = std::path::Path::new("/sys/kernel/tracing/events/syscalls");
+        if !root.is_dir() {
+            eprintln!("SKIP tracefs part: tracefs not mounted");
+            return;
+        }
+        for s in SYSCALLS {
+            let Ok(text) =
+                std::fs::read_to_string(root.join(format!("sys_enter_{}", s.name)).join("format"))
+            else {
+                continue;
+            };
+            if s.path_off != 0 {
+                let off = ["filename", "path", "pathname"]
+                    .iter()
+                    .find_map(|f| tracefs::parse_field_offset(&text, f));
+                assert_eq!(off, Some(s.path_off as u32), "{}", s.name);
+            }
+            if s.dfd_off != 0 {
+                assert_eq!(
+                    tracefs::parse_field_offset(&text, "dfd"),
+                    Some(s.dfd_off as u32),
+                    "{}",
+                    s.name
+                );
+            }
+            if s.fd_off != 0 {
+                assert_eq!(
+                    tracefs::parse_field_offset(&text, "fd"),
+                    Some(s.fd_off as u32),
+                    "{}",
+                    s.name
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! A trace session: snapshot the target, attach, let it run (with an optional probe load),
+//! read the counts, resolve them, apply the rules, build the report.
+
+pub mod aggregate;
+
+use std::{
+    collections::HashMap,
+    io::IsTerminal,
+    os::fd::AsRawFd,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use aya::maps::{MapData, RingBuf};
+use trapdetect_common::{
+    counters::*,
+    paths::{PATH_CAP, PF_TRUNCATED, PathEvent, PathKey},
+};
+
+use crate::{
+    error::Result,
+    escape,
+    host::{
+        mounts::{MountTable, normalize},
+        tree,
+    },
+    probe::Probes,
+    report::{Measurement, Report, Requests, Target},
+    traps::{
+        self,
+        fs::{CwdObs, FsObservation},
+        round,
+    },
+};
+
+/// What a trace session is asked to do.
+pub struct Options {
+    /// Target pid.
+    pub pid: u32,
+    /// Window.
+    pub duration: Duration,
+    /// Paths listed in the report.
+    pub top: usize,
+    /// Allowed share of calls with unknown path strings, percent.
+    pub loss_budget_pct: f64,
+    /// Show a progress line on stderr (only if it is a terminal).
+    pub progress: bool,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// SIGINT/SIGTERM end the window early; the report is still printed.
+fn install_signal_handlers() {
+    STOP.store(false, Ordering::SeqCst);
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+/// Reads first sightings until told to stop; returns key → path bytes.
+fn spawn_ring_reader(
+    mut ring: RingBuf<MapData>,
+    done: Arc<AtomicBool>,
+    strings: Arc<Mutex<HashMap<PathKey, Vec<u8>>>>,
+) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut truncated = 0u64;
+        let mut drain = |ring: &mut RingBuf<MapData>| {
+            while let Some(item) = ring.next() {
+                if item.len() < std::mem::size_of::<PathEvent>() {
+                    continue;
+                }
+                let ev: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+                let n = if ev.len > 0 {
+                    (ev.len as usize - 1).min(PATH_CAP)
+                } else {
+                    0
+                };
+                if ev.key.flags & PF_TRUNCATED != 0 {
+                    truncated += 1;
+                }
+                strings
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(ev.key, ev.path[..n].to_vec());
+            }
+        };
+        loop {
+            let stop = done.load(Ordering::SeqCst);
+            let mut pfd = libc::pollfd {
+                fd: ring.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            unsafe { libc::poll(&mut pfd, 1, 50) };
+            drain(&mut ring);
+            if stop {
+                break;
+            }
+        }
+        truncated
+    })
+}
+
+/// The live part of a session that the caller may drive load against.
+pub trait LoadDriver {
+    /// Called once attached, right before the window starts.
+    fn start(&mut self) -> Result<()>;
+    /// Requests completed so far (for the progress line).
+    fn progress(&self) -> Option<u64>;
+    /// Called when the window ends; returns the request count for the window, the basis label,
+    /// a note, and whether the load itself can be trusted (with the reason if not).
+    fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>>;
+}
+
+/// Working directories of the traced processes, sampled through the window: a PHP worker
+/// flips its cwd around every request, so one snapshot can miss where it rests.
+#[derive(Default)]
+struct CwdSampler {
+    tree: Vec<u32>,
+    seen: HashMap<Vec<u8>, usize>,
+}
+
+impl CwdSampler {
+    fn rescan(&mut self, pid: u32) {
+        self.tree = tree::descendants_of(pid, &tree::all_parents());
+    }
+
+    fn sample(&mut self) {
+        let mut now: HashMap<Vec<u8>, usize> = HashMap::new();
+        for p in &self.tree {
+            if let Ok(c) = std::fs::read_link(format!("/proc/{p}/cwd")) {
+                *now.entry(normalize(c.as_os_str().as_encoded_bytes()))
+                    .or_default() += 1;
+            }
+        }
+        for (c, n) in now {
+            let e = self.seen.entry(c).or_default();
+            *e = (*e).max(n);
+        }
+    }
+}
+
+/// Runs a session and returns its report (exit code computed by the caller's `finish`).
+pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Report> {
+    let target = tree::info(opts.pid)?;
+    crate::probe::check_privilege()?;
+    let mut mounts = MountTable::of_pid(opts.pid)?;
+    let mut probes = Probes::attach()?;
+    // Mark the target first: from here on its forks are followed in the kernel. Then walk
+    // /proc twice to catch descendants forked before the fork probe saw them.
+    probes.trace_pids(&[opts.pid])?;
+    for _ in 0..2 {
+        let tree = tree::descendants_of(opts.pid, &tree::all_parents());
+        probes.trace_pids(&tree)?;
+    }
+    let ring = probes.take_path_events()?;
+    let strings = Arc::new(Mutex::new(HashMap::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = spawn_ring_reader(ring, done.clone(), strings.clone());
+
+    install_signal_handlers();
+    let tty = opts.progress && std::io::stderr().is_terminal();
+    eprintln!(
+        "Tracing pid {} ({}) and its children for {:.1} s... Ctrl-C to end.",
+        opts.pid,
+        escape::bytes(&target.comm),
+        opts.duration.as_secs_f64()
+    );
+    if let Some(l) = load.as_deref_mut() {
+        l.start()?;
+    }
+    let start = Instant::now();
+    let mut exited_after = None;
+    let mut last_progress = Instant::now();
+    let mut cwds = CwdSampler::default();
+    cwds.rescan(opts.pid);
+    cwds.sample();
+    let mut last_sample = Instant::now();
+    let mut last_rescan = Instant::now();
+    while start.elapsed() < opts.duration && !STOP.load(Ordering::SeqCst) {
+        if last_rescan.elapsed() >= Duration::from_secs(1) {
+            last_rescan = Instant::now();
+            cwds.rescan(opts.pid);
+        }
+        if last_sample.elapsed() >= Duration::from_millis(200) {
+            last_sample = Instant::now();
+            cwds.sample();
+        }
+        std::thread::sleep(
+            Duration::from_millis(50).min(opts.duration.saturating_sub(start.elapsed())),
+        );
+        if !tree::alive(opts.pid, target.starttime) {
+            exited_after = Some(start.elapsed().as_secs_f64());
+            break;
+        }
+        if tty && last_progress.elapsed() >= Duration::from_millis(250) {
+            last_progress = Instant::now();
+            let req = load
+                .as_deref()
+                .and_then(|l| l.progress())
+                .map(|r| format!(", {r} requests"))
+                .unwrap_or_default();
+            eprint!(
+                "\r  {:5.1}/{:.1} s  {} path calls{req}   ",
+                start.elapsed().as_secs_f64(),
+                opts.duration.as_secs_f64(),
+                probes.path_calls()
+            );
+        }
+    }
+    let window_s = start.elapsed().as_secs_f64();
+    if tty {
+        eprint!("\r{}\r", " ".repeat(70));
+    }
+    if STOP.load(Ordering::SeqCst) {
+        eprintln!("interrupted after {window_s:.1} s: reporting what was gathered");
+    }
+    let counts = probes.read()?;
+    let mut report = Report::new("trace");
+    let request_basis = match load {
+        Some(l) => l.finish(&mut report)?,
+        None => None,
+    };
+    done.store(true, Ordering::SeqCst);
+    let truncated = reader.join().unwrap_or(0);
+    let strings = std::mem::take(&mut *strings.lock().unwrap_or_else(|p| p.into_inner()));
+    let probe_rows = std::mem::take(&mut probes.rows);
+    let missing_required = std::mem::take(&mut probes.missing_required);
+    // Detach now: everything below is user-space work.
+    drop(probes);
+
+    // Refresh what may have changed during the window (mounts, cwds), while the target lives.
+    if exited_after.is_none()
+        && let Ok(m) = MountTable::of_pid(opts.pid)
+    {
+        mounts = m;
+    }
+    cwds.rescan(opts.pid);
+    cwds.sample();
+    let tree_now = cwds.tree.clone();
+    if let Some(c) = &target.cwd {
+        cwds.seen.entry(normalize(c)).or_insert(1);
+    }
+    let mut cwds: Vec<CwdObs> = cwds
+        .seen
+        .into_iter()
+        .map(|(path, processes)| CwdObs { path, processes })
+        .collect();
+    cwds.sort_by(|a, b| {
+        b.processes
+            .cmp(&a.processes)
+            .then_with(|| a.path.cmp(&b.path))
+    });
+    let hints: Vec<Vec<u8>> = cwds.iter().map(|c| c.path.clone()).collect();
+
+    // Requests: the probe load's responses, else accepted connections, else none.
+    let accepts = counts
+        .counters
+        .get(C_ACCEPTS as usize)
+        .copied()
+        .unwrap_or(0);
+    let (requests, basis, note) = match request_basis {
+        Some((n, basis)) => {
+            let note = (accepts > n + n / 10 + 2).then(|| {
+                format!("the target accepted {accepts} connections but the probe load made {n} requests: other traffic inflates per-request figures")
+            });
+            (Some(n), basis, note)
+        }
+        None if accepts > 0 => (
+            Some(accepts),
+            "accepted-connections",
+            Some("one request per accepted connection assumed (true for php-fpm behind nginx without keep-alive to FPM); pass --url for exact figures".to_string()),
+        ),
+        None => (None, "none", Some("no --url and no accepted connections: pass --url to drive a light probe load".to_string())),
+    };
+    let resolved = aggregate::resolve(&counts.paths, &strings, &mounts, &hints);
+    let fuse = aggregate::fuse_obs(&counts.fuse, &mounts);
+    let obs = FsObservation {
+        mounts: mounts.clone(),
+        calls: resolved.calls,
+        cwds,
+        requests,
+        window_s,
+        fuse,
+        cmdline: target.cmdline.clone(),
+    };
+
+    report.target = Some(Target {
+        pid: opts.pid,
+        comm: escape::bytes(&target.comm),
+        exe: target.exe.as_deref().map(escape::bytes).unwrap_or_default(),
+        cwd: target.cwd.as_deref().map(escape::bytes).unwrap_or_default(),
+        processes: tree_now.len().max(1),
+        exited_after_s: exited_after.map(|s| round(s, 2)),
+    });
+    report.window_s = Some(round(window_s, 3));
+    report.requests = Some(Requests {
+        count: requests,
+        basis,
+        rate_per_s: requests.map(|r| round(r as f64 / window_s.max(1e-9), 2)),
+        note,
+    });
+    report.findings.extend(traps::fs::rules(&obs));
+    report.syscalls = aggregate::syscall_rows(&obs.calls, &mounts, requests, window_s);
+    report.filesystems = aggregate::fs_rows(&obs.calls, &obs.fuse, &mounts, requests, window_s);
+    report.paths = aggregate::path_rows(&obs.calls, &mounts, requests, opts.top);
+    report.probes = probe_rows;
+    let mut m = measurement(
+        &counts,
+        resolved.unknown_calls,
+        truncated,
+        opts,
+        exited_after,
+    );
+    if !missing_required.is_empty() {
+        m.trusted = false;
+        m.problems.push(format!(
+            "required probes did not attach: {}",
+            missing_required.join(", ")
+        ));
+    }
+    // Keep what the load driver already recorded.
+    m.problems.append(&mut report.measurement.problems);
+    m.notes.append(&mut report.measurement.notes);
+    m.trusted &= report.measurement.trusted;
+    report.measurement = m;
+    Ok(report)
+}
+
+/// Decides whether the figures can be trusted and says why.
+fn measurement(
+    counts: &crate::probe::Counts,
+    unknown_calls: u64,
+    truncated: u64,
+    opts: &Options,
+    exited_after: Option<f64>,
+) -> Measurement {
+    let c = |i: u32| counts.counters.get(i as usize).copied().unwrap_or(0);
+    let total: u64 = counts.kinds.iter().map(|k| k.count).sum();
+    let in_paths: u64 = counts.paths.values().map(|p| p.count).sum();
+    let unattributed = total.saturating_sub(in_paths);
+    let mut m = Measurement {
+        trusted: true,
+        ..Default::default()
+    };
+    for (i, name) in COUNTER_NAMES.iter().enumerate() {
+        m.counters.insert(name.to_string(), c(i as u32).into());
+    }
+    m.counters.insert("path_calls".into(), total.into());
+    m.counters
+        .insert("unknown_path_calls".into(), unknown_calls.into());
+    m.counters
+        .insert("unattributed_calls".into(), unattributed.into());
+    let budget = opts.loss_budget_pct / 100.0;
+    let share = |n: u64| {
+        if total == 0 {
+            0.0
+        } else {
+            n as f64 / total as f64
+        }
+    };
+    if share(unknown_calls) > budget {
+        m.trusted = false;
+        m.problems.push(format!(
+            "{unknown_calls} of {total} path calls ({:.2} %) have no path string ({} first sightings dropped by a full ring buffer, {} unreadable paths): their filesystem is unknown; budget {} %",
+            share(unknown_calls) * 100.0,
+            c(C_RINGBUF_DROPS),
+            c(C_PATH_READ_FAILS),
+            opts.loss_budget_pct
+        ));
+    } else if unknown_calls > 0 {
+        m.notes.push(format!(
+            "{unknown_calls} of {total} path calls have no path string (within the {} % budget)",
+            opts.loss_budget_pct
+        ));
+    }
+    if share(unattributed) > budget {
+        m.trusted = false;
+        m.problems.push(format!(
+            "{unattributed} of {total} path calls were counted but not attributed to a path (more distinct paths than the 16,384-entry table holds; {} inserts failed)",
+            c(C_PATH_STATS_INSERT_FAILS)
+        ));
+    }
+    let collisions = c(C_INFLIGHT_COLLISIONS);
+    if share(collisions) > budget {
+        m.trusted = false;
+        m.problems.push(format!("{collisions} syscall exits lost their entry record (thread-id slot collisions): latencies are incomplete"));
+    }
+    if truncated > 0 {
+        m.notes.push(format!(
+            "{truncated} distinct paths were longer than {PATH_CAP} bytes and were truncated"
+        ));
+    }
+    if c(C_EXIT_WITHOUT_ENTER) > 0 {
+        m.notes.push(format!(
+            "{} calls were already in progress at attach and were not timed",
+            c(C_EXIT_WITHOUT_ENTER)
+        ));
+    }
+    if let Some(s) = exited_after {
+        m.notes.push(format!(
+            "the target exited {s:.1} s into the window; figures cover what was gathered until then"
+        ));
+    }
+    m
+}
