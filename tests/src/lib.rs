@@ -2,6 +2,7 @@
 //! nginx), a slow FUSE filesystem, network namespaces. Everything a fixture starts or mounts is
 //! torn down by its `Drop`, also when a test panics.
 
+pub mod servers;
 pub mod slowfs;
 
 use std::{
@@ -138,4 +139,121 @@ pub fn free_port() -> u16 {
         .local_addr()
         .expect("addr")
         .port()
+}
+
+/// A running `trapdetect` trace, attached (its "Tracing ..." line seen on stderr) and ready
+/// for the test to drive an exact workload inside the window.
+pub struct Tracer {
+    child: Option<std::process::Child>,
+    stderr_lines: std::sync::mpsc::Receiver<String>,
+    stderr_all: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Tracer {
+    /// Starts `trapdetect <args>` and waits (up to 60 s) until it says it is tracing.
+    pub fn start(args: &[&str]) -> Tracer {
+        use std::{io::BufRead, process::Stdio};
+        let mut child = Command::new(bin())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn trapdetect");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let all = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let all2 = all.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                all2.lock().unwrap().push_str(&format!("{line}\n"));
+                let _ = tx.send(line);
+            }
+        });
+        let t = Tracer {
+            child: Some(child),
+            stderr_lines: rx,
+            stderr_all: all,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match t.stderr_lines.recv_timeout(left) {
+                Ok(l) if l.starts_with("Tracing") => return t,
+                Ok(_) => {}
+                Err(_) => {
+                    let mut t = t;
+                    let out = t.finish_with(libc::SIGKILL);
+                    panic!(
+                        "trapdetect never started tracing\nstdout:\n{}\nstderr:\n{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            }
+        }
+    }
+
+    /// Sends `sig` (SIGINT: end the window early) and collects the output (bounded: 60 s).
+    pub fn finish_with(&mut self, sig: i32) -> Output {
+        let mut child = self.child.take().expect("running");
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let mut stdout = child.stdout.take().expect("stdout");
+        let reader = std::thread::spawn(move || {
+            let mut v = vec![];
+            let _ = std::io::Read::read_to_end(&mut stdout, &mut v);
+            v
+        });
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("try_wait") {
+                break s;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                break child.wait().expect("wait");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = reader.join().unwrap_or_default();
+        std::thread::sleep(Duration::from_millis(50));
+        let stderr = self.stderr_all.lock().unwrap().clone().into_bytes();
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Ends the window with SIGINT and returns the output.
+    pub fn interrupt(mut self) -> Output {
+        self.finish_with(libc::SIGINT)
+    }
+
+    /// Waits for the window to end by itself.
+    pub fn wait(mut self) -> Output {
+        let mut child = self.child.take().expect("running");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut stdout = vec![];
+        let _ = std::io::Read::read_to_end(&mut out, &mut stdout);
+        let status = child.wait().expect("wait");
+        std::thread::sleep(Duration::from_millis(50));
+        let stderr = self.stderr_all.lock().unwrap().clone().into_bytes();
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }

@@ -292,6 +292,7 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         window_s,
         fuse,
         cmdline: target.cmdline.clone(),
+        exe: target.exe.clone(),
     };
 
     report.target = Some(Target {

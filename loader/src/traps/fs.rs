@@ -108,6 +108,8 @@ pub struct FsObservation {
     pub fuse: Vec<FuseObs>,
     /// The target's command line, to write the remedy (untrusted bytes).
     pub cmdline: Vec<Vec<u8>>,
+    /// The target's executable (untrusted bytes).
+    pub exe: Option<Vec<u8>>,
 }
 
 impl FsObservation {
@@ -159,17 +161,34 @@ impl Cost {
     }
 }
 
-fn remedy_start_elsewhere(obs: &FsObservation) -> String {
-    let cmd: Vec<String> = obs
+/// The command to restart the server with: its command line, unless the process rewrote it
+/// (php-fpm shows "php-fpm: master process (...)"), then its executable and a placeholder.
+fn server_command(obs: &FsObservation) -> String {
+    let argv0 = obs
         .cmdline
-        .iter()
-        .map(|a| escape::shell(&escape::bytes(a)))
-        .collect();
-    let cmd = if cmd.is_empty() {
-        "<server command>".to_string()
+        .first()
+        .map(|a| a.as_slice())
+        .unwrap_or_default();
+    let rewritten = argv0.is_empty() || argv0.contains(&b' ') || argv0.contains(&b':');
+    if rewritten {
+        let exe = obs
+            .exe
+            .as_deref()
+            .map(escape::bytes)
+            .unwrap_or_else(|| "<server>".into());
+        format!("{} <its arguments>", escape::shell(&exe))
     } else {
-        cmd.join(" ")
-    };
+        let args: Vec<String> = obs
+            .cmdline
+            .iter()
+            .map(|a| escape::shell(&escape::bytes(a)))
+            .collect();
+        args.join(" ")
+    }
+}
+
+fn remedy_start_elsewhere(obs: &FsObservation) -> String {
+    let cmd = server_command(obs);
     format!(
         "start the server from a directory on a local filesystem: ( cd /path/to/native/run-dir && exec {cmd} ); \
          in the harness, refuse run directories on such mounts (trapdetect preflight --dir \"$RUN\" || exit 1)"
@@ -540,6 +559,20 @@ mod tests {
             !f[0]
                 .evidence
                 .contains_key("predicted_ceiling_rps_if_serialized")
+        );
+    }
+
+    #[test]
+    fn rewritten_command_lines_fall_back_to_the_executable() {
+        let mut obs = wsl_obs();
+        obs.cmdline = vec![b"php-fpm: master process (/etc/php/8.2/fpm/php-fpm.conf)".to_vec()];
+        obs.exe = Some(b"/usr/sbin/php-fpm8.2".to_vec());
+        let f = cwd_slow(&obs);
+        assert!(
+            f[0].remedy
+                .contains("exec /usr/sbin/php-fpm8.2 <its arguments> )"),
+            "{}",
+            f[0].remedy
         );
     }
 

@@ -1,0 +1,245 @@
+//! Real servers under test: Debian's php-fpm behind nginx on loopback, started from a working
+//! directory the test chooses; and a small non-PHP server that walks its working directory
+//! per request. Everything is torn down in `Drop` (and the masters get SIGTERM through
+//! PR_SET_PDEATHSIG if the test process dies).
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use crate::{TempDir, free_port, wait_until};
+
+/// A child process killed (SIGTERM, then SIGKILL) and reaped on drop.
+pub struct Proc {
+    child: Option<Child>,
+    name: String,
+}
+
+impl Proc {
+    /// Spawns `cmd` with PR_SET_PDEATHSIG.
+    pub fn spawn(name: &str, cmd: &mut Command) -> Proc {
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        Proc {
+            child: Some(child),
+            name: name.to_string(),
+        }
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+
+    /// Stops it now (SIGTERM, bounded wait, SIGKILL).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            eprintln!("{} ignored SIGTERM; killing", self.name);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One HTTP/1.0 GET on a fresh connection; returns (status, body).
+pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut buf = vec![];
+    s.read_to_end(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(i) => buf[i + 4..].to_vec(),
+        None => vec![],
+    };
+    Ok((status, body))
+}
+
+/// php-fpm (static pool, unix socket) behind nginx on 127.0.0.1.
+pub struct PhpStack {
+    /// nginx's port on 127.0.0.1.
+    pub port: u16,
+    /// php-fpm master.
+    pub fpm: Proc,
+    nginx: Proc,
+    /// Where configs, sockets and logs live.
+    pub dir: TempDir,
+    /// The docroot (on ext4).
+    pub docroot: PathBuf,
+}
+
+impl PhpStack {
+    /// Starts php-fpm with its working directory at `cwd`, `workers` static children, and an
+    /// nginx in front. `index.php` is the script every request runs.
+    pub fn start(cwd: &Path, workers: u32, index_php: &str) -> PhpStack {
+        let dir = TempDir::new("php");
+        let d = dir.path().to_path_buf();
+        let docroot = d.join("www");
+        std::fs::create_dir_all(&docroot).unwrap();
+        std::fs::create_dir_all(d.join("nginx-tmp")).unwrap();
+        std::fs::write(docroot.join("index.php"), index_php).unwrap();
+        let sock = d.join("fpm.sock");
+        let fpm_conf = d.join("fpm.conf");
+        std::fs::write(
+            &fpm_conf,
+            format!(
+                "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\n\
+                 [www]\nuser = root\ngroup = root\nlisten = {sock}\nlisten.mode = 0666\n\
+                 pm = static\npm.max_children = {workers}\npm.max_requests = 0\n\
+                 catch_workers_output = yes\nclear_env = no\n",
+                d = d.display(),
+                sock = sock.display()
+            ),
+        )
+        .unwrap();
+        let fpm = Proc::spawn(
+            "php-fpm",
+            Command::new("php-fpm8.2")
+                .args(["-R", "-F", "-y"])
+                .arg(&fpm_conf)
+                .current_dir(cwd)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        let port = free_port();
+        let nginx_conf = d.join("nginx.conf");
+        std::fs::write(
+            &nginx_conf,
+            format!(
+                "daemon off;\nmaster_process on;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\n\
+                 error_log {d}/nginx-error.log;\nevents {{ worker_connections 4096; }}\n\
+                 http {{\n  access_log off;\n  client_body_temp_path {d}/nginx-tmp/body;\n  fastcgi_temp_path {d}/nginx-tmp/fcgi;\n\
+                   proxy_temp_path {d}/nginx-tmp/proxy;\n  uwsgi_temp_path {d}/nginx-tmp/uwsgi;\n  scgi_temp_path {d}/nginx-tmp/scgi;\n\
+                   server {{\n    listen 127.0.0.1:{port} backlog=4096;\n    root {root};\n\
+                     location / {{\n      include /etc/nginx/fastcgi_params;\n      fastcgi_param SCRIPT_FILENAME $document_root/index.php;\n\
+                       fastcgi_pass unix:{sock};\n    }}\n  }}\n}}\n",
+                d = d.display(),
+                root = docroot.display(),
+                sock = sock.display()
+            ),
+        )
+        .unwrap();
+        let nginx = Proc::spawn(
+            "nginx",
+            Command::new("nginx")
+                .arg("-p")
+                .arg(&d)
+                .arg("-c")
+                .arg(&nginx_conf)
+                .arg("-e")
+                .arg(d.join("nginx-error.log"))
+                .current_dir(&d)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        let mut stack = PhpStack {
+            port,
+            fpm,
+            nginx,
+            dir,
+            docroot,
+        };
+        let log = stack.dir.path().join("fpm.log");
+        wait_until(
+            "php-fpm and nginx to answer 200",
+            Duration::from_secs(20),
+            || {
+                assert!(
+                    stack.fpm.running(),
+                    "php-fpm exited: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+                assert!(stack.nginx.running(), "nginx exited");
+                matches!(http_get(port, "/"), Ok((200, _)))
+            },
+        );
+        stack
+    }
+
+    /// The URL nginx serves.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// Pids of the php-fpm master's children (the workers).
+    pub fn workers(&self) -> Vec<u32> {
+        children_of(self.fpm.pid())
+    }
+}
+
+/// Direct children of `pid`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = vec![];
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(e.path().join("stat"))
+            && let Some(rest) = stat.rsplit(')').next()
+            && rest
+                .split_whitespace()
+                .nth(1)
+                .and_then(|x| x.parse::<u32>().ok())
+                == Some(pid)
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Sends `n` requests at about `rate` per second on fresh connections from a background
+/// thread; joins to the count of 200s.
+pub fn drive(port: u16, n: u32, rate: f64) -> std::thread::JoinHandle<u32> {
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut ok = 0;
+        for i in 0..n {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            if let Some(d) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(d);
+            }
+            if matches!(http_get(port, "/"), Ok((200, _))) {
+                ok += 1;
+            }
+        }
+        ok
+    })
+}

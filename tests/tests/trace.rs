@@ -1,0 +1,233 @@
+//! `trapdetect --pid`: the slow-working-directory trap on real servers, counted exactly.
+//!
+//! Each test starts the tracer, waits until it is attached, drives a prime number of requests
+//! entirely inside the window, then ends the window with SIGINT: every count is exact.
+
+use std::{path::Path, process::Command, time::Duration};
+
+use serde_json::Value;
+use trapdetect_e2e::{
+    Tracer, free_port, json, require_root,
+    servers::{PhpStack, Proc, http_get},
+    slowfs::SlowFs,
+    trapdetect, wait_until,
+};
+
+const N: u32 = 37;
+
+fn drive_exactly(port: u16, n: u32) {
+    for i in 0..n {
+        let (status, body) = http_get(port, "/").unwrap_or_else(|e| panic!("request {i}: {e}"));
+        assert_eq!(
+            status,
+            200,
+            "request {i}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+}
+
+fn finding<'a>(report: &'a Value, id: &str) -> Option<&'a Value> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+}
+
+fn fs_findings(report: &Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"].as_str().unwrap().starts_with("fs."))
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Rows of the syscall table for `syscall` whose mount is `mount`.
+fn calls_on(report: &Value, syscall: &str, fs_prefix: &str) -> u64 {
+    report["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["syscall"] == syscall && r["fs_type"].as_str().unwrap().starts_with(fs_prefix)
+        })
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum()
+}
+
+fn trace_json(pid: u32, drive: impl FnOnce()) -> (Value, std::process::Output) {
+    let t = Tracer::start(&[
+        "--pid",
+        &pid.to_string(),
+        "--duration",
+        "120s",
+        "--json",
+        "--quiet",
+    ]);
+    drive();
+    let out = t.interrupt();
+    let v = json(&out);
+    (v, out)
+}
+
+#[test]
+fn php_fpm_with_cwd_deep_in_slow_fuse_is_named_with_exact_lookups() {
+    if !require_root("php_fpm_with_cwd_deep_in_slow_fuse_is_named_with_exact_lookups") {
+        return;
+    }
+    let fs = SlowFs::mount(200, |_| {});
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
+    let stack = PhpStack::start(&deep, 2, "<?php echo \"ok\\n\";");
+    let (r, out) = trace_json(stack.fpm.pid(), || drive_exactly(stack.port, N));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a fail finding exits 1\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    assert_eq!(r["schema"], "trapdetect.report/1");
+    assert_eq!(r["target"]["pid"], stack.fpm.pid());
+    assert_eq!(r["target"]["exe"], "/usr/sbin/php-fpm8.2");
+    assert_eq!(r["target"]["cwd"], deep.to_str().unwrap());
+    assert_eq!(r["target"]["processes"], 3, "master + 2 workers traced");
+    assert!(r["window_s"].as_f64().unwrap() > 0.0);
+    // The workers accept one FastCGI connection per request: N requests, exactly.
+    assert_eq!(r["requests"]["count"], N);
+    assert_eq!(r["requests"]["basis"], "accepted-connections");
+    assert_eq!(r["measurement"]["trusted"], true, "{}", r["measurement"]);
+
+    let f = finding(&r, "fs.cwd-slow").expect("fs.cwd-slow");
+    assert_eq!(f["severity"], "fail");
+    let e = &f["evidence"];
+    assert!(e["fs_type"].as_str().unwrap().starts_with("fuse"), "{e}");
+    assert_eq!(e["fs_type"], "fuse.slowfs");
+    assert_eq!(e["mount_point"], fs.mount.to_str().unwrap());
+    assert_eq!(e["cwd_depth_below_mount"], 7);
+    // NTS php-fpm chdirs back to its cwd once per request: 7 FUSE lookups, exactly.
+    assert_eq!(e["lookups_per_request"], 7.0);
+    assert_eq!(e["walk_syscalls"], "chdir:1");
+    // The kernel's own count at the fuse tracepoint agrees within ±1 per request.
+    let fuse = e["fuse_requests_per_request"].as_f64().unwrap();
+    assert!(
+        (6.0..=8.0).contains(&fuse),
+        "measured FUSE requests per request: {fuse}"
+    );
+    // Each lookup sleeps 200 µs in slowfs: the walk cannot take less than 7 × 200 µs.
+    assert!(e["walk_latency_mean_us"].as_f64().unwrap() >= 1400.0, "{e}");
+    assert!(e["predicted_ceiling_rps_if_serialized"].as_f64().unwrap() > 0.0);
+    assert!(
+        f["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("exec /usr/sbin/php-fpm8.2"),
+        "{}",
+        f["remedy"]
+    );
+
+    // The syscall table: one chdir per request lands on the FUSE mount.
+    assert_eq!(calls_on(&r, "chdir", "fuse"), N as u64);
+    let fuse_row = r["filesystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["fs_type"] == "fuse.slowfs")
+        .unwrap();
+    assert_eq!(fuse_row["lookups"], 7 * N as u64);
+    assert_eq!(fuse_row["lookups_per_request"], 7.0);
+    let lookup_op = fuse_row["fuse_ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["opcode"] == "LOOKUP")
+        .unwrap();
+    let measured = lookup_op["count"].as_u64().unwrap();
+    assert!(
+        (6 * N as u64..=8 * N as u64).contains(&measured),
+        "measured LOOKUPs {measured}"
+    );
+    // Latency percentiles are present per syscall row.
+    let row = &r["syscalls"][0];
+    for k in ["mean_us", "p50_us", "p90_us", "p99_us", "max_us"] {
+        assert!(row["latency"][k].as_f64().is_some(), "{k} in {row}");
+    }
+}
+
+#[test]
+fn php_fpm_started_from_ext4_has_no_fs_finding() {
+    if !require_root("php_fpm_started_from_ext4_has_no_fs_finding") {
+        return;
+    }
+    let native = trapdetect_e2e::TempDir::new("native-run");
+    let deep = native.path().join("a/b/c/d/e/f/g");
+    std::fs::create_dir_all(&deep).unwrap();
+    let stack = PhpStack::start(&deep, 2, "<?php echo \"ok\\n\";");
+    let (r, out) = trace_json(stack.fpm.pid(), || drive_exactly(stack.port, N));
+    assert_eq!(
+        fs_findings(&r),
+        Vec::<String>::new(),
+        "no false positive on ext4"
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(r["requests"]["count"], N);
+    // The same walk happens, on ext4: counted, not flagged.
+    assert_eq!(calls_on(&r, "chdir", "ext4"), 2 * N as u64);
+}
+
+fn walkserver(mode: &str, cwd: &Path) -> (Proc, u16) {
+    let port = free_port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/walkserver.py");
+    let docroot = std::env::temp_dir();
+    let p = Proc::spawn(
+        "walkserver",
+        Command::new("python3")
+            .arg(&script)
+            .arg(mode)
+            .arg(port.to_string())
+            .arg(&docroot)
+            .current_dir(cwd),
+    );
+    wait_until("walkserver to answer", Duration::from_secs(10), || {
+        http_get(port, "/").is_ok()
+    });
+    (p, port)
+}
+
+#[test]
+fn non_php_server_that_chdirs_per_request_is_detected_too() {
+    if !require_root("non_php_server_that_chdirs_per_request_is_detected_too") {
+        return;
+    }
+    let fs = SlowFs::mount(200, |_| {});
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
+    let (server, port) = walkserver("chdir", &deep);
+    let (r, _) = trace_json(server.pid(), || drive_exactly(port, N));
+    assert_eq!(r["requests"]["count"], N);
+    let f = finding(&r, "fs.cwd-slow").expect("fs.cwd-slow");
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["evidence"]["lookups_per_request"], 7.0);
+    assert_eq!(f["evidence"]["walk_syscalls"], "chdir:1");
+}
+
+#[test]
+fn zts_style_lstat_walk_reports_syscalls_and_lookups() {
+    if !require_root("zts_style_lstat_walk_reports_syscalls_and_lookups") {
+        return;
+    }
+    let fs = SlowFs::mount(100, |_| {});
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
+    let (server, port) = walkserver("lstat", &deep);
+    let (r, _) = trace_json(server.pid(), || drive_exactly(port, N));
+    assert_eq!(r["requests"]["count"], N);
+    let f = finding(&r, "fs.cwd-slow").expect("fs.cwd-slow");
+    let e = &f["evidence"];
+    // Per request: lstat of d7, d6, ... d1 (7 + 6 + ... + 1 = 28 FUSE lookups), then stat of
+    // d7 (7 more): 8 syscalls walking the mount, 35 lookups on it. (The lstat of the mount
+    // point itself resolves "mnt" on ext4: not a FUSE lookup.)
+    assert_eq!(e["walk_syscalls_per_request"], 8.0, "{e}");
+    assert_eq!(e["lookups_per_request"], 35.0, "{e}");
+    assert_eq!(e["walk_syscalls"], "newfstatat:8");
+}
