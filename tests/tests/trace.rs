@@ -10,7 +10,7 @@ use trapdetect_e2e::{
     Tracer, free_port, json, require_root,
     servers::{PhpStack, Proc, http_get},
     slowfs::SlowFs,
-    trapdetect, wait_until,
+    wait_until,
 };
 
 const N: u32 = 37;

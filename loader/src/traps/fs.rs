@@ -488,6 +488,7 @@ mod tests {
                 b"--config".to_vec(),
                 b"/srv/run/it's.toml".to_vec(),
             ],
+            exe: Some(b"/usr/local/bin/ephpm".to_vec()),
         }
     }
 
