@@ -1,0 +1,354 @@
+//! `trapdetect --pid`: bad input, missing privilege, targets that exit, signals, exact counts,
+//! hostile path bytes, and a measurement that overflows its tables (exit 3). Every run must
+//! leave nothing attached.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    os::unix::process::CommandExt,
+    path::Path,
+    process::{Child, ChildStdin, Command, Stdio},
+    time::Duration,
+};
+
+use serde_json::Value;
+use trapdetect_e2e::{TempDir, Tracer, json, require_root, run_bounded, trapdetect};
+
+/// Tests in this file trace one at a time, so the programs loaded while a test's tracer runs
+/// are that tracer's.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Ids of loaded programs with our names (bpftool shows 15-character kernel names).
+fn our_program_ids() -> Vec<u32> {
+    let out = Command::new("bpftool")
+        .args(["prog", "show"])
+        .output()
+        .expect("bpftool");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.contains("name sys_exit_path")
+                || l.contains("name sched_process_f")
+                || l.contains("name sys_enter_chdi")
+        })
+        .filter_map(|l| l.split(':').next()?.trim().parse().ok())
+        .collect()
+}
+
+/// Remembers which programs the running tracer loaded; `assert_detached` checks they are gone.
+struct Loaded(Vec<u32>);
+
+impl Loaded {
+    fn now(before: &[u32]) -> Loaded {
+        let ids: Vec<u32> = our_program_ids()
+            .into_iter()
+            .filter(|i| !before.contains(i))
+            .collect();
+        assert!(
+            !ids.is_empty(),
+            "the tracer's programs are attached while it traces"
+        );
+        Loaded(ids)
+    }
+
+    fn assert_detached(&self) {
+        let still: Vec<u32> = our_program_ids()
+            .into_iter()
+            .filter(|i| self.0.contains(i))
+            .collect();
+        assert_eq!(
+            still,
+            Vec::<u32>::new(),
+            "programs left loaded after trapdetect exited"
+        );
+    }
+}
+
+struct PathLoad {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl PathLoad {
+    fn start(args: &[&str]) -> PathLoad {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pathload.py");
+        let mut cmd = Command::new("python3");
+        cmd.arg(script)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("python3");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        PathLoad {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Runs the workload and waits until it is done.
+    fn go(&mut self) {
+        writeln!(self.stdin, "go").unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "done");
+    }
+}
+
+impl Drop for PathLoad {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn row<'a>(r: &'a Value, syscall: &str, path_contains: &str) -> &'a Value {
+    r["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["syscall"] == syscall && p["path"].as_str().unwrap().contains(path_contains))
+        .unwrap_or_else(|| panic!("no {syscall} row for {path_contains}: {}", r["paths"]))
+}
+
+#[test]
+fn a_pid_that_does_not_exist_is_a_usage_error() {
+    let out = trapdetect(
+        &["--pid", "4194303", "--duration", "1s"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err, "trapdetect: no process with pid 4194303\n");
+    assert!(out.stdout.is_empty());
+    let out = trapdetect(&["--duration", "1s"], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("trapdetect: --pid is required"));
+}
+
+#[test]
+fn without_privilege_the_missing_capability_is_named_and_exit_is_4() {
+    if !require_root("without_privilege_the_missing_capability_is_named_and_exit_is_4") {
+        return;
+    }
+    let mut cmd = Command::new(trapdetect_e2e::bin());
+    cmd.args(["--pid", "1", "--duration", "1s"]);
+    unsafe {
+        cmd.pre_exec(|| {
+            // nobody:nogroup, no capabilities left.
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(65534) != 0
+                || libc::setuid(65534) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = run_bounded(&mut cmd, Duration::from_secs(30));
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("trapdetect: tracing needs CAP_BPF and CAP_PERFMON"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn exact_prime_count_of_syscalls_and_clean_detach() {
+    if !require_root("exact_prime_count_of_syscalls_and_clean_detach") {
+        return;
+    }
+    let _serial = serial();
+    let before = our_program_ids();
+    let mut load = PathLoad::start(&["stat", "10007", "/etc/hostname"]);
+    let t = Tracer::start(&[
+        "--pid",
+        &load.pid().to_string(),
+        "--duration",
+        "120s",
+        "--json",
+        "--quiet",
+    ]);
+    let loaded = Loaded::now(&before);
+    load.go();
+    let out = t.interrupt();
+    let r = json(&out);
+    let p = row(&r, "newfstatat", "/etc/hostname");
+    assert_eq!(p["count"], 10007);
+    assert_eq!(p["errors"], 0);
+    assert_eq!(p["walk"], "ext4:2");
+    assert_eq!(r["measurement"]["counters"]["path_calls"], 10007);
+    assert_eq!(r["requests"]["basis"], "none");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted after"));
+    loaded.assert_detached();
+}
+
+#[test]
+fn a_target_that_exits_mid_trace_still_gets_a_report() {
+    if !require_root("a_target_that_exits_mid_trace_still_gets_a_report") {
+        return;
+    }
+    let _serial = serial();
+    let before = our_program_ids();
+    let mut load = PathLoad::start(&["stat", "101", "/etc/hostname"]);
+    let t = Tracer::start(&[
+        "--pid",
+        &load.pid().to_string(),
+        "--duration",
+        "60s",
+        "--json",
+        "--quiet",
+    ]);
+    let loaded = Loaded::now(&before);
+    load.go();
+    drop(load);
+    let out = t.wait();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json(&out);
+    assert!(r["target"]["exited_after_s"].as_f64().unwrap() < 30.0);
+    assert_eq!(row(&r, "newfstatat", "/etc/hostname")["count"], 101);
+    assert!(
+        r["measurement"]["notes"]
+            .to_string()
+            .contains("the target exited")
+    );
+    loaded.assert_detached();
+}
+
+#[test]
+fn sigterm_ends_the_window_and_still_reports() {
+    if !require_root("sigterm_ends_the_window_and_still_reports") {
+        return;
+    }
+    let _serial = serial();
+    let before = our_program_ids();
+    let mut load = PathLoad::start(&["stat", "211", "/etc/hostname"]);
+    let mut t = Tracer::start(&[
+        "--pid",
+        &load.pid().to_string(),
+        "--duration",
+        "120s",
+        "--json",
+        "--quiet",
+    ]);
+    let loaded = Loaded::now(&before);
+    load.go();
+    let out = t.finish_with(libc::SIGTERM);
+    let r = json(&out);
+    assert_eq!(row(&r, "newfstatat", "/etc/hostname")["count"], 211);
+    loaded.assert_detached();
+}
+
+#[test]
+fn hostile_path_bytes_are_escaped_in_text_json_and_html() {
+    if !require_root("hostile_path_bytes_are_escaped_in_text_json_and_html") {
+        return;
+    }
+    let _serial = serial();
+    let before = our_program_ids();
+    let dir = TempDir::new("hostile");
+    let html = dir.path().join("report.html");
+    let json_out = dir.path().join("report.json");
+    let mut load = PathLoad::start(&["hostile", "13"]);
+    let t = Tracer::start(&[
+        "--pid",
+        &load.pid().to_string(),
+        "--duration",
+        "120s",
+        "--quiet",
+        "--html",
+        html.to_str().unwrap(),
+        "--json-out",
+        json_out.to_str().unwrap(),
+    ]);
+    let loaded = Loaded::now(&before);
+    load.go();
+    let out = t.interrupt();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let escaped = r"/tmp/trapdetect-\x0a\x1b[31mred</td><script>alert(1)</script>\xff\xfe";
+    assert!(text.contains(escaped), "{text}");
+    assert!(
+        !out.stdout.contains(&0x1b),
+        "no raw escape byte reaches the terminal"
+    );
+    let r: Value = serde_json::from_slice(&std::fs::read(&json_out).unwrap()).unwrap();
+    let p = row(&r, "newfstatat", "trapdetect-");
+    assert_eq!(p["path"], escaped);
+    assert_eq!(p["count"], 13);
+    assert_eq!(p["errors"], 13, "ENOENT every time");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        !page.contains("<script>"),
+        "no markup from the target in the page"
+    );
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    loaded.assert_detached();
+}
+
+#[test]
+fn overflowing_the_path_table_makes_the_measurement_untrusted() {
+    if !require_root("overflowing_the_path_table_makes_the_measurement_untrusted") {
+        return;
+    }
+    let _serial = serial();
+    let before = our_program_ids();
+    // 60,000 distinct paths: more keys than the 16,384-entry table, and more first sightings
+    // than the ring buffer holds between two reads.
+    let mut load = PathLoad::start(&["unique", "60000"]);
+    let t = Tracer::start(&[
+        "--pid",
+        &load.pid().to_string(),
+        "--duration",
+        "120s",
+        "--json",
+        "--quiet",
+    ]);
+    let loaded = Loaded::now(&before);
+    load.go();
+    let out = t.interrupt();
+    assert_eq!(out.status.code(), Some(3), "untrusted measurement exits 3");
+    let r = json(&out);
+    let m = &r["measurement"];
+    assert_eq!(m["trusted"], false);
+    // Every call was still counted in the kernel's per-syscall totals.
+    assert_eq!(m["counters"]["path_calls"], 60000);
+    let unattributed = m["counters"]["unattributed_calls"].as_u64().unwrap();
+    let unknown = m["counters"]["unknown_path_calls"].as_u64().unwrap();
+    assert!(
+        unattributed + unknown > 600,
+        "more than the 1 % budget lost: {m}"
+    );
+    assert!(m["problems"].to_string().contains("path calls"), "{m}");
+    loaded.assert_detached();
+}
