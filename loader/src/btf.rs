@@ -63,11 +63,6 @@ pub struct Btf {
 }
 
 impl Btf {
-    /// Reads /sys/kernel/btf/vmlinux.
-    pub fn vmlinux() -> std::io::Result<Vec<u8>> {
-        std::fs::read("/sys/kernel/btf/vmlinux")
-    }
-
     /// Parses a BTF blob (little-endian).
     pub fn parse(data: &[u8]) -> Result<Self, BtfError> {
         let u32_at = |o: usize| -> Result<u32, BtfError> {
@@ -270,7 +265,7 @@ mod tests {
 
     #[test]
     fn vmlinux_offsets_are_consistent() {
-        let Ok(data) = Btf::vmlinux() else {
+        let Ok(data) = std::fs::read("/sys/kernel/btf/vmlinux") else {
             eprintln!("SKIP: no /sys/kernel/btf/vmlinux");
             return;
         };

@@ -179,6 +179,52 @@ fn without_privilege_the_missing_capability_is_named_and_exit_is_4() {
 }
 
 #[test]
+fn missing_or_malformed_btf_is_a_kernel_support_error() {
+    if !require_root("missing_or_malformed_btf_is_a_kernel_support_error") {
+        return;
+    }
+    let dir = TempDir::new("btf");
+    let garbage = dir.path().join("vmlinux");
+    std::fs::write(&garbage, b"this is not BTF").unwrap();
+    let me = std::process::id().to_string();
+    let out = trapdetect(
+        &[
+            "--pid",
+            &me,
+            "--duration",
+            "1s",
+            "--btf",
+            "/nonexistent/vmlinux",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("trapdetect: no kernel BTF at /nonexistent/vmlinux"),
+        "{err}"
+    );
+    let out = trapdetect(
+        &[
+            "--pid",
+            &me,
+            "--duration",
+            "1s",
+            "--btf",
+            garbage.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("malformed BTF"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
 fn exact_prime_count_of_syscalls_and_clean_detach() {
     if !require_root("exact_prime_count_of_syscalls_and_clean_detach") {
         return;

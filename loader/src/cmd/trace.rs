@@ -49,6 +49,10 @@ pub struct TraceArgs {
     /// declared untrustworthy (exit 3), percent.
     #[arg(long, value_name = "PERCENT", default_value_t = 1.0)]
     pub loss_budget: f64,
+    /// Kernel BTF to read struct offsets from, instead of /sys/kernel/btf/vmlinux (for kernels
+    /// built without CONFIG_DEBUG_INFO_BTF, e.g. a file from BTFHub).
+    #[arg(long, value_name = "FILE")]
+    pub btf: Option<PathBuf>,
     /// Allow --url to point outside loopback.
     #[arg(long)]
     pub allow_remote: bool,
@@ -76,6 +80,7 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         top: args.top,
         loss_budget_pct: args.loss_budget,
         progress: !args.quiet,
+        btf: args.btf.clone(),
     };
     let mut report = trace::run(&opts, None)?;
     report.finish(&args.ignore, args.strict);

@@ -206,14 +206,17 @@ fn map_err(what: &str, e: impl std::fmt::Display) -> Error {
 
 impl Probes {
     /// Loads the object and attaches every program the kernel supports.
-    pub fn attach() -> Result<Self> {
-        let btf_data = Btf::vmlinux().map_err(|e| {
+    pub fn attach(btf_file: Option<&std::path::Path>) -> Result<Self> {
+        let path = btf_file.unwrap_or(std::path::Path::new("/sys/kernel/btf/vmlinux"));
+        let btf_data = std::fs::read(path).map_err(|e| {
             Error::Kernel(format!(
-                "this kernel has no BTF at /sys/kernel/btf/vmlinux ({e}); trapdetect needs \
-                 CONFIG_DEBUG_INFO_BTF=y to find kernel struct offsets"
+                "no kernel BTF at {} ({e}); trapdetect needs BTF (CONFIG_DEBUG_INFO_BTF=y) to find kernel \
+                 struct offsets, or a BTF file for this kernel with --btf",
+                path.display()
             ))
         })?;
-        let btf = Btf::parse(&btf_data).map_err(|e| Error::Kernel(format!("kernel BTF: {e}")))?;
+        let btf =
+            Btf::parse(&btf_data).map_err(|e| Error::Kernel(format!("{}: {e}", path.display())))?;
         let offs = offsets(&btf).map_err(|e| Error::Kernel(format!("kernel BTF: {e}")))?;
         let tracefs = Tracefs::ensure()?;
         if !tracefs.has_event("syscalls", "sys_enter_openat") {

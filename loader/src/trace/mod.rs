@@ -48,6 +48,8 @@ pub struct Options {
     pub loss_budget_pct: f64,
     /// Show a progress line on stderr (only if it is a terminal).
     pub progress: bool,
+    /// BTF file to use instead of the kernel's.
+    pub btf: Option<std::path::PathBuf>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -154,7 +156,7 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     let target = tree::info(opts.pid)?;
     crate::probe::check_privilege()?;
     let mut mounts = MountTable::of_pid(opts.pid)?;
-    let mut probes = Probes::attach()?;
+    let mut probes = Probes::attach(opts.btf.as_deref())?;
     // Mark the target first: from here on its forks are followed in the kernel. Then walk
     // /proc twice to catch descendants forked before the fork probe saw them.
     probes.trace_pids(&[opts.pid])?;
