@@ -20,11 +20,17 @@ pub fn bin() -> PathBuf {
 /// A binary built by this workspace, found next to the running test executable
 /// (`target/<profile>/deps/<test>` → `target/<profile>/<name>`).
 pub fn target_file(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
+    // xtask (bench, demo) points at the release directory explicitly.
+    let profile_dir = match std::env::var_os("TRAPDETECT_TARGET_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let exe = std::env::current_exe().expect("current_exe");
+            exe.parent()
+                .and_then(Path::parent)
+                .expect("target/<profile>")
+                .to_path_buf()
+        }
+    };
     let p = profile_dir.join(name);
     assert!(
         p.exists(),

@@ -1,7 +1,12 @@
 //! `cargo xtask bench`: every figure measured side by side with its peer tool in one run,
-//! reported as ratios. One module per area; each registers its benchmarks here.
+//! reported as ratios. One module per area; each registers its benchmarks here. Results are
+//! also written to target/bench/results.json.
+
+use std::{collections::BTreeMap, sync::Mutex};
 
 use anyhow::Result;
+
+mod trace;
 
 /// A named benchmark.
 pub struct Bench {
@@ -10,15 +15,44 @@ pub struct Bench {
 }
 
 fn all() -> Vec<Bench> {
-    vec![]
+    vec![Bench {
+        name: "trace",
+        run: trace::run,
+    }]
+}
+
+static RESULTS: Mutex<BTreeMap<String, serde_json::Value>> = Mutex::new(BTreeMap::new());
+
+/// Records one figure for results.json.
+pub fn record(key: &str, v: serde_json::Value) {
+    RESULTS.lock().unwrap().insert(key.to_string(), v);
+}
+
+/// Median of a non-empty sample.
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[s.len() / 2]
 }
 
 pub fn run(filter: Option<&str>) -> Result<()> {
+    // Fixtures find the release binaries here.
+    unsafe {
+        std::env::set_var(
+            "TRAPDETECT_TARGET_DIR",
+            crate::util::root().join("target/release"),
+        )
+    };
     for b in all() {
         if filter.is_none_or(|f| b.name.contains(f)) {
             eprintln!("== bench {}", b.name);
             (b.run)()?;
         }
     }
+    let dir = crate::util::root().join("target/bench");
+    std::fs::create_dir_all(&dir)?;
+    let out = serde_json::to_string_pretty(&*RESULTS.lock().unwrap())?;
+    std::fs::write(dir.join("results.json"), out + "\n")?;
+    eprintln!("results: {}", dir.join("results.json").display());
     Ok(())
 }

@@ -1,0 +1,193 @@
+//! Tracer overhead, side by side in one run: a syscall-tight loop and php-fpm+nginx at
+//! saturation, each untraced, traced by trapdetect, and traced by `strace -f` (the reference
+//! for how bad it gets). Rounds are interleaved; medians and ratios are reported.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use trapdetect_e2e::{TempDir, Tracer, servers::PhpStack, target_file};
+
+use super::{median, record};
+
+const ROUNDS: usize = 5;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Untraced,
+    Trapdetect,
+    Strace,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Untraced => "untraced",
+            Mode::Trapdetect => "trapdetect",
+            Mode::Strace => "strace -f",
+        }
+    }
+}
+
+enum Inner {
+    Trapdetect(Tracer),
+    Strace(Child),
+}
+
+/// A tracer of `mode` attached to `pids`; detaches on drop.
+struct Attached(Option<Inner>);
+
+impl Attached {
+    fn to(mode: Mode, pids: &[u32]) -> Result<Attached> {
+        Ok(Attached(match mode {
+            Mode::Untraced => None,
+            Mode::Trapdetect => Some(Inner::Trapdetect(Tracer::start(&[
+                "--pid",
+                &pids[0].to_string(),
+                "--duration",
+                "600s",
+                "--quiet",
+            ]))),
+            Mode::Strace => {
+                let mut cmd = Command::new("strace");
+                cmd.args(["-f", "-qq", "-o", "/dev/null"]);
+                for p in pids {
+                    cmd.arg("-p").arg(p.to_string());
+                }
+                let c = cmd
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .context("strace")?;
+                // strace has no ready line with -qq: give it time to seize every thread.
+                std::thread::sleep(Duration::from_millis(500));
+                Some(Inner::Strace(c))
+            }
+        }))
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        match self.0.take() {
+            None => {}
+            Some(Inner::Trapdetect(t)) => {
+                let _ = t.interrupt();
+            }
+            Some(Inner::Strace(mut c)) => {
+                unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// One statloop run under `mode`: (iterations/s, syscalls per iteration).
+fn statloop(mode: Mode, kind: &str, path: &str, secs: f64) -> Result<(f64, f64)> {
+    let mut child = Command::new(target_file("statloop"))
+        .args([kind, &secs.to_string(), path])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("statloop")?;
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line)?;
+    let attached = Attached::to(mode, &[child.id()])?;
+    writeln!(child.stdin.as_mut().unwrap(), "go")?;
+    line.clear();
+    out.read_line(&mut line)?;
+    drop(attached);
+    let _ = child.wait();
+    let mut it = line.split_whitespace().map(|v| v.parse::<f64>());
+    match (it.next(), it.next()) {
+        (Some(Ok(rate)), Some(Ok(per))) => Ok((rate, per)),
+        _ => bail!("statloop printed {line:?}"),
+    }
+}
+
+fn wrk(url: &str, secs: u32) -> Result<f64> {
+    let out = Command::new("wrk")
+        .args(["-t1", "-c8", &format!("-d{secs}s"), url])
+        .output()
+        .context("wrk")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("wrk output: {text}"))
+}
+
+pub fn run() -> Result<()> {
+    let modes = [Mode::Untraced, Mode::Trapdetect, Mode::Strace];
+    // 1. Syscall loops.
+    for (kind, path) in [("stat", "/etc/hostname"), ("chdir", "/usr/share/doc")] {
+        let mut rates: Vec<Vec<f64>> = vec![vec![]; modes.len()];
+        let mut per = 1.0;
+        for round in 0..ROUNDS {
+            // Rotate the order each round so drift (thermal, other load) hits every mode alike.
+            for i in (0..modes.len()).map(|k| (k + round) % modes.len()) {
+                let m = &modes[i];
+                let (r, p) = statloop(*m, kind, path, 2.0)?;
+                rates[i].push(r);
+                per = p;
+            }
+        }
+        let base = median(&rates[0]);
+        println!(
+            "\n{kind} loop ({per} traced syscalls per iteration), median of {ROUNDS} interleaved 2 s runs:"
+        );
+        for (i, m) in modes.iter().enumerate() {
+            let r = median(&rates[i]);
+            let added_us = (1e6 / r - 1e6 / base) / per;
+            println!(
+                "  {:<11} {:>10.0} it/s  {:>6.1} % of untraced  {:>+7.3} µs per syscall",
+                m.name(),
+                r,
+                100.0 * r / base,
+                added_us
+            );
+            record(
+                &format!("trace.{kind}_loop.{}", m.name()),
+                serde_json::json!({"it_per_s": r, "ratio": r / base, "added_us_per_syscall": added_us}),
+            );
+        }
+    }
+    // 2. php-fpm + nginx at saturation (cwd on ext4: the overhead, not a trap).
+    let run_dir = TempDir::new("bench-run");
+    let stack = PhpStack::start(run_dir.path(), 4, "<?php echo \"ok\\n\";");
+    let mut pids = vec![stack.fpm.pid()];
+    pids.extend(stack.workers());
+    let _ = wrk(&stack.url(), 2)?; // warm up
+    let mut rates: Vec<Vec<f64>> = vec![vec![]; modes.len()];
+    for round in 0..ROUNDS {
+        for i in (0..modes.len()).map(|k| (k + round) % modes.len()) {
+            let m = &modes[i];
+            let attached = Attached::to(*m, &pids)?;
+            rates[i].push(wrk(&stack.url(), 4)?);
+            drop(attached);
+        }
+    }
+    let base = median(&rates[0]);
+    println!(
+        "\nphp-fpm (4 workers) + nginx, wrk -t1 -c8, median of {ROUNDS} interleaved 4 s runs:"
+    );
+    for (i, m) in modes.iter().enumerate() {
+        let r = median(&rates[i]);
+        println!(
+            "  {:<11} {:>8.0} req/s  {:>6.1} % of untraced  ({:+.1} % throughput)",
+            m.name(),
+            r,
+            100.0 * r / base,
+            100.0 * (r / base - 1.0)
+        );
+        record(
+            &format!("trace.php_fpm.{}", m.name()),
+            serde_json::json!({"req_per_s": r, "ratio": r / base}),
+        );
+    }
+    Ok(())
+}
