@@ -19,6 +19,7 @@ const APT: &[&str] = &[
     "fuse3",
     "iproute2",
     "strace",
+    "bpftool",
     "wrk",
     "hey",
     "procps",
