@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod error;
 pub mod escape;
 pub mod host;
+pub mod load;
 pub mod probe;
 pub mod report;
 pub mod trace;

@@ -1,12 +1,434 @@
-//! `trapdetect load` (being built; see its issue).
+//! `trapdetect load`: the open-loop generator alone. Arrivals at a fixed rate whatever the
+//! server does, success counted as 2xx only, errors split by kind, latency from the intended
+//! send instant, a per-second series, and a verdict on whether the generator kept its schedule.
 
-use crate::error::{Error, Result};
+use std::{
+    io::Write as _,
+    path::PathBuf,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use serde::Serialize;
+
+use crate::{
+    error::{Error, Result, exit},
+    load::{self, Arrival, Plan, Sample, Summary},
+    traps::{Finding, Severity},
+    util::{parse_duration, parse_rate},
+};
 
 /// Flags of `trapdetect load`.
-#[derive(Debug, clap::Args)]
-pub struct LoadArgs {}
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Exit codes: 0 ok · 1 a `fail` finding (e.g. under half the arrivals \
+                        got a 2xx) · 2 bad input · 3 the generator fell behind its schedule or \
+                        failed requests itself (the numbers measure the generator).")]
+pub struct LoadArgs {
+    /// Target, `http://host[:port]/path` (loopback only unless --allow-remote).
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+    /// Arrivals per second, fired on schedule whatever is still outstanding (open loop).
+    /// With --closed-loop it caps the workers' rate instead.
+    #[arg(long, short = 'r', value_name = "REQ/S", value_parser = parse_rate)]
+    pub rate: Option<f64>,
+    /// Inter-arrival process: `const` (start + i/rate) or `poisson` (seeded exponential gaps).
+    #[arg(long, value_enum, default_value = "const")]
+    pub arrival: Arrival,
+    /// Per-request timeout, from the moment a worker takes the arrival (connect included).
+    #[arg(long, short = 't', value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Length of the measured window.
+    #[arg(long, short = 'd', value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Unmeasured lead-in before the window (its arrivals are sent but not counted).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_warmup)]
+    pub warmup: Duration,
+    /// Host header, with numeric ranges expanded: `site-{0001..0010}` (picked uniformly).
+    #[arg(long, value_name = "PATTERN", conflicts_with = "hosts")]
+    pub host_header: Option<String>,
+    /// File of Host header values, one per line (picked uniformly).
+    #[arg(long, value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
+    /// Weighted paths replacing the URL's: `/=3,/perm=1,/rest=1`.
+    #[arg(long, value_name = "MIX")]
+    pub path_mix: Option<String>,
+    /// Request method.
+    #[arg(long, short = 'm', value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+    /// Extra request header `Name: value`. Repeatable.
+    #[arg(long, short = 'H', value_name = "HEADER")]
+    pub header: Vec<String>,
+    /// Request body, or `@FILE` to read it from a file.
+    #[arg(long, value_name = "BODY")]
+    pub body: Option<String>,
+    /// Seed for Poisson gaps and host/path picks (same seed, same arrivals).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// A fresh connection per request (`Connection: close`) instead of keep-alive.
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// Closed loop (like wrk, hey, oha without -q) with -c workers, for comparison: reports
+    /// the same fields, and says what it cannot show.
+    #[arg(long, requires = "concurrency")]
+    pub closed_loop: bool,
+    /// Closed-loop workers.
+    #[arg(long, short = 'c', value_name = "N", requires = "closed_loop")]
+    pub concurrency: Option<usize>,
+    /// Runtime worker threads (default: up to 2; the server needs the other cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Scheduling lag p99 beyond which the run is untrusted (exit 3).
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
+    pub lag_budget: Duration,
+    /// Allow a target outside loopback (only a server you own: this is a flood).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Print the report as JSON on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
+    /// Write one JSON line per request (intended/start/sent/end instants in CLOCK_MONOTONIC
+    /// ns, status or error kind, bytes) to FILE, for joining with kernel data.
+    #[arg(long, value_name = "FILE")]
+    pub samples_out: Option<PathBuf>,
+    /// Silence a finding by id (it is still listed as ignored). Repeatable.
+    #[arg(long, value_name = "ID")]
+    pub ignore: Vec<String>,
+    /// Treat warnings as failures for the exit code.
+    #[arg(long)]
+    pub strict: bool,
+    /// No start line and no progress on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+fn parse_warmup(s: &str) -> std::result::Result<Duration, String> {
+    if s.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(s)
+}
+
+/// Can the numbers be trusted?
+#[derive(Debug, Serialize)]
+pub struct Measurement {
+    /// False when the generator measured itself (exit 3).
+    pub trusted: bool,
+    /// Why not.
+    pub problems: Vec<String>,
+}
+
+/// The JSON document `trapdetect load --json` prints (`schema` = `trapdetect.load/1`).
+#[derive(Debug, Serialize)]
+pub struct Document<'a> {
+    /// The run.
+    #[serde(flatten)]
+    pub summary: &'a Summary,
+    /// Findings, fail first.
+    pub findings: Vec<Finding>,
+    /// Findings silenced with --ignore.
+    pub ignored: Vec<Finding>,
+    /// Trust.
+    pub measurement: Measurement,
+    /// The exit code.
+    pub exit_code: i32,
+}
+
+/// Builds the plan from the flags, reading --hosts and --body @FILE.
+pub fn plan(a: &LoadArgs) -> Result<Plan> {
+    let rate = match (a.rate, a.closed_loop) {
+        (Some(r), _) => r,
+        (None, true) => 1.0,
+        (None, false) => {
+            return Err(Error::usage(
+                "--rate is required (or --closed-loop -c N for a closed-loop comparison)",
+            ));
+        }
+    };
+    let mut p = Plan::new(&a.url, rate, a.duration)?;
+    p.rate = a.rate;
+    p.arrival = a.arrival;
+    p.timeout = a.timeout;
+    p.warmup = a.warmup;
+    p.keepalive = !a.no_keepalive;
+    p.closed_loop = if a.closed_loop { a.concurrency } else { None };
+    if let Some(pat) = &a.host_header {
+        p.hosts = load::expand_hosts(pat)?;
+    }
+    if let Some(f) = &a.hosts {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| Error::input(format!("--hosts {}", f.display()), e))?;
+        p.hosts = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(String::from)
+            .collect();
+        if p.hosts.is_empty() {
+            return Err(Error::usage(format!(
+                "--hosts {}: no host in the file",
+                f.display()
+            )));
+        }
+    }
+    if let Some(m) = &a.path_mix {
+        p.path_mix = load::parse_path_mix(m)?;
+    }
+    p.method = a.method.to_ascii_uppercase();
+    p.headers = a.header.clone();
+    p.body = match a.body.as_deref() {
+        None => vec![],
+        Some(b) => match b.strip_prefix('@') {
+            Some(f) => std::fs::read(f).map_err(|e| Error::input(format!("--body @{f}"), e))?,
+            None => b.as_bytes().to_vec(),
+        },
+    };
+    p.seed = a.seed;
+    if let Some(t) = a.threads {
+        p.threads = t;
+    }
+    p.lag_budget = a.lag_budget;
+    p.allow_remote = a.allow_remote;
+    p.check()?;
+    Ok(p)
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+fn catch_interrupts() {
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+/// Exit code and trust for a finished run.
+pub fn verdict(
+    s: &Summary,
+    plan: &Plan,
+    ignore: &[String],
+    strict: bool,
+) -> (Vec<Finding>, Vec<Finding>, Measurement, i32) {
+    let (ignored, kept): (Vec<Finding>, Vec<Finding>) = load::findings(s, plan)
+        .into_iter()
+        .partition(|f| ignore.contains(&f.id));
+    let problems = load::problems(s, plan);
+    let failing = kept
+        .iter()
+        .any(|f| f.severity == Severity::Fail || (strict && f.severity == Severity::Warn));
+    let code = if !problems.is_empty() {
+        exit::UNTRUSTED
+    } else if failing {
+        exit::FAIL
+    } else {
+        exit::OK
+    };
+    let m = Measurement {
+        trusted: problems.is_empty(),
+        problems,
+    };
+    (kept, ignored, m, code)
+}
 
 /// Runs the command; returns the exit code.
-pub fn run(_args: LoadArgs) -> Result<i32> {
-    Err(Error::usage("`load` is not built yet"))
+pub fn run(args: LoadArgs) -> Result<i32> {
+    let plan = plan(&args)?;
+    let mut run_plan = plan.clone();
+    let create = |p: &PathBuf| {
+        std::fs::File::create(p).map_err(|e| Error::input(format!("create {}", p.display()), e))
+    };
+    let json_out = args.json_out.as_ref().map(create).transpose()?;
+    let writer = match &args.samples_out {
+        Some(path) => {
+            let file = create(path)?;
+            let (tx, rx) = std::sync::mpsc::channel::<Sample>();
+            run_plan.samples = Some(tx);
+            let path = path.clone();
+            Some(std::thread::spawn(move || -> Result<()> {
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+                let fail = |e: std::io::Error| Error::input(format!("write {}", path.display()), e);
+                for s in rx {
+                    serde_json::to_writer(&mut w, &s).map_err(|e| fail(e.into()))?;
+                    w.write_all(b"\n").map_err(fail)?;
+                }
+                w.flush().map_err(fail)
+            }))
+        }
+        None => None,
+    };
+    catch_interrupts();
+    let running = load::start(run_plan)?;
+    if !args.quiet {
+        eprintln!(
+            "trapdetect load: {} to {} for {}s{}, timeout {}s; Ctrl-C ends early.",
+            match (plan.rate, plan.closed_loop) {
+                (r, Some(c)) => format!(
+                    "closed loop, {c} workers{}",
+                    r.map(|r| format!(" capped at {r}/s")).unwrap_or_default()
+                ),
+                (Some(r), None) => format!("{r}/s {:?}", plan.arrival).to_lowercase(),
+                (None, None) => String::new(),
+            },
+            crate::escape::text(&plan.url),
+            plan.duration.as_secs_f64(),
+            if plan.warmup.is_zero() {
+                String::new()
+            } else {
+                format!(" after {}s warm-up", plan.warmup.as_secs_f64())
+            },
+            plan.timeout.as_secs_f64()
+        );
+    }
+    let mut next_tick = 1.0;
+    let summary = loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            if !args.quiet {
+                eprintln!("trapdetect load: stopping; waiting for requests in flight");
+            }
+            break running.stop()?;
+        }
+        if running.is_finished() {
+            break running.wait()?;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let l = running.live();
+        if !args.quiet && l.elapsed_s >= next_tick {
+            eprintln!(
+                "  t={:>4.0}s  scheduled {:>9}  ended {:>9}  2xx {:>9}  in flight {:>6}",
+                l.elapsed_s, l.scheduled, l.completed, l.ok_2xx, l.in_flight
+            );
+            next_tick = l.elapsed_s.floor() + 1.0;
+        }
+    };
+    if let Some(w) = writer {
+        w.join()
+            .map_err(|_| Error::Untrusted("the samples writer panicked".into()))??;
+    }
+    let (findings, ignored, measurement, code) = verdict(&summary, &plan, &args.ignore, args.strict);
+    let doc = Document {
+        summary: &summary,
+        findings,
+        ignored,
+        measurement,
+        exit_code: code,
+    };
+    let json = serde_json::to_string_pretty(&doc)
+        .map_err(|e| Error::Untrusted(format!("serialize the report: {e}")))?;
+    if let (Some(mut f), Some(p)) = (json_out, &args.json_out) {
+        f.write_all(json.as_bytes())
+            .and_then(|_| f.write_all(b"\n"))
+            .map_err(|e| Error::input(format!("write {}", p.display()), e))?;
+    }
+    if args.json {
+        crate::util::print(&(json + "\n"));
+    } else {
+        crate::util::print(&text(&doc));
+    }
+    Ok(code)
+}
+
+/// The text report: the summary, then the findings and the verdict.
+pub fn text(doc: &Document) -> String {
+    let mut o = load::render_text(doc.summary);
+    o.push('\n');
+    if doc.findings.is_empty() {
+        o.push_str("no findings\n");
+    }
+    for f in &doc.findings {
+        crate::report::text::finding(&mut o, f);
+    }
+    for f in &doc.ignored {
+        o.push_str(&format!("ignored: {} {}\n", f.id, f.title));
+    }
+    if doc.measurement.trusted {
+        o.push_str(&format!("\nmeasurement trusted · exit {}\n", doc.exit_code));
+    } else {
+        o.push_str(&format!(
+            "\nMEASUREMENT UNTRUSTED: {} · exit {}\n",
+            doc.measurement.problems.join("; "),
+            doc.exit_code
+        ));
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(extra: &[&str]) -> std::result::Result<LoadArgs, clap::Error> {
+        let mut v = vec!["trapdetect", "load", "--url", "http://127.0.0.1:9/"];
+        v.extend_from_slice(extra);
+        match Cli::try_parse_from(v)?.command {
+            Some(Command::Load(a)) => Ok(a),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn flags_parse_once_each() {
+        let a = parse(&[
+            "--rate", "800", "--arrival", "poisson", "--timeout", "2s", "--duration", "60s",
+            "--warmup", "5s", "--host-header", "site-{01..03}", "--path-mix", "/=3,/a=1",
+            "-H", "X-A: 1", "-H", "X-B: 2", "--method", "post", "--body", "x", "--seed", "9",
+            "--no-keepalive", "--threads", "1", "--lag-budget", "5ms", "--json", "--strict",
+        ])
+        .unwrap();
+        assert_eq!(a.rate, Some(800.0));
+        assert_eq!(a.arrival, Arrival::Poisson);
+        assert_eq!(a.warmup, Duration::from_secs(5));
+        let p = plan(&a).unwrap();
+        assert_eq!(p.hosts, ["site-01", "site-02", "site-03"]);
+        assert_eq!(p.path_mix.len(), 2);
+        assert_eq!(p.headers.len(), 2);
+        assert_eq!((p.method.as_str(), p.body.as_slice()), ("POST", &b"x"[..]));
+        assert!(!p.keepalive);
+        assert_eq!(p.seed, 9);
+        assert_eq!(p.lag_budget, Duration::from_millis(5));
+        let a = parse(&["--closed-loop", "-c", "8"]).unwrap();
+        let p = plan(&a).unwrap();
+        assert_eq!((p.closed_loop, p.rate), (Some(8), None));
+        assert_eq!(parse(&["--rate", "1", "--warmup", "0"]).unwrap().warmup, Duration::ZERO);
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors() {
+        for extra in [
+            &["--rate", "0"][..],
+            &["--rate", "-1"],
+            &["--rate", "x"],
+            &["--rate", "1", "--duration", "0s"],
+            &["--rate", "1", "--duration", "2d"],
+            &["--rate", "1", "--timeout", "forever"],
+            &["--rate", "1", "--arrival", "burst"],
+            &["--closed-loop"],
+            &["-c", "4", "--rate", "1"],
+            &["--rate", "1", "--host-header", "a", "--hosts", "/dev/null"],
+        ] {
+            assert_eq!(parse(extra).unwrap_err().exit_code(), 2, "{extra:?}");
+        }
+        // Parsed, but refused when the plan is built.
+        for extra in [
+            &[][..],
+            &["--rate", "1", "--closed-loop", "-c", "0"],
+            &["--rate", "1", "-H", "NoColon"],
+            &["--rate", "1", "--host-header", "x{9..1}"],
+            &["--rate", "1", "--path-mix", "nopath=1"],
+            &["--rate", "1", "--threads", "0"],
+            &["--rate", "1", "--warmup", "23h", "--duration", "2h"],
+        ] {
+            let a = parse(extra).unwrap();
+            assert_eq!(plan(&a).unwrap_err().exit_code(), 2, "{extra:?}");
+        }
+    }
 }

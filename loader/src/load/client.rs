@@ -1,0 +1,202 @@
+//! The one HTTP/1.1 client in trapdetect: tokio TCP streams, a keep-alive pool sized for floods
+//! (thousands in flight), requests prebuilt once, responses read with [`super::http`], and
+//! every failure classified from its errno (see [`super::classify`]).
+//!
+//! A waiting request holds no read buffer until the socket is readable, so 10,000 requests
+//! parked on a server that never answers cost little more than their sockets.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+use super::{
+    classify::{ErrorKind, classify},
+    clock::mono_ns,
+    http::ResponseReader,
+};
+
+/// What a request got as far as, kept outside the request future so a timeout still knows it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    /// When the request's first byte was written (0: never sent).
+    pub sent_ns: u64,
+    /// Time to establish a new connection, when one was opened.
+    pub connect_ns: Option<u64>,
+    /// Response bytes read so far.
+    pub bytes_in: u64,
+    /// Sent on a pooled connection.
+    pub reused: bool,
+}
+
+/// A complete response.
+#[derive(Clone, Copy, Debug)]
+pub struct Answer {
+    /// Status code.
+    pub status: u16,
+    /// Body bytes.
+    pub body_bytes: u64,
+}
+
+/// Connection pool and prebuilt requests for one target address.
+#[derive(Debug)]
+pub struct Client {
+    addr: SocketAddr,
+    keepalive: bool,
+    head: bool,
+    requests: Arc<[Box<[u8]>]>,
+    pool: Mutex<Vec<TcpStream>>,
+    pool_cap: usize,
+    /// Connections opened.
+    pub opened: AtomicU64,
+    /// Requests retried once because a pooled connection had been closed by the server while
+    /// idle (no byte of a response was read): the server's keep-alive timeout, not an error.
+    pub stale_retries: AtomicU64,
+}
+
+impl Client {
+    /// A client for `addr` sending `requests[target]`; `pool_cap` idle connections are kept.
+    pub fn new(
+        addr: SocketAddr,
+        requests: Arc<[Box<[u8]>]>,
+        keepalive: bool,
+        head: bool,
+        pool_cap: usize,
+    ) -> Self {
+        Client {
+            addr,
+            keepalive,
+            head,
+            requests,
+            pool: Mutex::new(Vec::new()),
+            pool_cap,
+            opened: AtomicU64::new(0),
+            stale_retries: AtomicU64::new(0),
+        }
+    }
+
+    fn take(&self) -> Option<TcpStream> {
+        self.pool.lock().ok()?.pop()
+    }
+
+    fn put(&self, s: TcpStream) {
+        if let Ok(mut p) = self.pool.lock()
+            && p.len() < self.pool_cap
+        {
+            p.push(s);
+        }
+    }
+
+    /// Closes every idle connection.
+    pub fn close_idle(&self) {
+        if let Ok(mut p) = self.pool.lock() {
+            p.clear();
+        }
+    }
+
+    async fn connect(&self, p: &mut Progress) -> Result<TcpStream, ErrorKind> {
+        let t0 = mono_ns();
+        let s = TcpStream::connect(self.addr)
+            .await
+            .map_err(|e| classify(&e))?;
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        p.connect_ns = Some(mono_ns() - t0);
+        // One write per request already; no reason to let Nagle hold a body back.
+        let _ = s.set_nodelay(true);
+        Ok(s)
+    }
+
+    /// Sends request `target` and reads its response. A pooled connection the server closed
+    /// while idle gets one retry on a fresh connection (counted in `stale_retries`).
+    pub async fn exchange(&self, target: u32, p: &mut Progress) -> Result<Answer, ErrorKind> {
+        let mut retried = false;
+        loop {
+            let pooled = if self.keepalive { self.take() } else { None };
+            p.reused = pooled.is_some();
+            let mut s = match pooled {
+                Some(s) => s,
+                None => self.connect(p).await?,
+            };
+            p.bytes_in = 0;
+            match self.once(&mut s, target, p).await {
+                Ok((answer, reusable)) => {
+                    if reusable && self.keepalive {
+                        self.put(s);
+                    }
+                    return Ok(answer);
+                }
+                Err(ErrorKind::Eof | ErrorKind::ConnReset)
+                    if p.reused && !retried && p.bytes_in == 0 =>
+                {
+                    retried = true;
+                    self.stale_retries.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(k) => return Err(k),
+            }
+        }
+    }
+
+    async fn once(
+        &self,
+        s: &mut TcpStream,
+        target: u32,
+        p: &mut Progress,
+    ) -> Result<(Answer, bool), ErrorKind> {
+        let req = &self.requests[target as usize];
+        p.sent_ns = mono_ns();
+        s.write_all(req).await.map_err(|e| classify(&e))?;
+        let mut r = ResponseReader::new(self.head);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut start = 0;
+        loop {
+            s.readable().await.map_err(|e| classify(&e))?;
+            if buf.capacity() - buf.len() < 1024 {
+                buf.reserve(if buf.capacity() == 0 { 4096 } else { 16384 });
+            }
+            // read_buf (not try_read) so a short read clears readiness: the next response on
+            // this connection then costs no extra EAGAIN read.
+            match s.read_buf(&mut buf).await {
+                Ok(0) => {
+                    return if r.eof() {
+                        Ok((answer(&r), false))
+                    } else {
+                        Err(ErrorKind::Eof)
+                    };
+                }
+                Ok(n) => p.bytes_in += n as u64,
+                Err(e) => return Err(classify(&e)),
+            }
+            let used = r
+                .feed(&buf[start..])
+                .map_err(|_| ErrorKind::BadResponse)?;
+            start += used;
+            if r.done() {
+                // Bytes after the response (pipelining we never asked for): do not reuse.
+                let clean = start == buf.len();
+                return Ok((answer(&r), r.reusable && clean));
+            }
+            if start == buf.len() {
+                buf.clear();
+                start = 0;
+            } else if start > 0 {
+                buf.drain(..start);
+                start = 0;
+            }
+        }
+    }
+}
+
+fn answer(r: &ResponseReader) -> Answer {
+    Answer {
+        status: r.status,
+        body_bytes: r.body_bytes,
+    }
+}

@@ -1,0 +1,599 @@
+//! Running a [`Plan`]: one or more lanes, each an OS thread with a single-threaded tokio
+//! runtime, its own connection pool and its own dispatcher. Arrival i goes to lane
+//! `i mod lanes`, so lanes share nothing on the hot path but a few counters and the recorder,
+//! and no arrival waits for a wake-up from another thread.
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use super::{
+    FD_RESERVE, Plan, Sample, Summary,
+    classify::ErrorKind,
+    client::{Client, Progress},
+    clock::{self, Ticker, mono_ns},
+    schedule::{Picker, Schedule, Ticket},
+    stats::{Outcome, Recorder},
+    summary::{self, FdLimit, GeneratorCost},
+};
+use crate::error::{Error, Result};
+
+/// Shortest wait the dispatcher arms its timer for: at high rates the arrivals that fell due
+/// meanwhile go out together instead of one timer wake-up each (each still measured from its
+/// own intended instant).
+const QUANTUM_NS: u64 = 50_000;
+/// Longest wait, so a stop is noticed during long gaps.
+const MAX_WAIT_NS: u64 = 50_000_000;
+
+/// A cheap snapshot of a running generator (atomics only).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Live {
+    /// Seconds since the start of the measured window (negative during warm-up).
+    pub elapsed_s: f64,
+    /// Arrivals dispatched so far (warm-up included).
+    pub scheduled: u64,
+    /// Arrivals that ended.
+    pub completed: u64,
+    /// Of which 2xx.
+    pub ok_2xx: u64,
+    /// Outstanding now.
+    pub in_flight: u64,
+}
+
+/// State every lane shares.
+struct Shared {
+    timeout: Duration,
+    lag_budget_ns: u64,
+    rec: Mutex<Recorder>,
+    samples: Option<std::sync::mpsc::Sender<Sample>>,
+    stop: AtomicBool,
+    stop_ns: AtomicU64,
+    in_flight: AtomicU64,
+    in_flight_max: AtomicU64,
+    /// In-flight peak per second of the measured window and drain.
+    peaks: Vec<AtomicU64>,
+    dispatched: AtomicU64,
+    completed: AtomicU64,
+    ok_2xx: AtomicU64,
+    measured_start_ns: u64,
+    end_ns: u64,
+}
+
+impl Shared {
+    fn peak(&self, n: u64) {
+        let now = mono_ns();
+        if now >= self.measured_start_ns {
+            let sec = ((now - self.measured_start_ns) / 1_000_000_000) as usize;
+            if let Some(p) = self.peaks.get(sec) {
+                p.fetch_max(n, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// One generator thread's state.
+struct Lane {
+    shared: Arc<Shared>,
+    client: Client,
+    in_flight: AtomicU64,
+    drained: tokio::sync::Notify,
+}
+
+enum Source {
+    /// This lane's share (`index`, `index + lanes`, ...) of the scheduled arrivals.
+    Scheduled {
+        schedule: Schedule,
+        picker: Picker,
+        index: usize,
+        lanes: usize,
+        start_ns: u64,
+        warmup_ns: u64,
+        ticker: Ticker,
+    },
+    /// Closed loop without a rate: the next arrival is due as soon as a worker is free.
+    Asap {
+        picker: Picker,
+        index: u64,
+        lanes: u64,
+    },
+}
+
+/// What a lane's dispatcher counted.
+#[derive(Default)]
+struct Dispatched {
+    measured: u64,
+    warmup: u64,
+    unsent: u64,
+    per_second: Vec<u64>,
+}
+
+/// What the summary needs that only `start` knows.
+struct Static {
+    echo: super::PlanEcho,
+    fd: FdLimit,
+    rate_x_timeout: Option<f64>,
+}
+
+/// A generator that has started. Dropping it stops scheduling without waiting.
+pub struct Running {
+    shared: Arc<Shared>,
+    lanes: Vec<Arc<Lane>>,
+    threads: Vec<JoinHandle<Dispatched>>,
+    statics: Option<Static>,
+}
+
+/// Raises RLIMIT_NOFILE's soft limit to the hard limit (a flood legitimately holds
+/// rate × timeout sockets) and returns the limits.
+pub fn raise_fd_limit() -> Result<FdLimit> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(Error::Syscall {
+            call: "getrlimit(RLIMIT_NOFILE)".into(),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    let before = lim.rlim_cur;
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: `raised` is a valid rlimit; raising soft up to hard needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim = raised;
+        }
+    }
+    let cap = |v: libc::rlim_t| if v == libc::RLIM_INFINITY { u64::MAX } else { v };
+    Ok(FdLimit {
+        soft_before: cap(before),
+        soft: cap(lim.rlim_cur),
+        hard: cap(lim.rlim_max),
+    })
+}
+
+/// Checks the plan, raises the fd limit and starts the generator on its own threads; returns
+/// at once. Every check happens before anything starts, so an error leaves nothing behind.
+pub fn start(plan: Plan) -> Result<Running> {
+    plan.check()?;
+    let addr = plan.resolve()?;
+    let fd = raise_fd_limit()?;
+    let need = plan.closed_loop.map_or(0, |n| n as u64) + FD_RESERVE;
+    if fd.soft < need {
+        return Err(Error::usage(format!(
+            "the file descriptor limit is too low: RLIMIT_NOFILE is {} (hard {}), this run needs \
+             at least {need}; raise it (ulimit -n, LimitNOFILE=) or lower -c",
+            fd.soft, fd.hard
+        )));
+    }
+    let lanes_n = match plan.closed_loop {
+        Some(c) => plan.threads.min(c),
+        None => plan.threads,
+    };
+    let setup = |call: &str, source: std::io::Error| Error::Syscall {
+        call: call.into(),
+        source,
+    };
+    let mut runtimes = Vec::with_capacity(lanes_n);
+    for _ in 0..lanes_n {
+        runtimes.push(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| setup("create a load generator runtime", e))?,
+        );
+    }
+    let requests: Arc<[Box<[u8]>]> = plan.requests().into();
+    let pool_cap = (fd.soft.saturating_sub(FD_RESERVE).min(65_536) as usize / lanes_n).max(1);
+    let warmup_ns = clock::ns(plan.warmup);
+    let span_ns = warmup_ns + clock::ns(plan.duration);
+    let seconds = (clock::ns(plan.duration + plan.timeout) / 1_000_000_000 + 3) as usize;
+    // A short lead so the first instant is not already late when the lanes start.
+    let start_ns = mono_ns() + 5_000_000;
+    let shared = Arc::new(Shared {
+        timeout: plan.timeout,
+        lag_budget_ns: clock::ns(plan.lag_budget),
+        rec: Mutex::new(Recorder::new(start_ns + warmup_ns)),
+        samples: plan.samples.clone(),
+        stop: AtomicBool::new(false),
+        stop_ns: AtomicU64::new(0),
+        in_flight: AtomicU64::new(0),
+        in_flight_max: AtomicU64::new(0),
+        peaks: (0..seconds).map(|_| AtomicU64::new(0)).collect(),
+        dispatched: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        ok_2xx: AtomicU64::new(0),
+        measured_start_ns: start_ns + warmup_ns,
+        end_ns: start_ns + span_ns,
+    });
+    let weights = plan.weights();
+    let mut lanes = vec![];
+    let mut work = vec![];
+    for (k, rt) in runtimes.into_iter().enumerate() {
+        let picker = Picker::new(plan.seed, plan.hosts.len(), &weights);
+        let source = match plan.rate {
+            Some(rate) => {
+                let ticker = {
+                    let _enter = rt.enter();
+                    Ticker::new().map_err(|e| setup("timerfd_create", e))?
+                };
+                Source::Scheduled {
+                    schedule: Schedule::new(plan.arrival, rate, span_ns, plan.seed),
+                    picker,
+                    index: k,
+                    lanes: lanes_n,
+                    start_ns,
+                    warmup_ns,
+                    ticker,
+                }
+            }
+            None => Source::Asap {
+                // Unpaced closed loops have no arrival order to share: one stream per lane.
+                picker: Picker::new(
+                    plan.seed.wrapping_add(k as u64),
+                    plan.hosts.len(),
+                    &weights,
+                ),
+                index: k as u64,
+                lanes: lanes_n as u64,
+            },
+        };
+        let workers = plan
+            .closed_loop
+            .map(|c| c / lanes_n + usize::from(k < c % lanes_n));
+        let lane = Arc::new(Lane {
+            shared: shared.clone(),
+            client: Client::new(
+                addr,
+                requests.clone(),
+                plan.keepalive,
+                plan.method == "HEAD",
+                pool_cap,
+            ),
+            in_flight: AtomicU64::new(0),
+            drained: tokio::sync::Notify::new(),
+        });
+        lanes.push(lane.clone());
+        work.push((rt, lane, source, workers));
+    }
+    let mut threads = vec![];
+    for (k, (rt, lane, source, workers)) in work.into_iter().enumerate() {
+        let spawned = std::thread::Builder::new()
+            .name(format!("trapdetect-load{k}"))
+            .spawn(move || rt.block_on(run_lane(lane, source, workers)));
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                shared.stop.store(true, Ordering::Release);
+                for t in threads {
+                    let _ = t.join();
+                }
+                return Err(setup("spawn a load generator thread", e));
+            }
+        }
+    }
+    Ok(Running {
+        statics: Some(Static {
+            echo: plan.echo(addr),
+            fd,
+            rate_x_timeout: plan
+                .rate
+                .filter(|_| plan.closed_loop.is_none())
+                .map(|r| r * plan.timeout.as_secs_f64()),
+        }),
+        shared,
+        lanes,
+        threads,
+    })
+}
+
+impl Running {
+    /// A snapshot of the counters.
+    pub fn live(&self) -> Live {
+        let s = &self.shared;
+        Live {
+            elapsed_s: (mono_ns() as f64 - s.measured_start_ns as f64) / 1e9,
+            scheduled: s.dispatched.load(Ordering::Relaxed),
+            completed: s.completed.load(Ordering::Relaxed),
+            ok_2xx: s.ok_2xx.load(Ordering::Relaxed),
+            in_flight: s.in_flight.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether the run (drain included) is over; `wait` then returns at once.
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(|t| t.is_finished())
+    }
+
+    /// Stops scheduling now, lets the requests in flight finish (each bounded by the
+    /// timeout), and summarizes; the measured window ends now.
+    pub fn stop(mut self) -> Result<Summary> {
+        let _ = self.shared.stop_ns.compare_exchange(
+            0,
+            mono_ns(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        self.shared.stop.store(true, Ordering::Release);
+        self.join()
+    }
+
+    /// Runs the plan to its end (and the drain), then summarizes.
+    pub fn wait(mut self) -> Result<Summary> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<Summary> {
+        let mut d = Dispatched::default();
+        let mut panicked = false;
+        for t in self.threads.drain(..) {
+            match t.join() {
+                Ok(x) => {
+                    d.measured += x.measured;
+                    d.warmup += x.warmup;
+                    d.unsent += x.unsent;
+                    if d.per_second.len() < x.per_second.len() {
+                        d.per_second.resize(x.per_second.len(), 0);
+                    }
+                    for (a, b) in d.per_second.iter_mut().zip(&x.per_second) {
+                        *a += b;
+                    }
+                }
+                Err(_) => panicked = true,
+            }
+        }
+        if panicked {
+            return Err(Error::Untrusted(
+                "a load generator thread panicked".into(),
+            ));
+        }
+        let st = self
+            .statics
+            .take()
+            .ok_or_else(|| Error::Untrusted("the load generator was already joined".into()))?;
+        let sh = &self.shared;
+        let stop_ns = sh.stop_ns.load(Ordering::Acquire);
+        let stopped_early = stop_ns != 0 && stop_ns < sh.end_ns;
+        let window_end = if stopped_early { stop_ns } else { sh.end_ns };
+        let mut rec = sh.rec.lock().unwrap_or_else(|e| e.into_inner());
+        for (sec, n) in d.per_second.iter().enumerate() {
+            rec.add_scheduled(sec, *n);
+        }
+        let last = rec.last_end_ns.max(window_end);
+        for (sec, p) in sh.peaks.iter().enumerate() {
+            let begins = sh.measured_start_ns + sec as u64 * 1_000_000_000;
+            if begins < last {
+                rec.in_flight_peak(sec, p.load(Ordering::Relaxed));
+            }
+        }
+        rec.finish();
+        let opened = self
+            .lanes
+            .iter()
+            .map(|l| l.client.opened.load(Ordering::Relaxed))
+            .sum();
+        let stale_retries = self
+            .lanes
+            .iter()
+            .map(|l| l.client.stale_retries.load(Ordering::Relaxed))
+            .sum();
+        Ok(summary::build(
+            &rec,
+            summary::Totals {
+                plan: st.echo,
+                scheduled: d.measured,
+                unsent: d.unsent,
+                warmup_scheduled: d.warmup,
+                window_ns: window_end.saturating_sub(sh.measured_start_ns),
+                window_end_ns: window_end,
+                stopped_early,
+                in_flight_max: sh.in_flight_max.load(Ordering::Relaxed),
+                rate_x_timeout: st.rate_x_timeout,
+                fd_limit: st.fd,
+                opened,
+                stale_retries,
+                generator: rusage(),
+            },
+        ))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+    }
+}
+
+async fn run_lane(lane: Arc<Lane>, source: Source, workers: Option<usize>) -> Dispatched {
+    let d = dispatch(&lane, source, workers).await;
+    // Drain: every request ends by its own timeout, so this is bounded.
+    while lane.in_flight.load(Ordering::Acquire) > 0 {
+        lane.drained.notified().await;
+    }
+    lane.client.close_idle();
+    d
+}
+
+/// The one scheduler loop: releases each arrival of this lane at its instant (bounded by a
+/// permit per worker in closed-loop mode) and gives it its own request task.
+async fn dispatch(lane: &Arc<Lane>, source: Source, workers: Option<usize>) -> Dispatched {
+    let sh = &lane.shared;
+    let limit = workers.map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
+    let mut d = Dispatched::default();
+    let acquire = || async {
+        match &limit {
+            Some(s) => s.clone().acquire_owned().await.ok(),
+            None => None,
+        }
+    };
+    match source {
+        Source::Scheduled {
+            schedule,
+            mut picker,
+            index,
+            lanes,
+            start_ns,
+            warmup_ns,
+            ticker,
+        } => {
+            // Every lane walks the whole sequence (cheap) so arrival i gets the same instant
+            // and the same host/path whatever the number of lanes.
+            let all = schedule.map(move |off| (off, picker.pick())).enumerate();
+            let mut mine = all.filter(|(i, _)| i % lanes == index);
+            while let Some((i, (offset, target))) = mine.next() {
+                let permit = acquire().await;
+                let due = start_ns + offset;
+                loop {
+                    if sh.stop.load(Ordering::Acquire) {
+                        return d;
+                    }
+                    let now = mono_ns();
+                    if now >= due {
+                        break;
+                    }
+                    let wake = due.max(now + QUANTUM_NS).min(now + MAX_WAIT_NS);
+                    if ticker.sleep_until(wake).await.is_err() {
+                        // The timer failed: fall back to the runtime's (1 ms) timer.
+                        tokio::time::sleep(Duration::from_nanos(wake - now)).await;
+                    }
+                }
+                let t = Ticket {
+                    seq: i as u64,
+                    intended_ns: due,
+                    measured: offset >= warmup_ns,
+                    target,
+                };
+                // A closed loop whose workers were all busy past the planned end: what is
+                // still due is counted, not sent.
+                if mono_ns() > sh.end_ns + sh.lag_budget_ns {
+                    d.unsent += u64::from(t.measured)
+                        + mine.filter(|(_, (off, _))| *off >= warmup_ns).count() as u64;
+                    return d;
+                }
+                launch(lane, &mut d, t, permit);
+            }
+        }
+        Source::Asap {
+            mut picker,
+            index,
+            lanes,
+        } => {
+            let mut j = 0u64;
+            loop {
+                let permit = acquire().await;
+                let now = mono_ns();
+                if now >= sh.end_ns || sh.stop.load(Ordering::Acquire) {
+                    break;
+                }
+                let t = Ticket {
+                    seq: index + j * lanes,
+                    intended_ns: now,
+                    measured: now >= sh.measured_start_ns,
+                    target: picker.pick(),
+                };
+                j += 1;
+                launch(lane, &mut d, t, permit);
+            }
+        }
+    }
+    d
+}
+
+fn launch(
+    lane: &Arc<Lane>,
+    d: &mut Dispatched,
+    t: Ticket,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+) {
+    let sh = &lane.shared;
+    if t.measured {
+        d.measured += 1;
+        let sec = ((t.intended_ns - sh.measured_start_ns) / 1_000_000_000) as usize;
+        if d.per_second.len() <= sec {
+            d.per_second.resize(sec + 1, 0);
+        }
+        d.per_second[sec] += 1;
+    } else {
+        d.warmup += 1;
+    }
+    sh.dispatched.fetch_add(1, Ordering::Relaxed);
+    lane.in_flight.fetch_add(1, Ordering::AcqRel);
+    let n = sh.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+    sh.in_flight_max.fetch_max(n, Ordering::Relaxed);
+    sh.peak(n);
+    let lane = lane.clone();
+    tokio::spawn(async move {
+        request(&lane, t).await;
+        drop(permit);
+    });
+}
+
+async fn request(lane: &Lane, t: Ticket) {
+    let sh = &lane.shared;
+    let start = mono_ns();
+    let mut p = Progress::default();
+    let r = tokio::time::timeout(sh.timeout, lane.client.exchange(t.target, &mut p)).await;
+    let end = mono_ns();
+    let o = match r {
+        Ok(Ok(a)) => Outcome::Answered(a),
+        Ok(Err(k)) => Outcome::Failed(k),
+        Err(_) => Outcome::Failed(ErrorKind::Timeout),
+    };
+    sh.rec
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .record(&t, start, end, &p, o);
+    sh.completed.fetch_add(1, Ordering::Relaxed);
+    let (status, error, body_bytes) = match o {
+        Outcome::Answered(a) => {
+            if (200..300).contains(&a.status) {
+                sh.ok_2xx.fetch_add(1, Ordering::Relaxed);
+            }
+            (Some(a.status), None, a.body_bytes)
+        }
+        Outcome::Failed(k) => (None, Some(k), 0),
+    };
+    if let Some(tx) = &sh.samples {
+        let _ = tx.send(Sample {
+            seq: t.seq,
+            measured: t.measured,
+            intended_ns: t.intended_ns,
+            start_ns: start,
+            sent_ns: (p.sent_ns > 0).then_some(p.sent_ns),
+            end_ns: end,
+            status,
+            error,
+            body_bytes,
+            reused: p.reused,
+            target: t.target,
+        });
+    }
+    let n = sh.in_flight.fetch_sub(1, Ordering::AcqRel);
+    sh.peak(n);
+    if lane.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+        lane.drained.notify_one();
+    }
+}
+
+fn rusage() -> GeneratorCost {
+    // SAFETY: an all-zero rusage is valid; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is valid and writable.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return GeneratorCost::default();
+    }
+    let tv = |t: libc::timeval| crate::traps::round(t.tv_sec as f64 + t.tv_usec as f64 / 1e6, 3);
+    GeneratorCost {
+        cpu_user_s: tv(ru.ru_utime),
+        cpu_sys_s: tv(ru.ru_stime),
+        rss_max_mib: crate::traps::round(ru.ru_maxrss as f64 / 1024.0, 1),
+    }
+}

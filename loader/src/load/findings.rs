@@ -1,0 +1,482 @@
+//! Rules about the run itself (gen.lag, gen.closed-loop, gen.status-mix, net.fd-limit,
+//! net.ephemeral-ports): did the generator measure the server, or itself? Pure functions of a
+//! [`Summary`], so they are tested with hand-made summaries.
+
+use serde_json::{Map, Value};
+
+use super::{Plan, Summary, classify::ErrorKind};
+use crate::traps::{Finding, Severity, round};
+
+/// Share of arrivals that may fail (non-2xx or no status) before gen.status-mix warns.
+pub const STATUS_MIX_WARN: f64 = 0.01;
+/// Success ratio below which gen.status-mix is a failure: the run measured errors.
+pub const STATUS_MIX_FAIL: f64 = 0.5;
+/// In-flight below this share of rate × timeout, while the server timed out, is a throttled
+/// generator.
+pub const CLOSED_LOOP_SHARE: f64 = 0.5;
+
+/// Why the measurement cannot be trusted (exit 3); empty when it can.
+pub fn problems(s: &Summary, _plan: &Plan) -> Vec<String> {
+    let mut out = vec![];
+    let budget = s.plan.lag_budget_us;
+    if let Some(l) = &s.sched_lag
+        && l.p99_us > budget
+    {
+        out.push(format!(
+            "the generator fell behind its schedule: scheduling lag p99 {:.0} µs > budget {budget:.0} µs",
+            l.p99_us
+        ));
+    }
+    if s.unsent > 0 {
+        out.push(format!(
+            "{} arrivals of the window were never sent (the generator fell behind)",
+            s.unsent
+        ));
+    }
+    if s.errors.generator_side() > 0 {
+        out.push(format!(
+            "{} requests failed on the generator's side (fd_limit {}, ports_exhausted {})",
+            s.errors.generator_side(),
+            s.errors.fd_limit,
+            s.errors.ports_exhausted
+        ));
+    }
+    out
+}
+
+/// Every finding about this run, fail first.
+pub fn findings(s: &Summary, plan: &Plan) -> Vec<Finding> {
+    let mut out = vec![];
+    out.extend(lag(s));
+    out.extend(closed_loop(s));
+    out.extend(status_mix(s));
+    out.extend(fd_limit(s, plan));
+    out.extend(ports(s));
+    crate::traps::sort(&mut out);
+    out
+}
+
+fn lag(s: &Summary) -> Option<Finding> {
+    let l = s.sched_lag.as_ref()?;
+    let budget = s.plan.lag_budget_us;
+    let behind = l.p99_us > budget || s.unsent > 0;
+    if !behind && l.max_us <= budget {
+        return None;
+    }
+    let f = if behind {
+        Finding::new(
+            "gen.lag",
+            Severity::Warn,
+            "the generator fell behind its schedule: these numbers measure the generator",
+        )
+        .predict(
+            "arrivals went out late or not at all, so the offered load was lower and burstier \
+             than planned; latency still counts from each intended instant, but the run is \
+             untrusted (exit 3)",
+        )
+    } else {
+        Finding::new(
+            "gen.lag",
+            Severity::Info,
+            "the generator stalled briefly (worst lag beyond the budget, p99 within it)",
+        )
+    };
+    Some(
+        f.with("sched_lag_p99_us", l.p99_us)
+            .with("sched_lag_max_us", l.max_us)
+            .with("lag_budget_us", budget)
+            .with("unsent", s.unsent)
+            .with("generator_cpu_s", round(s.generator.cpu_user_s + s.generator.cpu_sys_s, 3))
+            .with("window_s", s.window.measured_s)
+            .with("threads", s.plan.threads as u64)
+            .remedy(
+                "give the generator its own cores (taskset -c 1 trapdetect load ...; server on \
+                 the others), lower --rate, or raise --threads",
+            ),
+    )
+}
+
+fn closed_loop(s: &Summary) -> Option<Finding> {
+    let timeouts = s.errors.timeout;
+    if let Some(n) = s.plan.concurrency {
+        let saturated = timeouts > 0 || s.in_flight.max >= n as u64;
+        let sev = if saturated {
+            Severity::Warn
+        } else {
+            Severity::Info
+        };
+        let mut f = Finding::new(
+            "gen.closed-loop",
+            sev,
+            format!(
+                "closed loop: never more than {n} requests in flight, so overload can only show \
+                 as latency"
+            ),
+        )
+        .with("concurrency", n as u64)
+        .with("in_flight_max", s.in_flight.max)
+        .with("timeouts", timeouts);
+        if let (Some(lat), Some(svc)) = (&s.latency_2xx, &s.service_time_2xx) {
+            f = f
+                .with("latency_2xx_p99_us", lat.p99_us)
+                .with("service_time_2xx_p99_us", svc.p99_us);
+        }
+        return Some(
+            f.predict(
+                "the workers slowed down with the server: what the server does when handed more \
+                 work than it can finish (shed, queue, wedge, die) is not in this run",
+            )
+            .remedy(format!(
+                "rerun open loop: trapdetect load --url {} --rate R --timeout 10s (R above the \
+                 delivered {:.0}/s)",
+                crate::escape::shell(&s.plan.url),
+                s.delivered_rate_per_s
+            )),
+        );
+    }
+    let expected = s.in_flight.rate_x_timeout?.min(s.scheduled as f64);
+    if s.scheduled == 0 || (timeouts as f64) < 0.01 * s.scheduled as f64 {
+        return None;
+    }
+    if (s.in_flight.max as f64) >= CLOSED_LOOP_SHARE * expected {
+        return None;
+    }
+    Some(
+        Finding::new(
+            "gen.closed-loop",
+            Severity::Warn,
+            "in-flight stayed far below rate × timeout while the server stopped answering: the \
+             generator throttled itself",
+        )
+        .with("in_flight_max", s.in_flight.max)
+        .with("rate_x_timeout", s.in_flight.rate_x_timeout.unwrap_or(0.0))
+        .with("timeouts", timeouts)
+        .with("fd_limit", s.fd_limit.soft)
+        .predict(
+            "an open-loop flood into a server that stops answering holds rate × timeout \
+             requests; far fewer means arrivals waited for the generator",
+        )
+        .remedy("check gen.lag and net.fd-limit; give the generator more CPU or descriptors"),
+    )
+}
+
+fn status_mix(s: &Summary) -> Option<Finding> {
+    if s.scheduled == 0 {
+        return None;
+    }
+    let failed = s.scheduled.saturating_sub(s.ok_2xx);
+    let share = failed as f64 / s.scheduled as f64;
+    if share < STATUS_MIX_WARN {
+        return None;
+    }
+    let sev = if s.ok_2xx == 0 || s.success_ratio < STATUS_MIX_FAIL {
+        Severity::Fail
+    } else {
+        Severity::Warn
+    };
+    let mut ev = Map::new();
+    ev.insert("scheduled".into(), s.scheduled.into());
+    ev.insert("ok_2xx".into(), s.ok_2xx.into());
+    ev.insert(
+        "success_pct".into(),
+        Value::from(round(s.success_ratio * 100.0, 2)),
+    );
+    for (code, n) in &s.status {
+        if !code.starts_with('2') {
+            ev.insert(format!("status_{code}"), (*n).into());
+        }
+    }
+    for k in ErrorKind::ALL {
+        let n = s.errors.get(k);
+        if n > 0 {
+            ev.insert(k.name().into(), n.into());
+        }
+    }
+    ev.insert(
+        "delivered_2xx_per_s".into(),
+        Value::from(s.delivered_rate_per_s),
+    );
+    ev.insert(
+        "answered_per_s".into(),
+        Value::from(s.answered_rate_per_s),
+    );
+    if let Some(l) = &s.latency_non_2xx {
+        ev.insert("non_2xx_p50_us".into(), Value::from(l.p50_us));
+    }
+    let mut says = vec![];
+    let count = |prefix: char| {
+        s.status
+            .iter()
+            .filter(|(c, _)| c.starts_with(prefix))
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    let n503 = s.status.get("503").copied().unwrap_or(0);
+    let n429 = s.status.get("429").copied().unwrap_or(0);
+    if n503 > 0 {
+        let fast = s
+            .latency_non_2xx
+            .as_ref()
+            .map(|l| format!(" (non-2xx p50 {:.1} ms)", l.p50_us / 1e3))
+            .unwrap_or_default();
+        says.push(format!(
+            "{n503} × 503: the server said no{fast}, it stayed in control"
+        ));
+    }
+    if n429 > 0 {
+        says.push(format!(
+            "{n429} × 429: a rate limit; per-client-IP limits turn a single-IP generator's excess \
+             into 429s"
+        ));
+    }
+    let other5 = count('5') - n503;
+    if other5 > 0 {
+        says.push(format!("{other5} other 5xx: server errors, not shedding"));
+    }
+    if count('3') > 0 {
+        says.push(format!(
+            "{} × 3xx: redirects are not followed and are not successes",
+            count('3')
+        ));
+    }
+    if s.errors.timeout > 0 {
+        says.push(format!(
+            "{} timeouts: the server said nothing",
+            s.errors.timeout
+        ));
+    }
+    if s.errors.conn_refused > 0 {
+        let mid_run = refused_after_success(s);
+        says.push(match mid_run {
+            Some(t) => format!(
+                "{} refused from t={t}s after serving: the process is probably gone",
+                s.errors.conn_refused
+            ),
+            None => format!("{} refused: nothing listening", s.errors.conn_refused),
+        });
+    }
+    if s.errors.conn_reset + s.errors.eof > 0 {
+        says.push(format!(
+            "{} reset/eof: connections died mid-request",
+            s.errors.conn_reset + s.errors.eof
+        ));
+    }
+    let mut f = Finding::new(
+        "gen.status-mix",
+        sev,
+        format!(
+            "only {:.2}% of arrivals succeeded (2xx): trust the status mix, not the request rate",
+            s.success_ratio * 100.0
+        ),
+    );
+    f.evidence = ev;
+    Some(
+        f.predict(if says.is_empty() {
+            "non-2xx answers are not throughput".to_string()
+        } else {
+            says.join("; ")
+        })
+        .remedy(
+            "count only 2xx as throughput (delivered_rate_per_s) and read the per-second \
+             series for the shape (stable shedding vs a death spiral)",
+        ),
+    )
+}
+
+/// First second with a refused connection after a second with a 2xx: the server was up, then
+/// stopped accepting.
+fn refused_after_success(s: &Summary) -> Option<u64> {
+    let first_ok = s.series.iter().find(|p| p.ok_2xx > 0)?.t_s;
+    s.series
+        .iter()
+        .find(|p| p.t_s >= first_ok && p.errors.conn_refused > 0)
+        .map(|p| p.t_s)
+}
+
+fn fd_limit(s: &Summary, plan: &Plan) -> Option<Finding> {
+    let usable = s.fd_limit.soft.saturating_sub(super::FD_RESERVE);
+    let need = s.in_flight.rate_x_timeout;
+    let errors = s.errors.fd_limit;
+    let short = need.is_some_and(|n| n > usable as f64);
+    if errors == 0 && !short {
+        return None;
+    }
+    let sev = Severity::Warn;
+    let title = if errors > 0 {
+        "the generator ran out of file descriptors: those requests were never sent"
+    } else {
+        "rate × timeout exceeds the generator's file descriptor limit"
+    };
+    Some(
+        Finding::new("net.fd-limit", sev, title)
+            .with("fd_limit_soft", s.fd_limit.soft)
+            .with("fd_limit_hard", s.fd_limit.hard)
+            .with_opt("rate_x_timeout", need.map(|n| round(n, 1)))
+            .with("in_flight_max", s.in_flight.max)
+            .with("fd_limit_errors", errors)
+            .predict(
+                "if the server stops answering, the flood needs one socket per outstanding \
+                 request; beyond the limit the generator fails requests itself",
+            )
+            .remedy(format!(
+                "raise the hard limit (prlimit --nofile={0}:{0} -- trapdetect load ..., or \
+                 LimitNOFILE= in the unit) or lower --timeout (now {1}s)",
+                need.map_or(65_536, |n| (n as u64 + super::FD_RESERVE).next_power_of_two()),
+                plan.timeout.as_secs_f64()
+            )),
+    )
+}
+
+fn ports(s: &Summary) -> Option<Finding> {
+    let n = s.errors.ports_exhausted;
+    (n > 0).then(|| {
+        Finding::new(
+            "net.ephemeral-ports",
+            Severity::Warn,
+            "the generator ran out of ephemeral ports (EADDRNOTAVAIL)",
+        )
+        .with("ports_exhausted", n)
+        .with("connections_opened", s.connections.opened)
+        .with("keepalive", s.plan.keepalive)
+        .predict("connect() fails once every local port to this address is in use or TIME_WAIT")
+        .remedy(
+            "use keep-alive (drop --no-keepalive), wait for TIME_WAIT to drain between runs \
+             (trapdetect wait-drain), or widen net.ipv4.ip_local_port_range in a namespace",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::summary::*;
+    use std::time::Duration;
+
+    fn summary(scheduled: u64) -> (Summary, Plan) {
+        let plan = Plan::new("http://127.0.0.1:8080/", 100.0, Duration::from_secs(10)).unwrap();
+        let addr = "127.0.0.1:8080".parse().unwrap();
+        let rec = crate::load::stats::Recorder::new(0);
+        let mut s = build(
+            &rec,
+            Totals {
+                plan: plan.echo(addr),
+                scheduled,
+                unsent: 0,
+                warmup_scheduled: 0,
+                window_ns: 10_000_000_000,
+                window_end_ns: 10_000_000_000,
+                stopped_early: false,
+                in_flight_max: 3,
+                rate_x_timeout: Some(1000.0),
+                fd_limit: FdLimit {
+                    soft_before: 1024,
+                    soft: 20_000,
+                    hard: 20_000,
+                },
+                opened: 3,
+                stale_retries: 0,
+                generator: Default::default(),
+            },
+        );
+        s.ok_2xx = scheduled;
+        s.success_ratio = 1.0;
+        s.sched_lag = Some(Percentiles {
+            count: scheduled,
+            mean_us: 20.0,
+            p50_us: 15.0,
+            p90_us: 30.0,
+            p99_us: 60.0,
+            p99_9_us: 200.0,
+            max_us: 900.0,
+        });
+        (s, plan)
+    }
+
+    fn ids(s: &Summary, p: &Plan) -> Vec<(String, Severity)> {
+        findings(s, p)
+            .into_iter()
+            .map(|f| (f.id, f.severity))
+            .collect()
+    }
+
+    #[test]
+    fn a_healthy_run_has_no_findings() {
+        let (s, p) = summary(1000);
+        assert!(ids(&s, &p).is_empty());
+        assert!(problems(&s, &p).is_empty());
+    }
+
+    #[test]
+    fn lag_beyond_budget_is_untrusted() {
+        let (mut s, p) = summary(1000);
+        s.sched_lag.as_mut().unwrap().p99_us = 25_000.0;
+        assert_eq!(ids(&s, &p), [("gen.lag".to_string(), Severity::Warn)]);
+        assert_eq!(problems(&s, &p).len(), 1);
+        let (mut s, p) = summary(1000);
+        s.sched_lag.as_mut().unwrap().max_us = 50_000.0;
+        assert_eq!(ids(&s, &p), [("gen.lag".to_string(), Severity::Info)]);
+        assert!(problems(&s, &p).is_empty());
+        let (mut s, p) = summary(1000);
+        s.unsent = 5;
+        assert_eq!(problems(&s, &p).len(), 1);
+    }
+
+    #[test]
+    fn shedding_is_a_warning_and_silence_a_failure() {
+        let (mut s, p) = summary(1000);
+        s.ok_2xx = 700;
+        s.success_ratio = 0.7;
+        s.status = [("200".to_string(), 700), ("503".to_string(), 300)].into();
+        let f = findings(&s, &p);
+        assert_eq!(f.len(), 1);
+        assert_eq!((f[0].id.as_str(), f[0].severity), ("gen.status-mix", Severity::Warn));
+        assert_eq!(f[0].evidence["status_503"], 300);
+        assert!(f[0].predicted.as_ref().unwrap().contains("said no"));
+
+        let (mut s, p) = summary(1000);
+        s.ok_2xx = 0;
+        s.success_ratio = 0.0;
+        s.errors.timeout = 1000;
+        s.in_flight.max = 1000;
+        let f = findings(&s, &p);
+        assert_eq!(ids(&s, &p), [("gen.status-mix".to_string(), Severity::Fail)]);
+        assert!(f[0].predicted.as_ref().unwrap().contains("said nothing"));
+    }
+
+    #[test]
+    fn throttled_generator_is_closed_loop() {
+        let (mut s, p) = summary(1000);
+        s.ok_2xx = 500;
+        s.success_ratio = 0.5;
+        s.errors.timeout = 500;
+        s.in_flight.max = 100; // rate × timeout = 1000
+        let got = ids(&s, &p);
+        assert!(got.contains(&("gen.closed-loop".to_string(), Severity::Warn)), "{got:?}");
+        s.in_flight.max = 990;
+        let got = ids(&s, &p);
+        assert!(!got.iter().any(|(id, _)| id == "gen.closed-loop"), "{got:?}");
+        // A closed-loop run always says so.
+        let (mut s, p) = summary(1000);
+        s.plan.concurrency = Some(4);
+        s.in_flight.rate_x_timeout = None;
+        assert_eq!(ids(&s, &p), [("gen.closed-loop".to_string(), Severity::Info)]);
+        s.in_flight.max = 4;
+        assert_eq!(ids(&s, &p), [("gen.closed-loop".to_string(), Severity::Warn)]);
+    }
+
+    #[test]
+    fn descriptors_and_ports() {
+        let (mut s, p) = summary(1000);
+        s.in_flight.rate_x_timeout = Some(50_000.0);
+        assert_eq!(ids(&s, &p), [("net.fd-limit".to_string(), Severity::Warn)]);
+        assert!(problems(&s, &p).is_empty(), "a risk, not yet a failure");
+        s.errors.fd_limit = 7;
+        assert_eq!(problems(&s, &p).len(), 1);
+        let (mut s, p) = summary(1000);
+        s.errors.ports_exhausted = 2;
+        s.ok_2xx = 998;
+        s.success_ratio = 0.998;
+        assert_eq!(ids(&s, &p), [("net.ephemeral-ports".to_string(), Severity::Warn)]);
+        assert_eq!(problems(&s, &p).len(), 1);
+    }
+}

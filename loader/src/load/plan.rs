@@ -1,0 +1,657 @@
+//! What to send, how fast and for how long: a [`Plan`], checked completely before anything
+//! starts (bad URL, rate, durations, unresolvable or non-loopback host, headers that would
+//! break the request line), so a bad input never leaves a half-started flood behind.
+
+use std::{
+    net::{IpAddr, SocketAddr, ToSocketAddrs},
+    time::Duration,
+};
+
+use serde::Serialize;
+
+use super::{Sample, schedule::Arrival};
+use crate::error::{Error, Result};
+
+/// Most Host headers × paths the generator prebuilds requests for.
+pub const MAX_REQUESTS: usize = 100_000;
+/// Longest run, warm-up included.
+pub const MAX_SPAN: Duration = Duration::from_secs(86_400);
+/// Longest per-request timeout.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3_600);
+
+/// The parsed `http://host:port/path` target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Url {
+    /// Host as written (brackets stripped from IPv6 literals).
+    pub host: String,
+    /// Port (80 when absent).
+    pub port: u16,
+    /// Path and query (`/` when absent), fragment dropped.
+    pub path: String,
+}
+
+impl Url {
+    /// Parses a plain-HTTP URL.
+    pub fn parse(s: &str) -> Result<Url> {
+        let bad = |why: &str| Error::usage(format!("--url `{}`: {why}", crate::escape::text(s)));
+        let lower = s.to_ascii_lowercase();
+        let rest = if lower.starts_with("http://") {
+            &s[7..]
+        } else if lower.starts_with("https://") {
+            return Err(bad(
+                "HTTPS is not supported (plain HTTP/1.1 only); point it at the server's http:// listener",
+            ));
+        } else {
+            return Err(bad("must start with http://"));
+        };
+        if s.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(bad("contains spaces or control characters"));
+        }
+        let split = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(split);
+        if authority.contains('@') {
+            return Err(bad("user:password@ is not supported"));
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (h, after) = v6.split_once(']').ok_or_else(|| bad("unclosed [ in host"))?;
+            (h, after.strip_prefix(':'))
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            }
+        };
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        let port = match port {
+            None => 80,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| bad("port must be 1-65535"))?,
+        };
+        let tail = tail.split('#').next().unwrap_or_default();
+        let path = if tail.is_empty() {
+            "/".to_string()
+        } else if tail.starts_with('?') {
+            format!("/{tail}")
+        } else {
+            tail.to_string()
+        };
+        Ok(Url {
+            host: host.to_string(),
+            port,
+            path,
+        })
+    }
+
+    /// The Host header value for this URL.
+    pub fn host_header(&self) -> String {
+        let h = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == 80 {
+            h
+        } else {
+            format!("{h}:{}", self.port)
+        }
+    }
+}
+
+/// A load to run. Build with [`Plan::new`] or [`Plan::probe`], adjust the public fields, then
+/// hand it to [`super::start`], which checks it again.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The URL as given (for reports).
+    pub url: String,
+    /// Parsed URL.
+    pub target: Url,
+    /// Arrivals per second. Required for open loop; with `closed_loop` it caps the rate
+    /// (wrk2-style: latency still counts from each intended instant).
+    pub rate: Option<f64>,
+    /// Inter-arrival process.
+    pub arrival: Arrival,
+    /// Measured window.
+    pub duration: Duration,
+    /// Unmeasured lead-in before the window.
+    pub warmup: Duration,
+    /// Per-request timeout, from the moment a worker takes the arrival (connect included).
+    pub timeout: Duration,
+    /// Reuse connections (HTTP/1.1 keep-alive).
+    pub keepalive: bool,
+    /// Closed loop with this many workers (for comparison with closed-loop tools).
+    pub closed_loop: Option<usize>,
+    /// Host header values, picked uniformly per request (empty: from the URL).
+    pub hosts: Vec<String>,
+    /// Paths with integer weights (empty: the URL's path).
+    pub path_mix: Vec<(String, u32)>,
+    /// Request method.
+    pub method: String,
+    /// Extra request headers, `Name: value`.
+    pub headers: Vec<String>,
+    /// Request body.
+    pub body: Vec<u8>,
+    /// Seed for Poisson gaps and host/path picks.
+    pub seed: u64,
+    /// Allow a target outside loopback.
+    pub allow_remote: bool,
+    /// Runtime worker threads.
+    pub threads: usize,
+    /// Scheduling lag (p99) beyond which the run is untrusted (exit 3).
+    pub lag_budget: Duration,
+    /// Receives one [`Sample`] per request, warm-up included (for `--samples-out` and joins).
+    pub samples: Option<std::sync::mpsc::Sender<Sample>>,
+}
+
+/// What the report echoes of the plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanEcho {
+    /// URL (escaped).
+    pub url: String,
+    /// Resolved address the connections go to.
+    pub address: String,
+    /// `open` or `closed`.
+    pub mode: &'static str,
+    /// Arrival process (`null` for an unpaced closed loop).
+    pub arrival: Option<Arrival>,
+    /// Target arrivals per second (`null` for an unpaced closed loop).
+    pub rate_per_s: Option<f64>,
+    /// Closed-loop workers.
+    pub concurrency: Option<usize>,
+    /// Measured window, s.
+    pub duration_s: f64,
+    /// Warm-up, s.
+    pub warmup_s: f64,
+    /// Per-request timeout, s.
+    pub timeout_s: f64,
+    /// Keep-alive.
+    pub keepalive: bool,
+    /// Method.
+    pub method: String,
+    /// Distinct Host headers.
+    pub hosts: usize,
+    /// Paths and weights (escaped).
+    pub paths: Vec<PathWeight>,
+    /// Seed.
+    pub seed: u64,
+    /// Runtime threads.
+    pub threads: usize,
+    /// Lag budget, µs.
+    pub lag_budget_us: f64,
+}
+
+/// One entry of the path mix.
+#[derive(Clone, Debug, Serialize)]
+pub struct PathWeight {
+    /// Path (escaped).
+    pub path: String,
+    /// Weight.
+    pub weight: u32,
+}
+
+impl Plan {
+    /// An open-loop plan with defaults: const arrivals, 10 s timeout, keep-alive, no warm-up.
+    pub fn new(url: &str, rate: f64, duration: Duration) -> Result<Plan> {
+        let target = Url::parse(url)?;
+        Ok(Plan {
+            url: url.to_string(),
+            target,
+            rate: Some(rate),
+            arrival: Arrival::Const,
+            duration,
+            warmup: Duration::ZERO,
+            timeout: Duration::from_secs(10),
+            keepalive: true,
+            closed_loop: None,
+            hosts: vec![],
+            path_mix: vec![],
+            method: "GET".into(),
+            headers: vec![],
+            body: vec![],
+            seed: 1,
+            allow_remote: false,
+            threads: default_threads(),
+            lag_budget: Duration::from_millis(10),
+            samples: None,
+        })
+    }
+
+    /// A light probe load for the tracer: const arrivals, keep-alive, timeout 10 s, no warm-up.
+    pub fn probe(url: &str, rate: f64, duration: Duration, allow_remote: bool) -> Result<Plan> {
+        let mut p = Plan::new(url, rate, duration)?;
+        p.allow_remote = allow_remote;
+        p.threads = 1;
+        p.check()?;
+        Ok(p)
+    }
+
+    /// Checks everything that does not need the network.
+    pub fn check(&self) -> Result<()> {
+        if let Some(rate) = self.rate
+            && (!rate.is_finite() || rate <= 0.0 || rate > 10_000_000.0)
+        {
+            return Err(Error::usage(format!(
+                "--rate {rate}: must be greater than 0 and at most 10,000,000 per second"
+            )));
+        }
+        match self.closed_loop {
+            None if self.rate.is_none() => {
+                return Err(Error::usage(
+                    "--rate is required (or --closed-loop -c N for a closed-loop comparison)",
+                ));
+            }
+            Some(0) => return Err(Error::usage("-c/--concurrency must be at least 1")),
+            Some(n) if n > 1_000_000 => {
+                return Err(Error::usage(format!("-c {n}: more than 1,000,000 workers")));
+            }
+            _ => {}
+        }
+        if self.duration.is_zero() {
+            return Err(Error::usage("--duration must be positive"));
+        }
+        if self.duration + self.warmup > MAX_SPAN {
+            return Err(Error::usage(
+                "--warmup plus --duration exceed a day; that is a typo, not a benchmark",
+            ));
+        }
+        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
+            return Err(Error::usage("--timeout must be between 1 ms and 1 h"));
+        }
+        if self.lag_budget.is_zero() {
+            return Err(Error::usage("--lag-budget must be positive"));
+        }
+        if self.threads == 0 || self.threads > 256 {
+            return Err(Error::usage("--threads must be 1-256"));
+        }
+        if !is_token(&self.method) {
+            return Err(Error::usage(format!(
+                "--method `{}` is not an HTTP method token",
+                crate::escape::text(&self.method)
+            )));
+        }
+        for h in &self.hosts {
+            if h.is_empty() || h.bytes().any(|b| b <= b' ' || b == 0x7f) {
+                return Err(Error::usage(format!(
+                    "Host header `{}` is empty or has spaces or control characters",
+                    crate::escape::text(h)
+                )));
+            }
+        }
+        for (p, w) in &self.path_mix {
+            if !p.starts_with('/') || p.bytes().any(|b| b <= b' ' || b == 0x7f) {
+                return Err(Error::usage(format!(
+                    "--path-mix: `{}` must start with / and have no spaces or control characters",
+                    crate::escape::text(p)
+                )));
+            }
+            if *w == 0 {
+                return Err(Error::usage("--path-mix: weights must be at least 1"));
+            }
+        }
+        for h in &self.headers {
+            check_header(h)?;
+        }
+        let n = self.hosts.len().max(1) * self.path_mix.len().max(1);
+        if n > MAX_REQUESTS {
+            return Err(Error::usage(format!(
+                "{n} Host × path combinations; at most {MAX_REQUESTS}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Resolves the host; refuses a non-loopback address without `allow_remote`.
+    pub fn resolve(&self) -> Result<SocketAddr> {
+        let host = self.target.host.as_str();
+        let addrs: Vec<SocketAddr> = (host, self.target.port)
+            .to_socket_addrs()
+            .map_err(|e| {
+                Error::usage(format!(
+                    "cannot resolve host `{}`: {e}",
+                    crate::escape::text(host)
+                ))
+            })?
+            .collect();
+        // Prefer IPv4: `localhost` often lists ::1 first while servers listen on 127.0.0.1.
+        let addr = addrs
+            .iter()
+            .find(|a| a.is_ipv4())
+            .or(addrs.first())
+            .copied()
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "cannot resolve host `{}`: no address",
+                    crate::escape::text(host)
+                ))
+            })?;
+        if !self.allow_remote && !is_loopback(addr.ip()) {
+            return Err(Error::usage(format!(
+                "refusing to send load to {addr} (not loopback): this is a load generator and a \
+                 flood is an attack on a server you do not own; pass --allow-remote if you own it"
+            )));
+        }
+        Ok(addr)
+    }
+
+    /// Every request the run can send, prebuilt: index `host * paths + path`.
+    pub fn requests(&self) -> Vec<Box<[u8]>> {
+        let hosts = if self.hosts.is_empty() {
+            vec![self.target.host_header()]
+        } else {
+            self.hosts.clone()
+        };
+        let paths: Vec<&str> = if self.path_mix.is_empty() {
+            vec![self.target.path.as_str()]
+        } else {
+            self.path_mix.iter().map(|(p, _)| p.as_str()).collect()
+        };
+        let mut out = Vec::with_capacity(hosts.len() * paths.len());
+        for h in &hosts {
+            for p in &paths {
+                let mut r = format!(
+                    "{} {p} HTTP/1.1\r\nHost: {h}\r\nUser-Agent: trapdetect/{}\r\n",
+                    self.method,
+                    env!("CARGO_PKG_VERSION")
+                );
+                if !self.keepalive {
+                    r.push_str("Connection: close\r\n");
+                }
+                for hd in &self.headers {
+                    r.push_str(hd);
+                    r.push_str("\r\n");
+                }
+                if !self.body.is_empty() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH")
+                {
+                    r.push_str(&format!("Content-Length: {}\r\n", self.body.len()));
+                }
+                r.push_str("\r\n");
+                let mut b = r.into_bytes();
+                b.extend_from_slice(&self.body);
+                out.push(b.into_boxed_slice());
+            }
+        }
+        out
+    }
+
+    /// Path weights (1 when no mix is given).
+    pub fn weights(&self) -> Vec<u32> {
+        if self.path_mix.is_empty() {
+            vec![1]
+        } else {
+            self.path_mix.iter().map(|(_, w)| *w).collect()
+        }
+    }
+
+    /// The report's copy of the plan.
+    pub fn echo(&self, address: SocketAddr) -> PlanEcho {
+        let paths = if self.path_mix.is_empty() {
+            vec![(self.target.path.clone(), 1)]
+        } else {
+            self.path_mix.clone()
+        };
+        PlanEcho {
+            url: crate::escape::text(&self.url),
+            address: address.to_string(),
+            mode: if self.closed_loop.is_some() {
+                "closed"
+            } else {
+                "open"
+            },
+            arrival: self.rate.map(|_| self.arrival),
+            rate_per_s: self.rate,
+            concurrency: self.closed_loop,
+            duration_s: self.duration.as_secs_f64(),
+            warmup_s: self.warmup.as_secs_f64(),
+            timeout_s: self.timeout.as_secs_f64(),
+            keepalive: self.keepalive,
+            method: self.method.clone(),
+            hosts: self.hosts.len().max(1),
+            paths: paths
+                .into_iter()
+                .map(|(path, weight)| PathWeight {
+                    path: crate::escape::text(&path),
+                    weight,
+                })
+                .collect(),
+            seed: self.seed,
+            threads: self.threads,
+            lag_budget_us: self.lag_budget.as_secs_f64() * 1e6,
+        }
+    }
+}
+
+/// Two runtime threads at most by default: the server under test needs the other cores.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 2)
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+    }
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn check_header(h: &str) -> Result<()> {
+    let bad = |why: &str| {
+        Error::usage(format!(
+            "--header `{}`: {why}",
+            crate::escape::text(h)
+        ))
+    };
+    let (name, value) = h.split_once(':').ok_or_else(|| bad("expected `Name: value`"))?;
+    if !is_token(name) {
+        return Err(bad("the name is not a header token"));
+    }
+    if value.bytes().any(|b| (b < b' ' && b != b'\t') || b == 0x7f) {
+        return Err(bad("the value has control characters"));
+    }
+    for reserved in ["host", "content-length", "transfer-encoding", "connection"] {
+        if name.eq_ignore_ascii_case(reserved) {
+            return Err(bad(
+                "set by trapdetect (use --host-header for Host, --no-keepalive for Connection)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Expands `site-{0001..0010}` into site-0001 … site-0010 (several groups multiply; a start
+/// with leading zeros sets the width).
+pub fn expand_hosts(pattern: &str) -> Result<Vec<String>> {
+    let Some(open) = pattern.find('{') else {
+        return Ok(vec![pattern.to_string()]);
+    };
+    let bad = || {
+        Error::usage(format!(
+            "--host-header `{}`: expected a range like site-{{0001..0010}}",
+            crate::escape::text(pattern)
+        ))
+    };
+    let close = pattern[open..].find('}').ok_or_else(bad)? + open;
+    let (a, b) = pattern[open + 1..close].split_once("..").ok_or_else(bad)?;
+    let lo: u64 = a.parse().map_err(|_| bad())?;
+    let hi: u64 = b.parse().map_err(|_| bad())?;
+    if hi < lo || hi - lo >= MAX_REQUESTS as u64 {
+        return Err(bad());
+    }
+    let width = if a.len() > 1 && a.starts_with('0') {
+        a.len()
+    } else {
+        0
+    };
+    let rest = expand_hosts(&pattern[close + 1..])?;
+    let mut out = vec![];
+    for n in lo..=hi {
+        for r in &rest {
+            out.push(format!("{}{n:0width$}{r}", &pattern[..open]));
+            if out.len() > MAX_REQUESTS {
+                return Err(Error::usage(format!(
+                    "--host-header expands to more than {MAX_REQUESTS} hosts"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parses `/=3,/perm=1,/rest=1` (a path without `=N` weighs 1; the last `=` splits).
+pub fn parse_path_mix(s: &str) -> Result<Vec<(String, u32)>> {
+    let mut out = vec![];
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (path, w) = match item.rsplit_once('=') {
+            Some((p, w)) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) => (
+                p,
+                w.parse::<u32>().map_err(|_| {
+                    Error::usage(format!("--path-mix: weight `{w}` is too large"))
+                })?,
+            ),
+            _ => (item, 1),
+        };
+        out.push((path.to_string(), w));
+    }
+    if out.is_empty() {
+        return Err(Error::usage("--path-mix is empty"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = Url::parse("http://127.0.0.1:8080/a/b?x=1#frag").unwrap();
+        assert_eq!(
+            u,
+            Url {
+                host: "127.0.0.1".into(),
+                port: 8080,
+                path: "/a/b?x=1".into()
+            }
+        );
+        assert_eq!(u.host_header(), "127.0.0.1:8080");
+        let u = Url::parse("HTTP://localhost").unwrap();
+        assert_eq!((u.port, u.path.as_str(), u.host_header()), (80, "/", "localhost".into()));
+        let u = Url::parse("http://[::1]:9000?q").unwrap();
+        assert_eq!((u.host.as_str(), u.path.as_str()), ("::1", "/?q"));
+        assert_eq!(u.host_header(), "[::1]:9000");
+        for bad in [
+            "https://127.0.0.1/",
+            "ftp://x/",
+            "127.0.0.1:80",
+            "http://",
+            "http://:80/",
+            "http://h:0/",
+            "http://h:99999/",
+            "http://h:abc/",
+            "http://u:p@h/",
+            "http://h/a b",
+            "http://[::1/",
+        ] {
+            let e = Url::parse(bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+        }
+    }
+
+    #[test]
+    fn hosts_and_paths() {
+        let h = expand_hosts("site-{0001..0010}").unwrap();
+        assert_eq!(h.len(), 10);
+        assert_eq!((h[0].as_str(), h[9].as_str()), ("site-0001", "site-0010"));
+        let h = expand_hosts("a{1..2}.b{8..9}").unwrap();
+        assert_eq!(h, ["a1.b8", "a1.b9", "a2.b8", "a2.b9"]);
+        assert_eq!(expand_hosts("plain").unwrap(), ["plain"]);
+        assert!(expand_hosts("x{3..1}").is_err());
+        assert!(expand_hosts("x{1..}").is_err());
+        assert!(expand_hosts("x{0..999999}").is_err());
+        let m = parse_path_mix("/=3,/perm=1, /rest ,/q?a=b=2").unwrap();
+        assert_eq!(
+            m,
+            [
+                ("/".to_string(), 3),
+                ("/perm".into(), 1),
+                ("/rest".into(), 1),
+                ("/q?a=b".into(), 2)
+            ]
+        );
+        assert!(parse_path_mix(",").is_err());
+    }
+
+    #[test]
+    fn checks() {
+        let d = Duration::from_secs(1);
+        let ok = Plan::new("http://127.0.0.1:1/", 10.0, d).unwrap();
+        ok.check().unwrap();
+        let mut p = ok.clone();
+        p.rate = Some(0.0);
+        assert!(p.check().is_err());
+        p.rate = None;
+        assert!(p.check().is_err(), "open loop needs a rate");
+        p.closed_loop = Some(4);
+        p.check().unwrap();
+        let mut p = ok.clone();
+        p.warmup = MAX_SPAN;
+        assert!(p.check().is_err());
+        let mut p = ok.clone();
+        p.headers = vec!["X-Ok: 1".into()];
+        p.check().unwrap();
+        for h in ["NoColon", "Bad Name: x", "X: a\r\nInjected: 1", "Host: x", "connection: close"] {
+            p.headers = vec![h.into()];
+            assert!(p.check().is_err(), "{h}");
+        }
+        let mut p = ok.clone();
+        p.method = "GET /x".into();
+        assert!(p.check().is_err());
+        let mut p = ok.clone();
+        p.hosts = vec!["a b".into()];
+        assert!(p.check().is_err());
+    }
+
+    #[test]
+    fn loopback_only_unless_allowed() {
+        let d = Duration::from_secs(1);
+        let p = Plan::new("http://127.0.0.1:8080/", 1.0, d).unwrap();
+        assert_eq!(p.resolve().unwrap().to_string(), "127.0.0.1:8080");
+        let p = Plan::new("http://localhost:8080/", 1.0, d).unwrap();
+        assert!(p.resolve().unwrap().ip().is_loopback());
+        let mut p = Plan::new("http://192.0.2.1:8080/", 1.0, d).unwrap();
+        let e = p.resolve().unwrap_err().to_string();
+        assert!(e.contains("not loopback") && e.contains("--allow-remote"), "{e}");
+        p.allow_remote = true;
+        assert_eq!(p.resolve().unwrap().to_string(), "192.0.2.1:8080");
+        let p = Plan::new("http://no-such-host.invalid/", 1.0, d).unwrap();
+        assert!(p.resolve().unwrap_err().to_string().contains("cannot resolve"));
+    }
+
+    #[test]
+    fn requests_are_prebuilt() {
+        let mut p = Plan::new("http://127.0.0.1:8080/x", 1.0, Duration::from_secs(1)).unwrap();
+        p.hosts = vec!["a".into(), "b".into()];
+        p.path_mix = vec![("/1".into(), 1), ("/2".into(), 3)];
+        p.keepalive = false;
+        p.method = "POST".into();
+        p.body = b"hi".to_vec();
+        p.headers = vec!["X-T: 1".into()];
+        let r = p.requests();
+        assert_eq!(r.len(), 4);
+        let s = String::from_utf8(r[3].to_vec()).unwrap();
+        assert!(s.starts_with("POST /2 HTTP/1.1\r\nHost: b\r\n"), "{s}");
+        assert!(s.contains("Connection: close\r\nX-T: 1\r\nContent-Length: 2\r\n\r\nhi"));
+        assert_eq!(p.weights(), [1, 3]);
+    }
+}

@@ -1,0 +1,306 @@
+//! Accounting for one run: every measured arrival ends in exactly one bucket (a status code or
+//! an error kind), latencies go into HDR histograms (2xx and non-2xx apart), and a per-second
+//! series is kept by completion second so its 2xx column sums to the 2xx total.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::{
+    classify::ErrorKind,
+    client::{Answer, Progress},
+    schedule::Ticket,
+};
+
+/// Histograms hold 1 ns .. 1 day at 3 significant digits (≈300 KiB each).
+const HIST_MAX_NS: u64 = 86_400_000_000_000;
+
+/// How one request ended.
+#[derive(Clone, Copy, Debug)]
+pub enum Outcome {
+    /// A complete response.
+    Answered(Answer),
+    /// No status.
+    Failed(ErrorKind),
+}
+
+/// One second of the measured window (and of the drain after it).
+#[derive(Clone, Debug, Default)]
+pub struct Second {
+    /// Arrivals intended in this second.
+    pub scheduled: u64,
+    /// 2xx completions in this second.
+    pub ok_2xx: u64,
+    /// Other statuses completed in this second.
+    pub non_2xx: u64,
+    /// Errors per kind, by the second they ended in.
+    pub errors: [u64; ErrorKind::ALL.len()],
+    /// Summed 2xx latency, ns.
+    pub lat_2xx_sum_ns: u128,
+    /// 99th percentile of 2xx latency in this second, ns.
+    pub lat_2xx_p99_ns: u64,
+    /// Highest in-flight count in this second.
+    pub in_flight_max: u64,
+    /// Worst scheduling lag of the arrivals intended in this second, ns.
+    pub lag_max_ns: u64,
+}
+
+/// One line of `--samples-out` (and of `Plan::samples`): everything needed to join a request
+/// with kernel events. Instants are CLOCK_MONOTONIC ns, the clock of `bpf_ktime_get_ns`.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Sample {
+    /// Arrival sequence number (warm-up included).
+    pub seq: u64,
+    /// Inside the measured window.
+    pub measured: bool,
+    /// Intended send instant.
+    pub intended_ns: u64,
+    /// When a worker took it (intended + scheduling lag).
+    pub start_ns: u64,
+    /// When its first byte was written (absent if it never was).
+    pub sent_ns: Option<u64>,
+    /// When it ended (response complete, error, or timeout).
+    pub end_ns: u64,
+    /// HTTP status, if a response came.
+    pub status: Option<u16>,
+    /// Error kind, if none did.
+    pub error: Option<ErrorKind>,
+    /// Response body bytes.
+    pub body_bytes: u64,
+    /// Sent on a reused (keep-alive) connection.
+    pub reused: bool,
+    /// Which prebuilt request (`host * paths + path`).
+    pub target: u32,
+}
+
+/// Running totals of one run.
+#[derive(Debug)]
+pub struct Recorder {
+    measured_start_ns: u64,
+    /// Measured arrivals that ended (any outcome).
+    pub completed: u64,
+    /// 2xx.
+    pub ok_2xx: u64,
+    /// Other statuses.
+    pub non_2xx: u64,
+    /// Per status code.
+    pub status: BTreeMap<u16, u64>,
+    /// Per error kind.
+    pub errors: [u64; ErrorKind::ALL.len()],
+    /// Latency of 2xx from the intended instant, ns.
+    pub lat_2xx: Histogram<u64>,
+    /// Latency of non-2xx answers from the intended instant, ns.
+    pub lat_non_2xx: Histogram<u64>,
+    /// 2xx service time: first byte sent to response complete, ns.
+    pub service_2xx: Histogram<u64>,
+    /// Scheduling lag: worker pick-up minus intended instant, ns (measured arrivals).
+    pub lag: Histogram<u64>,
+    /// New-connection setup time, ns.
+    pub connect: Histogram<u64>,
+    /// Body bytes received (measured).
+    pub body_bytes: u64,
+    /// Requests sent on reused connections (measured).
+    pub reused: u64,
+    /// Warm-up arrivals that ended.
+    pub warmup_completed: u64,
+    /// Warm-up 2xx.
+    pub warmup_ok_2xx: u64,
+    /// Per second from the start of the measured window.
+    pub series: Vec<Second>,
+    cur_sec: usize,
+    cur_hist: Histogram<u64>,
+    /// End of the last completion, ns.
+    pub last_end_ns: u64,
+}
+
+fn hist(sigfig: u8) -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_NS, sigfig).expect("valid histogram bounds")
+}
+
+impl Recorder {
+    /// Empty totals for a window starting at `measured_start_ns`.
+    pub fn new(measured_start_ns: u64) -> Self {
+        Recorder {
+            measured_start_ns,
+            completed: 0,
+            ok_2xx: 0,
+            non_2xx: 0,
+            status: BTreeMap::new(),
+            errors: [0; ErrorKind::ALL.len()],
+            lat_2xx: hist(3),
+            lat_non_2xx: hist(3),
+            service_2xx: hist(3),
+            lag: hist(3),
+            connect: hist(3),
+            body_bytes: 0,
+            reused: 0,
+            warmup_completed: 0,
+            warmup_ok_2xx: 0,
+            series: vec![],
+            cur_sec: 0,
+            // Two digits are plenty for a per-second p99 and keep the rollover cheap.
+            cur_hist: hist(2),
+            last_end_ns: 0,
+        }
+    }
+
+    fn second(&mut self, ns: u64) -> usize {
+        let s = (ns.saturating_sub(self.measured_start_ns) / 1_000_000_000) as usize;
+        if self.series.len() <= s {
+            self.series.resize(s + 1, Second::default());
+        }
+        s
+    }
+
+    /// Adds `n` measured arrivals intended in second `sec` (counted by the dispatcher).
+    pub fn add_scheduled(&mut self, sec: usize, n: u64) {
+        if self.series.len() <= sec {
+            self.series.resize(sec + 1, Second::default());
+        }
+        self.series[sec].scheduled += n;
+    }
+
+    /// Records the in-flight peak of second `sec` (from the once-a-second sampler).
+    pub fn in_flight_peak(&mut self, sec: usize, peak: u64) {
+        if self.series.len() <= sec {
+            self.series.resize(sec + 1, Second::default());
+        }
+        let p = &mut self.series[sec].in_flight_max;
+        *p = (*p).max(peak);
+    }
+
+    /// Records how one arrival ended.
+    pub fn record(&mut self, t: &Ticket, start_ns: u64, end_ns: u64, p: &Progress, o: Outcome) {
+        self.last_end_ns = self.last_end_ns.max(end_ns);
+        if !t.measured {
+            self.warmup_completed += 1;
+            if matches!(o, Outcome::Answered(a) if (200..300).contains(&a.status)) {
+                self.warmup_ok_2xx += 1;
+            }
+            return;
+        }
+        self.completed += 1;
+        let lag = start_ns.saturating_sub(t.intended_ns);
+        self.lag.saturating_record(lag.max(1));
+        let is = self.second(t.intended_ns);
+        let l = &mut self.series[is].lag_max_ns;
+        *l = (*l).max(lag);
+        if let Some(c) = p.connect_ns {
+            self.connect.saturating_record(c.max(1));
+        }
+        if p.reused {
+            self.reused += 1;
+        }
+        let latency = end_ns.saturating_sub(t.intended_ns).max(1);
+        let es = self.second(end_ns);
+        if es > self.cur_sec {
+            self.roll(es);
+        }
+        match o {
+            Outcome::Answered(a) => {
+                self.body_bytes += a.body_bytes;
+                *self.status.entry(a.status).or_default() += 1;
+                if (200..300).contains(&a.status) {
+                    self.ok_2xx += 1;
+                    self.lat_2xx.saturating_record(latency);
+                    if p.sent_ns > 0 {
+                        self.service_2xx
+                            .saturating_record(end_ns.saturating_sub(p.sent_ns).max(1));
+                    }
+                    let sec = &mut self.series[es];
+                    sec.ok_2xx += 1;
+                    sec.lat_2xx_sum_ns += u128::from(latency);
+                    // A completion stamped a hair before one another thread already rolled
+                    // past still counts; it only misses that second's p99.
+                    if es == self.cur_sec {
+                        self.cur_hist.saturating_record(latency);
+                    }
+                } else {
+                    self.non_2xx += 1;
+                    self.lat_non_2xx.saturating_record(latency);
+                    self.series[es].non_2xx += 1;
+                }
+            }
+            Outcome::Failed(k) => {
+                self.errors[k.index()] += 1;
+                self.series[es].errors[k.index()] += 1;
+            }
+        }
+    }
+
+    fn roll(&mut self, to: usize) {
+        if !self.cur_hist.is_empty() {
+            self.series[self.cur_sec].lat_2xx_p99_ns = self.cur_hist.value_at_quantile(0.99);
+            self.cur_hist.reset();
+        }
+        self.cur_sec = to;
+    }
+
+    /// Closes the last second's p99.
+    pub fn finish(&mut self) {
+        let next = self.cur_sec + 1;
+        if self.series.len() <= self.cur_sec {
+            self.series.resize(next, Second::default());
+        }
+        self.roll(next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticket(seq: u64, intended_ns: u64, measured: bool) -> Ticket {
+        Ticket {
+            seq,
+            intended_ns,
+            measured,
+            target: 0,
+        }
+    }
+
+    #[test]
+    fn every_arrival_lands_in_one_bucket_and_series_sum() {
+        let s0 = 1_000_000_000_000;
+        let mut r = Recorder::new(s0);
+        let ok = Outcome::Answered(Answer {
+            status: 200,
+            body_bytes: 10,
+        });
+        let shed = Outcome::Answered(Answer {
+            status: 503,
+            body_bytes: 0,
+        });
+        let p = Progress {
+            sent_ns: s0 + 1,
+            ..Default::default()
+        };
+        // Warm-up arrival: counted apart.
+        r.record(&ticket(0, s0 - 5, false), s0 - 5, s0 + 10, &p, ok);
+        for i in 0..30u64 {
+            let intended = s0 + i * 100_000_000; // 10/s for 3 s
+            r.add_scheduled((i / 10) as usize, 1);
+            let end = intended + 5_000_000 + i * 1_000; // 5 ms latency
+            let o = match i % 3 {
+                0 => ok,
+                1 => shed,
+                _ => Outcome::Failed(ErrorKind::Timeout),
+            };
+            r.record(&ticket(i + 1, intended, true), intended + 20_000, end, &p, o);
+        }
+        r.finish();
+        assert_eq!((r.completed, r.ok_2xx, r.non_2xx), (30, 10, 10));
+        assert_eq!(r.errors[ErrorKind::Timeout.index()], 10);
+        assert_eq!(r.status[&200] + r.status[&503], 20);
+        assert_eq!((r.warmup_completed, r.warmup_ok_2xx), (1, 1));
+        assert_eq!(r.series.len(), 3);
+        assert_eq!(r.series.iter().map(|s| s.ok_2xx).sum::<u64>(), r.ok_2xx);
+        assert_eq!(r.series.iter().map(|s| s.scheduled).sum::<u64>(), 30);
+        assert!(r.series.iter().all(|s| s.lat_2xx_p99_ns >= 5_000_000));
+        assert_eq!(r.lat_2xx.len(), 10);
+        assert_eq!(r.lat_non_2xx.len(), 10);
+        assert!((r.lag.max() as i64 - 20_000).abs() < 100);
+        assert_eq!(r.body_bytes, 100);
+    }
+}
