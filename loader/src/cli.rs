@@ -40,7 +40,7 @@ pub enum Command {
     /// Attach to a server and report the traps its requests walk into (same as no subcommand).
     Trace(cmd::trace::TraceArgs),
     /// The open-loop load generator alone.
-    Load(cmd::load::LoadArgs),
+    Load(Box<cmd::load::LoadArgs>),
     /// Fast static check of the environment for harness scripts (no tracing).
     Preflight(cmd::preflight::PreflightArgs),
     /// Wait until TIME_WAIT sockets on a port drain below a threshold (for harness scripts).

@@ -18,7 +18,7 @@ fn main() {
     let result = match cli.command {
         None => cmd::trace::run(cli.trace),
         Some(Command::Trace(a)) => cmd::trace::run(a),
-        Some(Command::Load(a)) => cmd::load::run(a),
+        Some(Command::Load(a)) => cmd::load::run(*a),
         Some(Command::Preflight(a)) => cmd::preflight::run(a),
         Some(Command::WaitDrain(a)) => cmd::wait_drain::run(a),
     };

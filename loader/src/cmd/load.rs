@@ -20,9 +20,11 @@ use crate::{
 
 /// Flags of `trapdetect load`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(after_help = "Exit codes: 0 ok · 1 a `fail` finding (e.g. under half the arrivals \
+#[command(
+    after_help = "Exit codes: 0 ok · 1 a `fail` finding (e.g. under half the arrivals \
                         got a 2xx) · 2 bad input · 3 the generator fell behind its schedule or \
-                        failed requests itself (the numbers measure the generator).")]
+                        failed requests itself (the numbers measure the generator)."
+)]
 pub struct LoadArgs {
     /// Target, `http://host[:port]/path` (loopback only unless --allow-remote).
     #[arg(long, value_name = "URL")]
@@ -312,7 +314,8 @@ pub fn run(args: LoadArgs) -> Result<i32> {
         w.join()
             .map_err(|_| Error::Untrusted("the samples writer panicked".into()))??;
     }
-    let (findings, ignored, measurement, code) = verdict(&summary, &plan, &args.ignore, args.strict);
+    let (findings, ignored, measurement, code) =
+        verdict(&summary, &plan, &args.ignore, args.strict);
     let doc = Document {
         summary: &summary,
         findings,
@@ -370,7 +373,7 @@ mod tests {
         let mut v = vec!["trapdetect", "load", "--url", "http://127.0.0.1:9/"];
         v.extend_from_slice(extra);
         match Cli::try_parse_from(v)?.command {
-            Some(Command::Load(a)) => Ok(a),
+            Some(Command::Load(a)) => Ok(*a),
             other => panic!("{other:?}"),
         }
     }
@@ -378,10 +381,37 @@ mod tests {
     #[test]
     fn flags_parse_once_each() {
         let a = parse(&[
-            "--rate", "800", "--arrival", "poisson", "--timeout", "2s", "--duration", "60s",
-            "--warmup", "5s", "--host-header", "site-{01..03}", "--path-mix", "/=3,/a=1",
-            "-H", "X-A: 1", "-H", "X-B: 2", "--method", "post", "--body", "x", "--seed", "9",
-            "--no-keepalive", "--threads", "1", "--lag-budget", "5ms", "--json", "--strict",
+            "--rate",
+            "800",
+            "--arrival",
+            "poisson",
+            "--timeout",
+            "2s",
+            "--duration",
+            "60s",
+            "--warmup",
+            "5s",
+            "--host-header",
+            "site-{01..03}",
+            "--path-mix",
+            "/=3,/a=1",
+            "-H",
+            "X-A: 1",
+            "-H",
+            "X-B: 2",
+            "--method",
+            "post",
+            "--body",
+            "x",
+            "--seed",
+            "9",
+            "--no-keepalive",
+            "--threads",
+            "1",
+            "--lag-budget",
+            "5ms",
+            "--json",
+            "--strict",
         ])
         .unwrap();
         assert_eq!(a.rate, Some(800.0));
@@ -398,7 +428,10 @@ mod tests {
         let a = parse(&["--closed-loop", "-c", "8"]).unwrap();
         let p = plan(&a).unwrap();
         assert_eq!((p.closed_loop, p.rate), (Some(8), None));
-        assert_eq!(parse(&["--rate", "1", "--warmup", "0"]).unwrap().warmup, Duration::ZERO);
+        assert_eq!(
+            parse(&["--rate", "1", "--warmup", "0"]).unwrap().warmup,
+            Duration::ZERO
+        );
     }
 
     #[test]

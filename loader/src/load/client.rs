@@ -174,9 +174,7 @@ impl Client {
                 Ok(n) => p.bytes_in += n as u64,
                 Err(e) => return Err(classify(&e)),
             }
-            let used = r
-                .feed(&buf[start..])
-                .map_err(|_| ErrorKind::BadResponse)?;
+            let used = r.feed(&buf[start..]).map_err(|_| ErrorKind::BadResponse)?;
             start += used;
             if r.done() {
                 // Bytes after the response (pipelining we never asked for): do not reuse.

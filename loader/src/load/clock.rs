@@ -62,8 +62,9 @@ impl Ticker {
         };
         let fd = self.fd.get_ref().as_raw_fd();
         // SAFETY: valid descriptor and itimerspec; no old value requested.
-        if unsafe { libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) }
-            != 0
+        if unsafe {
+            libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut())
+        } != 0
         {
             return Err(std::io::Error::last_os_error());
         }

@@ -152,7 +152,13 @@ pub fn raise_fd_limit() -> Result<FdLimit> {
             lim = raised;
         }
     }
-    let cap = |v: libc::rlim_t| if v == libc::RLIM_INFINITY { u64::MAX } else { v };
+    let cap = |v: libc::rlim_t| {
+        if v == libc::RLIM_INFINITY {
+            u64::MAX
+        } else {
+            v
+        }
+    };
     Ok(FdLimit {
         soft_before: cap(before),
         soft: cap(lim.rlim_cur),
@@ -237,11 +243,7 @@ pub fn start(plan: Plan) -> Result<Running> {
             }
             None => Source::Asap {
                 // Unpaced closed loops have no arrival order to share: one stream per lane.
-                picker: Picker::new(
-                    plan.seed.wrapping_add(k as u64),
-                    plan.hosts.len(),
-                    &weights,
-                ),
+                picker: Picker::new(plan.seed.wrapping_add(k as u64), plan.hosts.len(), &weights),
                 index: k as u64,
                 lanes: lanes_n as u64,
             },
@@ -316,12 +318,10 @@ impl Running {
     /// Stops scheduling now, lets the requests in flight finish (each bounded by the
     /// timeout), and summarizes; the measured window ends now.
     pub fn stop(mut self) -> Result<Summary> {
-        let _ = self.shared.stop_ns.compare_exchange(
-            0,
-            mono_ns(),
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
+        let _ =
+            self.shared
+                .stop_ns
+                .compare_exchange(0, mono_ns(), Ordering::AcqRel, Ordering::Acquire);
         self.shared.stop.store(true, Ordering::Release);
         self.join()
     }
@@ -351,9 +351,7 @@ impl Running {
             }
         }
         if panicked {
-            return Err(Error::Untrusted(
-                "a load generator thread panicked".into(),
-            ));
+            return Err(Error::Untrusted("a load generator thread panicked".into()));
         }
         let st = self
             .statics

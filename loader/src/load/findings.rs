@@ -86,7 +86,10 @@ fn lag(s: &Summary) -> Option<Finding> {
             .with("sched_lag_max_us", l.max_us)
             .with("lag_budget_us", budget)
             .with("unsent", s.unsent)
-            .with("generator_cpu_s", round(s.generator.cpu_user_s + s.generator.cpu_sys_s, 3))
+            .with(
+                "generator_cpu_s",
+                round(s.generator.cpu_user_s + s.generator.cpu_sys_s, 3),
+            )
             .with("window_s", s.window.measured_s)
             .with("threads", s.plan.threads as u64)
             .remedy(
@@ -196,10 +199,7 @@ fn status_mix(s: &Summary) -> Option<Finding> {
         "delivered_2xx_per_s".into(),
         Value::from(s.delivered_rate_per_s),
     );
-    ev.insert(
-        "answered_per_s".into(),
-        Value::from(s.answered_rate_per_s),
-    );
+    ev.insert("answered_per_s".into(), Value::from(s.answered_rate_per_s));
     if let Some(l) = &s.latency_non_2xx {
         ev.insert("non_2xx_p50_us".into(), Value::from(l.p50_us));
     }
@@ -321,7 +321,8 @@ fn fd_limit(s: &Summary, plan: &Plan) -> Option<Finding> {
             .remedy(format!(
                 "raise the hard limit (prlimit --nofile={0}:{0} -- trapdetect load ..., or \
                  LimitNOFILE= in the unit) or lower --timeout (now {1}s)",
-                need.map_or(65_536, |n| (n as u64 + super::FD_RESERVE).next_power_of_two()),
+                need.map_or(65_536, |n| (n as u64 + super::FD_RESERVE)
+                    .next_power_of_two()),
                 plan.timeout.as_secs_f64()
             )),
     )
@@ -429,7 +430,10 @@ mod tests {
         s.status = [("200".to_string(), 700), ("503".to_string(), 300)].into();
         let f = findings(&s, &p);
         assert_eq!(f.len(), 1);
-        assert_eq!((f[0].id.as_str(), f[0].severity), ("gen.status-mix", Severity::Warn));
+        assert_eq!(
+            (f[0].id.as_str(), f[0].severity),
+            ("gen.status-mix", Severity::Warn)
+        );
         assert_eq!(f[0].evidence["status_503"], 300);
         assert!(f[0].predicted.as_ref().unwrap().contains("said no"));
 
@@ -439,7 +443,10 @@ mod tests {
         s.errors.timeout = 1000;
         s.in_flight.max = 1000;
         let f = findings(&s, &p);
-        assert_eq!(ids(&s, &p), [("gen.status-mix".to_string(), Severity::Fail)]);
+        assert_eq!(
+            ids(&s, &p),
+            [("gen.status-mix".to_string(), Severity::Fail)]
+        );
         assert!(f[0].predicted.as_ref().unwrap().contains("said nothing"));
     }
 
@@ -451,17 +458,29 @@ mod tests {
         s.errors.timeout = 500;
         s.in_flight.max = 100; // rate × timeout = 1000
         let got = ids(&s, &p);
-        assert!(got.contains(&("gen.closed-loop".to_string(), Severity::Warn)), "{got:?}");
+        assert!(
+            got.contains(&("gen.closed-loop".to_string(), Severity::Warn)),
+            "{got:?}"
+        );
         s.in_flight.max = 990;
         let got = ids(&s, &p);
-        assert!(!got.iter().any(|(id, _)| id == "gen.closed-loop"), "{got:?}");
+        assert!(
+            !got.iter().any(|(id, _)| id == "gen.closed-loop"),
+            "{got:?}"
+        );
         // A closed-loop run always says so.
         let (mut s, p) = summary(1000);
         s.plan.concurrency = Some(4);
         s.in_flight.rate_x_timeout = None;
-        assert_eq!(ids(&s, &p), [("gen.closed-loop".to_string(), Severity::Info)]);
+        assert_eq!(
+            ids(&s, &p),
+            [("gen.closed-loop".to_string(), Severity::Info)]
+        );
         s.in_flight.max = 4;
-        assert_eq!(ids(&s, &p), [("gen.closed-loop".to_string(), Severity::Warn)]);
+        assert_eq!(
+            ids(&s, &p),
+            [("gen.closed-loop".to_string(), Severity::Warn)]
+        );
     }
 
     #[test]
@@ -476,7 +495,10 @@ mod tests {
         s.errors.ports_exhausted = 2;
         s.ok_2xx = 998;
         s.success_ratio = 0.998;
-        assert_eq!(ids(&s, &p), [("net.ephemeral-ports".to_string(), Severity::Warn)]);
+        assert_eq!(
+            ids(&s, &p),
+            [("net.ephemeral-ports".to_string(), Severity::Warn)]
+        );
         assert_eq!(problems(&s, &p).len(), 1);
     }
 }

@@ -309,7 +309,11 @@ mod tests {
 
     #[test]
     fn truncated_body_is_not_complete() {
-        let (mut r, _) = read(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", 100, false);
+        let (mut r, _) = read(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+            100,
+            false,
+        );
         assert!(!r.done());
         assert!(!r.eof());
     }

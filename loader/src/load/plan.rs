@@ -53,7 +53,9 @@ impl Url {
             return Err(bad("user:password@ is not supported"));
         }
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (h, after) = v6.split_once(']').ok_or_else(|| bad("unclosed [ in host"))?;
+            let (h, after) = v6
+                .split_once(']')
+                .ok_or_else(|| bad("unclosed [ in host"))?;
             (h, after.strip_prefix(':'))
         } else {
             match authority.rsplit_once(':') {
@@ -435,7 +437,9 @@ pub fn default_threads() -> usize {
 fn is_loopback(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_loopback(),
-        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
     }
 }
 
@@ -446,13 +450,10 @@ fn is_token(s: &str) -> bool {
 }
 
 fn check_header(h: &str) -> Result<()> {
-    let bad = |why: &str| {
-        Error::usage(format!(
-            "--header `{}`: {why}",
-            crate::escape::text(h)
-        ))
-    };
-    let (name, value) = h.split_once(':').ok_or_else(|| bad("expected `Name: value`"))?;
+    let bad = |why: &str| Error::usage(format!("--header `{}`: {why}", crate::escape::text(h)));
+    let (name, value) = h
+        .split_once(':')
+        .ok_or_else(|| bad("expected `Name: value`"))?;
     if !is_token(name) {
         return Err(bad("the name is not a header token"));
     }
@@ -515,9 +516,8 @@ pub fn parse_path_mix(s: &str) -> Result<Vec<(String, u32)>> {
         let (path, w) = match item.rsplit_once('=') {
             Some((p, w)) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) => (
                 p,
-                w.parse::<u32>().map_err(|_| {
-                    Error::usage(format!("--path-mix: weight `{w}` is too large"))
-                })?,
+                w.parse::<u32>()
+                    .map_err(|_| Error::usage(format!("--path-mix: weight `{w}` is too large")))?,
             ),
             _ => (item, 1),
         };
@@ -546,7 +546,10 @@ mod tests {
         );
         assert_eq!(u.host_header(), "127.0.0.1:8080");
         let u = Url::parse("HTTP://localhost").unwrap();
-        assert_eq!((u.port, u.path.as_str(), u.host_header()), (80, "/", "localhost".into()));
+        assert_eq!(
+            (u.port, u.path.as_str(), u.host_header()),
+            (80, "/", "localhost".into())
+        );
         let u = Url::parse("http://[::1]:9000?q").unwrap();
         assert_eq!((u.host.as_str(), u.path.as_str()), ("::1", "/?q"));
         assert_eq!(u.host_header(), "[::1]:9000");
@@ -610,7 +613,13 @@ mod tests {
         let mut p = ok.clone();
         p.headers = vec!["X-Ok: 1".into()];
         p.check().unwrap();
-        for h in ["NoColon", "Bad Name: x", "X: a\r\nInjected: 1", "Host: x", "connection: close"] {
+        for h in [
+            "NoColon",
+            "Bad Name: x",
+            "X: a\r\nInjected: 1",
+            "Host: x",
+            "connection: close",
+        ] {
             p.headers = vec![h.into()];
             assert!(p.check().is_err(), "{h}");
         }
@@ -631,11 +640,19 @@ mod tests {
         assert!(p.resolve().unwrap().ip().is_loopback());
         let mut p = Plan::new("http://192.0.2.1:8080/", 1.0, d).unwrap();
         let e = p.resolve().unwrap_err().to_string();
-        assert!(e.contains("not loopback") && e.contains("--allow-remote"), "{e}");
+        assert!(
+            e.contains("not loopback") && e.contains("--allow-remote"),
+            "{e}"
+        );
         p.allow_remote = true;
         assert_eq!(p.resolve().unwrap().to_string(), "192.0.2.1:8080");
         let p = Plan::new("http://no-such-host.invalid/", 1.0, d).unwrap();
-        assert!(p.resolve().unwrap_err().to_string().contains("cannot resolve"));
+        assert!(
+            p.resolve()
+                .unwrap_err()
+                .to_string()
+                .contains("cannot resolve")
+        );
     }
 
     #[test]

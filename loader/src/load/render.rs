@@ -121,9 +121,18 @@ pub fn render_text(s: &Summary) -> String {
         .filter(|k| s.errors.get(**k) > 0)
         .map(|k| format!("{}: {}", k.name(), s.errors.get(*k)))
         .collect();
-    let _ = writeln!(o, "  no status  {:>10}   {}", s.errors_total, kinds.join("  "));
+    let _ = writeln!(
+        o,
+        "  no status  {:>10}   {}",
+        s.errors_total,
+        kinds.join("  ")
+    );
     if s.unsent > 0 {
-        let _ = writeln!(o, "  unsent     {:>10}   (the generator fell behind)", s.unsent);
+        let _ = writeln!(
+            o,
+            "  unsent     {:>10}   (the generator fell behind)",
+            s.unsent
+        );
     }
     let _ = writeln!(o);
     let _ = writeln!(

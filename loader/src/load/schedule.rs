@@ -192,7 +192,10 @@ mod tests {
             assert_eq!(v[0], 0);
             for (i, t) in v.iter().enumerate() {
                 let exact = i as f64 * 1e9 / rate;
-                assert!((*t as f64 - exact).abs() <= 1.0, "arrival {i}: {t} vs {exact}");
+                assert!(
+                    (*t as f64 - exact).abs() <= 1.0,
+                    "arrival {i}: {t} vs {exact}"
+                );
                 assert!(*t < span);
             }
         }
@@ -228,7 +231,10 @@ mod tests {
             hosts[(t / 3) as usize] += 1;
             paths[(t % 3) as usize] += 1;
         }
-        assert!(hosts.iter().all(|&h| (4_500..5_500).contains(&h)), "{hosts:?}");
+        assert!(
+            hosts.iter().all(|&h| (4_500..5_500).contains(&h)),
+            "{hosts:?}"
+        );
         assert!((29_000..31_000).contains(&paths[0]), "{paths:?}");
         assert!((9_300..10_700).contains(&paths[1]), "{paths:?}");
         let mut one = Picker::new(3, 1, &[1]);

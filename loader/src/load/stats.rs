@@ -287,7 +287,13 @@ mod tests {
                 1 => shed,
                 _ => Outcome::Failed(ErrorKind::Timeout),
             };
-            r.record(&ticket(i + 1, intended, true), intended + 20_000, end, &p, o);
+            r.record(
+                &ticket(i + 1, intended, true),
+                intended + 20_000,
+                end,
+                &p,
+                o,
+            );
         }
         r.finish();
         assert_eq!((r.completed, r.ok_2xx, r.non_2xx), (30, 10, 10));

@@ -366,11 +366,7 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
         offered_rate_per_s: per_s(t.scheduled),
         delivered_rate_per_s: per_s(r.ok_2xx),
         answered_rate_per_s: per_s(r.ok_2xx + r.non_2xx),
-        status: r
-            .status
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect(),
+        status: r.status.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         errors,
         latency_2xx: Percentiles::of(&r.lat_2xx),
         latency_non_2xx: Percentiles::of(&r.lat_non_2xx),

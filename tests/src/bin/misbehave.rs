@@ -1,0 +1,34 @@
+//! A misbehaving server as a process, for `cargo xtask bench load` (the tests start them
+//! in-process): `misbehave never` prints its port, then holds every connection it accepts
+//! without answering until its stdin closes.
+
+use std::io::Read;
+
+use trapdetect_e2e::misbehave::{Behaviour, Server};
+
+fn main() {
+    let b = match std::env::args().nth(1).as_deref() {
+        Some("never") => Behaviour::Never,
+        Some("200") => Behaviour::Status(200),
+        _ => {
+            eprintln!("usage: misbehave never|200");
+            std::process::exit(2);
+        }
+    };
+    // A flood holds one socket per outstanding request: raise the soft limit to the hard one.
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid, writable rlimit; raising soft up to hard needs no privilege.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+    let server = Server::start(b);
+    println!("{}", server.port());
+    let mut sink = vec![];
+    let _ = std::io::stdin().read_to_end(&mut sink);
+    drop(server);
+}

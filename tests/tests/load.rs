@@ -1,0 +1,694 @@
+//! `trapdetect load` against real servers that misbehave on purpose (loopback only, bounded in
+//! count and time): every arrival must land in exactly one bucket, and the bucket must be the
+//! one the socket behaviour implies.
+
+use std::{path::PathBuf, process::Command, time::Duration};
+
+use serde_json::Value;
+use trapdetect_e2e::{
+    TempDir, free_port, json,
+    misbehave::{Behaviour, Server},
+    run_bounded, trapdetect,
+};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Runs `trapdetect load --json -q` with `args`; returns (exit code, report).
+fn load(args: &[&str]) -> (i32, Value) {
+    let mut a = vec!["load", "--json", "-q"];
+    a.extend_from_slice(args);
+    let out = trapdetect(&a, LIMIT);
+    let v = json(&out);
+    let code = out.status.code().expect("exit code");
+    assert_eq!(v["exit_code"], code, "exit code matches the report");
+    validate(&schema(), &v, "$");
+    (code, v)
+}
+
+fn errors(v: &Value) -> Vec<(String, u64)> {
+    v["errors"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, n)| n.as_u64() != Some(0))
+        .map(|(k, n)| (k.clone(), n.as_u64().unwrap()))
+        .collect()
+}
+
+fn series_sum(v: &Value, f: impl Fn(&Value) -> u64) -> u64 {
+    v["series"].as_array().unwrap().iter().map(f).sum()
+}
+
+fn finding<'a>(v: &'a Value, id: &str) -> Option<&'a Value> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+}
+
+/// Every measured arrival ended in exactly one bucket, and the series adds up.
+fn check_accounting(v: &Value) {
+    let sched = v["scheduled"].as_u64().unwrap();
+    let ok = v["ok_2xx"].as_u64().unwrap();
+    let non = v["non_2xx"].as_u64().unwrap();
+    let errs = v["errors_total"].as_u64().unwrap();
+    assert_eq!(v["completed"], sched);
+    assert_eq!(ok + non + errs, sched, "one bucket per arrival");
+    let by_status: u64 = v["status"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(by_status, ok + non);
+    assert_eq!(
+        series_sum(v, |p| p["ok_2xx"].as_u64().unwrap()),
+        ok,
+        "2xx series sums to the total"
+    );
+    assert_eq!(series_sum(v, |p| p["non_2xx"].as_u64().unwrap()), non);
+    assert_eq!(series_sum(v, |p| p["scheduled"].as_u64().unwrap()), sched);
+    let series_errs = series_sum(v, |p| {
+        p["errors"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n.as_u64().unwrap())
+            .sum()
+    });
+    assert_eq!(series_errs, errs);
+    assert_eq!(v["schema"], "trapdetect.load/1");
+}
+
+#[test]
+fn answers_200_all_succeed() {
+    let s = Server::start(Behaviour::Status(200));
+    let (code, v) = load(&["--url", &s.url("/"), "--rate", "200", "--duration", "2s"]);
+    check_accounting(&v);
+    assert_eq!(
+        v["scheduled"], 400,
+        "const 200/s for 2 s is exactly 400 arrivals"
+    );
+    assert_eq!(v["ok_2xx"], 400);
+    assert_eq!(v["status"]["200"], 400);
+    assert!(errors(&v).is_empty(), "{:?}", errors(&v));
+    assert_eq!(v["latency_2xx"]["count"], 400);
+    assert!(v["latency_non_2xx"].is_null());
+    assert_eq!(v["body_bytes"], 800);
+    assert_eq!(v["success_ratio"], 1.0);
+    assert_eq!(v["offered_rate_per_s"], 200.0);
+    assert_eq!(v["delivered_rate_per_s"], 200.0);
+    // Keep-alive: far fewer connections than requests.
+    assert!(v["connections"]["opened"].as_u64().unwrap() < 50);
+    assert_eq!(code, 0, "{}", v["findings"]);
+}
+
+#[test]
+fn fast_503_is_the_server_saying_no() {
+    let s = Server::start(Behaviour::Status(503));
+    let (code, v) = load(&["--url", &s.url("/"), "--rate", "150", "--duration", "2s"]);
+    check_accounting(&v);
+    assert_eq!(v["scheduled"], 300);
+    assert_eq!(v["ok_2xx"], 0);
+    assert_eq!(v["non_2xx"], 300);
+    assert_eq!(v["status"]["503"], 300);
+    assert!(errors(&v).is_empty());
+    assert!(v["latency_2xx"].is_null(), "percentiles are over 2xx only");
+    assert_eq!(v["latency_non_2xx"]["count"], 300);
+    assert_eq!(v["delivered_rate_per_s"], 0.0);
+    assert_eq!(v["answered_rate_per_s"], 150.0);
+    let f = finding(&v, "gen.status-mix").expect("gen.status-mix");
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["evidence"]["status_503"], 300);
+    assert!(f["predicted"].as_str().unwrap().contains("said no"));
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn answers_429() {
+    let s = Server::start(Behaviour::Status(429));
+    let (code, v) = load(&["--url", &s.url("/"), "--rate", "100", "--duration", "1s"]);
+    check_accounting(&v);
+    assert_eq!(v["status"]["429"], 100);
+    assert_eq!(v["non_2xx"], 100);
+    let f = finding(&v, "gen.status-mix").expect("gen.status-mix");
+    assert!(f["predicted"].as_str().unwrap().contains("rate limit"));
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn never_answers_all_time_out_and_in_flight_climbs_to_rate_times_timeout() {
+    let s = Server::start(Behaviour::Never);
+    let (code, v) = load(&[
+        "--url",
+        &s.url("/"),
+        "--rate",
+        "200",
+        "--duration",
+        "3s",
+        "--timeout",
+        "2s",
+    ]);
+    check_accounting(&v);
+    assert_eq!(v["scheduled"], 600);
+    assert_eq!(errors(&v), [("timeout".to_string(), 600)]);
+    assert_eq!(v["in_flight"]["rate_x_timeout"], 400.0);
+    let max = v["in_flight"]["max"].as_u64().unwrap();
+    // Arrivals in any 2 s window of a 200/s schedule: 400 (+1 at the edge, + a few for the
+    // 1 ms granularity of the timeout timer).
+    assert!((395..=410).contains(&max), "in-flight max {max}");
+    // The generator kept firing into a server that said nothing: no gen.closed-loop.
+    assert!(finding(&v, "gen.closed-loop").is_none());
+    let f = finding(&v, "gen.status-mix").expect("gen.status-mix");
+    assert!(f["predicted"].as_str().unwrap().contains("said nothing"));
+    // Every timeout took the full 2 s: they end in seconds 2..5 of the series.
+    let late: u64 = v["series"].as_array().unwrap()[2..]
+        .iter()
+        .map(|p| p["errors"]["timeout"].as_u64().unwrap())
+        .sum();
+    assert_eq!(late, 600);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn close_without_response_is_eof() {
+    let s = Server::start(Behaviour::CloseAfterRequest);
+    let (code, v) = load(&["--url", &s.url("/"), "--rate", "100", "--duration", "2s"]);
+    check_accounting(&v);
+    assert_eq!(errors(&v), [("eof".to_string(), 200)]);
+    assert_eq!(
+        v["connections"]["opened"], 200,
+        "closed connections are never reused"
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn reset_without_response_is_conn_reset() {
+    let s = Server::start(Behaviour::ResetAfterRequest);
+    let (code, v) = load(&["--url", &s.url("/"), "--rate", "100", "--duration", "2s"]);
+    check_accounting(&v);
+    assert_eq!(errors(&v), [("conn_reset".to_string(), 200)]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn not_listening_is_conn_refused() {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let (code, v) = load(&["--url", &url, "--rate", "100", "--duration", "1s"]);
+    check_accounting(&v);
+    assert_eq!(errors(&v), [("conn_refused".to_string(), 100)]);
+    let f = finding(&v, "gen.status-mix").unwrap();
+    assert!(
+        f["predicted"]
+            .as_str()
+            .unwrap()
+            .contains("nothing listening")
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn dies_mid_run_then_refused() {
+    // Start the server just before the generator so its clock and the window's roughly agree.
+    let s = Server::start(Behaviour::DieAfter(Duration::from_millis(1500)));
+    let (_, v) = load(&["--url", &s.url("/"), "--rate", "100", "--duration", "3s"]);
+    check_accounting(&v);
+    assert_eq!(v["scheduled"], 300);
+    let ok = v["ok_2xx"].as_u64().unwrap();
+    let refused = v["errors"]["conn_refused"].as_u64().unwrap();
+    let died_mid_request =
+        v["errors"]["eof"].as_u64().unwrap() + v["errors"]["conn_reset"].as_u64().unwrap();
+    assert_eq!(ok + refused + died_mid_request, 300, "{:?}", errors(&v));
+    assert!(
+        died_mid_request <= 3,
+        "only requests in flight at the crash: {died_mid_request}"
+    );
+    assert!((120..=160).contains(&ok), "served ~1.5 s of 100/s: {ok}");
+    assert!(refused >= 135, "refused after the crash: {refused}");
+    // In the series: no 2xx after the first refused second, no refused before the last 2xx one.
+    let series = v["series"].as_array().unwrap();
+    let last_ok = series
+        .iter()
+        .rposition(|p| p["ok_2xx"].as_u64() > Some(0))
+        .unwrap();
+    let first_refused = series
+        .iter()
+        .position(|p| p["errors"]["conn_refused"].as_u64() > Some(0))
+        .unwrap();
+    assert!(
+        first_refused >= last_ok,
+        "refused at {first_refused}, 2xx until {last_ok}"
+    );
+    let f = finding(&v, "gen.status-mix").unwrap();
+    assert!(
+        f["predicted"].as_str().unwrap().contains("probably gone"),
+        "{}",
+        f["predicted"]
+    );
+}
+
+#[test]
+fn no_keepalive_opens_one_connection_per_request() {
+    let s = Server::start(Behaviour::Status(200));
+    let (code, v) = load(&[
+        "--url",
+        &s.url("/x"),
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "--no-keepalive",
+    ]);
+    check_accounting(&v);
+    assert_eq!(v["ok_2xx"], 100);
+    assert_eq!(v["connections"]["opened"], 100);
+    assert_eq!(v["connections"]["reused_requests"], 0);
+    assert_eq!(v["plan"]["keepalive"], false);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn closed_loop_reports_the_same_fields_and_says_what_it_cannot_show() {
+    let s = Server::start(Behaviour::Status(200));
+    let (_, v) = load(&[
+        "--url",
+        &s.url("/"),
+        "--closed-loop",
+        "-c",
+        "4",
+        "--duration",
+        "1s",
+        "--threads",
+        "1",
+    ]);
+    check_accounting(&v);
+    assert_eq!(v["plan"]["mode"], "closed");
+    assert!(v["plan"]["rate_per_s"].is_null());
+    assert!(v["in_flight"]["max"].as_u64().unwrap() <= 4);
+    assert!(
+        v["ok_2xx"].as_u64().unwrap() > 100,
+        "a closed loop runs as fast as it can"
+    );
+    assert!(finding(&v, "gen.closed-loop").is_some());
+}
+
+#[test]
+fn warmup_is_sent_but_not_counted_and_samples_cover_every_request() {
+    let s = Server::start(Behaviour::Status(200));
+    let dir = TempDir::new("load-samples");
+    let samples = dir.path().join("s.jsonl");
+    let json_out = dir.path().join("r.json");
+    let (code, v) = load(&[
+        "--url",
+        &s.url("/"),
+        "--rate",
+        "100",
+        "--warmup",
+        "1s",
+        "--duration",
+        "1s",
+        "--samples-out",
+        samples.to_str().unwrap(),
+        "--json-out",
+        json_out.to_str().unwrap(),
+        "--host-header",
+        "site-{01..04}",
+        "--path-mix",
+        "/a=3,/b=1",
+    ]);
+    check_accounting(&v);
+    assert_eq!(v["scheduled"], 100);
+    assert_eq!(v["warmup"]["scheduled"], 100);
+    assert_eq!(v["warmup"]["completed"], 100);
+    assert_eq!(v["plan"]["hosts"], 4);
+    assert_eq!(code, 0);
+    let lines: Vec<Value> = std::fs::read_to_string(&samples)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 200, "one line per request, warm-up included");
+    assert_eq!(lines.iter().filter(|l| l["measured"] == true).count(), 100);
+    for l in &lines {
+        assert_eq!(l["status"], 200);
+        let (i, st, se, e) = (
+            l["intended_ns"].as_u64().unwrap(),
+            l["start_ns"].as_u64().unwrap(),
+            l["sent_ns"].as_u64().unwrap(),
+            l["end_ns"].as_u64().unwrap(),
+        );
+        assert!(i <= st && st <= se && se <= e, "{l}");
+        assert!(l["target"].as_u64().unwrap() < 8);
+    }
+    // Const arrivals 10 ms apart, from the start instant.
+    let mut t: Vec<u64> = lines
+        .iter()
+        .map(|l| l["intended_ns"].as_u64().unwrap())
+        .collect();
+    t.sort();
+    assert!(
+        t.windows(2)
+            .all(|w| (w[1] - w[0]).abs_diff(10_000_000) <= 1)
+    );
+    let written: Value = serde_json::from_slice(&std::fs::read(&json_out).unwrap()).unwrap();
+    assert_eq!(written["scheduled"], v["scheduled"]);
+}
+
+#[test]
+fn poisson_is_seeded() {
+    let s = Server::start(Behaviour::Status(200));
+    let run = |seed: &str| {
+        load(&[
+            "--url",
+            &s.url("/"),
+            "--rate",
+            "200",
+            "--duration",
+            "1s",
+            "--arrival",
+            "poisson",
+            "--seed",
+            seed,
+        ])
+        .1
+    };
+    let (a, b) = (run("7"), run("7"));
+    check_accounting(&a);
+    assert_eq!(a["scheduled"], b["scheduled"], "same seed, same arrivals");
+    let n = a["scheduled"].as_u64().unwrap();
+    assert!((140..=260).contains(&n), "Poisson(200) count {n}");
+    assert_eq!(a["plan"]["arrival"], "poisson");
+}
+
+#[test]
+fn lag_beyond_budget_is_untrusted_exit_3() {
+    let s = Server::start(Behaviour::Status(200));
+    // No generator keeps a schedule to the nanosecond: this budget must be exceeded.
+    let (code, v) = load(&[
+        "--url",
+        &s.url("/"),
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "--lag-budget",
+        "1ns",
+    ]);
+    assert_eq!(code, 3);
+    assert_eq!(v["measurement"]["trusted"], false);
+    assert_eq!(finding(&v, "gen.lag").unwrap()["severity"], "warn");
+}
+
+#[test]
+fn interrupt_stops_early_and_still_reports() {
+    let s = Server::start(Behaviour::Status(200));
+    let mut child = Command::new(trapdetect_e2e::bin())
+        .args([
+            "load",
+            "--json",
+            "-q",
+            "--url",
+            &s.url("/"),
+            "--rate",
+            "100",
+            "--duration",
+            "60s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            panic!("did not stop after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let v = json(&out);
+    assert_eq!(v["window"]["stopped_early"], true);
+    let w = v["window"]["measured_s"].as_f64().unwrap();
+    assert!((1.0..3.0).contains(&w), "window {w}");
+    check_accounting(&v);
+}
+
+#[test]
+fn bad_input_is_one_line_exit_2() {
+    let refused_remote = "http://192.0.2.1:8080/";
+    for (args, says) in [
+        (vec!["--url", "http://", "--rate", "1"], "no host"),
+        (vec!["--url", "https://127.0.0.1/", "--rate", "1"], "HTTPS"),
+        (
+            vec!["--url", "http://127.0.0.1:1/", "--rate", "0"],
+            "greater than 0",
+        ),
+        (vec!["--url", "http://127.0.0.1:1/", "--rate", "-5"], ""),
+        (
+            vec![
+                "--url",
+                "http://127.0.0.1:1/",
+                "--rate",
+                "1",
+                "--duration",
+                "0s",
+            ],
+            "positive",
+        ),
+        (
+            vec![
+                "--url",
+                "http://127.0.0.1:1/",
+                "--rate",
+                "1",
+                "--duration",
+                "3d",
+            ],
+            "",
+        ),
+        (
+            vec![
+                "--url",
+                "http://127.0.0.1:1/",
+                "--rate",
+                "1",
+                "--timeout",
+                "2h",
+            ],
+            "1 h",
+        ),
+        (
+            vec!["--url", "http://no-such-host.invalid/", "--rate", "1"],
+            "cannot resolve",
+        ),
+        (
+            vec!["--url", refused_remote, "--rate", "1"],
+            "--allow-remote",
+        ),
+        (vec!["--url", "http://127.0.0.1:1/"], "--rate is required"),
+    ] {
+        let mut a = vec!["load"];
+        a.extend_from_slice(&args);
+        let out = trapdetect(&a, LIMIT);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: nothing started, nothing printed"
+        );
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert!(!lines.is_empty() && err.contains(says), "{args:?}: {err}");
+        if !says.is_empty() && !err.starts_with("error:") {
+            assert_eq!(lines.len(), 1, "{args:?}: one line: {err}");
+            assert!(lines[0].starts_with("trapdetect: "), "{err}");
+        }
+    }
+}
+
+#[test]
+fn fd_limit_too_low_is_refused_before_starting() {
+    use std::os::unix::process::CommandExt;
+    let s = Server::start(Behaviour::Status(200));
+    let mut cmd = Command::new(trapdetect_e2e::bin());
+    cmd.args([
+        "load",
+        "--url",
+        &s.url("/"),
+        "--rate",
+        "10",
+        "--duration",
+        "1s",
+    ]);
+    // SAFETY: setrlimit is async-signal-safe; runs in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let l = libc::rlimit {
+                rlim_cur: 32,
+                rlim_max: 32,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = run_bounded(&mut cmd, LIMIT);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("trapdetect: the file descriptor limit is too low"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn text_report_reads_like_the_json() {
+    let s = Server::start(Behaviour::Status(503));
+    let out = trapdetect(
+        &[
+            "load",
+            "-q",
+            "--url",
+            &s.url("/"),
+            "--rate",
+            "50",
+            "--duration",
+            "1s",
+        ],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for want in [
+        "scheduled",
+        "503: 50",
+        "FAIL gen.status-mix",
+        "per second",
+        "scheduling lag",
+    ] {
+        assert!(text.contains(want), "missing {want:?}:\n{text}");
+    }
+}
+
+// ---- a minimal JSON Schema (draft 2020-12 subset) validator -----------------------------
+//
+// The checked-in schema uses only: type (string or list), properties, required,
+// additionalProperties (bool or schema), items, enum, const, minimum, $ref to #/$defs/...
+// Anything else in the schema is rejected, so the schema cannot silently say more than this
+// checks.
+
+fn schema() -> Value {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/load.schema.json");
+    serde_json::from_slice(&std::fs::read(&p).expect("docs/load.schema.json"))
+        .expect("schema is JSON")
+}
+
+fn validate(root: &Value, v: &Value, at: &str) {
+    check(root, root, v, at);
+}
+
+fn check(root: &Value, s: &Value, v: &Value, at: &str) {
+    let s = s
+        .as_object()
+        .unwrap_or_else(|| panic!("schema at {at} is not an object"));
+    for k in s.keys() {
+        assert!(
+            [
+                "$schema",
+                "$id",
+                "$defs",
+                "title",
+                "description",
+                "type",
+                "properties",
+                "required",
+                "additionalProperties",
+                "items",
+                "enum",
+                "const",
+                "minimum",
+                "$ref",
+            ]
+            .contains(&k.as_str()),
+            "schema keyword {k} at {at} is not supported by this validator"
+        );
+    }
+    if let Some(r) = s.get("$ref") {
+        let name = r
+            .as_str()
+            .unwrap()
+            .strip_prefix("#/$defs/")
+            .expect("local $ref");
+        return check(root, &root["$defs"][name], v, at);
+    }
+    if let Some(t) = s.get("type") {
+        let types: Vec<&str> = match t {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(a) => a.iter().map(|x| x.as_str().unwrap()).collect(),
+            _ => panic!("bad type at {at}"),
+        };
+        let ok = types.iter().any(|t| match *t {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "integer" => v.is_u64() || v.is_i64(),
+            "number" => v.is_number(),
+            "boolean" => v.is_boolean(),
+            "null" => v.is_null(),
+            _ => panic!("unknown type {t}"),
+        });
+        assert!(ok, "{at}: {v} is not {types:?}");
+    }
+    if let Some(e) = s.get("enum") {
+        assert!(e.as_array().unwrap().contains(v), "{at}: {v} not in {e}");
+    }
+    if let Some(c) = s.get("const") {
+        assert_eq!(v, c, "{at}");
+    }
+    if let (Some(m), Some(x)) = (s.get("minimum"), v.as_f64()) {
+        assert!(x >= m.as_f64().unwrap(), "{at}: {x} < {m}");
+    }
+    if let Some(o) = v.as_object() {
+        let props = s.get("properties").and_then(Value::as_object);
+        for r in s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            assert!(o.contains_key(r.as_str().unwrap()), "{at}: missing {r}");
+        }
+        for (k, x) in o {
+            let sub = format!("{at}.{k}");
+            match props.and_then(|p| p.get(k)) {
+                Some(ps) => check(root, ps, x, &sub),
+                None => match s.get("additionalProperties") {
+                    Some(Value::Bool(false)) => panic!("{sub}: not in the schema"),
+                    Some(Value::Bool(true)) | None => {}
+                    Some(ap) => check(root, ap, x, &sub),
+                },
+            }
+        }
+    }
+    if let (Some(items), Some(a)) = (s.get("items"), v.as_array()) {
+        for (i, x) in a.iter().enumerate() {
+            check(root, items, x, &format!("{at}[{i}]"));
+        }
+    }
+}
+
+#[test]
+fn the_validator_rejects_what_the_schema_forbids() {
+    let s = schema();
+    let bad = serde_json::json!({"schema": "trapdetect.load/2"});
+    let r = std::panic::catch_unwind(|| validate(&s, &bad, "$"));
+    assert!(r.is_err(), "a wrong schema string must not validate");
+}
