@@ -4,6 +4,8 @@
 
 use std::{collections::BTreeMap, sync::Mutex};
 
+mod load;
+
 use anyhow::Result;
 
 mod trace;
@@ -18,6 +20,9 @@ fn all() -> Vec<Bench> {
     vec![Bench {
         name: "trace",
         run: trace::run,
+    }, Bench {
+        name: "load",
+        run: load::run,
     }]
 }
 
