@@ -33,10 +33,13 @@ struct Nginx {
 
 impl Nginx {
     fn start() -> Result<Nginx> {
-        let dir = std::env::temp_dir().join(format!("trapdetect-bench-load-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("trapdetect-bench-load-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("index.html"), "hello, benchmark\n")?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let conf = format!(
             "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
              events {{ worker_connections 20000; }}\n\
@@ -258,8 +261,17 @@ fn memory(bin: &Path, oha: &Path) -> Result<()> {
     // 1,250/s for 8 s with a 10 s timeout: in flight climbs to 10,000 before any times out.
     let child = Command::new(bin)
         .args([
-            "load", "--json", "-q", "--url", &url, "--rate", "1250", "--duration", "8s",
-            "--timeout", "10s",
+            "load",
+            "--json",
+            "-q",
+            "--url",
+            &url,
+            "--rate",
+            "1250",
+            "--duration",
+            "8s",
+            "--timeout",
+            "10s",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -275,8 +287,18 @@ fn memory(bin: &Path, oha: &Path) -> Result<()> {
     );
     let child = Command::new(oha)
         .args([
-            "--no-tui", "--output-format", "json", "-q", "1250", "-z", "8s", "-c", "10000",
-            "-t", "10s", &url,
+            "--no-tui",
+            "--output-format",
+            "json",
+            "-q",
+            "1250",
+            "-z",
+            "8s",
+            "-c",
+            "10000",
+            "-t",
+            "10s",
+            &url,
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
