@@ -92,6 +92,10 @@ fn target_dir() -> PathBuf {
 /// oha from crates.io (its default rustls feature: 1.16 does not build without a TLS
 /// backend). `None`, said aloud, when it cannot be installed: the rest still runs.
 fn ensure_oha() -> Option<PathBuf> {
+    if std::env::var_os("BENCH_SKIP_OHA").is_some() {
+        eprintln!("xtask: BENCH_SKIP_OHA set; comparing with wrk only");
+        return None;
+    }
     if !has("oha") {
         eprintln!("xtask: installing oha {OHA_VERSION} from crates.io");
         let installed = util::run(Command::new("cargo").args([
