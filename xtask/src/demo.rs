@@ -30,7 +30,10 @@ fn trace(stack: &PhpStack) -> Result<(String, serde_json::Value)> {
 }
 
 fn saturate(url: &str) -> Result<f64> {
-    let out = Command::new("wrk").args(["-t1", "-c8", "-d3s", url]).output().context("wrk")?;
+    let out = Command::new("wrk")
+        .args(["-t1", "-c8", "-d3s", url])
+        .output()
+        .context("wrk")?;
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
         .find_map(|l| l.strip_prefix("Requests/sec:"))
@@ -39,14 +42,25 @@ fn saturate(url: &str) -> Result<f64> {
 }
 
 pub fn run() -> Result<()> {
-    unsafe { std::env::set_var("TRAPDETECT_TARGET_DIR", crate::util::root().join("target/release")) };
+    unsafe {
+        std::env::set_var(
+            "TRAPDETECT_TARGET_DIR",
+            crate::util::root().join("target/release"),
+        )
+    };
     let _ = target_file("trapdetect");
-    println!("== 1. php-fpm started from a directory 7 levels deep in a slow FUSE mount (200 µs per operation, one global lock)");
+    println!(
+        "== 1. php-fpm started from a directory 7 levels deep in a slow FUSE mount (200 µs per operation, one global lock)"
+    );
     let fs = SlowFs::mount(200, |_| {});
     let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
     let trapped = PhpStack::start(&deep, 4, "<?php echo \"ok\\n\";");
     let (text, report) = trace(&trapped)?;
-    println!("$ sudo trapdetect --pid {} --url {} --rate 25 --duration 5s\n{text}", trapped.fpm.pid(), trapped.url());
+    println!(
+        "$ sudo trapdetect --pid {} --url {} --rate 25 --duration 5s\n{text}",
+        trapped.fpm.pid(),
+        trapped.url()
+    );
     let predicted = report["findings"]
         .as_array()
         .and_then(|f| f.iter().find(|f| f["id"] == "fs.cwd-slow"))
@@ -60,13 +74,27 @@ pub fn run() -> Result<()> {
     std::fs::create_dir_all(&native_dir)?;
     let clean = PhpStack::start(&native_dir, 4, "<?php echo \"ok\\n\";");
     let (text, _) = trace(&clean)?;
-    println!("$ sudo trapdetect --pid {} --url {} --rate 25 --duration 5s\n{text}", clean.fpm.pid(), clean.url());
+    println!(
+        "$ sudo trapdetect --pid {} --url {} --rate 25 --duration 5s\n{text}",
+        clean.fpm.pid(),
+        clean.url()
+    );
     let clean_rps = saturate(&clean.url())?;
     drop(clean);
     std::thread::sleep(Duration::from_millis(100));
 
-    println!("== side by side: wrk -t1 -c8 -d3s, same binary, same config, same docroot; only the working directory differs");
-    println!("  cwd deep in the slow mount  {trapped_rps:>8.0} req/s   (trapdetect predicted at most {} req/s)", predicted.map(|p| format!("{p:.0}")).unwrap_or_else(|| "-".into()));
-    println!("  cwd on ext4                 {clean_rps:>8.0} req/s   ({:.1}x)", clean_rps / trapped_rps.max(1.0));
+    println!(
+        "== side by side: wrk -t1 -c8 -d3s, same binary, same config, same docroot; only the working directory differs"
+    );
+    println!(
+        "  cwd deep in the slow mount  {trapped_rps:>8.0} req/s   (trapdetect predicted at most {} req/s)",
+        predicted
+            .map(|p| format!("{p:.0}"))
+            .unwrap_or_else(|| "-".into())
+    );
+    println!(
+        "  cwd on ext4                 {clean_rps:>8.0} req/s   ({:.1}x)",
+        clean_rps / trapped_rps.max(1.0)
+    );
     Ok(())
 }

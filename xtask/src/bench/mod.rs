@@ -17,13 +17,16 @@ pub struct Bench {
 }
 
 fn all() -> Vec<Bench> {
-    vec![Bench {
-        name: "trace",
-        run: trace::run,
-    }, Bench {
-        name: "load",
-        run: load::run,
-    }]
+    vec![
+        Bench {
+            name: "trace",
+            run: trace::run,
+        },
+        Bench {
+            name: "load",
+            run: load::run,
+        },
+    ]
 }
 
 static RESULTS: Mutex<BTreeMap<String, serde_json::Value>> = Mutex::new(BTreeMap::new());
