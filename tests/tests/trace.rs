@@ -231,3 +231,66 @@ fn zts_style_lstat_walk_reports_syscalls_and_lookups() {
     assert_eq!(e["lookups_per_request"], 35.0, "{e}");
     assert_eq!(e["walk_syscalls"], "newfstatat:8");
 }
+
+#[test]
+fn probe_load_gives_exact_per_request_figures() {
+    if !require_root("probe_load_gives_exact_per_request_figures") {
+        return;
+    }
+    let fs = SlowFs::mount(200, |_| {});
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
+    let stack = PhpStack::start(&deep, 2, "<?php echo \"ok\\n\";");
+    let pid = stack.fpm.pid().to_string();
+    let url = stack.url();
+    let t = Tracer::start(&[
+        "--pid",
+        &pid,
+        "--url",
+        &url,
+        "--rate",
+        "20",
+        "--duration",
+        "3s",
+        "--json",
+        "--quiet",
+    ]);
+    let out = t.wait();
+    let r = json(&out);
+    assert_eq!(r["requests"]["basis"], "probe-load");
+    let n = r["requests"]["count"].as_u64().unwrap();
+    // The probe load's own accounting and the tracer's agree: every answered request counted.
+    let load = &r["load"];
+    assert_eq!(load["schema"], "trapdetect.load/1");
+    assert_eq!(
+        n,
+        load["ok_2xx"].as_u64().unwrap() + load["non_2xx"].as_u64().unwrap()
+    );
+    assert_eq!(load["ok_2xx"], n, "all 2xx");
+    assert!((55..=61).contains(&n), "20/s for 3 s: {n}");
+    // Each request chdirs back once, on the FUSE mount: exactly n such calls, 7 lookups each.
+    assert_eq!(calls_on(&r, "chdir", "fuse"), n);
+    let f = finding(&r, "fs.cwd-slow").expect("fs.cwd-slow");
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["evidence"]["lookups_per_request"], 7.0);
+    assert_eq!(r["measurement"]["trusted"], true, "{}", r["measurement"]);
+}
+
+#[test]
+fn bad_urls_are_refused_before_anything_attaches() {
+    let me = std::process::id().to_string();
+    for (url, want) in [
+        ("notaurl", "trapdetect: "),
+        ("http://192.0.2.1/", "--allow-remote"),
+        ("http://no-such-host.invalid/", "trapdetect: "),
+    ] {
+        let out = trapdetect_e2e::trapdetect(
+            &["--pid", &me, "--url", url, "--duration", "1s"],
+            Duration::from_secs(30),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert!(err.contains(want), "{url}: {err}");
+        assert_eq!(err.lines().count(), 1, "{url}: one line: {err}");
+        assert!(!err.contains("Tracing"), "nothing attached for {url}");
+    }
+}

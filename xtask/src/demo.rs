@@ -87,7 +87,7 @@ pub fn run() -> Result<()> {
         "== side by side: wrk -t1 -c8 -d3s, same binary, same config, same docroot; only the working directory differs"
     );
     println!(
-        "  cwd deep in the slow mount  {trapped_rps:>8.0} req/s   (trapdetect predicted at most {} req/s)",
+        "  cwd deep in the slow mount  {trapped_rps:>8.0} req/s   (trapdetect predicted ≈ {} req/s from the walk cost alone)",
         predicted
             .map(|p| format!("{p:.0}"))
             .unwrap_or_else(|| "-".into())

@@ -66,9 +66,6 @@ pub fn run(args: TraceArgs) -> Result<i32> {
     let Some(pid) = args.pid else {
         return Err(Error::usage("--pid is required (try `trapdetect --help`)"));
     };
-    if args.url.is_some() {
-        return Err(Error::usage("--url: the probe load is being built"));
-    }
     if !(0.0..=100.0).contains(&args.loss_budget) {
         return Err(Error::usage(
             "--loss-budget is a percentage between 0 and 100",
@@ -82,7 +79,20 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         progress: !args.quiet,
         btf: args.btf.clone(),
     };
-    let mut report = trace::run(&opts, None)?;
+    // Validate and resolve the URL before attaching anything.
+    let mut probe = match &args.url {
+        Some(url) => Some(trace::probe_load::ProbeLoad::new(
+            url,
+            args.rate,
+            args.duration,
+            args.allow_remote,
+        )?),
+        None => None,
+    };
+    let mut report = trace::run(
+        &opts,
+        probe.as_mut().map(|p| p as &mut dyn trace::LoadDriver),
+    )?;
     report.finish(&args.ignore, args.strict);
     emit(
         &report,

@@ -135,6 +135,8 @@ pub struct PathRow {
     pub path: String,
     /// How the walk started: `absolute`, `cwd`, `dirfd`, `none`.
     pub base: &'static str,
+    /// `AT_SYMLINK_NOFOLLOW`: the call did not follow a final symlink (lstat semantics).
+    pub nofollow: bool,
     /// Calls.
     pub count: u64,
     /// Errors returned.

@@ -238,7 +238,11 @@ pub fn render(r: &Report) -> String {
             .iter()
             .map(|p| {
                 vec![
-                    p.syscall.clone(),
+                    if p.nofollow {
+                        format!("{} (nofollow)", p.syscall)
+                    } else {
+                        p.syscall.clone()
+                    },
                     p.base.to_string(),
                     p.path.clone(),
                     p.count.to_string(),

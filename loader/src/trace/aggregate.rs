@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use trapdetect_common::{
     fuse::{FuseKey, opcode_name},
-    paths::{PF_ABSOLUTE, PF_DIRFD, PF_NO_PATH, PF_UNREADABLE, PathKey, hash_path},
+    paths::{PF_ABSOLUTE, PF_DIRFD, PF_NO_PATH, PF_NOFOLLOW, PF_UNREADABLE, PathKey, hash_path},
     syscalls::SYSCALLS,
 };
 
@@ -92,6 +92,7 @@ pub fn resolve(
             syscall,
             path,
             base,
+            nofollow: key.flags & PF_NOFOLLOW != 0,
             target,
             walk,
             count: t.count,
@@ -293,6 +294,7 @@ pub fn path_rows(
             syscall: c.syscall.to_string(),
             path: c.path.as_deref().map(escape::bytes).unwrap_or_default(),
             base: c.base.label(),
+            nofollow: c.nofollow,
             count: c.count,
             errors: c.errors,
             per_request: per(c.count as f64, requests),
@@ -314,7 +316,7 @@ pub fn path_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trapdetect_common::{paths::PF_NOFOLLOW, syscalls::*};
+    use trapdetect_common::syscalls::*;
 
     fn totals(count: u64, sum_ns: u64) -> PathTotals {
         let mut hist = vec![0u64; 32];

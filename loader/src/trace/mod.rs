@@ -2,6 +2,7 @@
 //! read the counts, resolve them, apply the rules, build the report.
 
 pub mod aggregate;
+pub mod probe_load;
 
 use std::{
     collections::HashMap,
@@ -226,12 +227,14 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     if STOP.load(Ordering::SeqCst) {
         eprintln!("interrupted after {window_s:.1} s: reporting what was gathered");
     }
-    let counts = probes.read()?;
+    // Stop the probe load first (in-flight requests finish) so its last requests' syscalls
+    // are in the counts read next.
     let mut report = Report::new("trace");
     let request_basis = match load {
         Some(l) => l.finish(&mut report)?,
         None => None,
     };
+    let counts = probes.read()?;
     done.store(true, Ordering::SeqCst);
     let truncated = reader.join().unwrap_or(0);
     let strings = std::mem::take(&mut *strings.lock().unwrap_or_else(|p| p.into_inner()));

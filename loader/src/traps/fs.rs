@@ -44,6 +44,8 @@ pub struct CallObs {
     pub path: Option<Vec<u8>>,
     /// How the walk started.
     pub base: Base,
+    /// `AT_SYMLINK_NOFOLLOW` was set (`newfstatat` as `lstat`).
+    pub nofollow: bool,
     /// Mount holding the object the call names.
     pub target: Option<usize>,
     /// Lookups one call makes, per mount index.
@@ -317,9 +319,10 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
         if obs.requests.is_some_and(|r| r > 0) && ms_per > 0.0 {
             let ceiling = 1000.0 / ms_per;
             f = f.with("predicted_ceiling_rps_if_serialized", round(ceiling, 0)).predict(format!(
-                "if {} serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), the server \
-                 cannot exceed 1000 ms ÷ {} ms of walk per request ≈ {} req/s, however many workers it has; \
-                 a deeper working directory lowers it further",
+                "if {} serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), \
+                 throughput levels off near 1000 ms ÷ {} ms of walk per request ≈ {} req/s, however many workers \
+                 the server has (an estimate: the walk was timed at this trace's load, and a saturated filesystem \
+                 usually spends a little less per operation); a deeper working directory lowers it",
                 escape::text(&mount.fs_type),
                 round(ms_per, 3),
                 round(ceiling, 0)
@@ -427,6 +430,7 @@ mod tests {
                 syscall: "getcwd",
                 path: None,
                 base: Base::None,
+                nofollow: false,
                 target: Some(c),
                 walk: vec![],
                 count: 1000,
@@ -439,6 +443,7 @@ mod tests {
                 syscall: "chdir",
                 path: Some(b"/srv/www".to_vec()),
                 base: Base::Absolute,
+                nofollow: false,
                 target: Some(root),
                 walk: vec![(root, 2)],
                 count: 1000,
@@ -451,6 +456,7 @@ mod tests {
                 syscall: "chdir",
                 path: Some(cwd.clone()),
                 base: Base::Absolute,
+                nofollow: false,
                 target: Some(c),
                 walk: vec![(root, 2), (c, 7)],
                 count: 1000,
@@ -463,6 +469,7 @@ mod tests {
                 syscall: "newfstatat",
                 path: Some(b"/mnt/c/sessions/sess_1".to_vec()),
                 base: Base::Absolute,
+                nofollow: false,
                 target: Some(c),
                 walk: vec![(root, 2), (c, 2)],
                 count: 2000,

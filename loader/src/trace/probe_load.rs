@@ -1,0 +1,83 @@
+//! The light open-loop probe load the tracer drives with `--url`: the load generator's one
+//! scheduler and one client, at a low fixed rate, so "per request" means exactly the requests
+//! trapdetect sent.
+
+use crate::{
+    error::{Error, Result},
+    load::{self, Plan, Running},
+    report::Report,
+    traps,
+};
+
+use super::LoadDriver;
+
+/// A planned probe load; started when the tracer is attached.
+pub struct ProbeLoad {
+    plan: Plan,
+    running: Option<Running>,
+}
+
+impl ProbeLoad {
+    /// Validates the URL and resolves it now, before anything is attached (bad input: exit 2).
+    pub fn new(
+        url: &str,
+        rate: f64,
+        duration: std::time::Duration,
+        allow_remote: bool,
+    ) -> Result<Self> {
+        let plan = Plan::probe(url, rate, duration, allow_remote)?;
+        plan.resolve()?;
+        Ok(ProbeLoad {
+            plan,
+            running: None,
+        })
+    }
+}
+
+impl LoadDriver for ProbeLoad {
+    fn start(&mut self) -> Result<()> {
+        self.running = Some(load::start(self.plan.clone())?);
+        Ok(())
+    }
+
+    fn progress(&self) -> Option<u64> {
+        self.running.as_ref().map(|r| r.live().completed)
+    }
+
+    fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>> {
+        let running = self
+            .running
+            .take()
+            .ok_or_else(|| Error::Untrusted("the probe load never started".into()))?;
+        let s = running.stop()?;
+        // Requests the server answered, whatever the status: each one ran through the server.
+        let answered = s.ok_2xx + s.non_2xx;
+        let json = serde_json::to_value(&s).unwrap_or_default();
+        report.add_section("load", json, load::render_text(&s));
+        report.findings.extend(load::findings(&s, &self.plan));
+        // The probe's schedule only paces it; a late probe still counts its requests exactly,
+        // so lag is a note here. Requests that never left the generator are a real gap.
+        if s.errors.generator_side() > 0 {
+            report.measurement.trusted = false;
+            report.measurement.problems.push(format!(
+                "{} probe requests failed on the generator's side: the request count is incomplete",
+                s.errors.generator_side()
+            ));
+        }
+        if let Some(l) = &s.sched_lag {
+            report.measurement.notes.push(format!(
+                "probe load scheduling lag p99 {} µs, max {} µs (pacing only: requests are counted exactly)",
+                traps::round(l.p99_us, 0),
+                traps::round(l.max_us, 0)
+            ));
+        }
+        if answered == 0 {
+            report.measurement.notes.push(format!(
+                "the probe load got no answer from {}: per-request figures are unavailable",
+                self.plan.url
+            ));
+            return Ok(None);
+        }
+        Ok(Some((answered, "probe-load")))
+    }
+}
