@@ -3,6 +3,7 @@
 //! torn down by its `Drop`, also when a test panics.
 
 pub mod misbehave;
+pub mod schema;
 pub mod servers;
 pub mod slowfs;
 

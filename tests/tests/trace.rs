@@ -58,6 +58,14 @@ fn calls_on(report: &Value, syscall: &str, fs_prefix: &str) -> u64 {
         .sum()
 }
 
+/// Parses a trace report and validates it against the checked-in schema.
+fn report(out: &std::process::Output) -> Value {
+    let v = json(out);
+    let schema = trapdetect_e2e::schema::load("report.schema.json");
+    trapdetect_e2e::schema::validate(&schema, &v, "$");
+    v
+}
+
 fn trace_json(pid: u32, drive: impl FnOnce()) -> (Value, std::process::Output) {
     let t = Tracer::start(&[
         "--pid",
@@ -69,7 +77,7 @@ fn trace_json(pid: u32, drive: impl FnOnce()) -> (Value, std::process::Output) {
     ]);
     drive();
     let out = t.interrupt();
-    let v = json(&out);
+    let v = report(&out);
     (v, out)
 }
 
@@ -255,7 +263,7 @@ fn probe_load_gives_exact_per_request_figures() {
         "--quiet",
     ]);
     let out = t.wait();
-    let r = json(&out);
+    let r = report(&out);
     assert_eq!(r["requests"]["basis"], "probe-load");
     let n = r["requests"]["count"].as_u64().unwrap();
     // The probe load's own accounting and the tracer's agree: every answered request counted.
@@ -292,5 +300,20 @@ fn bad_urls_are_refused_before_anything_attaches() {
         assert!(err.contains(want), "{url}: {err}");
         assert_eq!(err.lines().count(), 1, "{url}: one line: {err}");
         assert!(!err.contains("Tracing"), "nothing attached for {url}");
+    }
+}
+
+#[test]
+fn the_schema_rejects_what_it_forbids() {
+    let s = trapdetect_e2e::schema::load("report.schema.json");
+    let ok_measurement =
+        serde_json::json!({"trusted": true, "problems": [], "notes": [], "counters": {}});
+    for bad in [
+        serde_json::json!({"schema": "trapdetect.report/2", "command": "trace", "version": "x", "findings": [], "measurement": ok_measurement, "exit_code": 0}),
+        serde_json::json!({"schema": "trapdetect.report/1", "command": "trace", "version": "x", "findings": [{"id": "a", "severity": "fatal", "title": "t", "evidence": {}, "remedy": ""}], "measurement": ok_measurement, "exit_code": 0}),
+        serde_json::json!({"schema": "trapdetect.report/1", "command": "trace", "version": "x", "findings": [], "measurement": ok_measurement, "exit_code": 0, "stray": 1}),
+    ] {
+        let r = std::panic::catch_unwind(|| trapdetect_e2e::schema::validate(&s, &bad, "$"));
+        assert!(r.is_err(), "must not validate: {bad}");
     }
 }

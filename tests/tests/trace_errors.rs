@@ -11,7 +11,15 @@ use std::{
 };
 
 use serde_json::Value;
-use trapdetect_e2e::{TempDir, Tracer, json, require_root, run_bounded, trapdetect};
+use trapdetect_e2e::{TempDir, Tracer, require_root, run_bounded, trapdetect};
+
+/// Parses a trace report and validates it against the checked-in schema.
+fn json(out: &std::process::Output) -> Value {
+    let v = trapdetect_e2e::json(out);
+    let schema = trapdetect_e2e::schema::load("report.schema.json");
+    trapdetect_e2e::schema::validate(&schema, &v, "$");
+    v
+}
 
 /// Tests in this file trace one at a time, so the programs loaded while a test's tracer runs
 /// are that tracer's.
