@@ -1,7 +1,12 @@
 //! Trap rules: pure functions from observations to findings. Rules never touch the kernel or
 //! /proc, so every rule is unit-tested with recorded observations.
 
+pub mod cpu;
+pub mod fpm;
 pub mod fs;
+pub mod fs_static;
+pub mod host;
+pub mod process;
 
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -1,0 +1,899 @@
+//! One process as preflight sees it: which binary it runs (path, sha256, build-id, libc), where
+//! it runs from, how long it has run and how much memory it has held, who traces it and which
+//! CPUs it may use. Parsers are pure (tested on recorded /proc files); `read` does the I/O and
+//! records what it was not allowed to read instead of failing.
+
+use std::{
+    fs::File,
+    io::{self, Read},
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// Fields of /proc/PID/stat that preflight uses.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stat {
+    /// `comm`, raw bytes (between the first `(` and the last `)`).
+    pub comm: Vec<u8>,
+    /// State letter.
+    pub state: char,
+    /// Parent pid.
+    pub ppid: u32,
+    /// User + system CPU time, clock ticks.
+    pub cpu_ticks: u64,
+    /// Start time after boot, clock ticks.
+    pub start_ticks: u64,
+}
+
+/// Parses /proc/PID/stat. `comm` may hold spaces and parentheses, so the fields after it are
+/// counted from the last `)`.
+pub fn parse_stat(text: &[u8]) -> Option<Stat> {
+    let open = text.iter().position(|&b| b == b'(')?;
+    let close = text.iter().rposition(|&b| b == b')')?;
+    if close < open {
+        return None;
+    }
+    let comm = text[open + 1..close].to_vec();
+    let rest = std::str::from_utf8(&text[close + 1..]).ok()?;
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // f[0] is field 3 (state); field n is f[n - 3].
+    let num = |n: usize| f.get(n - 3).and_then(|s| s.parse::<u64>().ok());
+    Some(Stat {
+        comm,
+        state: f.first()?.chars().next()?,
+        ppid: num(4)? as u32,
+        cpu_ticks: num(14)? + num(15)?,
+        start_ticks: num(22)?,
+    })
+}
+
+/// Fields of /proc/PID/status that preflight uses.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Status {
+    /// `Name`.
+    pub name: String,
+    /// `Threads`.
+    pub threads: u32,
+    /// `TracerPid` (0: not traced).
+    pub tracer_pid: u32,
+    /// `VmRSS`, KiB (absent for kernel threads and zombies).
+    pub vm_rss_kib: Option<u64>,
+    /// `VmHWM`, the peak resident set, KiB.
+    pub vm_hwm_kib: Option<u64>,
+    /// `Cpus_allowed_list` as the kernel prints it.
+    pub cpus_allowed_list: String,
+    /// Real uid.
+    pub uid: Option<u32>,
+}
+
+/// Parses /proc/PID/status.
+pub fn parse_status(text: &str) -> Status {
+    let mut s = Status::default();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = v.trim();
+        let kib = || v.trim_end_matches("kB").trim().parse::<u64>().ok();
+        match k {
+            "Name" => s.name = v.to_string(),
+            "Threads" => s.threads = v.parse().unwrap_or(0),
+            "TracerPid" => s.tracer_pid = v.parse().unwrap_or(0),
+            "VmRSS" => s.vm_rss_kib = kib(),
+            "VmHWM" => s.vm_hwm_kib = kib(),
+            "Cpus_allowed_list" => s.cpus_allowed_list = v.to_string(),
+            "Uid" => s.uid = v.split_ascii_whitespace().next().and_then(|u| u.parse().ok()),
+            _ => {}
+        }
+    }
+    s
+}
+
+/// Parses a kernel CPU list (`0-3,8,10-11`). Returns `None` on anything malformed.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
+    let mut out = vec![];
+    let s = s.trim();
+    if s.is_empty() {
+        return Some(out);
+    }
+    for part in s.split(',') {
+        let part = part.trim();
+        // A stride (`0-15:2`) is legal in cpuset syntax; /proc never prints one, but accept it.
+        let (range, stride) = match part.split_once(':') {
+            Some((r, st)) => (r, st.parse::<u32>().ok().filter(|&x| x > 0)?),
+            None => (part, 1),
+        };
+        match range.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a {
+                    return None;
+                }
+                out.extend((a..=b).step_by(stride as usize));
+            }
+            None => out.push(range.parse().ok()?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
+/// Which C library a binary links against, as far as its headers say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Libc {
+    /// GNU libc (`ld-linux*`, `libc.so.6`).
+    Glibc,
+    /// musl (`ld-musl-*`, `libc.musl-*`): its allocator is 3–4× slower on allocation-heavy code.
+    Musl,
+    /// Bionic (Android linker).
+    Bionic,
+    /// Statically linked: no interpreter, the libc is inside.
+    Static,
+    /// Dynamic, but neither interpreter nor DT_NEEDED names a libc we know.
+    Unknown,
+}
+
+impl Libc {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Libc::Glibc => "glibc",
+            Libc::Musl => "musl",
+            Libc::Bionic => "bionic",
+            Libc::Static => "static",
+            Libc::Unknown => "unknown",
+        }
+    }
+}
+
+/// What the ELF headers of an executable say.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ElfInfo {
+    /// 32 or 64.
+    pub class: u8,
+    /// `e_machine`, named when known (`x86_64`, `aarch64`...).
+    pub machine: String,
+    /// PT_INTERP: the dynamic loader.
+    pub interp: Option<String>,
+    /// DT_NEEDED entries, in order.
+    pub needed: Vec<String>,
+    /// NT_GNU_BUILD_ID, hex.
+    pub build_id: Option<String>,
+    /// Has a PT_DYNAMIC segment.
+    pub dynamic: bool,
+}
+
+impl ElfInfo {
+    /// The C library flavour.
+    pub fn libc(&self) -> Libc {
+        let interp = self.interp.as_deref().unwrap_or("");
+        let needs = |p: &str| self.needed.iter().any(|n| n.starts_with(p));
+        if interp.contains("ld-musl") || needs("libc.musl") {
+            Libc::Musl
+        } else if interp.contains("ld-linux") || interp.contains("/ld64.so") || needs("libc.so.6")
+        {
+            Libc::Glibc
+        } else if interp.contains("/system/bin/linker") {
+            Libc::Bionic
+        } else if self.interp.is_none() {
+            Libc::Static
+        } else {
+            Libc::Unknown
+        }
+    }
+}
+
+/// Why an ELF could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ElfError {
+    /// Not an ELF file.
+    #[error("not an ELF file")]
+    NotElf,
+    /// Headers point outside the file or are inconsistent.
+    #[error("malformed ELF: {0}")]
+    Malformed(&'static str),
+    /// Reading failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// Anything ELF headers can be read from at an offset (a file, or bytes in a test).
+pub trait ReadAt {
+    /// Reads exactly `buf.len()` bytes at `off`.
+    fn read_exact_at(&self, buf: &mut [u8], off: u64) -> io::Result<()>;
+}
+
+impl ReadAt for File {
+    fn read_exact_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        FileExt::read_exact_at(self, buf, off)
+    }
+}
+
+impl ReadAt for [u8] {
+    fn read_exact_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        let off = usize::try_from(off).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+        let end = off
+            .checked_add(buf.len())
+            .filter(|&e| e <= self.len())
+            .ok_or(io::ErrorKind::UnexpectedEof)?;
+        buf.copy_from_slice(&self[off..end]);
+        Ok(())
+    }
+}
+
+/// Upper bounds so a hostile or corrupt binary cannot make us read much.
+const MAX_PHDRS: usize = 512;
+const MAX_SEGMENT: u64 = 1 << 20;
+
+struct Endian(bool);
+
+impl Endian {
+    fn u16(&self, b: &[u8]) -> u16 {
+        let a = [b[0], b[1]];
+        if self.0 {
+            u16::from_le_bytes(a)
+        } else {
+            u16::from_be_bytes(a)
+        }
+    }
+    fn u32(&self, b: &[u8]) -> u32 {
+        let a = [b[0], b[1], b[2], b[3]];
+        if self.0 {
+            u32::from_le_bytes(a)
+        } else {
+            u32::from_be_bytes(a)
+        }
+    }
+    fn u64(&self, b: &[u8]) -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[..8]);
+        if self.0 {
+            u64::from_le_bytes(a)
+        } else {
+            u64::from_be_bytes(a)
+        }
+    }
+}
+
+struct Phdr {
+    kind: u32,
+    offset: u64,
+    vaddr: u64,
+    filesz: u64,
+}
+
+fn machine_name(m: u16) -> String {
+    match m {
+        3 => "i386".into(),
+        40 => "arm".into(),
+        62 => "x86_64".into(),
+        183 => "aarch64".into(),
+        243 => "riscv".into(),
+        8 => "mips".into(),
+        20 => "ppc".into(),
+        21 => "ppc64".into(),
+        22 => "s390".into(),
+        258 => "loongarch".into(),
+        other => format!("e_machine {other}"),
+    }
+}
+
+fn read_vec<R: ReadAt + ?Sized>(r: &R, off: u64, len: u64) -> Result<Vec<u8>, ElfError> {
+    if len > MAX_SEGMENT {
+        return Err(ElfError::Malformed("segment larger than 1 MiB"));
+    }
+    let mut v = vec![0u8; len as usize];
+    r.read_exact_at(&mut v, off)
+        .map_err(|_| ElfError::Malformed("segment outside the file"))?;
+    Ok(v)
+}
+
+/// Reads PT_INTERP, PT_NOTE (the GNU build-id) and PT_DYNAMIC (DT_NEEDED) from ELF headers.
+pub fn parse_elf<R: ReadAt + ?Sized>(r: &R) -> Result<ElfInfo, ElfError> {
+    let mut ident = [0u8; 16];
+    r.read_exact_at(&mut ident, 0).map_err(|_| ElfError::NotElf)?;
+    if &ident[..4] != b"\x7fELF" {
+        return Err(ElfError::NotElf);
+    }
+    let class = match ident[4] {
+        1 => 32u8,
+        2 => 64,
+        _ => return Err(ElfError::Malformed("bad class")),
+    };
+    let e = Endian(match ident[5] {
+        1 => true,
+        2 => false,
+        _ => return Err(ElfError::Malformed("bad data encoding")),
+    });
+    let wide = class == 64;
+    let mut hdr = [0u8; 64];
+    let hlen = if wide { 64 } else { 52 };
+    r.read_exact_at(&mut hdr[..hlen], 0)
+        .map_err(|_| ElfError::Malformed("short header"))?;
+    let machine = machine_name(e.u16(&hdr[18..]));
+    let (phoff, phentsize, phnum) = if wide {
+        (e.u64(&hdr[32..]), e.u16(&hdr[54..]), e.u16(&hdr[56..]))
+    } else {
+        (e.u32(&hdr[28..]) as u64, e.u16(&hdr[42..]), e.u16(&hdr[44..]))
+    };
+    let need = if wide { 56 } else { 32 };
+    if (phentsize as usize) < need || phnum as usize > MAX_PHDRS {
+        return Err(ElfError::Malformed("bad program header table"));
+    }
+    let table = read_vec(r, phoff, phentsize as u64 * phnum as u64)?;
+    let phdrs: Vec<Phdr> = table
+        .chunks_exact(phentsize as usize)
+        .map(|p| {
+            if wide {
+                Phdr {
+                    kind: e.u32(p),
+                    offset: e.u64(&p[8..]),
+                    vaddr: e.u64(&p[16..]),
+                    filesz: e.u64(&p[32..]),
+                }
+            } else {
+                Phdr {
+                    kind: e.u32(p),
+                    offset: e.u32(&p[4..]) as u64,
+                    vaddr: e.u32(&p[8..]) as u64,
+                    filesz: e.u32(&p[16..]) as u64,
+                }
+            }
+        })
+        .collect();
+    let mut info = ElfInfo {
+        class,
+        machine,
+        ..Default::default()
+    };
+    const PT_LOAD: u32 = 1;
+    const PT_DYNAMIC: u32 = 2;
+    const PT_INTERP: u32 = 3;
+    const PT_NOTE: u32 = 4;
+    for p in &phdrs {
+        match p.kind {
+            PT_INTERP => {
+                let b = read_vec(r, p.offset, p.filesz)?;
+                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                info.interp = Some(String::from_utf8_lossy(&b[..end]).into_owned());
+            }
+            PT_NOTE if info.build_id.is_none() => {
+                let b = read_vec(r, p.offset, p.filesz)?;
+                info.build_id = build_id(&e, &b);
+            }
+            _ => {}
+        }
+    }
+    if let Some(dynp) = phdrs.iter().find(|p| p.kind == PT_DYNAMIC) {
+        info.dynamic = true;
+        let b = read_vec(r, dynp.offset, dynp.filesz)?;
+        let step = if wide { 16 } else { 8 };
+        let (mut strtab, mut strsz, mut needed) = (None, None, vec![]);
+        for d in b.chunks_exact(step) {
+            let (tag, val) = if wide {
+                (e.u64(d), e.u64(&d[8..]))
+            } else {
+                (e.u32(d) as u64, e.u32(&d[4..]) as u64)
+            };
+            match tag {
+                0 => break,
+                1 => needed.push(val),
+                5 => strtab = Some(val),
+                10 => strsz = Some(val),
+                _ => {}
+            }
+        }
+        if let (Some(va), Some(sz)) = (strtab, strsz) {
+            // DT_STRTAB is a virtual address: map it through the PT_LOAD that holds it.
+            let off = phdrs
+                .iter()
+                .filter(|p| p.kind == PT_LOAD)
+                .find(|p| va >= p.vaddr && va < p.vaddr + p.filesz)
+                .map(|p| va - p.vaddr + p.offset);
+            if let Some(off) = off {
+                let strs = read_vec(r, off, sz)?;
+                for n in needed {
+                    let Some(s) = strs.get(n as usize..) else {
+                        continue;
+                    };
+                    let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+                    info.needed
+                        .push(String::from_utf8_lossy(&s[..end]).into_owned());
+                }
+            }
+        }
+    }
+    Ok(info)
+}
+
+/// Finds NT_GNU_BUILD_ID (type 3, name "GNU") in a note segment.
+fn build_id(e: &Endian, b: &[u8]) -> Option<String> {
+    let mut i = 0usize;
+    while i + 12 <= b.len() {
+        let namesz = e.u32(&b[i..]) as usize;
+        let descsz = e.u32(&b[i + 4..]) as usize;
+        let kind = e.u32(&b[i + 8..]);
+        let name_at = i + 12;
+        let desc_at = name_at.checked_add(namesz.checked_add(3)? & !3)?;
+        let next = desc_at.checked_add(descsz.checked_add(3)? & !3)?;
+        if desc_at.checked_add(descsz)? > b.len() {
+            return None;
+        }
+        if kind == 3 && namesz == 4 && &b[name_at..name_at + 4] == b"GNU\0" {
+            return Some(
+                b[desc_at..desc_at + descsz]
+                    .iter()
+                    .map(|x| format!("{x:02x}"))
+                    .collect(),
+            );
+        }
+        i = next;
+    }
+    None
+}
+
+/// The SHA-256 of a file, streamed.
+pub fn sha256_file(f: &mut File) -> io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The executable a process runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Exe {
+    /// /proc/PID/exe target without the ` (deleted)` suffix (raw bytes).
+    #[serde(skip)]
+    pub path: Vec<u8>,
+    /// The file was replaced or removed on disk after the process started it.
+    pub deleted: bool,
+    /// SHA-256 of the running image (read through /proc/PID/exe, so it is the binary that
+    /// runs even when the path now holds another).
+    pub sha256: Option<String>,
+    /// Size, bytes.
+    pub size_bytes: Option<u64>,
+    /// ELF facts.
+    pub elf: Option<ElfInfo>,
+    /// Why the ELF could not be read.
+    pub elf_error: Option<String>,
+}
+
+/// Splits a readlink result into the path and whether the kernel marked it ` (deleted)`.
+pub fn split_deleted(link: &[u8]) -> (Vec<u8>, bool) {
+    const SUFFIX: &[u8] = b" (deleted)";
+    match link.strip_suffix(SUFFIX) {
+        Some(p) => (p.to_vec(), true),
+        None => (link.to_vec(), false),
+    }
+}
+
+/// A part of a process that could not be read, and why (usually: no ptrace access).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denied {
+    /// The /proc entry.
+    pub what: &'static str,
+    /// The error.
+    pub reason: String,
+}
+
+/// A thread being traced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Traced {
+    /// Thread (or child process) id.
+    pub tid: u32,
+    /// TracerPid.
+    pub tracer_pid: u32,
+}
+
+/// A process snapshot.
+#[derive(Clone, Debug)]
+pub struct Process {
+    /// Pid.
+    pub pid: u32,
+    /// Parsed stat.
+    pub stat: Stat,
+    /// Parsed status.
+    pub status: Status,
+    /// argv (raw bytes; may be rewritten by the process, as php-fpm does).
+    pub cmdline: Vec<Vec<u8>>,
+    /// Seconds since the process started.
+    pub age_s: f64,
+    /// The executable (None when /proc/PID/exe could not be read).
+    pub exe: Option<Exe>,
+    /// Working directory (raw bytes, as seen from the process's root).
+    pub cwd: Option<Vec<u8>>,
+    /// Open file descriptors.
+    pub fd_count: Option<u64>,
+    /// Paths of open regular files and directories (not sockets, pipes, /dev, /proc).
+    pub open_paths: Vec<Vec<u8>>,
+    /// Threads of this process and its direct children that are being traced.
+    pub traced: Vec<Traced>,
+    /// Direct children (pid, cwd when readable).
+    pub children: Vec<(u32, Option<Vec<u8>>)>,
+    /// What could not be read.
+    pub denied: Vec<Denied>,
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
+pub fn clock_ticks() -> f64 {
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+/// Seconds since boot (/proc/uptime).
+pub fn uptime_s() -> Option<f64> {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_ascii_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn proc_path(pid: u32, entry: &str) -> PathBuf {
+    Path::new("/proc").join(pid.to_string()).join(entry)
+}
+
+/// Splits /proc/PID/cmdline into arguments.
+pub fn split_cmdline(b: &[u8]) -> Vec<Vec<u8>> {
+    let b = b.strip_suffix(&[0]).unwrap_or(b);
+    if b.is_empty() {
+        return vec![];
+    }
+    b.split(|&c| c == 0).map(<[u8]>::to_vec).collect()
+}
+
+fn readlink(p: &Path) -> io::Result<Vec<u8>> {
+    use std::os::unix::ffi::OsStringExt;
+    std::fs::read_link(p).map(|t| t.into_os_string().into_vec())
+}
+
+/// Reads /proc/PID/stat and status; the process must exist (exit 2 otherwise).
+pub fn read_basic(pid: u32) -> Result<(Stat, Status)> {
+    let stat_text = std::fs::read(proc_path(pid, "stat")).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            Error::usage(format!("--pid {pid}: no such process"))
+        } else {
+            Error::input(format!("/proc/{pid}/stat"), e)
+        }
+    })?;
+    let stat = parse_stat(&stat_text)
+        .ok_or_else(|| Error::usage(format!("/proc/{pid}/stat: unexpected format")))?;
+    let status = std::fs::read_to_string(proc_path(pid, "status"))
+        .map(|t| parse_status(&t))
+        .map_err(|e| Error::input(format!("/proc/{pid}/status"), e))?;
+    Ok((stat, status))
+}
+
+/// Options for [`read`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadOptions {
+    /// Hash the executable (reads the whole file).
+    pub hash_exe: bool,
+}
+
+/// Snapshots a process. Missing privileges are recorded in `denied`, not raised.
+pub fn read(pid: u32, opts: ReadOptions) -> Result<Process> {
+    let (stat, status) = read_basic(pid)?;
+    let mut denied = vec![];
+    let mut deny = |what: &'static str, e: &io::Error| {
+        denied.push(Denied {
+            what,
+            reason: e.to_string(),
+        })
+    };
+    let cmdline = std::fs::read(proc_path(pid, "cmdline"))
+        .map(|b| split_cmdline(&b))
+        .unwrap_or_default();
+    let age_s = uptime_s()
+        .map(|up| (up - stat.start_ticks as f64 / clock_ticks()).max(0.0))
+        .unwrap_or(0.0);
+    let exe = match readlink(&proc_path(pid, "exe")) {
+        Ok(link) => {
+            let (path, deleted) = split_deleted(&link);
+            let mut exe = Exe {
+                path,
+                deleted,
+                sha256: None,
+                size_bytes: None,
+                elf: None,
+                elf_error: None,
+            };
+            // Open through /proc: this is the image that runs, even when the path was replaced.
+            match File::open(proc_path(pid, "exe")) {
+                Ok(mut f) => {
+                    exe.size_bytes = f.metadata().ok().map(|m| m.len());
+                    match parse_elf(&f) {
+                        Ok(e) => exe.elf = Some(e),
+                        Err(e) => exe.elf_error = Some(e.to_string()),
+                    }
+                    if opts.hash_exe {
+                        exe.sha256 = sha256_file(&mut f).ok();
+                    }
+                }
+                Err(e) => deny("exe (contents)", &e),
+            }
+            Some(exe)
+        }
+        Err(e) => {
+            deny("exe", &e);
+            None
+        }
+    };
+    let cwd = match readlink(&proc_path(pid, "cwd")) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            deny("cwd", &e);
+            None
+        }
+    };
+    let (mut fd_count, mut open_paths) = (None, vec![]);
+    match std::fs::read_dir(proc_path(pid, "fd")) {
+        Ok(rd) => {
+            let mut n = 0u64;
+            for ent in rd.flatten() {
+                n += 1;
+                if let Ok(t) = readlink(&ent.path())
+                    && t.first() == Some(&b'/')
+                    && !t.starts_with(b"/dev/")
+                    && !t.starts_with(b"/proc/")
+                    && !t.starts_with(b"/sys/")
+                {
+                    let (p, _) = split_deleted(&t);
+                    if !open_paths.contains(&p) {
+                        open_paths.push(p);
+                    }
+                }
+            }
+            fd_count = Some(n);
+        }
+        Err(e) => deny("fd", &e),
+    }
+    let mut traced = vec![];
+    if let Ok(rd) = std::fs::read_dir(proc_path(pid, "task")) {
+        for ent in rd.flatten() {
+            let Some(tid) = ent.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok(t) = std::fs::read_to_string(ent.path().join("status")) {
+                let st = parse_status(&t);
+                if st.tracer_pid != 0 {
+                    traced.push(Traced {
+                        tid,
+                        tracer_pid: st.tracer_pid,
+                    });
+                }
+            }
+        }
+    }
+    let mut children = vec![];
+    for child in children_of(pid) {
+        if let Ok(t) = std::fs::read_to_string(proc_path(child, "status")) {
+            let st = parse_status(&t);
+            if st.tracer_pid != 0 && !traced.iter().any(|x| x.tid == child) {
+                traced.push(Traced {
+                    tid: child,
+                    tracer_pid: st.tracer_pid,
+                });
+            }
+        }
+        children.push((child, readlink(&proc_path(child, "cwd")).ok()));
+    }
+    traced.sort_by_key(|t| t.tid);
+    Ok(Process {
+        pid,
+        stat,
+        status,
+        cmdline,
+        age_s,
+        exe,
+        cwd,
+        fd_count,
+        open_paths,
+        traced,
+        children,
+        denied,
+    })
+}
+
+/// Direct children of `pid`, from /proc/PID/task/*/children (needs no privilege).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = vec![];
+    if let Ok(rd) = std::fs::read_dir(proc_path(pid, "task")) {
+        for ent in rd.flatten() {
+            if let Ok(t) = std::fs::read_to_string(ent.path().join("children")) {
+                out.extend(
+                    t.split_ascii_whitespace()
+                        .filter_map(|s| s.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// One row of a /proc scan.
+#[derive(Clone, Debug)]
+pub struct ProcEntry {
+    /// Pid.
+    pub pid: u32,
+    /// Parsed /proc/PID/stat.
+    pub stat: Stat,
+}
+
+/// Every process in /proc (threads are not listed; their time is in their process's stat).
+pub fn scan() -> Vec<ProcEntry> {
+    let mut out = vec![];
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for ent in rd.flatten() {
+        let Some(pid) = ent.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(b) = std::fs::read(ent.path().join("stat"))
+            && let Some(stat) = parse_stat(&b)
+        {
+            out.push(ProcEntry { pid, stat });
+        }
+    }
+    out.sort_by_key(|e| e.pid);
+    out
+}
+
+/// `pid` and all its descendants, from a scan.
+pub fn descendants(scan: &[ProcEntry], pid: u32) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(scan.iter().filter(|e| e.stat.ppid == p).map(|e| e.pid));
+        i += 1;
+    }
+    out
+}
+
+/// `comm` of a process, escaped; `?` when it is gone.
+pub fn comm_of(pid: u32) -> String {
+    std::fs::read(proc_path(pid, "comm"))
+        .map(|b| crate::escape::bytes(b.strip_suffix(b"\n").unwrap_or(&b)))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Command line of a process, escaped and joined with spaces; empty when unreadable.
+pub fn cmdline_of(pid: u32) -> String {
+    std::fs::read(proc_path(pid, "cmdline"))
+        .map(|b| {
+            split_cmdline(&b)
+                .iter()
+                .map(|a| crate::escape::bytes(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/proc");
+
+    fn fixture(name: &str) -> Vec<u8> {
+        std::fs::read(Path::new(FIX).join(name)).unwrap()
+    }
+
+    #[test]
+    fn stat_with_spaces_and_parens_in_comm() {
+        let s = parse_stat(&fixture("stat-odd-comm.txt")).unwrap();
+        assert_eq!(s.comm, b"php-fpm: pool (www) x");
+        assert_eq!(s.state, 'S');
+        assert_eq!(s.ppid, 4242);
+        assert_eq!(s.cpu_ticks, 1234 + 567);
+        assert_eq!(s.start_ticks, 98765);
+    }
+
+    #[test]
+    fn status_of_a_traced_fpm_worker() {
+        let s = parse_status(&String::from_utf8(fixture("status-traced.txt")).unwrap());
+        assert_eq!(s.name, "php-fpm8.2");
+        assert_eq!(s.tracer_pid, 31337);
+        assert_eq!(s.vm_rss_kib, Some(107_400));
+        assert_eq!(s.vm_hwm_kib, Some(205_312));
+        assert_eq!(s.threads, 1);
+        assert_eq!(s.cpus_allowed_list, "0-3,8");
+        assert_eq!(s.uid, Some(33));
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,8").unwrap(), vec![0, 1, 2, 3, 8]);
+        assert_eq!(parse_cpu_list("0").unwrap(), vec![0]);
+        assert_eq!(parse_cpu_list("").unwrap(), Vec::<u32>::new());
+        assert_eq!(parse_cpu_list("0-7:2").unwrap(), vec![0, 2, 4, 6]);
+        assert!(parse_cpu_list("3-1").is_none());
+        assert!(parse_cpu_list("a").is_none());
+    }
+
+    #[test]
+    fn deleted_exe_is_recognised() {
+        assert_eq!(
+            split_deleted(b"/usr/sbin/php-fpm8.2 (deleted)"),
+            (b"/usr/sbin/php-fpm8.2".to_vec(), true)
+        );
+        assert_eq!(split_deleted(b"/bin/x"), (b"/bin/x".to_vec(), false));
+    }
+
+    #[test]
+    fn musl_binary_interpreter_needed_and_build_id() {
+        // A real dynamically linked musl executable (built with musl-gcc; see fixtures/README).
+        let b = fixture("musl-hello.elf");
+        let e = parse_elf(&b[..]).unwrap();
+        assert_eq!(e.class, 64);
+        assert_eq!(e.machine, "x86_64");
+        assert_eq!(e.interp.as_deref(), Some("/lib/ld-musl-x86_64.so.1"));
+        assert_eq!(e.needed, vec!["libc.so".to_string()]);
+        assert_eq!(e.libc(), Libc::Musl);
+        assert_eq!(
+            e.build_id.as_deref(),
+            Some(
+                std::str::from_utf8(&fixture("musl-hello.build-id"))
+                    .unwrap()
+                    .trim()
+            )
+        );
+    }
+
+    #[test]
+    fn this_glibc_test_binary() {
+        let f = File::open(std::env::current_exe().unwrap()).unwrap();
+        let e = parse_elf(&f).unwrap();
+        assert_eq!(e.libc(), Libc::Glibc);
+        assert!(e.needed.iter().any(|n| n == "libc.so.6"), "{e:?}");
+    }
+
+    #[test]
+    fn garbage_is_not_elf_and_truncation_is_caught() {
+        assert!(matches!(
+            parse_elf(&b"#!/bin/sh\necho hi\n"[..]),
+            Err(ElfError::NotElf)
+        ));
+        let b = fixture("musl-hello.elf");
+        assert!(parse_elf(&b[..200]).is_err());
+    }
+
+    #[test]
+    fn cmdline_split() {
+        assert_eq!(
+            split_cmdline(b"php-fpm8.2\0-F\0-y\0/x y.conf\0"),
+            vec![
+                b"php-fpm8.2".to_vec(),
+                b"-F".to_vec(),
+                b"-y".to_vec(),
+                b"/x y.conf".to_vec()
+            ]
+        );
+        // php-fpm rewrites its title into one string without NULs.
+        assert_eq!(
+            split_cmdline(b"php-fpm: master process (/etc/php/8.2/fpm/php-fpm.conf)"),
+            vec![b"php-fpm: master process (/etc/php/8.2/fpm/php-fpm.conf)".to_vec()]
+        );
+    }
+}
