@@ -8,7 +8,8 @@ use crate::host::cpu::{CgroupVersion, CpuCgroup, CpuHost};
 /// cpu.quota: the tightest quota on the path from the target's cgroup to the root, against
 /// the CPUs the target may run on. Fail when the quota is below them; warn when it is not but
 /// the group was throttled anyway (bursts exceed the per-period budget).
-pub fn quota(cg: &CpuCgroup, usable_cpus: usize) -> Option<Finding> {
+/// `subject` names whose cgroup it is (`the target`, `this shell and what it starts`).
+pub fn quota(cg: &CpuCgroup, usable_cpus: usize, subject: &str) -> Option<Finding> {
     let b = cg.binding()?;
     let cpus = b.cpus();
     let usable = usable_cpus.max(1) as f64;
@@ -35,7 +36,7 @@ pub fn quota(cg: &CpuCgroup, usable_cpus: usize) -> Option<Finding> {
         (
             Severity::Fail,
             format!(
-                "cgroup {} caps the target at {:.2} CPU of the {} it may use ({file_desc}){throttled}",
+                "cgroup {} caps {subject} at {:.2} CPU of the {} it may use ({file_desc}){throttled}",
                 b.dir, cpus, usable_cpus
             ),
         )
@@ -43,7 +44,7 @@ pub fn quota(cg: &CpuCgroup, usable_cpus: usize) -> Option<Finding> {
         (
             Severity::Warn,
             format!(
-                "cgroup {} was throttled although its quota ({:.2} CPU, {file_desc}) covers the {} CPUs the target may use{throttled}",
+                "cgroup {} was throttled although its quota ({:.2} CPU, {file_desc}) covers the {} CPUs {subject} may use{throttled}",
                 b.dir, cpus, usable_cpus
             ),
         )
@@ -93,7 +94,13 @@ pub fn quota(cg: &CpuCgroup, usable_cpus: usize) -> Option<Finding> {
 }
 
 /// cpu.affinity: Cpus_allowed of the target against the online CPUs.
-pub fn affinity(allowed: &[u32], allowed_list: &str, online: &[u32], online_list: &str) -> Option<Finding> {
+pub fn affinity(
+    allowed: &[u32],
+    allowed_list: &str,
+    online: &[u32],
+    online_list: &str,
+    subject: &str,
+) -> Option<Finding> {
     let usable = allowed.iter().filter(|c| online.contains(c)).count();
     if online.is_empty() || usable >= online.len() {
         return None;
@@ -103,7 +110,7 @@ pub fn affinity(allowed: &[u32], allowed_list: &str, online: &[u32], online_list
             "cpu.affinity",
             Severity::Warn,
             format!(
-                "the target may run on {usable} of {} online CPUs (Cpus_allowed_list {allowed_list})",
+                "{subject} may run on {usable} of {} online CPUs (Cpus_allowed_list {allowed_list})",
                 online.len()
             ),
         )
@@ -221,7 +228,7 @@ mod tests {
 
     #[test]
     fn quota_below_usable_cpus_fails_with_the_arithmetic() {
-        let f = quota(&cg(CgroupVersion::V1, 30_000, 100_000, 97), 2).unwrap();
+        let f = quota(&cg(CgroupVersion::V1, 30_000, 100_000, 97), 2, "the target").unwrap();
         assert_eq!(f.severity, Severity::Fail);
         assert_eq!(f.evidence["quota_us"], 30_000);
         assert_eq!(f.evidence["period_us"], 100_000);
@@ -235,21 +242,21 @@ mod tests {
 
     #[test]
     fn generous_quota_is_silent_unless_throttled() {
-        assert!(quota(&cg(CgroupVersion::V2, 400_000, 100_000, 0), 2).is_none());
-        let f = quota(&cg(CgroupVersion::V2, 200_000, 100_000, 3), 2).unwrap();
+        assert!(quota(&cg(CgroupVersion::V2, 400_000, 100_000, 0), 2, "the target").is_none());
+        let f = quota(&cg(CgroupVersion::V2, 200_000, 100_000, 3), 2, "the target").unwrap();
         assert_eq!(f.severity, Severity::Warn);
         assert!(f.remedy.starts_with("echo max > /sys/fs/cgroup/cpu/bench/cpu.max"));
     }
 
     #[test]
     fn affinity_names_the_fraction() {
-        let f = affinity(&[0], "0", &[0, 1], "0-1").unwrap();
+        let f = affinity(&[0], "0", &[0, 1], "0-1", "the target").unwrap();
         assert_eq!(f.title, "the target may run on 1 of 2 online CPUs (Cpus_allowed_list 0)");
         assert_eq!(f.evidence["allowed_cpus"], 1);
         assert_eq!(f.evidence["online_cpus"], 2);
-        assert!(affinity(&[0, 1], "0-1", &[0, 1], "0-1").is_none());
+        assert!(affinity(&[0, 1], "0-1", &[0, 1], "0-1", "the target").is_none());
         // Offline CPUs in the mask do not count.
-        assert!(affinity(&[0, 1, 2, 3], "0-3", &[0, 1], "0-1").is_none());
+        assert!(affinity(&[0, 1, 2, 3], "0-3", &[0, 1], "0-1", "the target").is_none());
     }
 
     #[test]
