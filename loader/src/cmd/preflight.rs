@@ -21,7 +21,7 @@ use crate::{
         fpm::{self, Master, Pool},
         host::{self as hostinfo, KernelLog, Mark},
         mounts::{MountTable, normalize},
-        process::{self, Process, ProcEntry},
+        process::{self, ProcEntry, Process},
     },
     report::{Report, Skipped, Target},
     traps::{self, Finding, Severity, fpm::MemoryBasis, host::Tracer},
@@ -139,9 +139,7 @@ pub struct PreflightArgs {
 /// Decimal `MB`/`GB` are refused rather than guessed.
 pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| c.is_ascii_alphabetic())
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
     let (num, unit) = (t[..split].trim(), t[split..].trim());
     let v: f64 = num
         .parse()
@@ -275,11 +273,11 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     let window = if args.no_sample {
         None
     } else {
-        args.sample
-            .or(args.pid.map(|_| Duration::from_millis(250)))
+        args.sample.or(args.pid.map(|_| Duration::from_millis(250)))
     };
     let sample_targets: Vec<u32> = args.pid.into_iter().collect();
-    let sampler = window.map(|w| std::thread::spawn(move || hostinfo::sample_noise(w, &sample_targets)));
+    let sampler =
+        window.map(|w| std::thread::spawn(move || hostinfo::sample_noise(w, &sample_targets)));
 
     let mut r = Report::new("preflight");
     let mut findings: Vec<Finding> = vec![];
@@ -405,14 +403,7 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     }
 
     // ---- PHP-FPM ----
-    let fpm_json = fpm_checks(
-        args,
-        given_cfg,
-        &obs,
-        online,
-        &mut findings,
-        &mut skipped,
-    );
+    let fpm_json = fpm_checks(args, given_cfg, &obs, online, &mut findings, &mut skipped);
 
     // ---- PLUG-IN POINT: the network census (host::net + traps::net, built separately) ----
     // It receives --port, --rate/--timeout and the target pid, and returns its net.* findings
@@ -525,6 +516,9 @@ fn target_checks(
     findings.extend(traps::host::tracer(&t.traced, &tracers));
 
     // Filesystems, in the target's own mount namespace (its cwd is relative to its root).
+    if let Some(r) = denied_reason(t, "fd") {
+        skip("fs.hot-path-slow (open files)", r);
+    }
     let Some(table) = &obs.target_mounts else {
         skip(
             "fs.cwd-slow",
@@ -537,7 +531,10 @@ fn target_checks(
         .find(|d| {
             obs.self_mounts
                 .as_ref()
-                .and_then(|m| m.mount_of(&d.real).map(|i| m.mounts[i].slow_kind().is_none()))
+                .and_then(|m| {
+                    m.mount_of(&d.real)
+                        .map(|i| m.mounts[i].slow_kind().is_none())
+                })
                 .unwrap_or(false)
         })
         .map(|d| escape::bytes(&d.real));
@@ -564,9 +561,6 @@ fn target_checks(
             "fs.cwd-slow",
             denied_reason(t, "cwd").unwrap_or_else(|| "cwd unreadable".into()),
         ),
-    }
-    if let Some(r) = denied_reason(t, "fd") {
-        skip("fs.hot-path-slow (open files)", r);
     }
     findings.extend(traps::fs_static::hot_paths(
         table,
@@ -605,7 +599,9 @@ fn kernel_log(
                 check: "host.kernel-log (mark)".into(),
                 reason: format!(
                     "{}: {e}",
-                    mark_path.map(|p| p.display().to_string()).unwrap_or_default()
+                    mark_path
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
                 ),
             });
             None
@@ -853,7 +849,9 @@ fn network_census(args: &PreflightArgs, _findings: &mut Vec<Finding>, skipped: &
     if args.port.is_some() || args.rate.is_some() {
         skipped.push(Skipped {
             check: "net.* (network census)".into(),
-            reason: "not part of this build yet: --port/--rate/--timeout were accepted and not checked".into(),
+            reason:
+                "not part of this build yet: --port/--rate/--timeout were accepted and not checked"
+                    .into(),
         });
     }
 }
@@ -884,7 +882,11 @@ fn host_text(o: &Observed, sample: Option<&hostinfo::NoiseSample>) -> String {
         h.online.len(),
         h.online_list,
         h.smt_control.as_deref().unwrap_or("?"),
-        if h.isolated.is_empty() { "none" } else { &h.isolated }
+        if h.isolated.is_empty() {
+            "none"
+        } else {
+            &h.isolated
+        }
     ));
     if h.freq.is_empty() {
         s.push_str("  cpufreq: none exposed\n");
@@ -975,12 +977,7 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
     out.push_str(&head);
     out.push('\n');
     for f in &r.findings {
-        out.push_str(&format!(
-            "{} {}: {}",
-            f.severity.label(),
-            f.id,
-            f.title
-        ));
+        out.push_str(&format!("{} {}: {}", f.severity.label(), f.id, f.title));
         if !f.remedy.is_empty() {
             out.push_str(&format!(" — fix: {}", f.remedy));
         }
@@ -1031,7 +1028,11 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
         count(Severity::Info),
         r.ignored.len(),
         r.skipped.len(),
-        if strict { " (--strict: warnings fail)" } else { "" },
+        if strict {
+            " (--strict: warnings fail)"
+        } else {
+            ""
+        },
         r.exit_code
     ));
     out
@@ -1055,10 +1056,31 @@ mod tests {
     #[test]
     fn flags_parse() {
         let a = parse(&[
-            "--pid", "42", "--dir", "/srv/run", "--dir", "/srv/www", "--port", "8080", "--rate",
-            "800", "--timeout", "10s", "--fpm-config", "/etc/php/8.2/fpm/php-fpm.conf",
-            "--mem-budget", "2G", "--strict", "--ignore", "cpu.affinity", "--ignore",
-            "host.virt", "--json", "--json-out", "/tmp/p.json", "--mark",
+            "--pid",
+            "42",
+            "--dir",
+            "/srv/run",
+            "--dir",
+            "/srv/www",
+            "--port",
+            "8080",
+            "--rate",
+            "800",
+            "--timeout",
+            "10s",
+            "--fpm-config",
+            "/etc/php/8.2/fpm/php-fpm.conf",
+            "--mem-budget",
+            "2G",
+            "--strict",
+            "--ignore",
+            "cpu.affinity",
+            "--ignore",
+            "host.virt",
+            "--json",
+            "--json-out",
+            "/tmp/p.json",
+            "--mark",
         ]);
         assert_eq!(a.pid, Some(42));
         assert_eq!(a.dir.len(), 2);
@@ -1112,9 +1134,8 @@ mod tests {
     #[test]
     fn text_is_one_line_per_finding_fail_first() {
         let mut r = Report::new("preflight");
-        r.findings.push(
-            Finding::new("host.virt", Severity::Info, "virtual machine").remedy("compare"),
-        );
+        r.findings
+            .push(Finding::new("host.virt", Severity::Info, "virtual machine").remedy("compare"));
         r.findings.push(
             Finding::new("fs.dir-slow", Severity::Fail, "--dir /mnt/c/x is on DrvFs")
                 .with("fs_type", "9p")
@@ -1129,11 +1150,17 @@ mod tests {
         r.finish(&["cpu.affinity".into()], false);
         let t = render_text(&r, false);
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines[1], "FAIL fs.dir-slow: --dir /mnt/c/x is on DrvFs — fix: use a local dir");
+        assert_eq!(
+            lines[1],
+            "FAIL fs.dir-slow: --dir /mnt/c/x is on DrvFs — fix: use a local dir"
+        );
         assert_eq!(lines[2], "INFO host.virt: virtual machine — fix: compare");
         assert_eq!(lines[3], "ignored WARN cpu.affinity: 1 of 2");
         assert_eq!(lines[4], "skipped host.kernel-log: needs CAP_SYSLOG");
-        assert_eq!(lines[5], "preflight: 1 fail, 0 warn, 1 info; 1 ignored, 1 skipped -> exit 1");
+        assert_eq!(
+            lines[5],
+            "preflight: 1 fail, 0 warn, 1 info; 1 ignored, 1 skipped -> exit 1"
+        );
         assert_eq!(lines.len(), 6);
     }
 }

@@ -77,9 +77,10 @@ pub fn cgroup_dir(
     if let Some(line) = lines
         .iter()
         .find(|l| l.hierarchy != 0 && l.controllers.iter().any(|c| c == controller))
-        && let Some(m) = mounts.mounts.iter().rev().find(|m| {
-            m.fs_type == "cgroup" && m.super_options.split(',').any(|o| o == controller)
-        })
+        && let Some(m) =
+            mounts.mounts.iter().rev().find(|m| {
+                m.fs_type == "cgroup" && m.super_options.split(',').any(|o| o == controller)
+            })
     {
         return Some(CgroupDir {
             version: CgroupVersion::V1,
@@ -89,10 +90,17 @@ pub fn cgroup_dir(
         });
     }
     let line = lines.iter().find(|l| l.hierarchy == 0)?;
-    let m = mounts.mounts.iter().rev().find(|m| m.fs_type == "cgroup2")?;
+    let m = mounts
+        .mounts
+        .iter()
+        .rev()
+        .find(|m| m.fs_type == "cgroup2")?;
     let mp = String::from_utf8_lossy(&m.mount_point).into_owned();
     let controllers = std::fs::read_to_string(under(root, &mp).join("cgroup.controllers")).ok()?;
-    if !controllers.split_ascii_whitespace().any(|c| c == controller) {
+    if !controllers
+        .split_ascii_whitespace()
+        .any(|c| c == controller)
+    {
         return None;
     }
     Some(CgroupDir {
@@ -207,7 +215,9 @@ pub fn parse_cpu_max(text: &str) -> Option<(u64, u64)> {
 }
 
 fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Reads the quota at every level from the process's cgroup up to the hierarchy's root.
@@ -399,7 +409,8 @@ mod tests {
 
     fn tree(name: &str) -> (Vec<CgroupLine>, MountTable, PathBuf) {
         let root = fixture(&format!("cgroup/{name}"));
-        let lines = parse_proc_cgroup(&std::fs::read_to_string(root.join("proc-pid-cgroup")).unwrap());
+        let lines =
+            parse_proc_cgroup(&std::fs::read_to_string(root.join("proc-pid-cgroup")).unwrap());
         let mounts = MountTable::read(&root.join("proc-pid-mountinfo")).unwrap();
         (lines, mounts, root)
     }
@@ -433,7 +444,10 @@ mod tests {
         assert_eq!(at.dir, "/sys/fs/cgroup/bench.slice/php-fpm.service");
         let cg = read_cpu_cgroup(at, &root);
         assert_eq!(cg.quotas.len(), 2);
-        assert_eq!(cg.quotas[0].dir, "/sys/fs/cgroup/bench.slice/php-fpm.service");
+        assert_eq!(
+            cg.quotas[0].dir,
+            "/sys/fs/cgroup/bench.slice/php-fpm.service"
+        );
         let b = cg.binding().unwrap();
         assert_eq!(b.dir, "/sys/fs/cgroup/bench.slice");
         assert_eq!((b.quota_us, b.period_us), (50_000, 100_000));
@@ -441,7 +455,10 @@ mod tests {
         assert_eq!(b.throttled_us, Some(60_000_000));
         assert_eq!(cg.leaf_nr_throttled, Some(0));
         let mem = read_memory_limit(&cg.at, &root).unwrap();
-        assert_eq!(mem, (2_147_483_648, "/sys/fs/cgroup/bench.slice".to_string()));
+        assert_eq!(
+            mem,
+            (2_147_483_648, "/sys/fs/cgroup/bench.slice".to_string())
+        );
     }
 
     #[test]

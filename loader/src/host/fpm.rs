@@ -115,7 +115,9 @@ pub fn parse_line(raw: &str) -> Result<Option<IniLine>, String> {
         let name = rest[..end].trim();
         let after = rest[end + 1..].trim();
         if !after.is_empty() && !after.starts_with(';') {
-            return Err(format!("syntax error: unexpected `{after}` after the section header"));
+            return Err(format!(
+                "syntax error: unexpected `{after}` after the section header"
+            ));
         }
         if name.is_empty() {
             return Err("syntax error: empty section name".into());
@@ -307,7 +309,9 @@ fn include(
     let paths = glob(&full).map_err(|e| ConfigError {
         file: from.to_path_buf(),
         line,
-        what: format!("include = {pattern}: unable to globalize '{full}': {e} (FPM refuses to start)"),
+        what: format!(
+            "include = {pattern}: unable to globalize '{full}': {e} (FPM refuses to start)"
+        ),
     })?;
     if paths.is_empty() {
         cfg.warnings.push(format!(
@@ -346,7 +350,9 @@ pub fn glob(pattern: &str) -> io::Result<Vec<PathBuf>> {
         }
         libc::GLOB_ABORTED => {
             unsafe { libc::globfree(&mut g) };
-            Err(io::Error::other("read error (a directory in the pattern is missing or unreadable)"))
+            Err(io::Error::other(
+                "read error (a directory in the pattern is missing or unreadable)",
+            ))
         }
         _ => {
             unsafe { libc::globfree(&mut g) };
@@ -516,7 +522,10 @@ impl Pool {
 
     /// `file:line` of a directive, or of the section when it was not written.
     pub fn source(&self, key: &str) -> &str {
-        self.sources.get(key).map(String::as_str).unwrap_or(&self.at)
+        self.sources
+            .get(key)
+            .map(String::as_str)
+            .unwrap_or(&self.at)
     }
 }
 
@@ -608,7 +617,10 @@ pub fn parse_private_kib(smaps_rollup: &str) -> Option<u64> {
 /// Reads a master and its workers.
 pub fn read_master(scan: &[ProcEntry], pid: u32) -> Master {
     let title = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let title = process::split_cmdline(&title).into_iter().next().unwrap_or_default();
+    let title = process::split_cmdline(&title)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
     let cpus_allowed = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .map(|t| process::parse_status(&t))
@@ -618,7 +630,10 @@ pub fn read_master(scan: &[ProcEntry], pid: u32) -> Master {
     let mut workers = vec![];
     for w in scan.iter().filter(|e| e.stat.ppid == pid) {
         let t = std::fs::read(format!("/proc/{}/cmdline", w.pid)).unwrap_or_default();
-        let t = process::split_cmdline(&t).into_iter().next().unwrap_or_default();
+        let t = process::split_cmdline(&t)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
         let Some(pool) = pool_from_title(&t) else {
             continue;
         };
@@ -762,12 +777,18 @@ mod tests {
 
     #[test]
     fn debian_layout_with_includes_and_pool_substitution() {
-        let cfg = load(&fixture("debian/php-fpm.conf"), &fixture("debian").display().to_string())
-            .unwrap();
+        let cfg = load(
+            &fixture("debian/php-fpm.conf"),
+            &fixture("debian").display().to_string(),
+        )
+        .unwrap();
         assert_eq!(cfg.files.len(), 3, "{:?}", cfg.files);
         // glob(3) sorts: api.conf is read before www.conf.
         assert_eq!(
-            cfg.pools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            cfg.pools
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>(),
             ["api", "www"]
         );
         assert_eq!(cfg.global["error_log"].value, "/var/log/php8.2-fpm.log");
@@ -780,7 +801,10 @@ mod tests {
             www.listen,
             Some(Listen::Unix("/run/php/php8.2-fpm.sock".into()))
         );
-        assert!(www.source("pm.max_children").ends_with("pool.d/www.conf:127"));
+        assert!(
+            www.source("pm.max_children")
+                .ends_with("pool.d/www.conf:127")
+        );
         let api = Pool::from_config(&cfg.pools[0], DEFAULT_PREFIX);
         // `$pool` substituted; a relative socket resolves against the prefix.
         assert_eq!(api.listen, Some(Listen::Unix("/usr/run/api.sock".into())));
@@ -831,12 +855,18 @@ mod tests {
             config_from_title(b"php-fpm: master process (/etc/php/8.2/fpm/php-fpm.conf)"),
             Some(PathBuf::from("/etc/php/8.2/fpm/php-fpm.conf"))
         );
-        assert_eq!(pool_from_title(b"php-fpm: pool www    "), Some("www".into()));
+        assert_eq!(
+            pool_from_title(b"php-fpm: pool www    "),
+            Some("www".into())
+        );
         assert_eq!(pool_from_title(b"php-fpm8.2"), None);
         let log = std::fs::read(fixture("error-log-both-spellings.log")).unwrap();
         let (d, o, last) = count_alerts(&log);
         assert_eq!((d, o), (2, 1));
-        assert!(last.unwrap().contains("[pool api] server reached max_children setting (4)"));
+        assert!(
+            last.unwrap()
+                .contains("[pool api] server reached max_children setting (4)")
+        );
     }
 
     #[test]

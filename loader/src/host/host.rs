@@ -18,7 +18,9 @@ use super::{
 };
 
 fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// What the machine runs on.
@@ -221,10 +223,8 @@ pub struct NoiseSample {
 /// Computes a noise sample from two scans and the /proc/stat lines around them. `exclude`
 /// holds pids whose time is the target's (or ours). Pure, so it is tested on recorded scans.
 pub fn noise_from(
-    before: &[ProcEntry],
-    after: &[ProcEntry],
-    stat_before: CpuTimes,
-    stat_after: CpuTimes,
+    (before, stat_before): (&[ProcEntry], CpuTimes),
+    (after, stat_after): (&[ProcEntry], CpuTimes),
     window_s: f64,
     ticks_per_s: f64,
     target: &[u32],
@@ -290,10 +290,8 @@ pub fn sample_noise(window: Duration, target: &[u32]) -> NoiseSample {
         tree.extend(process::descendants(&after, p));
     }
     noise_from(
-        &before,
-        &after,
-        s0,
-        s1,
+        (&before, s0),
+        (&after, s1),
         window_s,
         process::clock_ticks(),
         &tree,
@@ -379,12 +377,7 @@ pub fn parse_memory(meminfo: &str, vmstat: &str) -> Memory {
         let Some((k, v)) = line.split_once(':') else {
             continue;
         };
-        let v: u64 = v
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .unwrap_or(0);
+        let v: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
         match k {
             "MemTotal" => m.mem_total_kib = v,
             "MemAvailable" => m.mem_available_kib = v,
@@ -594,7 +587,11 @@ pub fn select_records(
         }
         None => {
             let since_us = ((uptime_s - recent).max(0.0) * 1e6) as u64;
-            out.records = all.iter().filter(|r| r.ts_us >= since_us).cloned().collect();
+            out.records = all
+                .iter()
+                .filter(|r| r.ts_us >= since_us)
+                .cloned()
+                .collect();
             out.recent_window_s = Some(recent);
         }
     }
@@ -615,7 +612,10 @@ mod tests {
     fn wsl2_and_wsl1_and_plain_kernels() {
         let v = read_virt(&fixture("proc/wsl2"));
         assert_eq!(v.wsl, Some("wsl2"));
-        assert!(v.kernel_version.contains("6.18.33.2-microsoft-standard-WSL2"));
+        assert!(
+            v.kernel_version
+                .contains("6.18.33.2-microsoft-standard-WSL2")
+        );
         assert!(v.hypervisor_flag);
         assert_eq!(
             wsl_flavour("Linux version 4.4.0-19041-Microsoft (Microsoft@Microsoft.com)"),
@@ -686,7 +686,13 @@ mod tests {
         };
         let before = vec![e(10, 100, 5), e(20, 50, 5), e(30, 0, 5), e(99, 7, 5)];
         // 10 used 25 ticks (target), 20 used 50 (noise), 40 is new with 10, 30 idle, 99 is us.
-        let after = vec![e(10, 125, 5), e(20, 100, 5), e(30, 0, 5), e(40, 10, 900), e(99, 9, 5)];
+        let after = vec![
+            e(10, 125, 5),
+            e(20, 100, 5),
+            e(30, 0, 5),
+            e(40, 10, 900),
+            e(99, 9, 5),
+        ];
         let t0 = CpuTimes::default();
         let t1 = CpuTimes {
             user: 80,
@@ -695,7 +701,7 @@ mod tests {
             iowait: 0,
             steal: 10,
         };
-        let n = noise_from(&before, &after, t0, t1, 0.5, 100.0, &[10], &[99]);
+        let n = noise_from((&before, t0), (&after, t1), 0.5, 100.0, &[10], &[99]);
         assert_eq!(n.target_cpus, 0.5);
         assert_eq!(n.others_cpus, 1.2);
         assert_eq!(n.top.len(), 2);
@@ -712,7 +718,11 @@ mod tests {
         assert_eq!(all.len(), 7);
         assert_eq!(all[0].seq, 1040);
         assert_eq!(all[2].prio, 3);
-        assert!(all[3].msg.starts_with("Out of memory: Killed process 4242 (php-fpm8.2)"));
+        assert!(
+            all[3]
+                .msg
+                .starts_with("Out of memory: Killed process 4242 (php-fpm8.2)")
+        );
         let mark = Mark {
             boot_id: "b".into(),
             seq: 1041,

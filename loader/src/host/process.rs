@@ -86,7 +86,12 @@ pub fn parse_status(text: &str) -> Status {
             "VmRSS" => s.vm_rss_kib = kib(),
             "VmHWM" => s.vm_hwm_kib = kib(),
             "Cpus_allowed_list" => s.cpus_allowed_list = v.to_string(),
-            "Uid" => s.uid = v.split_ascii_whitespace().next().and_then(|u| u.parse().ok()),
+            "Uid" => {
+                s.uid = v
+                    .split_ascii_whitespace()
+                    .next()
+                    .and_then(|u| u.parse().ok())
+            }
             _ => {}
         }
     }
@@ -176,8 +181,7 @@ impl ElfInfo {
         let needs = |p: &str| self.needed.iter().any(|n| n.starts_with(p));
         if interp.contains("ld-musl") || needs("libc.musl") {
             Libc::Musl
-        } else if interp.contains("ld-linux") || interp.contains("/ld64.so") || needs("libc.so.6")
-        {
+        } else if interp.contains("ld-linux") || interp.contains("/ld64.so") || needs("libc.so.6") {
             Libc::Glibc
         } else if interp.contains("/system/bin/linker") {
             Libc::Bionic
@@ -297,7 +301,8 @@ fn read_vec<R: ReadAt + ?Sized>(r: &R, off: u64, len: u64) -> Result<Vec<u8>, El
 /// Reads PT_INTERP, PT_NOTE (the GNU build-id) and PT_DYNAMIC (DT_NEEDED) from ELF headers.
 pub fn parse_elf<R: ReadAt + ?Sized>(r: &R) -> Result<ElfInfo, ElfError> {
     let mut ident = [0u8; 16];
-    r.read_exact_at(&mut ident, 0).map_err(|_| ElfError::NotElf)?;
+    r.read_exact_at(&mut ident, 0)
+        .map_err(|_| ElfError::NotElf)?;
     if &ident[..4] != b"\x7fELF" {
         return Err(ElfError::NotElf);
     }
@@ -320,7 +325,11 @@ pub fn parse_elf<R: ReadAt + ?Sized>(r: &R) -> Result<ElfInfo, ElfError> {
     let (phoff, phentsize, phnum) = if wide {
         (e.u64(&hdr[32..]), e.u16(&hdr[54..]), e.u16(&hdr[56..]))
     } else {
-        (e.u32(&hdr[28..]) as u64, e.u16(&hdr[42..]), e.u16(&hdr[44..]))
+        (
+            e.u32(&hdr[28..]) as u64,
+            e.u16(&hdr[42..]),
+            e.u16(&hdr[44..]),
+        )
     };
     let need = if wide { 56 } else { 32 };
     if (phentsize as usize) < need || phnum as usize > MAX_PHDRS {

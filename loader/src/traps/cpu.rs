@@ -237,7 +237,10 @@ mod tests {
         assert!(f.title.contains("0.30 CPU of the 2"), "{}", f.title);
         assert!(f.predicted.as_ref().unwrap().contains("= 15 %"));
         assert!(f.predicted.as_ref().unwrap().contains("70 ms"));
-        assert_eq!(f.remedy, "echo -1 > /sys/fs/cgroup/cpu/bench/cpu.cfs_quota_us (or raise it: docker update --cpus)");
+        assert_eq!(
+            f.remedy,
+            "echo -1 > /sys/fs/cgroup/cpu/bench/cpu.cfs_quota_us (or raise it: docker update --cpus)"
+        );
     }
 
     #[test]
@@ -245,13 +248,19 @@ mod tests {
         assert!(quota(&cg(CgroupVersion::V2, 400_000, 100_000, 0), 2, "the target").is_none());
         let f = quota(&cg(CgroupVersion::V2, 200_000, 100_000, 3), 2, "the target").unwrap();
         assert_eq!(f.severity, Severity::Warn);
-        assert!(f.remedy.starts_with("echo max > /sys/fs/cgroup/cpu/bench/cpu.max"));
+        assert!(
+            f.remedy
+                .starts_with("echo max > /sys/fs/cgroup/cpu/bench/cpu.max")
+        );
     }
 
     #[test]
     fn affinity_names_the_fraction() {
         let f = affinity(&[0], "0", &[0, 1], "0-1", "the target").unwrap();
-        assert_eq!(f.title, "the target may run on 1 of 2 online CPUs (Cpus_allowed_list 0)");
+        assert_eq!(
+            f.title,
+            "the target may run on 1 of 2 online CPUs (Cpus_allowed_list 0)"
+        );
         assert_eq!(f.evidence["allowed_cpus"], 1);
         assert_eq!(f.evidence["online_cpus"], 2);
         assert!(affinity(&[0, 1], "0-1", &[0, 1], "0-1", "the target").is_none());
@@ -265,10 +274,16 @@ mod tests {
         let f = frequency(&read_cpu_host(&root.join("laptop-powersave"))).unwrap();
         assert_eq!(f.severity, Severity::Warn);
         assert_eq!(f.evidence["governors"], "powersave×3, performance×1");
-        assert!(f.title.contains("3 of 4 CPUs not on the performance governor"));
+        assert!(
+            f.title
+                .contains("3 of 4 CPUs not on the performance governor")
+        );
         assert!(f.title.contains("turbo/boost on"));
         assert!(f.title.contains("SMT active"));
-        assert!(f.remedy.contains("echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo"));
+        assert!(
+            f.remedy
+                .contains("echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo")
+        );
         // No cpufreq, no SMT: nothing to say.
         assert!(frequency(&read_cpu_host(&root.join("this-vm"))).is_none());
     }

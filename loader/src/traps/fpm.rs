@@ -7,7 +7,9 @@
 use super::{Finding, Severity};
 use crate::{
     escape,
-    host::fpm::{ALERT_DYNAMIC, ALERT_ONDEMAND, AlertCounts, Listen, Master, Pm, Pool, SUN_PATH_LEN},
+    host::fpm::{
+        ALERT_DYNAMIC, ALERT_ONDEMAND, AlertCounts, Listen, Master, Pm, Pool, SUN_PATH_LEN,
+    },
 };
 
 /// Bytes for titles: `52.3 MiB`, `2.5 GiB` (powers of 1024, as /proc and `free` count).
@@ -39,12 +41,19 @@ pub struct MemoryBasis {
 /// fpm.memory for one master (or one configuration with its workers): Σ over pools of
 /// pm.max_children × the largest VmHWM among that pool's workers, against `--mem-budget` when
 /// given, else MemAvailable plus what the workers hold now (capped by a memory cgroup limit).
-pub fn memory(pools: &[Pool], master: &Master, basis: &MemoryBasis) -> (Option<Finding>, Vec<String>) {
+pub fn memory(
+    pools: &[Pool],
+    master: &Master,
+    basis: &MemoryBasis,
+) -> (Option<Finding>, Vec<String>) {
     let mut unmeasured = vec![];
     let mut rows = vec![];
     for p in pools {
         let ws: Vec<_> = master.workers.iter().filter(|w| w.pool == p.name).collect();
-        let Some(peak) = ws.iter().max_by(|a, b| a.hwm_kib.cmp(&b.hwm_kib).then(b.pid.cmp(&a.pid))) else {
+        let Some(peak) = ws
+            .iter()
+            .max_by(|a, b| a.hwm_kib.cmp(&b.hwm_kib).then(b.pid.cmp(&a.pid)))
+        else {
             unmeasured.push(p.name.clone());
             continue;
         };
@@ -85,9 +94,17 @@ pub fn memory(pools: &[Pool], master: &Master, basis: &MemoryBasis) -> (Option<F
         .join(" + ");
     let title = format!(
         "{}{} = {} {} {} {} (MemAvailable {})",
-        if single { format!("pool {}: ", p0.name) } else { String::new() },
         if single {
-            format!("{} × {} peak worker RSS", p0.max_children, human_bytes(w0.hwm_kib * 1024))
+            format!("pool {}: ", p0.name)
+        } else {
+            String::new()
+        },
+        if single {
+            format!(
+                "{} × {} peak worker RSS",
+                p0.max_children,
+                human_bytes(w0.hwm_kib * 1024)
+            )
         } else {
             pools_s.clone()
         },
@@ -106,9 +123,15 @@ pub fn memory(pools: &[Pool], master: &Master, basis: &MemoryBasis) -> (Option<F
     if single {
         f = f
             .with("pool", p0.name.clone())
-            .with("pm", format!("{:?}", p0.pm.unwrap_or(Pm::Static)).to_lowercase())
+            .with(
+                "pm",
+                format!("{:?}", p0.pm.unwrap_or(Pm::Static)).to_lowercase(),
+            )
             .with("max_children", p0.max_children)
-            .with("max_children_source", p0.source("pm.max_children").to_string());
+            .with(
+                "max_children_source",
+                p0.source("pm.max_children").to_string(),
+            );
     } else {
         f = f.with("pools", pools_s);
     }
@@ -122,17 +145,28 @@ pub fn memory(pools: &[Pool], master: &Master, basis: &MemoryBasis) -> (Option<F
         .with("pool_rss_now_bytes", rss_now)
         .with_opt(
             "largest_worker_private_bytes",
-            master.workers.first().and_then(|w| w.private_kib).map(|k| k * 1024),
+            master
+                .workers
+                .first()
+                .and_then(|w| w.private_kib)
+                .map(|k| k * 1024),
         )
         .with("mem_available_bytes", basis.mem_available_bytes)
         .with_opt("mem_budget_bytes", basis.budget_bytes)
-        .with_opt("cgroup_memory_limit_bytes", basis.cgroup_limit.as_ref().map(|l| l.0))
+        .with_opt(
+            "cgroup_memory_limit_bytes",
+            basis.cgroup_limit.as_ref().map(|l| l.0),
+        )
         .with("compared_against", against.clone())
         .with("headroom_bytes", headroom);
     if !unmeasured.is_empty() {
         f = f.with("pools_without_workers", unmeasured.join(", "));
     }
-    let fit = if w0.hwm_kib == 0 { 0 } else { headroom / (w0.hwm_kib * 1024) };
+    let fit = if w0.hwm_kib == 0 {
+        0
+    } else {
+        headroom / (w0.hwm_kib * 1024)
+    };
     let f = if over {
         f.predict(format!(
             "when every worker is at its peak at once (one burst of expensive requests does it) the pool holds {}, {} more than {}: the kernel swaps or the OOM killer ends workers mid-request",
@@ -151,7 +185,7 @@ pub fn memory(pools: &[Pool], master: &Master, basis: &MemoryBasis) -> (Option<F
             "lower pm.max_children so Σ max_children × peak fits, or cut what one request allocates".to_string()
         })
     } else {
-        f.remedy("nothing to do now; the peak is what the workers have allocated so far: rerun after a realistic load")
+        f.remedy("none needed at these peaks; the peak is what the workers have allocated so far, so rerun after a realistic load")
     };
     (Some(f), unmeasured)
 }
@@ -312,7 +346,11 @@ pub fn socket_path(p: &Pool) -> Option<Finding> {
 
 /// fpm.alert-patterns: the warning FPM logs when a pool runs out of workers is spelled two
 /// ways; show both, and count them in the error log when it can be read.
-pub fn alert_patterns(pools: &[Pool], log: Option<&AlertCounts>, log_path: Option<&str>) -> Option<Finding> {
+pub fn alert_patterns(
+    pools: &[Pool],
+    log: Option<&AlertCounts>,
+    log_path: Option<&str>,
+) -> Option<Finding> {
     let forking: Vec<&Pool> = pools
         .iter()
         .filter(|p| matches!(p.pm, Some(Pm::Dynamic | Pm::Ondemand)))
@@ -322,11 +360,20 @@ pub fn alert_patterns(pools: &[Pool], log: Option<&AlertCounts>, log_path: Optio
     }
     let modes = pools
         .iter()
-        .map(|p| format!("{}={}", p.name, p.pm.map(|m| format!("{m:?}").to_lowercase()).unwrap_or("-".into())))
+        .map(|p| {
+            format!(
+                "{}={}",
+                p.name,
+                p.pm.map(|m| format!("{m:?}").to_lowercase())
+                    .unwrap_or("-".into())
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ");
     let hits = log.map(|l| l.dynamic + l.ondemand).unwrap_or(0);
-    let target = log_path.map(escape::shell).unwrap_or_else(|| "<error_log>".into());
+    let target = log_path
+        .map(escape::shell)
+        .unwrap_or_else(|| "<error_log>".into());
     let title = if hits > 0 {
         format!(
             "the FPM log has {hits} \"server reached ...max_children setting\" line(s): a pool ran out of workers ({} dynamic spelling, {} ondemand)",
@@ -339,18 +386,26 @@ pub fn alert_patterns(pools: &[Pool], log: Option<&AlertCounts>, log_path: Optio
         )
     };
     Some(
-        Finding::new("fpm.alert-patterns", if hits > 0 { Severity::Warn } else { Severity::Info }, title)
-            .with("dynamic_pattern", format!("{ALERT_DYNAMIC} (N)"))
-            .with("ondemand_pattern", format!("{ALERT_ONDEMAND} (N)"))
-            .with("pools", modes)
-            .with_opt("error_log", log_path.map(str::to_string))
-            .with_opt("log_scanned_bytes", log.map(|l| l.scanned_bytes))
-            .with_opt("dynamic_lines", log.map(|l| l.dynamic))
-            .with_opt("ondemand_lines", log.map(|l| l.ondemand))
-            .with_opt("last_line", log.and_then(|l| l.last.clone()))
-            .remedy(format!(
-                "grep -E 'server reached (pm\\.)?max_children setting' {target}"
-            )),
+        Finding::new(
+            "fpm.alert-patterns",
+            if hits > 0 {
+                Severity::Warn
+            } else {
+                Severity::Info
+            },
+            title,
+        )
+        .with("dynamic_pattern", format!("{ALERT_DYNAMIC} (N)"))
+        .with("ondemand_pattern", format!("{ALERT_ONDEMAND} (N)"))
+        .with("pools", modes)
+        .with_opt("error_log", log_path.map(str::to_string))
+        .with_opt("log_scanned_bytes", log.map(|l| l.scanned_bytes))
+        .with_opt("dynamic_lines", log.map(|l| l.dynamic))
+        .with_opt("ondemand_lines", log.map(|l| l.ondemand))
+        .with_opt("last_line", log.and_then(|l| l.last.clone()))
+        .remedy(format!(
+            "grep -E 'server reached (pm\\.)?max_children setting' {target}"
+        )),
     )
 }
 
@@ -367,13 +422,19 @@ pub fn spare_servers(p: &Pool) -> Option<Finding> {
     } else if max <= 0 {
         format!("[pool {n}] pm.max_spare_servers({max}) must be a positive value")
     } else if min > mc || max > mc {
-        format!("[pool {n}] pm.min_spare_servers({min}) and pm.max_spare_servers({max}) cannot be greater than pm.max_children({mc})")
+        format!(
+            "[pool {n}] pm.min_spare_servers({min}) and pm.max_spare_servers({max}) cannot be greater than pm.max_children({mc})"
+        )
     } else if max < min {
-        format!("[pool {n}] pm.max_spare_servers({max}) must not be less than pm.min_spare_servers({min})")
+        format!(
+            "[pool {n}] pm.max_spare_servers({max}) must not be less than pm.min_spare_servers({min})"
+        )
     } else if let Some(s) = p.start_servers
         && (s < min || s > max)
     {
-        format!("[pool {n}] pm.start_servers({s}) must not be less than pm.min_spare_servers({min}) and not greater than pm.max_spare_servers({max})")
+        format!(
+            "[pool {n}] pm.start_servers({s}) must not be less than pm.min_spare_servers({min}) and not greater than pm.max_spare_servers({max})"
+        )
     } else if p.max_spawn_rate < 1 {
         format!("[pool {n}] pm.max_spawn_rate must be a positive value")
     } else {
@@ -452,7 +513,9 @@ mod tests {
     #[test]
     fn seed_pool_of_24_exceeds_a_2_gib_budget() {
         // 24 workers at ~104.8 MiB after one large request each (the seed's 2,514.6 MB).
-        let ws: Vec<(u32, u64, u64)> = (0..24).map(|i| (200 + i, 107_300, 107_315 - i as u64)).collect();
+        let ws: Vec<(u32, u64, u64)> = (0..24)
+            .map(|i| (200 + i, 107_300, 107_315 - i as u64))
+            .collect();
         let (f, unmeasured) = memory(
             &[pool(Pm::Static, 24, None, 0, 0)],
             &master(&ws),
@@ -470,26 +533,48 @@ mod tests {
         assert_eq!(f.evidence["product_bytes"], 24 * 107_315u64 * 1024);
         assert_eq!(f.evidence["mem_budget_bytes"], 2u64 << 30);
         assert_eq!(f.evidence["headroom_bytes"], 2u64 << 30);
-        assert_eq!(f.title, "pool www: 24 × 104.8 MiB peak worker RSS = 2.5 GiB > 2.0 GiB --mem-budget (MemAvailable 20.0 GiB)");
+        assert_eq!(
+            f.title,
+            "pool www: 24 × 104.8 MiB peak worker RSS = 2.5 GiB > 2.0 GiB --mem-budget (MemAvailable 20.0 GiB)"
+        );
         // 2 GiB ÷ 104.8 MiB = 19.
-        assert!(f.remedy.starts_with("pm.max_children = 19 (2.0 GiB ÷ 104.8 MiB peak) at /etc/php/fpm.conf:7"), "{}", f.remedy);
+        assert!(
+            f.remedy.starts_with(
+                "pm.max_children = 19 (2.0 GiB ÷ 104.8 MiB peak) at /etc/php/fpm.conf:7"
+            ),
+            "{}",
+            f.remedy
+        );
     }
 
     #[test]
     fn without_budget_the_workers_own_rss_counts_as_headroom() {
         // Pool already at its peak, little left: it fits, because what it holds is its own.
         let ws = [(1, 500_000, 500_000), (2, 500_000, 500_000)];
-        let basis = MemoryBasis { mem_available_bytes: 100 << 20, budget_bytes: None, cgroup_limit: None };
+        let basis = MemoryBasis {
+            mem_available_bytes: 100 << 20,
+            budget_bytes: None,
+            cgroup_limit: None,
+        };
         let (f, _) = memory(&[pool(Pm::Static, 2, None, 0, 0)], &master(&ws), &basis);
         let f = f.unwrap();
         assert_eq!(f.severity, Severity::Info);
-        assert_eq!(f.evidence["headroom_bytes"], (100u64 << 20) + 1_000_000 * 1024);
+        assert_eq!(
+            f.evidence["headroom_bytes"],
+            (100u64 << 20) + 1_000_000 * 1024
+        );
         // A cgroup limit below that wins.
-        let basis = MemoryBasis { cgroup_limit: Some((512 << 20, "/sys/fs/cgroup/x".into())), ..basis };
+        let basis = MemoryBasis {
+            cgroup_limit: Some((512 << 20, "/sys/fs/cgroup/x".into())),
+            ..basis
+        };
         let (f, _) = memory(&[pool(Pm::Static, 2, None, 0, 0)], &master(&ws), &basis);
         let f = f.unwrap();
         assert_eq!(f.severity, Severity::Fail);
-        assert_eq!(f.evidence["compared_against"], "memory cgroup limit (/sys/fs/cgroup/x)");
+        assert_eq!(
+            f.evidence["compared_against"],
+            "memory cgroup limit (/sys/fs/cgroup/x)"
+        );
     }
 
     #[test]
@@ -497,7 +582,11 @@ mod tests {
         let (f, unmeasured) = memory(
             &[pool(Pm::Ondemand, 8, None, 0, 0)],
             &master(&[]),
-            &MemoryBasis { mem_available_bytes: 1, budget_bytes: None, cgroup_limit: None },
+            &MemoryBasis {
+                mem_available_bytes: 1,
+                budget_bytes: None,
+                cgroup_limit: None,
+            },
         );
         assert!(f.is_none());
         assert_eq!(unmeasured, vec!["www".to_string()]);
@@ -550,11 +639,22 @@ mod tests {
             f.evidence["fpm_alert"],
             "[pool www] pm.start_servers(2) must not be less than pm.min_spare_servers(3) and not greater than pm.max_spare_servers(8)"
         );
-        assert!(f.remedy.starts_with("pm.start_servers = 3 (between 3 and 8)"));
+        assert!(
+            f.remedy
+                .starts_with("pm.start_servers = 3 (between 3 and 8)")
+        );
         let f = spare_servers(&pool(Pm::Dynamic, 8, Some(3), 3, 2)).unwrap();
-        assert_eq!(f.evidence["fpm_alert"], "[pool www] pm.max_spare_servers(2) must not be less than pm.min_spare_servers(3)");
+        assert_eq!(
+            f.evidence["fpm_alert"],
+            "[pool www] pm.max_spare_servers(2) must not be less than pm.min_spare_servers(3)"
+        );
         let f = spare_servers(&pool(Pm::Dynamic, 4, Some(2), 1, 8)).unwrap();
-        assert!(f.evidence["fpm_alert"].as_str().unwrap().contains("cannot be greater than pm.max_children(4)"));
+        assert!(
+            f.evidence["fpm_alert"]
+                .as_str()
+                .unwrap()
+                .contains("cannot be greater than pm.max_children(4)")
+        );
         assert!(spare_servers(&pool(Pm::Dynamic, 8, Some(2), 1, 4)).is_none());
         assert!(spare_servers(&pool(Pm::Dynamic, 8, None, 1, 4)).is_none());
         assert!(spare_servers(&pool(Pm::Static, 8, Some(20), 3, 1)).is_none());
@@ -562,13 +662,34 @@ mod tests {
 
     #[test]
     fn alert_patterns_show_both_spellings() {
-        let f = alert_patterns(&[pool(Pm::Dynamic, 8, Some(2), 1, 4)], None, Some("/var/log/php8.2-fpm.log")).unwrap();
+        let f = alert_patterns(
+            &[pool(Pm::Dynamic, 8, Some(2), 1, 4)],
+            None,
+            Some("/var/log/php8.2-fpm.log"),
+        )
+        .unwrap();
         assert_eq!(f.severity, Severity::Info);
-        assert_eq!(f.evidence["dynamic_pattern"], "server reached pm.max_children setting (N)");
-        assert_eq!(f.evidence["ondemand_pattern"], "server reached max_children setting (N)");
-        assert_eq!(f.remedy, "grep -E 'server reached (pm\\.)?max_children setting' /var/log/php8.2-fpm.log");
-        let counts = AlertCounts { file: "x".into(), scanned_bytes: 10, dynamic: 2, ondemand: 1, last: Some("l".into()) };
-        let f = alert_patterns(&[pool(Pm::Static, 8, None, 0, 0)], Some(&counts), Some("x")).unwrap();
+        assert_eq!(
+            f.evidence["dynamic_pattern"],
+            "server reached pm.max_children setting (N)"
+        );
+        assert_eq!(
+            f.evidence["ondemand_pattern"],
+            "server reached max_children setting (N)"
+        );
+        assert_eq!(
+            f.remedy,
+            "grep -E 'server reached (pm\\.)?max_children setting' /var/log/php8.2-fpm.log"
+        );
+        let counts = AlertCounts {
+            file: "x".into(),
+            scanned_bytes: 10,
+            dynamic: 2,
+            ondemand: 1,
+            last: Some("l".into()),
+        };
+        let f =
+            alert_patterns(&[pool(Pm::Static, 8, None, 0, 0)], Some(&counts), Some("x")).unwrap();
         assert_eq!(f.severity, Severity::Warn);
         assert!(f.title.starts_with("the FPM log has 3"));
         assert!(alert_patterns(&[pool(Pm::Static, 8, None, 0, 0)], None, None).is_none());
@@ -578,7 +699,11 @@ mod tests {
     fn debian_default_pool_from_the_recorded_config() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fpm/debian");
         let cfg = load(&dir.join("php-fpm.conf"), &dir.display().to_string()).unwrap();
-        let pools: Vec<Pool> = cfg.pools.iter().map(|p: &PoolConfig| Pool::from_config(p, DEFAULT_PREFIX)).collect();
+        let pools: Vec<Pool> = cfg
+            .pools
+            .iter()
+            .map(|p: &PoolConfig| Pool::from_config(p, DEFAULT_PREFIX))
+            .collect();
         let www = pools.iter().find(|p| p.name == "www").unwrap();
         // Debian's www.conf: dynamic, 5 children, start 2, spare 1..3: 3 s to grow 2 → 5.
         let f = ramp(www).unwrap();

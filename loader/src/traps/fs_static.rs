@@ -49,12 +49,7 @@ pub fn restart_command(native_dir: Option<&str>, exe: Option<&[u8]>, argv: &[Vec
 
 /// fs.cwd-slow: a working directory on a slow filesystem. Every request of a server that
 /// chdirs back (PHP does) walks its components below the mount.
-pub fn cwd(
-    t: &MountTable,
-    pid: u32,
-    cwd: &[u8],
-    restart: &str,
-) -> Option<Finding> {
+pub fn cwd(t: &MountTable, pid: u32, cwd: &[u8], restart: &str) -> Option<Finding> {
     let (m, kind, depth) = slow_mount(t, cwd)?;
     let f = Finding::new(
         "fs.cwd-slow",
@@ -180,9 +175,20 @@ mod tests {
         let restart = restart_command(
             Some("/root/run"),
             Some(b"/root/bin/ephpm"),
-            &[b"/root/bin/ephpm".to_vec(), b"serve".to_vec(), b"--config".to_vec(), b"/root/run/cfg.toml".to_vec()],
+            &[
+                b"/root/bin/ephpm".to_vec(),
+                b"serve".to_vec(),
+                b"--config".to_vec(),
+                b"/root/run/cfg.toml".to_vec(),
+            ],
         );
-        let f = cwd(&t, 4242, b"/mnt/c/Users/luther/multitenant-scalebench", &restart).unwrap();
+        let f = cwd(
+            &t,
+            4242,
+            b"/mnt/c/Users/luther/multitenant-scalebench",
+            &restart,
+        )
+        .unwrap();
         assert_eq!(f.id, "fs.cwd-slow");
         assert_eq!(f.severity, Severity::Fail);
         assert_eq!(f.evidence["fs_type"], "9p");
@@ -190,19 +196,35 @@ mod tests {
         assert_eq!(f.evidence["cwd_depth_below_mount"], 3);
         assert_eq!(f.evidence["source"], "C:\\\\");
         assert_eq!(f.evidence["slow_kind"], "wsl-drvfs");
-        assert!(f.evidence["options"].as_str().unwrap().contains("aname=drvfs"));
-        assert_eq!(f.remedy, "( cd /root/run && exec /root/bin/ephpm serve --config /root/run/cfg.toml )");
+        assert!(
+            f.evidence["options"]
+                .as_str()
+                .unwrap()
+                .contains("aname=drvfs")
+        );
+        assert_eq!(
+            f.remedy,
+            "( cd /root/run && exec /root/bin/ephpm serve --config /root/run/cfg.toml )"
+        );
         assert!(cwd(&t, 1, b"/root/run", &restart).is_none());
     }
 
     #[test]
     fn restart_command_for_a_retitled_process() {
         assert_eq!(
-            restart_command(None, Some(b"/usr/sbin/php-fpm8.2"), &[b"php-fpm: master process (/etc/x.conf)".to_vec()]),
+            restart_command(
+                None,
+                Some(b"/usr/sbin/php-fpm8.2"),
+                &[b"php-fpm: master process (/etc/x.conf)".to_vec()]
+            ),
             "( cd <native dir> && exec /usr/sbin/php-fpm8.2 ... )"
         );
         assert_eq!(
-            restart_command(Some("/tmp/it's"), Some(b"/bin/srv"), &[b"srv".to_vec(), b"a b".to_vec()]),
+            restart_command(
+                Some("/tmp/it's"),
+                Some(b"/bin/srv"),
+                &[b"srv".to_vec(), b"a b".to_vec()]
+            ),
             "( cd '/tmp/it'\\''s' && exec /bin/srv 'a b' )"
         );
     }
@@ -214,10 +236,18 @@ mod tests {
         assert_eq!(f.severity, Severity::Fail);
         assert_eq!(f.evidence["fs_type"], "nfs4");
         assert_eq!(f.evidence["depth_below_mount"], 3);
-        assert!(f.remedy.contains("case \"$RUN\" in /home/alice/*)"), "{}", f.remedy);
+        assert!(
+            f.remedy.contains("case \"$RUN\" in /home/alice/*)"),
+            "{}",
+            f.remedy
+        );
         let f = dir(&t, b"/home/alice/remote box/www").unwrap();
         assert_eq!(f.evidence["fs_type"], "fuse.sshfs");
-        assert!(f.remedy.contains("'/home/alice/remote box'/*)"), "{}", f.remedy);
+        assert!(
+            f.remedy.contains("'/home/alice/remote box'/*)"),
+            "{}",
+            f.remedy
+        );
         assert!(dir(&t, b"/tmp").is_none());
     }
 
@@ -235,7 +265,11 @@ mod tests {
         assert_eq!(fs[0].evidence["fs_type"], "nfs4");
         assert_eq!(fs[0].evidence["files"], 2);
         assert_eq!(fs[0].evidence["exe_on_mount"], true);
-        assert!(fs[0].title.contains("its executable and 2 open file(s) on NFS"));
+        assert!(
+            fs[0]
+                .title
+                .contains("its executable and 2 open file(s) on NFS")
+        );
         assert_eq!(fs[1].evidence["fs_type"], "fuse.sshfs");
         assert_eq!(fs[1].severity, Severity::Warn);
     }

@@ -177,7 +177,10 @@ pub fn virt(v: &Virt) -> Option<Finding> {
 pub fn memory(m: &Memory, oom_since_mark: Option<u64>) -> Option<Finding> {
     let mut reasons = vec![];
     if m.swap_used_kib > 0 {
-        reasons.push(format!("{} of swap in use", human_bytes(m.swap_used_kib * 1024)));
+        reasons.push(format!(
+            "{} of swap in use",
+            human_bytes(m.swap_used_kib * 1024)
+        ));
     }
     if let Some(p) = &m.psi
         && p.some.avg10 >= 1.0
@@ -263,7 +266,10 @@ pub fn kernel_log(k: &KernelLog) -> Option<Finding> {
     }
     let matched: u64 = kinds.iter().map(|(_, c)| c).sum();
     let (since, count) = match &k.mark {
-        Some(m) => (format!("since the mark (seq {})", m.seq), k.records.len() as u64),
+        Some(m) => (
+            format!("since the mark (seq {})", m.seq),
+            k.records.len() as u64,
+        ),
         None => (
             format!("in the last {:.0} s", k.recent_window_s.unwrap_or(0.0)),
             matched,
@@ -277,7 +283,11 @@ pub fn kernel_log(k: &KernelLog) -> Option<Finding> {
         .map(|(n, c)| format!("{n} ×{c}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let severity = if serious { Severity::Warn } else { Severity::Info };
+    let severity = if serious {
+        Severity::Warn
+    } else {
+        Severity::Info
+    };
     let title = if kinds.is_empty() {
         format!("{count} new kernel log line(s) {since}")
     } else {
@@ -304,7 +314,9 @@ mod tests {
     use std::path::Path;
 
     fn fixture(rel: &str) -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(rel)
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(rel)
     }
 
     fn load(one: f64) -> LoadAvg {
@@ -333,13 +345,27 @@ mod tests {
         };
         let f = noise(&load(0.1), 2, Some(&s), None).unwrap();
         assert_eq!(f.severity, Severity::Warn);
-        assert!(f.title.contains("0.98 CPU over 0.25 s (top: 4711 yes 0.96)"), "{}", f.title);
+        assert!(
+            f.title
+                .contains("0.98 CPU over 0.25 s (top: 4711 yes 0.96)"),
+            "{}",
+            f.title
+        );
         assert_eq!(f.evidence["top_others"][0]["pid"], 4711);
         // A quiet sample is silent even with a high load average (the sample is better data).
-        let quiet = NoiseSample { others_cpus: 0.01, top: vec![], ..s };
+        let quiet = NoiseSample {
+            others_cpus: 0.01,
+            top: vec![],
+            ..s
+        };
         assert!(noise(&load(3.0), 2, Some(&quiet), None).is_none());
         // Without a sample the load average speaks.
-        assert!(noise(&load(1.5), 2, None, None).unwrap().title.contains("load average 1.50"));
+        assert!(
+            noise(&load(1.5), 2, None, None)
+                .unwrap()
+                .title
+                .contains("load average 1.50")
+        );
         let psi = Psi {
             some: PsiLine {
                 avg10: 25.0,
@@ -352,7 +378,16 @@ mod tests {
 
     #[test]
     fn tracer_names_pid_and_comm() {
-        let traced = vec![Traced { tid: 100, tracer_pid: 555 }, Traced { tid: 101, tracer_pid: 555 }];
+        let traced = vec![
+            Traced {
+                tid: 100,
+                tracer_pid: 555,
+            },
+            Traced {
+                tid: 101,
+                tracer_pid: 555,
+            },
+        ];
         let t = vec![Tracer {
             pid: 555,
             comm: "strace".into(),
@@ -360,9 +395,15 @@ mod tests {
         }];
         let f = tracer(&traced, &t).unwrap();
         assert_eq!(f.severity, Severity::Fail);
-        assert_eq!(f.title, "pid 555 (strace) is tracing the target: 2 traced thread(s)");
+        assert_eq!(
+            f.title,
+            "pid 555 (strace) is tracing the target: 2 traced thread(s)"
+        );
         assert_eq!(f.evidence["tracer_pid"], 555);
-        assert_eq!(f.remedy, "end the tracer: kill 555 (a left-over strace/gdb session), then rerun");
+        assert_eq!(
+            f.remedy,
+            "end the tracer: kill 555 (a left-over strace/gdb session), then rerun"
+        );
         assert!(tracer(&[], &t).is_none());
     }
 
@@ -382,8 +423,17 @@ mod tests {
         let m = read_memory(&fixture("proc/swapping"));
         let f = memory(&m, Some(1)).unwrap();
         assert_eq!(f.severity, Severity::Warn);
-        assert!(f.title.starts_with("1024.0 MiB of swap in use; tasks stalled on memory 12.5 %"), "{}", f.title);
-        assert!(f.title.contains("only 392.7 MiB of 15.6 GiB available"), "{}", f.title);
+        assert!(
+            f.title
+                .starts_with("1024.0 MiB of swap in use; tasks stalled on memory 12.5 %"),
+            "{}",
+            f.title
+        );
+        assert!(
+            f.title.contains("only 392.7 MiB of 15.6 GiB available"),
+            "{}",
+            f.title
+        );
         assert!(f.title.ends_with("1 OOM kill(s) since the mark"));
         assert_eq!(f.evidence["swap_used_bytes"], 1_048_572u64 * 1024);
         let healthy = Memory {
@@ -396,19 +446,31 @@ mod tests {
 
     #[test]
     fn kernel_log_since_mark_and_recent() {
-        let all = parse_kmsg_text(&std::fs::read_to_string(fixture("kmsg/oom-and-synflood.txt")).unwrap());
-        let mark = Mark { boot_id: "b".into(), seq: 1041, oom_kill: None, unix_time_s: 0 };
+        let all = parse_kmsg_text(
+            &std::fs::read_to_string(fixture("kmsg/oom-and-synflood.txt")).unwrap(),
+        );
+        let mark = Mark {
+            boot_id: "b".into(),
+            seq: 1041,
+            oom_kill: None,
+            unix_time_s: 0,
+        };
         let f = kernel_log(&select_records(&all, Some(&mark), "b", 4000.0, 600.0)).unwrap();
         assert_eq!(f.severity, Severity::Warn);
         assert_eq!(f.evidence["lines"], 5);
         // io-error, oom (+ the oom_reaper line does not match), syn-flood, conntrack-full.
-        assert_eq!(f.evidence["kinds"], "io-error ×1, oom ×1, syn-flood ×1, conntrack-full ×1");
+        assert_eq!(
+            f.evidence["kinds"],
+            "io-error ×1, oom ×1, syn-flood ×1, conntrack-full ×1"
+        );
         assert_eq!(f.evidence["matched_lines"], 4);
         assert_eq!(f.evidence["lines_shown"].as_array().unwrap().len(), 5);
         // No mark: only the matching lines of the last 600 s.
         let f = kernel_log(&select_records(&all, None, "b", 4000.0, 600.0)).unwrap();
         assert_eq!(f.evidence["lines"], 3);
-        assert!(f.title.starts_with("3 kernel log line(s) in the last 600 s: oom ×1, syn-flood ×1, conntrack-full ×1"));
+        assert!(f.title.starts_with(
+            "3 kernel log line(s) in the last 600 s: oom ×1, syn-flood ×1, conntrack-full ×1"
+        ));
         // Nothing since a mark at the end.
         let end = Mark { seq: 1046, ..mark };
         assert!(kernel_log(&select_records(&all, Some(&end), "b", 4000.0, 600.0)).is_none());

@@ -63,7 +63,9 @@ pub fn not_fresh(p: &Process) -> Option<Finding> {
             .with("vm_hwm_bytes", hwm * 1024)
             .with_opt("fd_count", p.fd_count)
             .with("threads", p.status.threads as u64)
-            .remedy("start a fresh instance per measured point (and warm it the same way each time)"),
+            .remedy(
+                "start a fresh instance per measured point (and warm it the same way each time)",
+            ),
     )
 }
 
@@ -73,7 +75,7 @@ pub fn provenance(p: &Process) -> Option<Finding> {
     let exe = p.exe.as_ref()?;
     let path = escape::bytes(&exe.path);
     let libc = exe.elf.as_ref().map(|e| e.libc());
-    let mut title = format!("{path}");
+    let mut title = path.clone();
     if let Some(e) = &exe.elf {
         title.push_str(&format!(
             " ({} {}, {})",
@@ -91,8 +93,13 @@ pub fn provenance(p: &Process) -> Option<Finding> {
     let (severity, title, remedy) = if exe.deleted {
         (
             Severity::Warn,
-            format!("{title} was replaced or removed on disk after this process started it: the binary that runs is not the one at that path"),
-            format!("restart the server so it runs what {path} holds now (compare the sha256 below with `sha256sum {}`)", escape::shell(&path)),
+            format!(
+                "{title} was replaced or removed on disk after this process started it: the binary that runs is not the one at that path"
+            ),
+            format!(
+                "restart the server so it runs what {path} holds now (compare the sha256 below with `sha256sum {}`)",
+                escape::shell(&path)
+            ),
         )
     } else {
         (
@@ -106,9 +113,15 @@ pub fn provenance(p: &Process) -> Option<Finding> {
         .with("deleted", exe.deleted)
         .with_opt("sha256", exe.sha256.clone())
         .with_opt("size_bytes", exe.size_bytes)
-        .with_opt("build_id", exe.elf.as_ref().and_then(|e| e.build_id.clone()))
+        .with_opt(
+            "build_id",
+            exe.elf.as_ref().and_then(|e| e.build_id.clone()),
+        )
         .with_opt("libc", libc.map(|l| l.name()))
-        .with_opt("interpreter", exe.elf.as_ref().and_then(|e| e.interp.clone()))
+        .with_opt(
+            "interpreter",
+            exe.elf.as_ref().and_then(|e| e.interp.clone()),
+        )
         .with_opt("elf_error", exe.elf_error.clone())
         .remedy(remedy);
     if libc == Some(crate::host::process::Libc::Musl) {
@@ -187,7 +200,11 @@ mod tests {
         assert_eq!(f.severity, Severity::Warn);
         assert_eq!(f.evidence["libc"], "musl");
         assert_eq!(f.evidence["deleted"], true);
-        assert!(f.title.starts_with("/srv/app/bin/server (x86_64 musl, build-id 1e7667db711f) was replaced"));
+        assert!(
+            f.title.starts_with(
+                "/srv/app/bin/server (x86_64 musl, build-id 1e7667db711f) was replaced"
+            )
+        );
         assert!(f.predicted.unwrap().contains("3–4×"));
         p.exe.as_mut().unwrap().deleted = false;
         assert_eq!(provenance(&p).unwrap().severity, Severity::Info);

@@ -1,0 +1,131 @@
+//! A CPU-limited cgroup made for one test: on cgroup v1 (the `cpu` controller's own
+//! hierarchy) or on cgroup v2 when the `cpu` controller is already delegated at the root.
+//! It never changes host-wide settings: it only creates its own child group, and on drop kills
+//! what the test put in it and removes it.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use crate::unique;
+
+/// Which cgroup interface the group uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// `cpu.cfs_quota_us` / `cpu.cfs_period_us`.
+    V1,
+    /// `cpu.max`.
+    V2,
+}
+
+/// A cgroup with a CPU quota, removed on drop.
+pub struct CpuCgroup {
+    /// Its directory in sysfs.
+    pub dir: PathBuf,
+    /// v1 or v2.
+    pub version: Version,
+}
+
+/// Where the cpu controller can be used: the v1 hierarchy that carries it, else the cgroup2
+/// mount if its root already delegates `cpu` to children.
+pub fn cpu_controller() -> Option<(PathBuf, Version)> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut v2 = None;
+    for line in info.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = f.iter().position(|x| *x == "-") else {
+            continue;
+        };
+        let (Some(fstype), Some(mp)) = (f.get(sep + 1), f.get(4)) else {
+            continue;
+        };
+        let sopts = f.get(sep + 3).copied().unwrap_or("");
+        if *fstype == "cgroup" && sopts.split(',').any(|o| o == "cpu") {
+            return Some((PathBuf::from(mp), Version::V1));
+        }
+        if *fstype == "cgroup2" {
+            v2 = Some(PathBuf::from(mp));
+        }
+    }
+    let root = v2?;
+    let delegated = std::fs::read_to_string(root.join("cgroup.subtree_control")).ok()?;
+    delegated
+        .split_ascii_whitespace()
+        .any(|c| c == "cpu")
+        .then_some((root, Version::V2))
+}
+
+impl CpuCgroup {
+    /// Creates a group limited to `quota_us` per `period_us`; `None` (with the reason on
+    /// stderr) when no usable cpu controller is mounted.
+    pub fn create(quota_us: u64, period_us: u64) -> Option<CpuCgroup> {
+        let Some((root, version)) = cpu_controller() else {
+            eprintln!("no cgroup hierarchy with a usable cpu controller is mounted");
+            return None;
+        };
+        let dir = root.join(unique("trapdetect-e2e-"));
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        let cg = CpuCgroup { dir, version };
+        match version {
+            Version::V1 => {
+                cg.write("cpu.cfs_period_us", &period_us.to_string());
+                cg.write("cpu.cfs_quota_us", &quota_us.to_string());
+            }
+            Version::V2 => cg.write("cpu.max", &format!("{quota_us} {period_us}")),
+        }
+        Some(cg)
+    }
+
+    fn write(&self, file: &str, value: &str) {
+        std::fs::write(self.dir.join(file), value)
+            .unwrap_or_else(|e| panic!("write {value} to {}/{file}: {e}", self.dir.display()));
+    }
+
+    /// The file a shell writes `$$` into to join the group.
+    pub fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// Pids in the group.
+    pub fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.procs_file())
+            .unwrap_or_default()
+            .split_ascii_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    /// `nr_throttled` from the group's cpu.stat.
+    pub fn nr_throttled(&self) -> u64 {
+        std::fs::read_to_string(self.dir.join("cpu.stat"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("nr_throttled "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The directory as preflight reports it.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for CpuCgroup {
+    fn drop(&mut self) {
+        // Only what this test put here lives here.
+        for pid in self.pids() {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        // No panics here: this may run while a failed test unwinds.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::fs::remove_dir(&self.dir).is_err() && self.dir.exists() {
+            if std::time::Instant::now() > deadline {
+                eprintln!("could not remove {}", self.dir.display());
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

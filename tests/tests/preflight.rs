@@ -1,0 +1,906 @@
+//! `trapdetect preflight` end to end: each trap staged for real (a cgroup with a CPU quota,
+//! taskset, strace, Debian's php-fpm with workers that allocate, a 120-byte socket path, a
+//! slow FUSE mount, /dev/kmsg), a clean setup, and bad input. Exit codes and the exact
+//! evidence are asserted; every process, cgroup and mount is torn down on drop.
+
+use std::{
+    io::{Read, Write},
+    os::unix::{fs::FileTypeExt, net::UnixStream, process::CommandExt},
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    time::Duration,
+};
+
+use serde_json::Value;
+use trapdetect_e2e::{
+    TempDir, bin, cgroup::CpuCgroup, json, require_root, run_bounded, slowfs::SlowFs, trapdetect,
+    unique, wait_until,
+};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// A child process killed on drop (SIGTERM, then SIGKILL), and on our death (PDEATHSIG).
+struct Kid(Child);
+
+impl Kid {
+    fn spawn(cmd: &mut Command) -> Kid {
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        Kid(child)
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sleeper(dir: &Path) -> Kid {
+    Kid::spawn(Command::new("sleep").arg("60").current_dir(dir))
+}
+
+/// Runs preflight with `--json`; returns the output and the parsed report.
+fn preflight(args: &[&str]) -> (Output, Value) {
+    let mut a = vec!["preflight", "--json"];
+    a.extend_from_slice(args);
+    let out = trapdetect(&a, LIMIT);
+    let j = json(&out);
+    (out, j)
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn findings<'a>(j: &'a Value, id: &str) -> Vec<&'a Value> {
+    j["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["id"] == id)
+        .collect()
+}
+
+fn one<'a>(j: &'a Value, id: &str) -> &'a Value {
+    let f = findings(j, id);
+    assert_eq!(f.len(), 1, "expected exactly one {id}:\n{j:#}");
+    f[0]
+}
+
+fn ids(j: &Value) -> Vec<String> {
+    j["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn status_field(pid: u32, key: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+#[test]
+fn cpu_quota_of_a_test_cgroup_fails_with_the_exact_quota_and_period() {
+    if !require_root("cpu_quota_of_a_test_cgroup_fails_with_the_exact_quota_and_period") {
+        return;
+    }
+    let Some(cg) = CpuCgroup::create(30_000, 100_000) else {
+        eprintln!("SKIP: no usable cpu controller");
+        return;
+    };
+    // The shell joins the group, then becomes a bounded busy loop.
+    let script = format!(
+        "echo $$ > {} && exec timeout 60 sh -c 'while :; do :; done'",
+        cg.procs_file().display()
+    );
+    let busy = Kid::spawn(Command::new("sh").arg("-c").arg(&script));
+    wait_until(
+        "the busy loop to be throttled",
+        Duration::from_secs(10),
+        || cg.nr_throttled() > 0,
+    );
+    let (out, j) = preflight(&["--pid", &busy.pid().to_string(), "--no-sample"]);
+    assert_eq!(code(&out), 1, "{j:#}");
+    let f = one(&j, "cpu.quota");
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["evidence"]["quota_us"], 30_000);
+    assert_eq!(f["evidence"]["period_us"], 100_000);
+    assert_eq!(f["evidence"]["quota_cpus"], 0.3);
+    assert_eq!(f["evidence"]["cgroup_dir"], cg.path().to_str().unwrap());
+    assert!(f["evidence"]["nr_throttled"].as_u64().unwrap() > 0, "{f:#}");
+    let online = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(f["evidence"]["usable_cpus"], online as u64);
+    drop(busy);
+}
+
+#[test]
+fn taskset_pinning_names_one_of_the_online_cpus_and_ignore_keeps_it_listed() {
+    let online = std::thread::available_parallelism().unwrap().get();
+    if online < 2 {
+        eprintln!("SKIP: one CPU: pinning cannot be staged");
+        return;
+    }
+    let dir = TempDir::new("pin");
+    let pinned = Kid::spawn(
+        Command::new("taskset")
+            .args(["-c", "0", "sleep", "60"])
+            .current_dir(dir.path()),
+    );
+    // taskset execs sleep: same pid, once the mask is set.
+    let pid = pinned.pid();
+    wait_until("taskset to exec sleep", Duration::from_secs(5), || {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    });
+    let pid_s = pid.to_string();
+    let (out, j) = preflight(&["--pid", &pid_s, "--no-sample"]);
+    let f = one(&j, "cpu.affinity");
+    assert_eq!(f["severity"], "warn");
+    assert_eq!(f["evidence"]["allowed_cpus"], 1);
+    assert_eq!(f["evidence"]["online_cpus"], online as u64);
+    assert_eq!(f["evidence"]["cpus_allowed_list"], "0");
+    assert_eq!(
+        f["title"],
+        format!("the target may run on 1 of {online} online CPUs (Cpus_allowed_list 0)")
+    );
+    assert!(findings(&j, "cpu.quota").is_empty(), "{j:#}");
+    assert_eq!(code(&out), 0, "a warning alone does not fail: {j:#}");
+    // --strict fails on it; --ignore silences it and still lists it.
+    let (out, _) = preflight(&["--pid", &pid_s, "--no-sample", "--strict"]);
+    assert_eq!(code(&out), 1);
+    let (out, j) = preflight(&[
+        "--pid",
+        &pid_s,
+        "--no-sample",
+        "--strict",
+        "--ignore",
+        "cpu.affinity",
+        "--ignore",
+        "host.noise",
+        "--ignore",
+        "host.kernel-log",
+        "--ignore",
+        "host.memory",
+        "--ignore",
+        "proc.not-fresh",
+        "--ignore",
+        "cpu.frequency",
+    ]);
+    assert!(findings(&j, "cpu.affinity").is_empty());
+    let ignored: Vec<&str> = j["ignored"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert!(ignored.contains(&"cpu.affinity"), "{j:#}");
+    assert_eq!(code(&out), 0, "{j:#}");
+    // The text form says it too, on its own line.
+    let out = trapdetect(
+        &[
+            "preflight",
+            "--pid",
+            &pid_s,
+            "--no-sample",
+            "--ignore",
+            "cpu.affinity",
+        ],
+        LIMIT,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ignored WARN cpu.affinity: the target may run on 1 of")),
+        "{text}"
+    );
+}
+
+#[test]
+fn strace_attached_is_a_tracer_with_its_pid() {
+    if !require_root("strace_attached_is_a_tracer_with_its_pid") {
+        return;
+    }
+    let dir = TempDir::new("traced");
+    let target = sleeper(dir.path());
+    let tpid = target.pid();
+    let strace =
+        Kid::spawn(Command::new("strace").args(["-o", "/dev/null", "-p", &tpid.to_string()]));
+    let spid = strace.pid();
+    wait_until("strace to attach", Duration::from_secs(10), || {
+        status_field(tpid, "TracerPid") == Some(spid as u64)
+    });
+    let (out, j) = preflight(&["--pid", &tpid.to_string(), "--no-sample"]);
+    assert_eq!(code(&out), 1, "{j:#}");
+    let f = one(&j, "host.tracer");
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["evidence"]["tracer_pid"], spid);
+    assert_eq!(f["evidence"]["tracer_comm"], "strace");
+    assert_eq!(f["evidence"]["traced_threads"], 1);
+    assert_eq!(
+        f["title"],
+        format!("pid {spid} (strace) is tracing the target: 1 traced thread(s)")
+    );
+    assert!(
+        f["remedy"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("kill {spid}"))
+    );
+    // Once the tracer is gone, so is the finding.
+    drop(strace);
+    wait_until("strace to detach", Duration::from_secs(10), || {
+        status_field(tpid, "TracerPid") == Some(0)
+    });
+    let (_, j) = preflight(&["--pid", &tpid.to_string(), "--no-sample"]);
+    assert!(findings(&j, "host.tracer").is_empty(), "{j:#}");
+}
+
+// ---- php-fpm ----
+
+/// A Debian php-fpm pool in a temp dir, on its own unix socket; stopped on drop.
+struct FpmPool {
+    master: Option<Kid>,
+    conf: PathBuf,
+    sock: PathBuf,
+    _dir: TempDir,
+}
+
+impl FpmPool {
+    fn write_conf(dir: &Path, sock: &Path, pool: &str) -> PathBuf {
+        let conf = dir.join("fpm.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "[global]\nerror_log = {log}\npid = {pid}\ndaemonize = no\n\n[www]\nlisten = {sock}\n{pool}\nphp_admin_value[memory_limit] = 512M\n",
+                log = dir.join("fpm.log").display(),
+                pid = dir.join("fpm.pid").display(),
+                sock = sock.display(),
+            ),
+        )
+        .unwrap();
+        conf
+    }
+
+    /// Starts `php-fpm8.2 -R -F -y conf` and waits for `workers` workers.
+    fn start(dir: TempDir, sock: PathBuf, pool: &str, workers: usize) -> FpmPool {
+        let conf = Self::write_conf(dir.path(), &sock, pool);
+        let master = Kid::spawn(
+            Command::new("php-fpm8.2")
+                .args(["-R", "-F", "-y"])
+                .arg(&conf),
+        );
+        let pid = master.pid();
+        let log = dir.path().join("fpm.log");
+        wait_until("php-fpm workers", Duration::from_secs(10), || {
+            assert!(
+                std::fs::metadata(format!("/proc/{pid}")).is_ok(),
+                "php-fpm exited: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            children(pid).len() == workers
+        });
+        FpmPool {
+            master: Some(master),
+            conf,
+            sock,
+            _dir: dir,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.master.as_ref().unwrap().pid()
+    }
+}
+
+impl Drop for FpmPool {
+    fn drop(&mut self) {
+        // The master stops its workers on SIGTERM (Kid's drop); the temp dir goes after.
+        self.master.take();
+    }
+}
+
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_ascii_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// One FastCGI request (responder role) over a unix socket; returns the body.
+fn fastcgi_get(sock: &Path, script: &Path) -> String {
+    fn record(out: &mut Vec<u8>, kind: u8, content: &[u8]) {
+        out.extend_from_slice(&[1, kind, 0, 1]);
+        out.extend_from_slice(&(content.len() as u16).to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(content);
+    }
+    fn pair(out: &mut Vec<u8>, k: &str, v: &str) {
+        for len in [k.len(), v.len()] {
+            if len < 128 {
+                out.push(len as u8);
+            } else {
+                out.extend_from_slice(&((len as u32) | 0x8000_0000).to_be_bytes());
+            }
+        }
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(v.as_bytes());
+    }
+    let mut s =
+        UnixStream::connect(sock).unwrap_or_else(|e| panic!("connect {}: {e}", sock.display()));
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut req = vec![];
+    record(&mut req, 1, &[0, 1, 0, 0, 0, 0, 0, 0]); // BEGIN_REQUEST, responder, no keep-conn
+    let mut params = vec![];
+    let script = script.to_str().unwrap();
+    for (k, v) in [
+        ("SCRIPT_FILENAME", script),
+        ("SCRIPT_NAME", "/big.php"),
+        ("REQUEST_METHOD", "GET"),
+        ("QUERY_STRING", ""),
+        ("SERVER_PROTOCOL", "HTTP/1.1"),
+        ("GATEWAY_INTERFACE", "CGI/1.1"),
+        ("REMOTE_ADDR", "127.0.0.1"),
+        ("SERVER_NAME", "localhost"),
+    ] {
+        pair(&mut params, k, v);
+    }
+    record(&mut req, 4, &params);
+    record(&mut req, 4, &[]);
+    record(&mut req, 5, &[]);
+    s.write_all(&req).unwrap();
+    let mut stdout = vec![];
+    loop {
+        let mut h = [0u8; 8];
+        s.read_exact(&mut h).expect("FastCGI header");
+        let len = u16::from_be_bytes([h[4], h[5]]) as usize + h[6] as usize;
+        let mut body = vec![0u8; len];
+        s.read_exact(&mut body).expect("FastCGI body");
+        match h[1] {
+            6 => stdout.extend_from_slice(&body[..len - h[6] as usize]),
+            3 => break,
+            _ => {}
+        }
+    }
+    let text = String::from_utf8_lossy(&stdout).into_owned();
+    match text.split_once("\r\n\r\n") {
+        Some((_, b)) => b.to_string(),
+        None => text,
+    }
+}
+
+#[test]
+fn fpm_pool_max_children_times_peak_worker_rss_exceeds_the_budget() {
+    if !require_root("fpm_pool_max_children_times_peak_worker_rss_exceeds_the_budget") {
+        return;
+    }
+    let dir = TempDir::new("fpm-mem");
+    let sock = dir.path().join("www.sock");
+    let script = dir.path().join("big.php");
+    // Each request builds a large array once and holds its worker for a moment, so three
+    // concurrent requests land on three different workers.
+    std::fs::write(
+        &script,
+        "<?php\n$a = range(1, 2000000);\nusleep(400000);\necho getmypid(), \"\\n\";\n",
+    )
+    .unwrap();
+    let pool = FpmPool::start(dir, sock, "pm = static\npm.max_children = 3", 3);
+    let workers = children(pool.pid());
+    let mut served: Vec<u32> = vec![];
+    for _ in 0..5 {
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let (s, p) = (pool.sock.clone(), script.clone());
+                std::thread::spawn(move || fastcgi_get(&s, &p))
+            })
+            .collect();
+        for h in handles {
+            let pid: u32 = h
+                .join()
+                .unwrap()
+                .trim()
+                .parse()
+                .expect("pid from the script");
+            if !served.contains(&pid) {
+                served.push(pid);
+            }
+        }
+        if served.len() == 3 {
+            break;
+        }
+    }
+    served.sort_unstable();
+    let mut w = workers.clone();
+    w.sort_unstable();
+    assert_eq!(served, w, "every worker served a large request");
+
+    let pid_s = pool.pid().to_string();
+    let (out, j) = preflight(&["--pid", &pid_s, "--mem-budget", "64M", "--no-sample"]);
+    assert_eq!(code(&out), 1, "{j:#}");
+    let f = one(&j, "fpm.memory");
+    let e = &f["evidence"];
+    // The peak the report lists is the largest VmHWM among the workers, read here too.
+    let peak_kib = workers
+        .iter()
+        .map(|&p| status_field(p, "VmHWM").unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(e["peak_worker_rss_bytes"], peak_kib * 1024);
+    assert!(
+        peak_kib * 1024 > 30 << 20,
+        "the array is in the peak: {peak_kib} KiB"
+    );
+    assert_eq!(e["max_children"], 3);
+    assert_eq!(
+        e["product_bytes"].as_u64().unwrap(),
+        3 * e["peak_worker_rss_bytes"].as_u64().unwrap()
+    );
+    assert_eq!(e["mem_budget_bytes"], 64u64 << 20);
+    assert_eq!(e["headroom_bytes"], 64u64 << 20);
+    assert_eq!(e["compared_against"], "--mem-budget");
+    assert_eq!(e["workers_running"], 3);
+    assert!(e["mem_available_bytes"].as_u64().unwrap() > 0);
+    let rss: Vec<u64> = e["workers_rss_bytes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(rss.len(), 3);
+    assert!(
+        rss.windows(2).all(|w| w[0] >= w[1]),
+        "largest first: {rss:?}"
+    );
+    assert_eq!(f["severity"], "fail");
+    assert!(
+        f["remedy"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{}:", pool.conf.display())),
+        "the remedy points at the config line: {f:#}"
+    );
+    // Under a budget that fits, the same arithmetic is information.
+    let (out, j) = preflight(&["--pid", &pid_s, "--mem-budget", "4G", "--no-sample"]);
+    assert_eq!(one(&j, "fpm.memory")["severity"], "info");
+    assert_eq!(code(&out), 0, "{j:#}");
+    // Found by process name without --pid: our master is among those checked.
+    let (_, j) = preflight(&["--no-sample"]);
+    let masters: Vec<u64> = j["fpm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["master"]["pid"].as_u64())
+        .collect();
+    assert!(masters.contains(&(pool.pid() as u64)), "{masters:?}");
+}
+
+#[test]
+fn fpm_socket_path_of_120_bytes_is_what_fpm_really_truncates() {
+    if !require_root("fpm_socket_path_of_120_bytes_is_what_fpm_really_truncates") {
+        return;
+    }
+    let dir = TempDir::new("fpm-sock");
+    let base = dir.path().display().to_string();
+    // <dir>/<name>.sock, 120 bytes in all; truncation at 107 lands inside the name.
+    let name_len = 120 - base.len() - 1 - ".sock".len();
+    let sock = PathBuf::from(format!("{base}/{}.sock", "s".repeat(name_len)));
+    assert_eq!(sock.as_os_str().len(), 120);
+    let conf = FpmPool::write_conf(dir.path(), &sock, "pm = static\npm.max_children = 1");
+    let (out, j) = preflight(&["--fpm-config", conf.to_str().unwrap(), "--no-sample"]);
+    assert_eq!(code(&out), 1, "{j:#}");
+    let f = one(&j, "fpm.socket-path");
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["evidence"]["length_bytes"], 120);
+    assert_eq!(f["evidence"]["sun_path_bytes"], 108);
+    let truncated = f["evidence"]["fpm_listens_on"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(truncated.len(), 107);
+    assert_eq!(truncated, sock.to_str().unwrap()[..107]);
+    assert!(
+        f["evidence"]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("fpm.conf:7"),
+        "{f:#}"
+    );
+    // Start FPM on it: it does not refuse; it listens on exactly the truncated path.
+    let pool = FpmPool::start(dir, sock.clone(), "pm = static\npm.max_children = 1", 1);
+    wait_until("the truncated socket", Duration::from_secs(5), || {
+        std::fs::metadata(&truncated).is_ok_and(|m| m.file_type().is_socket())
+    });
+    assert!(!sock.exists(), "nothing at the configured path");
+    // The running master's config gives the same finding.
+    let (_, j) = preflight(&["--pid", &pool.pid().to_string(), "--no-sample"]);
+    assert_eq!(
+        one(&j, "fpm.socket-path")["evidence"]["fpm_listens_on"],
+        truncated.as_str()
+    );
+    drop(pool);
+}
+
+#[test]
+fn fpm_spare_servers_rule_matches_what_php_fpm_itself_refuses() {
+    let dir = TempDir::new("fpm-spare");
+    let sock = dir.path().join("www.sock");
+    let conf = FpmPool::write_conf(
+        dir.path(),
+        &sock,
+        "pm = dynamic\npm.max_children = 8\npm.start_servers = 2\npm.min_spare_servers = 3\npm.max_spare_servers = 8",
+    );
+    let (out, j) = preflight(&["--fpm-config", conf.to_str().unwrap(), "--no-sample"]);
+    assert_eq!(code(&out), 1, "{j:#}");
+    let f = one(&j, "fpm.spare-servers");
+    let alert = "[pool www] pm.start_servers(2) must not be less than pm.min_spare_servers(3) and not greater than pm.max_spare_servers(8)";
+    assert_eq!(f["evidence"]["fpm_alert"], alert);
+    // Cross-check with php-fpm's own test mode: it refuses with the same words.
+    let mut t = Command::new("php-fpm8.2");
+    if unsafe { libc::geteuid() } == 0 {
+        t.arg("-R");
+    }
+    let out = run_bounded(t.arg("-t").arg("-y").arg(&conf), LIMIT);
+    assert!(!out.status.success());
+    let log = std::fs::read_to_string(dir.path().join("fpm.log")).unwrap();
+    assert!(log.contains(&format!("ALERT: {alert}")), "{log}");
+    // The pool is never measured (no master runs it): said, not guessed.
+    let skipped: Vec<&str> = j["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["check"].as_str().unwrap())
+        .collect();
+    assert!(skipped.contains(&"fpm.memory"), "{j:#}");
+}
+
+// ---- filesystems ----
+
+#[test]
+fn dir_and_cwd_inside_the_slow_fuse_mount_fail() {
+    if !require_root("dir_and_cwd_inside_the_slow_fuse_mount_fail") {
+        return;
+    }
+    let fs = SlowFs::mount(200, |_| {});
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 3);
+    let native = TempDir::new("native");
+    let (out, j) = preflight(&[
+        "--dir",
+        deep.to_str().unwrap(),
+        "--dir",
+        native.path().to_str().unwrap(),
+        "--no-sample",
+    ]);
+    assert_eq!(code(&out), 1, "{j:#}");
+    let f = one(&j, "fs.dir-slow");
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["evidence"]["dir"], deep.to_str().unwrap());
+    assert_eq!(f["evidence"]["fs_type"], "fuse.slowfs");
+    assert_eq!(f["evidence"]["mount_point"], fs.mount.to_str().unwrap());
+    assert_eq!(f["evidence"]["depth_below_mount"], 3);
+    assert_eq!(f["evidence"]["slow_kind"], "fuse");
+    assert!(
+        f["remedy"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("case \"$RUN\" in {}/*)", fs.mount.display())),
+        "{f:#}"
+    );
+    // A server started from inside the mount: its cwd fails, with the restart command.
+    let server = sleeper(&deep);
+    let (out, j) = preflight(&[
+        "--pid",
+        &server.pid().to_string(),
+        "--dir",
+        native.path().to_str().unwrap(),
+        "--no-sample",
+    ]);
+    assert_eq!(code(&out), 1, "{j:#}");
+    let f = one(&j, "fs.cwd-slow");
+    assert_eq!(f["evidence"]["cwd"], deep.to_str().unwrap());
+    assert_eq!(f["evidence"]["cwd_depth_below_mount"], 3);
+    assert_eq!(f["evidence"]["fs_type"], "fuse.slowfs");
+    assert_eq!(
+        f["remedy"],
+        format!(
+            "( cd {} && exec /usr/bin/sleep 60 )",
+            native.path().display()
+        )
+    );
+    assert!(findings(&j, "fs.dir-slow").is_empty());
+    drop(server);
+}
+
+#[test]
+fn clean_setup_exits_zero_and_provenance_matches_sha256sum() {
+    let dir = TempDir::new("clean");
+    let server = sleeper(dir.path());
+    let pid = server.pid().to_string();
+    let (out, j) = preflight(&[
+        "--pid",
+        &pid,
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--no-sample",
+    ]);
+    assert_eq!(code(&out), 0, "{j:#}");
+    assert_eq!(j["exit_code"], 0);
+    let found = ids(&j);
+    for bad in [
+        "cpu.quota",
+        "host.tracer",
+        "fs.cwd-slow",
+        "fs.dir-slow",
+        "fs.hot-path-slow",
+        "cpu.affinity",
+    ] {
+        assert!(
+            !found.iter().any(|i| i == bad),
+            "{bad} on a clean setup: {j:#}"
+        );
+    }
+    assert!(
+        j["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["severity"] != "fail")
+    );
+    let p = one(&j, "proc.provenance");
+    let sum = run_bounded(Command::new("sha256sum").arg("/usr/bin/sleep"), LIMIT);
+    let sum = String::from_utf8_lossy(&sum.stdout);
+    assert_eq!(
+        p["evidence"]["sha256"],
+        sum.split_whitespace().next().unwrap()
+    );
+    assert_eq!(p["evidence"]["libc"], "glibc");
+    assert_eq!(p["evidence"]["deleted"], false);
+    assert_eq!(j["target"]["pid"], server.pid());
+    assert_eq!(j["target"]["cwd"], dir.path().to_str().unwrap());
+    // Text: one line per finding, then a summary line.
+    let out = trapdetect(&["preflight", "--pid", &pid, "--no-sample"], LIMIT);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("trapdetect ") && lines[0].contains(&format!("pid {pid} (sleep)"))
+    );
+    let summary = lines.last().unwrap();
+    assert!(
+        summary.starts_with("preflight: 0 fail,") && summary.ends_with("-> exit 0"),
+        "{text}"
+    );
+    for l in &lines[1..lines.len() - 1] {
+        assert!(
+            ["WARN ", "INFO ", "skipped "]
+                .iter()
+                .any(|p| l.starts_with(p)),
+            "unexpected line: {l}"
+        );
+    }
+    assert_eq!(code(&out), 0);
+}
+
+#[test]
+fn unprivileged_run_names_what_it_skipped() {
+    if !require_root("unprivileged_run_names_what_it_skipped") {
+        return;
+    }
+    let dir = TempDir::new("unpriv");
+    let server = sleeper(dir.path());
+    let out = run_bounded(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(bin())
+            .args([
+                "preflight",
+                "--json",
+                "--no-sample",
+                "--pid",
+                &server.pid().to_string(),
+            ])
+            .env("HOME", "/nonexistent")
+            .env_remove("XDG_RUNTIME_DIR"),
+        LIMIT,
+    );
+    let j = json(&out);
+    assert_eq!(code(&out), 0, "{j:#}");
+    let skipped: Vec<String> = j["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            format!(
+                "{}: {}",
+                s["check"].as_str().unwrap(),
+                s["reason"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let has = |prefix: &str| skipped.iter().any(|s| s.starts_with(prefix));
+    assert!(has("proc.provenance: /proc/"), "{skipped:#?}");
+    assert!(has("fs.cwd-slow: /proc/"), "{skipped:#?}");
+    assert!(has("fs.hot-path-slow (open files): /proc/"), "{skipped:#?}");
+    assert!(skipped.iter().any(|s| s.contains("CAP_SYS_PTRACE")));
+    let restrict = std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").unwrap();
+    if restrict.trim() == "1" {
+        assert!(has("host.kernel-log: /dev/kmsg"), "{skipped:#?}");
+        assert!(skipped.iter().any(|s| s.contains("CAP_SYSLOG")));
+    }
+    // What needs no privilege still ran.
+    assert!(findings(&j, "proc.provenance").is_empty());
+    assert!(j["host"]["memory"]["mem_total_kib"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn kernel_log_mark_reports_the_lines_written_since() {
+    if !require_root("kernel_log_mark_reports_the_lines_written_since") {
+        return;
+    }
+    let dir = TempDir::new("kmsg");
+    let mark = dir.path().join("kmsg.mark");
+    let m = mark.to_str().unwrap();
+    let (out, _) = preflight(&["--mark", "--mark-file", m, "--no-sample"]);
+    assert!(code(&out) <= 1, "{}", stderr(&out));
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&mark).unwrap()).unwrap();
+    let seq = saved["seq"].as_u64().unwrap();
+    assert!(seq > 0);
+    let line = unique("trapdetect-e2e-kmsg-");
+    std::fs::write("/dev/kmsg", format!("<6>{line} written after the mark\n")).unwrap();
+    let (_, j) = preflight(&["--mark-file", m, "--no-sample"]);
+    let f = one(&j, "host.kernel-log");
+    assert_eq!(
+        f["evidence"]["since"],
+        format!("since the mark (seq {seq})")
+    );
+    assert!(f["evidence"]["lines"].as_u64().unwrap() >= 1);
+    let shown: Vec<&str> = f["evidence"]["lines_shown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        shown
+            .iter()
+            .any(|l| l.ends_with(&format!("{line} written after the mark"))),
+        "{shown:#?}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = TempDir::new("bad");
+    let file = dir.path().join("plain");
+    std::fs::write(&file, "x").unwrap();
+    let malformed = dir.path().join("bad.conf");
+    std::fs::write(
+        &malformed,
+        "[global]\nerror_log = /tmp/x.log\n\n[www]\nlisten = /tmp/x.sock\npm.max_children\npm = static\n",
+    )
+    .unwrap();
+    let nested = dir.path().join("nested.conf");
+    std::fs::write(
+        &nested,
+        format!("[global]\ninclude = {}/inc/*.conf\n", dir.path().display()),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("inc")).unwrap();
+    std::fs::write(
+        dir.path().join("inc/www.conf"),
+        "; pool\n[www\nlisten = 9000\n",
+    )
+    .unwrap();
+    let m = malformed.display().to_string();
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec!["--pid".into(), "2147483647".into()],
+            "--pid 2147483647: no such process".into(),
+        ),
+        (
+            vec!["--dir".into(), "/nonexistent/trapdetect-e2e".into()],
+            "--dir /nonexistent/trapdetect-e2e: No such file or directory".into(),
+        ),
+        (
+            vec!["--dir".into(), file.display().to_string()],
+            "not a directory".into(),
+        ),
+        (
+            vec!["--fpm-config".into(), dir.path().display().to_string()],
+            "is a directory".into(),
+        ),
+        (
+            vec!["--fpm-config".into(), "/nonexistent/fpm.conf".into()],
+            "No such file".into(),
+        ),
+        (
+            vec!["--fpm-config".into(), m.clone()],
+            format!("malformed FPM config: {m}:6: `pm.max_children` has no `=`"),
+        ),
+        (
+            vec!["--fpm-config".into(), nested.display().to_string()],
+            format!("{}/inc/www.conf:2: syntax error", dir.path().display()),
+        ),
+        (
+            vec!["--sample".into(), "1s".into(), "--no-sample".into()],
+            "--sample and --no-sample conflict".into(),
+        ),
+        (
+            vec!["--rate".into(), "800".into()],
+            "--rate and --timeout go together".into(),
+        ),
+        (
+            vec!["--ignore".into(), "cpu.qouta".into()],
+            "--ignore cpu.qouta: no such finding id".into(),
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut a = vec!["preflight".to_string()];
+        a.extend(args.iter().cloned());
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = trapdetect(&a, LIMIT);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got: {err}");
+        assert!(err.starts_with("trapdetect: "), "{args:?}: {err}");
+        assert!(err.contains(&needle), "{args:?}: {err:?} lacks {needle:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: no report on bad input");
+    }
+    // An unreadable config (root reads everything, so read it as nobody).
+    if unsafe { libc::geteuid() } == 0 {
+        let locked = dir.path().join("locked.conf");
+        std::fs::write(
+            &locked,
+            "[www]\nlisten = 9000\npm = static\npm.max_children = 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let out = run_bounded(
+            Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(bin())
+                .args(["preflight", "--no-sample", "--fpm-config"])
+                .arg(&locked),
+            LIMIT,
+        );
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("Permission denied"), "{err}");
+    }
+}
