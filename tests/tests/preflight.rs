@@ -5,61 +5,35 @@
 
 use std::{
     io::{Read, Write},
-    os::unix::{fs::FileTypeExt, net::UnixStream, process::CommandExt},
+    os::unix::{fs::FileTypeExt, net::UnixStream},
     path::{Path, PathBuf},
-    process::{Child, Command, Output, Stdio},
+    process::{Command, Output, Stdio},
     time::Duration,
 };
 
 use serde_json::Value;
 use trapdetect_e2e::{
-    TempDir, bin, cgroup::CpuCgroup, json, require_root, run_bounded, slowfs::SlowFs, trapdetect,
-    unique, wait_until,
+    TempDir, bin,
+    cgroup::CpuCgroup,
+    json, require_root, run_bounded,
+    servers::{Proc, children_of},
+    slowfs::SlowFs,
+    trapdetect, unique, wait_until,
 };
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// A child process killed on drop (SIGTERM, then SIGKILL), and on our death (PDEATHSIG).
-struct Kid(Child);
-
-impl Kid {
-    fn spawn(cmd: &mut Command) -> Kid {
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-        Kid(child)
-    }
-
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
+fn quiet(cmd: &mut Command) -> &mut Command {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
 }
 
-impl Drop for Kid {
-    fn drop(&mut self) {
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        for _ in 0..100 {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn sleeper(dir: &Path) -> Kid {
-    Kid::spawn(Command::new("sleep").arg("60").current_dir(dir))
+fn sleeper(dir: &Path) -> Proc {
+    Proc::spawn(
+        "sleep",
+        quiet(Command::new("sleep").arg("60").current_dir(dir)),
+    )
 }
 
 /// Runs preflight with `--json`; returns the output and the parsed report.
@@ -125,7 +99,10 @@ fn cpu_quota_of_a_test_cgroup_fails_with_the_exact_quota_and_period() {
         "echo $$ > {} && exec timeout 60 sh -c 'while :; do :; done'",
         cg.procs_file().display()
     );
-    let busy = Kid::spawn(Command::new("sh").arg("-c").arg(&script));
+    let busy = Proc::spawn(
+        "busy loop",
+        quiet(Command::new("sh").arg("-c").arg(&script)),
+    );
     wait_until(
         "the busy loop to be throttled",
         Duration::from_secs(10),
@@ -153,10 +130,13 @@ fn taskset_pinning_names_one_of_the_online_cpus_and_ignore_keeps_it_listed() {
         return;
     }
     let dir = TempDir::new("pin");
-    let pinned = Kid::spawn(
-        Command::new("taskset")
-            .args(["-c", "0", "sleep", "60"])
-            .current_dir(dir.path()),
+    let pinned = Proc::spawn(
+        "taskset sleep",
+        quiet(
+            Command::new("taskset")
+                .args(["-c", "0", "sleep", "60"])
+                .current_dir(dir.path()),
+        ),
     );
     // taskset execs sleep: same pid, once the mask is set.
     let pid = pinned.pid();
@@ -234,8 +214,10 @@ fn strace_attached_is_a_tracer_with_its_pid() {
     let dir = TempDir::new("traced");
     let target = sleeper(dir.path());
     let tpid = target.pid();
-    let strace =
-        Kid::spawn(Command::new("strace").args(["-o", "/dev/null", "-p", &tpid.to_string()]));
+    let strace = Proc::spawn(
+        "strace",
+        quiet(Command::new("strace").args(["-o", "/dev/null", "-p", &tpid.to_string()])),
+    );
     let spid = strace.pid();
     wait_until("strace to attach", Duration::from_secs(10), || {
         status_field(tpid, "TracerPid") == Some(spid as u64)
@@ -270,7 +252,7 @@ fn strace_attached_is_a_tracer_with_its_pid() {
 
 /// A Debian php-fpm pool in a temp dir, on its own unix socket; stopped on drop.
 struct FpmPool {
-    master: Option<Kid>,
+    master: Option<Proc>,
     conf: PathBuf,
     sock: PathBuf,
     _dir: TempDir,
@@ -295,10 +277,13 @@ impl FpmPool {
     /// Starts `php-fpm8.2 -R -F -y conf` and waits for `workers` workers.
     fn start(dir: TempDir, sock: PathBuf, pool: &str, workers: usize) -> FpmPool {
         let conf = Self::write_conf(dir.path(), &sock, pool);
-        let master = Kid::spawn(
-            Command::new("php-fpm8.2")
-                .args(["-R", "-F", "-y"])
-                .arg(&conf),
+        let master = Proc::spawn(
+            "php-fpm",
+            quiet(
+                Command::new("php-fpm8.2")
+                    .args(["-R", "-F", "-y"])
+                    .arg(&conf),
+            ),
         );
         let pid = master.pid();
         let log = dir.path().join("fpm.log");
@@ -308,7 +293,7 @@ impl FpmPool {
                 "php-fpm exited: {}",
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
-            children(pid).len() == workers
+            children_of(pid).len() == workers
         });
         FpmPool {
             master: Some(master),
@@ -325,17 +310,9 @@ impl FpmPool {
 
 impl Drop for FpmPool {
     fn drop(&mut self) {
-        // The master stops its workers on SIGTERM (Kid's drop); the temp dir goes after.
+        // The master stops its workers on SIGTERM (Proc's drop); the temp dir goes after.
         self.master.take();
     }
-}
-
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_ascii_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
 }
 
 /// One FastCGI request (responder role) over a unix socket; returns the body.
@@ -416,7 +393,7 @@ fn fpm_pool_max_children_times_peak_worker_rss_exceeds_the_budget() {
     )
     .unwrap();
     let pool = FpmPool::start(dir, sock, "pm = static\npm.max_children = 3", 3);
-    let workers = children(pool.pid());
+    let workers = children_of(pool.pid());
     let mut served: Vec<u32> = vec![];
     for _ in 0..5 {
         let handles: Vec<_> = (0..3)
@@ -820,6 +797,12 @@ fn bad_input_is_one_line_and_exit_2() {
         "; pool\n[www\nlisten = 9000\n",
     )
     .unwrap();
+    let typo = dir.path().join("typo.conf");
+    std::fs::write(
+        &typo,
+        "[www]\nlisten = 9000\npm = static\npm.max_childen = 4\n",
+    )
+    .unwrap();
     let m = malformed.display().to_string();
     let cases: Vec<(Vec<String>, String)> = vec![
         (
@@ -849,6 +832,13 @@ fn bad_input_is_one_line_and_exit_2() {
         (
             vec!["--fpm-config".into(), nested.display().to_string()],
             format!("{}/inc/www.conf:2: syntax error", dir.path().display()),
+        ),
+        (
+            vec!["--fpm-config".into(), typo.display().to_string()],
+            format!(
+                "{}:4: unknown entry 'pm.max_childen' in a pool section (FPM 8.2 refuses to start; did you mean 'pm.max_children'?)",
+                typo.display()
+            ),
         ),
         (
             vec!["--sample".into(), "1s".into(), "--no-sample".into()],

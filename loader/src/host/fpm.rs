@@ -214,6 +214,39 @@ pub fn load(main: &Path, prefix: &str) -> Result<FpmConfig, ConfigError> {
                 .into(),
         });
     }
+    // FPM's refusals that leave nothing to check (its words, at the pool's header line); the
+    // spare-server rules are findings (`fpm.spare-servers`).
+    for p in &cfg.pools {
+        let refuse = |what: String| ConfigError {
+            file: p.file.clone(),
+            line: p.line,
+            what: format!("{what} (FPM refuses to start)"),
+        };
+        let n = &p.name;
+        if p.directives
+            .get("listen")
+            .is_none_or(|d| d.value.is_empty())
+        {
+            return Err(refuse(format!(
+                "[pool {n}] no listen address have been defined!"
+            )));
+        }
+        if !p.directives.contains_key("pm") {
+            return Err(refuse(format!(
+                "[pool {n}] the process manager is missing (static, dynamic or ondemand)"
+            )));
+        }
+        let mc = p
+            .directives
+            .get("pm.max_children")
+            .and_then(|d| parse_int(&d.value).ok())
+            .unwrap_or(0);
+        if mc < 1 {
+            return Err(refuse(format!(
+                "[pool {n}] pm.max_children must be a positive value"
+            )));
+        }
+    }
     Ok(cfg)
 }
 
@@ -276,6 +309,8 @@ fn load_file(
                     line,
                 };
                 validate_value(&key, &d.value).map_err(|w| err(line, w))?;
+                let in_pool = section.is_some() && !*global;
+                known_key(&key, in_pool).map_err(|w| err(line, w))?;
                 match section {
                     Some(i) if !*global => {
                         cfg.pools[*i].directives.insert(key, d);
@@ -384,6 +419,143 @@ const TIME_KEYS: &[&str] = &[
     "process_control_timeout",
     "systemd_interval",
 ];
+
+/// Directives FPM 8.2 accepts in `[global]` (`php-fpm -tt` lists them; `include` is handled
+/// by the parser).
+pub const GLOBAL_KEYS: &[&str] = &[
+    "include",
+    "pid",
+    "error_log",
+    "syslog.ident",
+    "syslog.facility",
+    "log_buffering",
+    "log_level",
+    "log_limit",
+    "emergency_restart_interval",
+    "emergency_restart_threshold",
+    "process_control_timeout",
+    "process.max",
+    "process.priority",
+    "daemonize",
+    "rlimit_files",
+    "rlimit_core",
+    "events.mechanism",
+    "systemd_interval",
+];
+
+/// Directives FPM 8.2 accepts in a pool section (besides `php_value[...]`,
+/// `php_admin_value[...]`, `php_flag[...]`, `php_admin_flag[...]`, `env[...]`).
+pub const POOL_KEYS: &[&str] = &[
+    "prefix",
+    "user",
+    "group",
+    "listen",
+    "listen.backlog",
+    "listen.acl_users",
+    "listen.acl_groups",
+    "listen.owner",
+    "listen.group",
+    "listen.mode",
+    "listen.allowed_clients",
+    "listen.setfib",
+    "process.priority",
+    "process.dumpable",
+    "pm",
+    "pm.max_children",
+    "pm.start_servers",
+    "pm.min_spare_servers",
+    "pm.max_spare_servers",
+    "pm.max_spawn_rate",
+    "pm.process_idle_timeout",
+    "pm.max_requests",
+    "pm.status_path",
+    "pm.status_listen",
+    "ping.path",
+    "ping.response",
+    "access.log",
+    "access.format",
+    "access.suppress_path",
+    "slowlog",
+    "request_slowlog_timeout",
+    "request_slowlog_trace_depth",
+    "request_terminate_timeout",
+    "request_terminate_timeout_track_finished",
+    "rlimit_files",
+    "rlimit_core",
+    "chroot",
+    "chdir",
+    "catch_workers_output",
+    "decorate_workers_output",
+    "clear_env",
+    "security.limit_extensions",
+    "apparmor_hat",
+    "include",
+];
+
+/// Levenshtein distance, for "did you mean".
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for j in 0..b.len() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != b[j]))
+                .min(row[j] + 1)
+                .min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// FPM refuses entries it does not know ("unknown entry"); so does preflight, naming the
+/// nearest known one. The list is FPM 8.2's.
+fn known_key(key: &str, in_pool: bool) -> Result<(), String> {
+    let keys = if in_pool { POOL_KEYS } else { GLOBAL_KEYS };
+    if keys.contains(&key) {
+        return Ok(());
+    }
+    if in_pool
+        && [
+            "php_value[",
+            "php_admin_value[",
+            "php_flag[",
+            "php_admin_flag[",
+            "env[",
+        ]
+        .iter()
+        .any(|p| key.starts_with(p) && key.ends_with(']') && key.len() > p.len() + 1)
+    {
+        return Ok(());
+    }
+    let near = keys
+        .iter()
+        .chain(if in_pool { GLOBAL_KEYS } else { POOL_KEYS })
+        .map(|k| (distance(key, k), *k))
+        .min()
+        .filter(|(d, _)| *d <= 2);
+    let place = if in_pool {
+        "a pool section"
+    } else {
+        "[global]"
+    };
+    Err(match near {
+        Some((_, k)) if keys.contains(&k) => format!(
+            "unknown entry '{key}' in {place} (FPM 8.2 refuses to start; did you mean '{k}'?)"
+        ),
+        Some((_, k)) => format!(
+            "unknown entry '{key}' in {place} (FPM 8.2 refuses to start; '{k}' belongs in {})",
+            if in_pool {
+                "[global]"
+            } else {
+                "a pool section"
+            }
+        ),
+        None => format!("unknown entry '{key}' in {place} (FPM 8.2 refuses to start)"),
+    })
+}
 
 /// FPM's value checks for the keys preflight reads (FPM refuses to load on these).
 fn validate_value(key: &str, value: &str) -> Result<(), String> {
@@ -847,6 +1019,33 @@ mod tests {
         let cfg = load(&p, &fixture("malformed").display().to_string()).unwrap();
         assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
         assert_eq!(cfg.pools.len(), 1);
+    }
+
+    #[test]
+    fn unknown_entries_and_missing_settings_are_refused_like_fpm() {
+        let p = fixture("malformed/typo.conf");
+        let e = load(&p, DEFAULT_PREFIX).unwrap_err();
+        assert_eq!(e.line, 6);
+        assert_eq!(
+            e.what,
+            "unknown entry 'pm.max_childen' in a pool section (FPM 8.2 refuses to start; did you mean 'pm.max_children'?)"
+        );
+        let p = fixture("malformed/no-max-children.conf");
+        let e = load(&p, DEFAULT_PREFIX).unwrap_err();
+        assert_eq!(e.line, 3);
+        assert_eq!(
+            e.what,
+            "[pool www] pm.max_children must be a positive value (FPM refuses to start)"
+        );
+        assert!(known_key("php_admin_value[memory_limit]", true).is_ok());
+        assert!(known_key("env[PATH]", true).is_ok());
+        assert!(known_key("env[]", true).is_err());
+        assert!(
+            known_key("pid", true)
+                .unwrap_err()
+                .contains("'pid' belongs in [global]")
+        );
+        assert_eq!(distance("pm.max_childen", "pm.max_children"), 1);
     }
 
     #[test]

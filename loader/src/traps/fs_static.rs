@@ -55,11 +55,11 @@ pub fn cwd(t: &MountTable, pid: u32, cwd: &[u8], restart: &str) -> Option<Findin
         "fs.cwd-slow",
         Severity::Fail,
         format!(
-            "pid {pid} runs from {} on {} ({} components below {})",
+            "pid {pid} runs from {}, {} component(s) below {} on {}",
             escape::bytes(cwd),
-            kind.describe(),
             depth,
-            m.mount_point_display()
+            m.mount_point_display(),
+            kind.describe()
         ),
     )
     .with("pid", pid as u64)
@@ -82,10 +82,10 @@ pub fn dir(t: &MountTable, dir: &[u8]) -> Option<Finding> {
         "fs.dir-slow",
         Severity::Fail,
         format!(
-            "--dir {} is on {} ({} components below {mp})",
+            "--dir {}, {} component(s) below {mp} on {}",
             escape::bytes(dir),
-            kind.describe(),
-            depth
+            depth,
+            kind.describe()
         ),
     )
     .with("dir", escape::bytes(dir));

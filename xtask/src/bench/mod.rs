@@ -8,6 +8,7 @@ mod load;
 
 use anyhow::Result;
 
+mod preflight;
 mod trace;
 
 /// A named benchmark.
@@ -25,6 +26,10 @@ fn all() -> Vec<Bench> {
         Bench {
             name: "load",
             run: load::run,
+        },
+        Bench {
+            name: "preflight",
+            run: preflight::run,
         },
     ]
 }
