@@ -852,7 +852,7 @@ mod tests {
 
     #[test]
     fn musl_binary_interpreter_needed_and_build_id() {
-        // A real dynamically linked musl executable (built with musl-gcc; see fixtures/README).
+        // A real dynamically linked musl executable (built with musl-gcc; see fixtures/preflight.md).
         let b = fixture("musl-hello.elf");
         let e = parse_elf(&b[..]).unwrap();
         assert_eq!(e.class, 64);
