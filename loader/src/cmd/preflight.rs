@@ -629,7 +629,13 @@ fn kernel_log(
     let log = records
         .as_ref()
         .map(|all| hostinfo::select_records(all, mark.as_ref(), &boot, uptime, RECENT_KMSG_S));
-    if args.mark
+    if args.mark && records.is_none() {
+        skipped.push(Skipped {
+            check: "--mark".into(),
+            reason: "not set: the kernel log cannot be read, so there is no position to mark"
+                .into(),
+        });
+    } else if args.mark
         && let Some(path) = mark_path
     {
         let new = Mark {
@@ -688,7 +694,8 @@ fn fpm_checks(
     for pid in masters {
         let m = fpm::read_master(&obs.scan, pid);
         let path = master_config_path(&m);
-        // With --fpm-config, only masters running that file join it.
+        // With --fpm-config, a master running that file is measured with it; without --pid,
+        // masters running other files are not what was asked about.
         if let Some(g) = &given {
             if path.as_deref().is_some_and(|p| same_file(p, &g.main)) {
                 units.push(FpmUnit {
@@ -696,14 +703,11 @@ fn fpm_checks(
                     config: given.take(),
                     master: Some(m),
                 });
-            } else if args.pid.is_some() {
-                units.push(FpmUnit {
-                    config_path: path,
-                    config: None,
-                    master: Some(m),
-                });
+                continue;
             }
-            continue;
+            if args.pid.is_none() {
+                continue;
+            }
         }
         let config = match &path {
             Some(p) => match fpm::load(p, fpm::DEFAULT_PREFIX) {
