@@ -10,9 +10,16 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
-            let _ = e.print();
-            std::process::exit(e.exit_code());
+            use clap::error::ErrorKind;
+            // Help and version go to stdout (exit 0); usage errors are one line (exit 2).
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+                || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            {
+                let _ = e.print();
+                std::process::exit(e.exit_code());
+            }
+            eprintln!("trapdetect: {} (see --help)", one_line(&e.to_string()));
+            std::process::exit(trapdetect::error::exit::USAGE);
         }
     };
     let result = match cli.command {
@@ -29,4 +36,13 @@ fn main() {
             std::process::exit(e.exit_code());
         }
     }
+}
+
+/// clap's message without its "error: " prefix, usage block and hint: the first line.
+fn one_line(msg: &str) -> String {
+    let first = msg
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("bad usage");
+    first.trim().trim_start_matches("error: ").to_string()
 }

@@ -406,3 +406,25 @@ fn overflowing_the_path_table_makes_the_measurement_untrusted() {
     assert!(m["problems"].to_string().contains("path calls"), "{m}");
     loaded.assert_detached();
 }
+
+#[test]
+fn bad_flag_values_are_one_line_usage_errors_for_every_command() {
+    for args in [
+        vec!["--pid", "abc"],
+        vec!["--bogus"],
+        vec!["--pid", "1", "--duration", "soon"],
+        vec!["load", "--url", "http://127.0.0.1:1/", "--rate", "x"],
+        vec!["preflight", "--mem-budget", "lots"],
+        vec!["wait-drain", "--port", "99999"],
+    ] {
+        let out = trapdetect(&args, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("trapdetect: "), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    let out = trapdetect(&["--help"], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Exit codes:"));
+}
