@@ -15,10 +15,8 @@ pub const PROG_FUSE_REQUEST_SEND: &str = "fuse_request_send";
 pub const MAP_TRACED: &str = "TRACED";
 /// Per path key statistics (per-CPU LRU hash).
 pub const MAP_PATH_STATS: &str = "PATH_STATS";
-/// Per syscall kind totals (per-CPU array).
-pub const MAP_KIND_STATS: &str = "KIND_STATS";
-/// Per syscall kind latency histograms (per-CPU array, flattened).
-pub const MAP_KIND_HIST: &str = "KIND_HIST";
+/// Completed calls per syscall kind (per-CPU array).
+pub const MAP_KIND_COUNTS: &str = "KIND_COUNTS";
 /// Self-monitoring counters (per-CPU array), see [`crate::counters`].
 pub const MAP_COUNTERS: &str = "COUNTERS";
 /// First sightings of path keys, with their strings.

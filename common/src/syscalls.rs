@@ -55,13 +55,6 @@ kinds! {
 /// Number of traced syscall kinds.
 pub const NUM_KINDS: u32 = 15;
 
-/// Slots per kind in the `KIND_STATS` per-CPU array.
-pub const KIND_STAT_SLOTS: u32 = 4;
-/// `KIND_STATS` slot: completed calls.
-pub const KS_COUNT: u32 = 0;
-/// `KIND_STATS` slot: calls that returned an error.
-pub const KS_ERRORS: u32 = 1;
-/// `KIND_STATS` slot: summed latency in ns.
-pub const KS_SUM_NS: u32 = 2;
-/// `KIND_STATS` slot: largest latency in ns (per CPU; the loader takes the max).
-pub const KS_MAX_NS: u32 = 3;
+/// `KIND_COUNTS` (per-CPU array, one slot per kind) counts every completed call, including
+/// calls whose path key was evicted from `PATH_STATS`: the difference is what went unattributed.
+pub const KIND_COUNTS_SLOTS: u32 = NUM_KINDS;

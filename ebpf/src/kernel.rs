@@ -120,15 +120,3 @@ pub fn add(map: &PerCpuArray<u64>, idx: u32, by: u64) {
         unsafe { *p += by };
     }
 }
-
-/// Raises slot `idx` of a per-CPU array to at least `v`.
-#[inline(always)]
-pub fn raise(map: &PerCpuArray<u64>, idx: u32, v: u64) {
-    if let Some(p) = map.get_ptr_mut(idx) {
-        unsafe {
-            if *p < v {
-                *p = v;
-            }
-        }
-    }
-}

@@ -14,7 +14,7 @@ use trapdetect_common::{
         C_ACCEPTS, C_EXIT_WITHOUT_ENTER, C_INFLIGHT_COLLISIONS, C_NEW_KEYS, C_PATH_READ_FAILS,
         C_PATH_STATS_INSERT_FAILS, C_RINGBUF_DROPS,
     },
-    hist::{HIST_BUCKETS, bucket_of},
+    hist::bucket_of,
     paths::{
         HASH_SEED, INFLIGHT_SLOTS, Inflight, PATH_CAP, PF_ABSOLUTE, PF_DIRFD, PF_NO_PATH,
         PF_NOFOLLOW, PF_TRUNCATED, PF_UNREADABLE, PathEvent, PathKey, PathStat, mix,
@@ -23,7 +23,7 @@ use trapdetect_common::{
 };
 
 use crate::{
-    kernel::{add, cwd_dev, fd_dev, raise, tp_u64},
+    kernel::{add, cwd_dev, fd_dev, tp_u64},
     process::{COUNTERS, current_traced},
 };
 
@@ -32,13 +32,9 @@ use crate::{
 static PATH_STATS: LruPerCpuHashMap<PathKey, PathStat> =
     LruPerCpuHashMap::with_max_entries(16384, 0);
 
-/// Per kind: `KIND_STAT_SLOTS` counters each.
+/// Completed calls per kind, whether or not their path key is still in `PATH_STATS`.
 #[map]
-static KIND_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_KINDS * KIND_STAT_SLOTS, 0);
-
-/// Per kind latency histograms, flattened `kind * HIST_BUCKETS + bucket`.
-#[map]
-static KIND_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_KINDS * HIST_BUCKETS, 0);
+static KIND_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_COUNTS_SLOTS, 0);
 
 /// Syscalls between enter and exit, slot `tid % INFLIGHT_SLOTS`.
 #[map]
@@ -111,10 +107,14 @@ fn hash_user_path(uptr: u64) -> (u64, u16) {
 
 /// Common entry logic. `dfd`: `Some(raw dfd)` for *at syscalls; `fd`: the fd a call acts on.
 #[inline(always)]
-fn on_enter(kind: u16, dfd: Option<u64>, path: Option<u64>, at_flags: u64, fd: Option<u64>) {
-    let Some((_tgid, tid)) = current_traced() else {
-        return;
-    };
+fn on_enter(
+    tid: u32,
+    kind: u16,
+    dfd: Option<u64>,
+    path: Option<u64>,
+    at_flags: u64,
+    fd: Option<u64>,
+) {
     let (hash, mut flags, uptr) = match path {
         Some(p) => {
             let (h, f) = hash_user_path(p);
@@ -212,13 +212,7 @@ pub fn sys_exit_path(ctx: TracePointContext) -> u32 {
     if kind >= NUM_KINDS {
         return 0;
     }
-    add(&KIND_STATS, kind * KIND_STAT_SLOTS + KS_COUNT, 1);
-    if failed {
-        add(&KIND_STATS, kind * KIND_STAT_SLOTS + KS_ERRORS, 1);
-    }
-    add(&KIND_STATS, kind * KIND_STAT_SLOTS + KS_SUM_NS, lat);
-    raise(&KIND_STATS, kind * KIND_STAT_SLOTS + KS_MAX_NS, lat);
-    add(&KIND_HIST, kind * HIST_BUCKETS + b, 1);
+    add(&KIND_COUNTS, kind, 1);
 
     let stat = match PATH_STATS.get_ptr_mut(&key) {
         Some(s) => s,
@@ -258,6 +252,11 @@ macro_rules! enter_prog {
         #[doc = concat!("syscalls/", $tp)]
         #[tracepoint(category = "syscalls", name = $tp)]
         pub fn $fn(ctx: TracePointContext) -> u32 {
+            // Most calls come from processes we do not trace: decide that before reading
+            // anything else.
+            let Some((_tgid, tid)) = current_traced() else {
+                return 0;
+            };
             let dfd = if $dfd == 0 {
                 None
             } else {
@@ -274,7 +273,7 @@ macro_rules! enter_prog {
             } else {
                 Some(tp_u64(&ctx, $fd) & 0xffff_ffff)
             };
-            on_enter($kind, dfd, path, flags, fd);
+            on_enter(tid, $kind, dfd, path, flags, fd);
             0
         }
     };

@@ -20,7 +20,7 @@ use trapdetect_common::{
     hist::HIST_BUCKETS,
     names::*,
     paths::{PathKey, PathStat},
-    syscalls::{KIND_STAT_SLOTS, KS_COUNT, KS_ERRORS, KS_MAX_NS, KS_SUM_NS, NUM_KINDS, SYSCALLS},
+    syscalls::{NUM_KINDS, SYSCALLS},
 };
 
 use crate::{
@@ -146,21 +146,6 @@ pub fn check_privilege() -> Result<()> {
     }
 }
 
-/// Per-kind totals summed over CPUs.
-#[derive(Clone, Debug, Default)]
-pub struct KindTotals {
-    /// Completed calls.
-    pub count: u64,
-    /// Errors.
-    pub errors: u64,
-    /// Summed latency, ns.
-    pub sum_ns: u64,
-    /// Largest latency, ns.
-    pub max_ns: u64,
-    /// Histogram.
-    pub hist: Vec<u64>,
-}
-
 /// Per-path statistics summed over CPUs.
 #[derive(Clone, Debug, Default)]
 pub struct PathTotals {
@@ -181,8 +166,8 @@ pub struct PathTotals {
 pub struct Counts {
     /// Per path key.
     pub paths: HashMap<PathKey, PathTotals>,
-    /// Per syscall kind.
-    pub kinds: Vec<KindTotals>,
+    /// Completed calls per syscall kind (attributed to a path key or not).
+    pub kinds: Vec<u64>,
     /// Self-monitoring counters.
     pub counters: Vec<u64>,
     /// FUSE requests by (connection, opcode).
@@ -382,16 +367,23 @@ impl Probes {
 
     /// Total completed path calls so far (for the progress line).
     pub fn path_calls(&self) -> u64 {
-        let Some(map) = self.ebpf.map(MAP_KIND_STATS) else {
-            return 0;
-        };
-        let Ok(m) = PerCpuArray::<&MapData, u64>::try_from(map) else {
-            return 0;
-        };
+        self.kind_counts().map(|k| k.iter().sum()).unwrap_or(0)
+    }
+
+    fn kind_counts(&self) -> Result<Vec<u64>> {
+        let m: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map(MAP_KIND_COUNTS)
+                .ok_or_else(|| map_err(MAP_KIND_COUNTS, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_KIND_COUNTS, e))?;
         (0..NUM_KINDS)
-            .filter_map(|k| m.get(&(k * KIND_STAT_SLOTS + KS_COUNT), 0).ok())
-            .map(|v| v.iter().sum::<u64>())
-            .sum()
+            .map(|k| {
+                m.get(&k, 0)
+                    .map(|v| v.iter().sum())
+                    .map_err(|e| map_err(MAP_KIND_COUNTS, e))
+            })
+            .collect()
     }
 
     /// Reads every map.
@@ -400,43 +392,7 @@ impl Probes {
             counters: self.counters()?,
             ..Default::default()
         };
-        let stats: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
-            self.ebpf
-                .map(MAP_KIND_STATS)
-                .ok_or_else(|| map_err(MAP_KIND_STATS, "missing"))?,
-        )
-        .map_err(|e| map_err(MAP_KIND_STATS, e))?;
-        let hist: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
-            self.ebpf
-                .map(MAP_KIND_HIST)
-                .ok_or_else(|| map_err(MAP_KIND_HIST, "missing"))?,
-        )
-        .map_err(|e| map_err(MAP_KIND_HIST, e))?;
-        for k in 0..NUM_KINDS {
-            let slot = |s: u32| -> Result<Vec<u64>> {
-                Ok(stats
-                    .get(&(k * KIND_STAT_SLOTS + s), 0)
-                    .map_err(|e| map_err(MAP_KIND_STATS, e))?
-                    .iter()
-                    .copied()
-                    .collect())
-            };
-            let mut t = KindTotals {
-                count: slot(KS_COUNT)?.iter().sum(),
-                errors: slot(KS_ERRORS)?.iter().sum(),
-                sum_ns: slot(KS_SUM_NS)?.iter().sum(),
-                max_ns: slot(KS_MAX_NS)?.iter().copied().max().unwrap_or(0),
-                hist: vec![0; HIST_BUCKETS as usize],
-            };
-            for b in 0..HIST_BUCKETS {
-                t.hist[b as usize] = hist
-                    .get(&(k * HIST_BUCKETS + b), 0)
-                    .map_err(|e| map_err(MAP_KIND_HIST, e))?
-                    .iter()
-                    .sum();
-            }
-            c.kinds.push(t);
-        }
+        c.kinds = self.kind_counts()?;
         let paths: PerCpuHashMap<&MapData, PathKey, PathStat> = PerCpuHashMap::try_from(
             self.ebpf
                 .map(MAP_PATH_STATS)

@@ -351,7 +351,7 @@ fn measurement(
     exited_after: Option<f64>,
 ) -> Measurement {
     let c = |i: u32| counts.counters.get(i as usize).copied().unwrap_or(0);
-    let total: u64 = counts.kinds.iter().map(|k| k.count).sum();
+    let total: u64 = counts.kinds.iter().sum();
     let in_paths: u64 = counts.paths.values().map(|p| p.count).sum();
     let unattributed = total.saturating_sub(in_paths);
     let mut m = Measurement {
