@@ -1,15 +1,21 @@
-//! Latency histogram layout: log2 buckets of nanoseconds, shared by kernel and user side.
+//! Latency histogram layout, shared by kernel and user side: log-linear buckets of nanoseconds,
+//! four per power of two (each bucket spans about 19 % of its value, so a percentile read from
+//! it is within about ±9 %), from 256 ns to about 68 s.
 //!
-//! Bucket `b` holds latencies in `[2^b, 2^(b+1))` ns; bucket 0 also holds 0 and 1 ns; the last
-//! bucket holds everything from `2^(HIST_BUCKETS-1)` ns (about 2.1 s) up.
+//! Bucket 0 holds everything below 256 ns; the last bucket holds everything from about 60 s up.
 
-/// Number of buckets.
-pub const HIST_BUCKETS: u32 = 32;
+/// Smallest octave with its own buckets: 2^8 ns = 256 ns.
+pub const MIN_OCTAVE: u32 = 8;
+/// Octaves covered: 2^8 .. 2^36 ns.
+pub const OCTAVES: u32 = 28;
+/// Buckets per octave.
+pub const SUB: u32 = 4;
+/// Number of buckets: one below 256 ns, then four per octave.
+pub const HIST_BUCKETS: u32 = 1 + OCTAVES * SUB;
 
-/// Bucket index of a latency in nanoseconds (branchy floor(log2), verifier friendly).
+/// floor(log2(v)) for v > 0 (branchy, no loops: verifier friendly).
 #[inline(always)]
-pub fn bucket_of(ns: u64) -> u32 {
-    let mut v = ns;
+fn log2(mut v: u64) -> u32 {
     let mut r = 0u32;
     if v >> 32 != 0 {
         v >>= 32;
@@ -34,19 +40,64 @@ pub fn bucket_of(ns: u64) -> u32 {
     if v >> 1 != 0 {
         r += 1;
     }
-    if r >= HIST_BUCKETS {
+    r
+}
+
+/// Bucket index of a latency in nanoseconds.
+#[inline(always)]
+pub fn bucket_of(ns: u64) -> u32 {
+    if ns < (1u64 << MIN_OCTAVE) {
+        return 0;
+    }
+    let oct = log2(ns);
+    // The two bits below the leading one pick the quarter of the octave.
+    let sub = ((ns >> (oct - 2)) & 3) as u32;
+    let b = 1 + (oct - MIN_OCTAVE) * SUB + sub;
+    if b >= HIST_BUCKETS {
         HIST_BUCKETS - 1
     } else {
-        r
+        b
     }
 }
 
 /// Lower bound (ns) of a bucket.
 pub const fn bucket_low_ns(b: u32) -> u64 {
-    if b == 0 { 0 } else { 1u64 << b }
+    if b == 0 {
+        return 0;
+    }
+    let oct = MIN_OCTAVE + (b - 1) / SUB;
+    let sub = ((b - 1) % SUB) as u64;
+    (1u64 << oct) + sub * (1u64 << (oct - 2))
 }
 
 /// Upper bound (ns, exclusive) of a bucket; the last bucket is open-ended.
 pub const fn bucket_high_ns(b: u32) -> u64 {
-    1u64 << (b + 1)
+    if b == 0 {
+        return 1u64 << MIN_OCTAVE;
+    }
+    bucket_low_ns(b) + (1u64 << (MIN_OCTAVE + (b - 1) / SUB - 2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_tile_the_range_without_gaps() {
+        assert_eq!(bucket_of(0), 0);
+        assert_eq!(bucket_of(255), 0);
+        assert_eq!(bucket_high_ns(0), 256);
+        for b in 1..HIST_BUCKETS {
+            assert_eq!(bucket_low_ns(b), bucket_high_ns(b - 1), "bucket {b}");
+            assert_eq!(bucket_of(bucket_low_ns(b)), b);
+            assert_eq!(bucket_of(bucket_high_ns(b) - 1), b);
+        }
+        assert_eq!(bucket_of(u64::MAX), HIST_BUCKETS - 1);
+        // 2.389 ms lands in [2.097, 2.621) ms.
+        let b = bucket_of(2_389_000);
+        assert_eq!(
+            (bucket_low_ns(b), bucket_high_ns(b)),
+            (2_097_152, 2_621_440)
+        );
+    }
 }

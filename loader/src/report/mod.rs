@@ -344,20 +344,23 @@ mod tests {
 
     #[test]
     fn percentiles_interpolate_within_buckets_and_clamp_to_max() {
-        // 100 samples in [1024, 2048) ns, max 1500 ns.
-        let mut h = vec![0u64; 32];
-        h[10] = 100;
+        use trapdetect_common::hist::{HIST_BUCKETS, bucket_of};
+        // 100 samples in [1024, 1280) ns, max 1200 ns.
+        let mut h = vec![0u64; HIST_BUCKETS as usize];
+        h[bucket_of(1100) as usize] = 100;
         assert_eq!(
-            percentile_us(&h, 0.5, 1500),
-            (1024.0 + (1500.0 - 1024.0) * 0.5) / 1000.0
+            percentile_us(&h, 0.5, 1200),
+            (1024.0 + (1200.0 - 1024.0) * 0.5) / 1000.0
         );
-        assert_eq!(percentile_us(&h, 1.0, 1500), 1.5);
+        assert_eq!(percentile_us(&h, 1.0, 1200), 1.2);
         // 99 fast, 1 slow: p99 is still fast, max is the slow one.
-        let mut h = vec![0u64; 32];
-        h[8] = 99;
-        h[20] = 1;
+        let mut h = vec![0u64; HIST_BUCKETS as usize];
+        h[bucket_of(300) as usize] = 99;
+        h[bucket_of(1_500_000) as usize] = 1;
         let l = latency(&h, 100, 99 * 300 + 1_500_000, 1_500_000);
-        assert!(l.p99_us < 0.52, "{l:?}");
+        // 300 ns is in [256, 320): the 99th sample is the last in that bucket, so p99 is its
+        // upper edge, not the slow outlier.
+        assert_eq!(l.p99_us, 0.32, "{l:?}");
         assert_eq!(l.max_us, 1500.0);
         assert_eq!(l.mean_us, 15.3);
     }

@@ -319,8 +319,8 @@ mod tests {
     use trapdetect_common::syscalls::*;
 
     fn totals(count: u64, sum_ns: u64) -> PathTotals {
-        let mut hist = vec![0u64; 32];
-        hist[10] = count;
+        let mut hist = vec![0u64; trapdetect_common::hist::HIST_BUCKETS as usize];
+        hist[trapdetect_common::hist::bucket_of(1000) as usize] = count;
         PathTotals {
             count,
             errors: 0,

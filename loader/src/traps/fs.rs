@@ -419,8 +419,8 @@ mod tests {
         let c = mounts.mount_of(b"/mnt/c/x").unwrap();
         let cwd = b"/mnt/c/Users/luther/AppData/Local/Temp/bench/run".to_vec();
         let hist = |n: u64| {
-            let mut h = vec![0u64; 32];
-            h[18] = n; // [262 µs, 524 µs)
+            let mut h = vec![0u64; trapdetect_common::hist::HIST_BUCKETS as usize];
+            h[trapdetect_common::hist::bucket_of(300_000) as usize] = n;
             h
         };
         // 1000 requests; each: getcwd (no walk), chdir(docroot on ext4), chdir back to the
