@@ -45,6 +45,9 @@ pub enum Command {
     Preflight(cmd::preflight::PreflightArgs),
     /// Wait until TIME_WAIT sockets on a port drain below a threshold (for harness scripts).
     WaitDrain(cmd::wait_drain::WaitDrainArgs),
+    /// Network census and net.* findings alone (debugging, end-to-end tests; docs/net.md).
+    #[command(hide = true)]
+    NetCensus(cmd::net_census::NetCensusArgs),
 }
 
 #[cfg(test)]

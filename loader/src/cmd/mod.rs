@@ -1,6 +1,7 @@
 //! One module per subcommand: its flags (clap `Args`) and its `run`, returning the exit code.
 
 pub mod load;
+pub mod net_census;
 pub mod preflight;
 pub mod trace;
 pub mod wait_drain;

@@ -9,3 +9,4 @@ pub mod host;
 pub mod mounts;
 pub mod process;
 pub mod tree;
+pub mod net;

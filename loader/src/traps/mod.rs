@@ -7,6 +7,7 @@ pub mod fs;
 pub mod fs_static;
 pub mod host;
 pub mod process;
+pub mod net;
 
 use serde::Serialize;
 use serde_json::{Map, Value};

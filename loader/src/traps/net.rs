@@ -1,0 +1,673 @@
+//! Network traps: net.time-wait, net.ephemeral-ports, net.listen-overflow, net.fd-limit.
+//! Pure functions of a [`NetObservation`]; the thresholds are named constants documented in
+//! docs/net.md.
+
+use crate::{
+    escape,
+    host::net::{Ephemeral, FdUse, NetObservation, Plan, TIME_WAIT_LEN_S, fmt_count},
+    traps::{Finding, Severity, round},
+};
+
+/// TIME_WAIT sockets from which the next point's results are suspect (warn).
+pub const TIME_WAIT_WARN: u64 = 1_000;
+/// "Tens of thousands" inherited TIME_WAIT: the shedding seed saw 8x goodput swings (fail).
+pub const TIME_WAIT_FAIL: u64 = 10_000;
+/// Share of the usable ephemeral range one flow group may hold before connect() slows (warn).
+pub const PORTS_WARN_SHARE: f64 = 0.5;
+/// Share of RLIMIT_NOFILE in use that warns without a planned run.
+pub const FD_WARN_SHARE: f64 = 0.8;
+/// A somaxconn this low caps common backlogs (nginx asks 511, many servers 1024 or more).
+pub const SOMAXCONN_LOW: u64 = 1024;
+
+/// All network findings for one observation.
+pub fn rules(o: &NetObservation) -> Vec<Finding> {
+    let mut out = vec![];
+    out.extend(time_wait(o));
+    out.extend(ephemeral_ports(o));
+    out.extend(listen_overflow(o));
+    out.extend(o.fds.iter().filter_map(|f| fd_limit(f, o.plan.as_ref())));
+    out
+}
+
+fn mean(v: &[u64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64 / v.len() as f64)
+}
+
+/// net.time-wait: TIME_WAIT left from earlier runs, or building up during this one.
+pub fn time_wait(o: &NetObservation) -> Option<Finding> {
+    let tw = &o.time_wait;
+    let growth = o
+        .traced
+        .as_ref()
+        .and_then(|t| mean(&t.time_wait_entered_per_s));
+    // Steady state under a constant close rate: every socket lives 60 s.
+    let steady = growth.map(|g| (g * TIME_WAIT_LEN_S as f64).round() as u64);
+    let overflow = o
+        .tcp_ext_delta
+        .as_ref()
+        .and_then(|d| d.counters.get("TCPTimeWaitOverflow").copied())
+        .unwrap_or(0);
+    let max_tw = o.sysctls.tcp_max_tw_buckets;
+    let worst = tw.count.max(steady.unwrap_or(0));
+    let at_cap = max_tw.is_some_and(|m| worst >= m) || overflow > 0;
+    let severity = if worst >= TIME_WAIT_FAIL || at_cap {
+        Severity::Fail
+    } else if worst >= TIME_WAIT_WARN {
+        Severity::Warn
+    } else {
+        return None;
+    };
+    let server_side = tw.closed_first.server >= tw.closed_first.client;
+    let top_local = tw.by_local_port.first();
+    let top_group = tw.groups.first();
+    // wait-drain matches local or remote port: the server's port names both sides' sockets.
+    let port = if server_side {
+        top_local.map(|p| p.port)
+    } else {
+        top_group.map(|g| g.server_port)
+    };
+    let drain_s = tw.drain_all_ms.map(|ms| round(ms as f64 / 1000.0, 1));
+    let below_s = tw.seconds_until_below(TIME_WAIT_WARN);
+    let title = if tw.count >= TIME_WAIT_WARN {
+        format!(
+            "{} TIME_WAIT sockets are present before the run ({} closed first)",
+            fmt_count(tw.count),
+            if server_side {
+                "the server"
+            } else {
+                "the client"
+            }
+        )
+    } else {
+        format!(
+            "TIME_WAIT builds up during the run: {} new per second",
+            round(growth.unwrap_or(0.0), 1)
+        )
+    };
+    let mut f = Finding::new("net.time-wait", severity, title)
+        .with("time_wait_sockets", tw.count)
+        .with_opt("top_local_port", top_local.map(|p| p.port))
+        .with_opt("time_wait_on_top_local_port", top_local.map(|p| p.count))
+        .with("closed_first_by_server_sockets", tw.closed_first.server)
+        .with("closed_first_by_client_sockets", tw.closed_first.client)
+        .with("flow_groups", tw.groups_total as u64)
+        .with_opt(
+            "top_flow_group",
+            top_group.map(|g| format!("{} -> {}:{}", g.client, g.server, g.server_port)),
+        )
+        .with_opt("time_wait_on_top_flow_group", top_group.map(|g| g.count))
+        .with_opt("drain_all_s", drain_s)
+        .with(&format!("below_{TIME_WAIT_WARN}_in_s"), below_s)
+        .with_opt("tcp_max_tw_buckets", max_tw)
+        .with_opt("tcp_tw_reuse", o.sysctls.tcp_tw_reuse)
+        .with_opt("time_wait_growth_per_s", growth.map(|g| round(g, 1)));
+    if overflow > 0 {
+        f = f.with("tcp_time_wait_overflow", overflow);
+    }
+    let mut predicted = vec![];
+    if tw.count > 0 {
+        predicted.push(format!(
+            "today's {} TIME_WAIT sockets expire by themselves (fixed {TIME_WAIT_LEN_S} s each): all gone in {} s, fewer than {} in at most {below_s} s",
+            fmt_count(tw.count),
+            drain_s.unwrap_or(0.0),
+            fmt_count(TIME_WAIT_WARN)
+        ));
+    }
+    if let (Some(g), Some(s)) = (growth, steady) {
+        predicted.push(format!(
+            "at {} new TIME_WAIT per second the count settles near {} ({} s x rate)",
+            round(g, 1),
+            fmt_count(s),
+            TIME_WAIT_LEN_S
+        ));
+    }
+    if at_cap {
+        predicted.push(format!(
+            "tcp_max_tw_buckets ({}) is reached: the kernel destroys new TIME_WAIT sockets early (TCPTimeWaitOverflow +{overflow}, \"time wait bucket table overflow\")",
+            max_tw.map_or("?".into(), fmt_count)
+        ));
+    }
+    if !predicted.is_empty() {
+        f = f.predict(predicted.join("; "));
+    }
+    let wait = port.map(|p| {
+        format!(
+            "`trapdetect wait-drain --port {p} --below {TIME_WAIT_WARN} --timeout {}s`",
+            below_s.max(1) + 5
+        )
+    });
+    let remedy = if server_side {
+        format!(
+            "the server closes first, so TIME_WAIT sits on its port{}: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive), or a fresh instance on a new port per point; between points wait for the drain: {}",
+            top_local
+                .map(|p| format!(" {}", p.port))
+                .unwrap_or_default(),
+            wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
+        )
+    } else {
+        format!(
+            "the client closes first and holds its ephemeral ports for {TIME_WAIT_LEN_S} s: use keep-alive in the load generator, or `sysctl -w net.ipv4.tcp_tw_reuse=1` in the client's namespace (reuse after 1 s, needs TCP timestamps); between points wait for the drain: {}",
+            wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
+        )
+    };
+    Some(f.remedy(remedy))
+}
+
+/// The flow group the plan (or the census) puts most pressure on.
+fn tightest<'a>(e: &'a Ephemeral, ports: &[u16]) -> Option<&'a crate::host::net::PortGroup> {
+    let relevant: Vec<_> = e
+        .groups
+        .iter()
+        .filter(|g| ports.is_empty() || ports.contains(&g.server_port))
+        .collect();
+    relevant.into_iter().min_by_key(|g| g.headroom)
+}
+
+/// net.ephemeral-ports: ports run out per (client IP, server IP, server port).
+pub fn ephemeral_ports(o: &NetObservation) -> Option<Finding> {
+    let e = o.ephemeral.as_ref()?;
+    let g = tightest(e, &o.ports);
+    let headroom = g.map_or(e.usable as u64, |g| g.headroom);
+    let used = g.map_or(0, |g| g.ports_used);
+    let eaddrnotavail = o.traced.as_ref().and_then(|t| t.connect_eaddrnotavail);
+    let plan_short = o.plan.as_ref().filter(|p| p.in_flight > headroom);
+    let exhausted = g.is_some() && headroom == 0;
+    let share = used as f64 / e.usable.max(1) as f64;
+    let severity = if exhausted || plan_short.is_some() || eaddrnotavail.is_some_and(|n| n > 0) {
+        Severity::Fail
+    } else if share >= PORTS_WARN_SHARE {
+        Severity::Warn
+    } else {
+        return None;
+    };
+    let group = g.map(|g| format!("{} -> {}:{}", g.client, g.server, g.server_port));
+    let title = if exhausted {
+        format!(
+            "ephemeral ports exhausted for {}: all {} usable ports are held",
+            group.as_deref().unwrap_or("?"),
+            fmt_count(e.usable as u64)
+        )
+    } else if let Some(p) = plan_short {
+        format!(
+            "the planned run needs {} connections in flight but only {} ephemeral ports are free",
+            fmt_count(p.in_flight),
+            fmt_count(headroom)
+        )
+    } else if eaddrnotavail.is_some_and(|n| n > 0) {
+        format!(
+            "connect() failed with EADDRNOTAVAIL {} times",
+            fmt_count(eaddrnotavail.unwrap_or(0))
+        )
+    } else {
+        format!(
+            "{:.0} % of the ephemeral range is held by one flow group",
+            share * 100.0
+        )
+    };
+    let mut f = Finding::new("net.ephemeral-ports", severity, title)
+        .with("ephemeral_range", format!("{}-{}", e.range[0], e.range[1]))
+        .with("ports_usable", e.usable)
+        .with("reserved_ports_in_range", e.reserved_in_range)
+        .with_opt("flow_group", group.clone())
+        .with("ports_used", used)
+        .with_opt("time_wait_ports", g.map(|g| g.time_wait))
+        .with("headroom_ports", headroom)
+        .with("flow_groups", e.groups_total as u64)
+        .with_opt("tcp_tw_reuse", o.sysctls.tcp_tw_reuse)
+        .with_opt(
+            "planned_in_flight_connections",
+            o.plan.as_ref().map(|p| p.in_flight),
+        )
+        .with_opt("connect_eaddrnotavail", eaddrnotavail);
+    f = f.predict(if exhausted {
+        format!(
+            "every new connection of {} fails with EADDRNOTAVAIL until a port is freed{}",
+            group.as_deref().unwrap_or("this group"),
+            if g.is_some_and(|g| g.time_wait > 0) {
+                format!(
+                    " ({} of the held ports are in TIME_WAIT: free within {TIME_WAIT_LEN_S} s)",
+                    fmt_count(g.map_or(0, |g| g.time_wait))
+                )
+            } else {
+                String::new()
+            }
+        )
+    } else if let Some(p) = plan_short {
+        format!(
+            "{} /s x {} s = {} in flight > {} free ports: connect() fails with EADDRNOTAVAIL once the range is full, and slows as it fills",
+            p.rate_per_s,
+            p.timeout_s,
+            fmt_count(p.in_flight),
+            fmt_count(headroom)
+        )
+    } else {
+        format!(
+            "connect() searches longer for a free port as the range fills; {} ports left",
+            fmt_count(headroom)
+        )
+    });
+    let mut remedy = vec![];
+    if e.usable < 64_000 {
+        remedy.push(
+            "widen the range in the client's namespace: `sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\"`"
+                .to_string(),
+        );
+    }
+    remedy.push("use keep-alive in the load generator".into());
+    if g.is_some_and(|g| g.time_wait > 0) && o.sysctls.tcp_tw_reuse != Some(1) {
+        remedy.push(
+            "let connect() reuse TIME_WAIT ports after 1 s: `sysctl -w net.ipv4.tcp_tw_reuse=1`"
+                .into(),
+        );
+    }
+    remedy.push("spread load over more server ports or client addresses (each (client IP, server IP, server port) has its own range)".into());
+    Some(f.remedy(remedy.join("; ")))
+}
+
+/// net.listen-overflow: the accept queue overflows and excess arrivals never reach the server.
+pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
+    let delta = o.tcp_ext_delta.as_ref();
+    let dget = |k: &str| delta.map(|d| d.counters.get(k).copied().unwrap_or(0));
+    let overflows = dget("ListenOverflows");
+    let since_start = o
+        .tcp_ext
+        .as_ref()
+        .and_then(|t| t.counters.get("ListenOverflows").copied());
+    let traced: Option<u64> = o
+        .traced
+        .as_ref()
+        .filter(|t| !t.listen_overflows_per_s.is_empty())
+        .map(|t| t.listen_overflows_per_s.iter().sum());
+    let somaxconn = o.sysctls.somaxconn;
+    let full = o
+        .listeners
+        .iter()
+        .find(|l| l.backlog.is_some_and(|b| l.accept_queue > b));
+    let capped = o.listeners.iter().find(|l| {
+        l.backlog.is_some_and(|b| Some(b as u64) == somaxconn)
+            && somaxconn.is_some_and(|s| s < SOMAXCONN_LOW)
+    });
+    // Name a listener only when it is the one at fault or the target's: the TcpExt counters
+    // are per namespace, not per socket.
+    let listener = full
+        .or(capped)
+        .or_else(|| o.listeners.iter().find(|l| l.target))
+        .or_else(|| (o.listeners.len() == 1 && !o.ports.is_empty()).then(|| &o.listeners[0]));
+    let (severity, title) = if let Some(n) =
+        overflows.filter(|&n| n > 0).or(traced.filter(|&n| n > 0))
+    {
+        (
+            Severity::Fail,
+            format!(
+                "the accept queue overflowed {} times{}",
+                fmt_count(n),
+                delta.map_or(String::new(), |d| format!(" in {:.1} s", d.window_s))
+            ),
+        )
+    } else if let Some(l) = full {
+        (
+            Severity::Fail,
+            format!(
+                "the accept queue of {} is full now ({} waiting, backlog {})",
+                l.local,
+                l.accept_queue,
+                l.backlog.unwrap_or(0)
+            ),
+        )
+    } else if let Some(l) = capped {
+        (
+            Severity::Warn,
+            format!(
+                "the backlog of {} is capped at somaxconn = {}",
+                l.local,
+                l.backlog.unwrap_or(0)
+            ),
+        )
+    } else if delta.is_none() && since_start.is_some_and(|n| n > 0) {
+        // Cumulative since the namespace was created: worth knowing, not attributable.
+        (
+            Severity::Info,
+            format!(
+                "the namespace has seen {} accept-queue overflows since it started (not necessarily this server)",
+                fmt_count(since_start.unwrap_or(0))
+            ),
+        )
+    } else {
+        return None;
+    };
+    let mut f = Finding::new("net.listen-overflow", severity, title)
+        .with_opt("listen_overflows", overflows.or(traced))
+        .with_opt("listen_drops", dget("ListenDrops"))
+        .with_opt("syncookies_sent", dget("SyncookiesSent"))
+        .with_opt("window_s", delta.map(|d| round(d.window_s, 2)))
+        .with_opt(
+            "listen_overflows_since_namespace_start",
+            delta.is_none().then_some(since_start).flatten(),
+        )
+        .with_opt("listener", listener.map(|l| l.local.clone()))
+        .with_opt("accept_queue_connections", listener.map(|l| l.accept_queue))
+        .with_opt("backlog_connections", listener.and_then(|l| l.backlog))
+        .with_opt("somaxconn", somaxconn);
+    if let Some(l) = listener
+        && let Some(b) = l.backlog
+    {
+        let mut p = format!(
+            "the queue holds {} connections (backlog {b} + 1); further SYNs are dropped and clients retransmit after 1 s, 3 s, 7 s...: dials hang instead of reaching the server's limiter",
+            b + 1
+        );
+        if let Some(plan) = &o.plan {
+            p.push_str(&format!(
+                "; at {} /s a stalled accept loop fills it in {:.0} ms",
+                plan.rate_per_s,
+                (b + 1) as f64 / plan.rate_per_s * 1000.0
+            ));
+        }
+        f = f.predict(p);
+    }
+    let raise = match somaxconn {
+        Some(s) if s >= 4096 => String::new(),
+        _ => "`sysctl -w net.core.somaxconn=4096` in the server's namespace and ".into(),
+    };
+    Some(f.remedy(format!(
+        "{raise}a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"
+    )))
+}
+
+fn suggested_nofile(need: u64) -> u64 {
+    (need + need / 4).div_ceil(1024) * 1024
+}
+
+/// net.fd-limit: RLIMIT_NOFILE below what the planned run holds open.
+pub fn fd_limit(u: &FdUse, plan: Option<&Plan>) -> Option<Finding> {
+    let soft = u.soft_limit?;
+    let open = u.open_fds.unwrap_or(0);
+    let need = plan.map(|p| open + p.in_flight);
+    let severity = if need.is_some_and(|n| n > soft) {
+        Severity::Fail
+    } else if open as f64 >= FD_WARN_SHARE * soft as f64 {
+        Severity::Warn
+    } else {
+        return None;
+    };
+    let who = format!("{} pid {} ({})", u.role, u.pid, escape::text(&u.comm));
+    let title = match (plan, need) {
+        (Some(p), Some(n)) if n > soft => format!(
+            "{who}: the planned run holds {} connections but RLIMIT_NOFILE is {}",
+            fmt_count(p.in_flight),
+            fmt_count(soft)
+        ),
+        _ => format!(
+            "{who}: {} of {} descriptors are open",
+            fmt_count(open),
+            fmt_count(soft)
+        ),
+    };
+    let mut f = Finding::new("net.fd-limit", severity, title)
+        .with("pid", u.pid)
+        .with("role", u.role.clone())
+        .with_opt("rate_per_s", plan.map(|p| p.rate_per_s))
+        .with_opt("timeout_s", plan.map(|p| p.timeout_s))
+        .with_opt("in_flight_needed_connections", plan.map(|p| p.in_flight))
+        .with("open_fds", open)
+        .with("soft_limit_fds", soft)
+        .with_opt("hard_limit_fds", u.hard_limit)
+        .with("headroom_fds", soft.saturating_sub(open));
+    if let (Some(p), Some(n)) = (plan, need) {
+        f = f.predict(format!(
+            "{} /s x {} s = {} connections in flight; with {} descriptors already open the process needs {} against a soft limit of {}: accept() fails with EMFILE after {} more connections",
+            p.rate_per_s,
+            p.timeout_s,
+            fmt_count(p.in_flight),
+            fmt_count(open),
+            fmt_count(n),
+            fmt_count(soft),
+            fmt_count(soft.saturating_sub(open))
+        ));
+    }
+    let target = suggested_nofile(need.unwrap_or(soft * 2).max(open));
+    let hard_ok = u.hard_limit.is_none_or(|h| h >= target);
+    Some(f.remedy(format!(
+        "raise it for the running process: `{}prlimit --pid {} --nofile={target}:{target}`, and start it with `ulimit -n {target}` (systemd: `LimitNOFILE={target}`){}",
+        if hard_ok { "" } else { "sudo " },
+        u.pid,
+        if hard_ok {
+            String::new()
+        } else {
+            format!(
+                "; the hard limit {} is lower, so raising it needs root",
+                u.hard_limit.map_or("?".into(), fmt_count)
+            )
+        }
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{collections::HashSet, path::Path, time::Duration};
+
+    use super::*;
+    use crate::host::net::{NetObservation, NetTraced, TcpExtSnapshot, TimeWait, procfs};
+
+    fn fixture(name: &str) -> String {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/net")
+                .join(name),
+        )
+        .unwrap()
+    }
+
+    fn observe(tcp: &str, sysctl: &str, ports: &[u16]) -> NetObservation {
+        let (socks, _) = procfs::parse_tcp(&fixture(tcp));
+        let sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(sysctl)));
+        NetObservation::build(&socks, &sys, ports, None)
+    }
+
+    fn find<'a>(f: &'a [Finding], id: &str) -> Option<&'a Finding> {
+        f.iter().find(|x| x.id == id)
+    }
+
+    #[test]
+    fn a_few_time_wait_sockets_are_not_a_finding() {
+        let o = observe("tw-server-closes.tcp", "tw-server-closes.sysctl", &[]);
+        assert_eq!(o.time_wait.count, 31);
+        assert!(find(&rules(&o), "net.time-wait").is_none());
+    }
+
+    fn with_count(mut o: NetObservation, n: u64) -> NetObservation {
+        // Scale the recorded census: the thresholds are what is under test.
+        o.time_wait = TimeWait {
+            count: n,
+            remaining_histogram_s: {
+                let mut h = vec![0u64; 59];
+                h[50] = n / 2;
+                h.push(n - n / 2);
+                h
+            },
+            drain_all_ms: Some(59_400),
+            ..o.time_wait
+        };
+        o.time_wait.closed_first.server = n;
+        o.time_wait.by_local_port[0].count = n;
+        o
+    }
+
+    #[test]
+    fn time_wait_thresholds_and_server_side_remedy() {
+        let base = observe("tw-server-closes.tcp", "tw-server-closes.sysctl", &[]);
+        let w = time_wait(&with_count(base.clone(), 1_000)).unwrap();
+        assert_eq!(w.severity, Severity::Warn);
+        let f = time_wait(&with_count(base.clone(), 20_000)).unwrap();
+        assert_eq!(f.severity, Severity::Fail);
+        assert_eq!(f.evidence["time_wait_sockets"], 20_000);
+        assert_eq!(f.evidence["top_local_port"], 8080);
+        assert_eq!(f.evidence["closed_first_by_server_sockets"], 20_000);
+        assert_eq!(f.evidence["drain_all_s"], 59.4);
+        // Half the sockets expire within 51 s, the other half within 60 s.
+        assert_eq!(f.evidence["below_1000_in_s"], 60);
+        assert!(
+            f.remedy
+                .contains("trapdetect wait-drain --port 8080 --below 1000 --timeout 65s"),
+            "{}",
+            f.remedy
+        );
+        assert!(f.remedy.contains("the server closes first"));
+        // At tcp_max_tw_buckets the kernel destroys TIME_WAIT early: fail whatever the count.
+        let mut capped = with_count(base, 2_000);
+        capped.sysctls.tcp_max_tw_buckets = Some(2_000);
+        assert_eq!(time_wait(&capped).unwrap().severity, Severity::Fail);
+    }
+
+    #[test]
+    fn time_wait_growth_from_the_traced_series() {
+        let mut o = observe("tw-server-closes.tcp", "tw-server-closes.sysctl", &[]);
+        o.traced = Some(NetTraced {
+            window_s: 3.0,
+            time_wait_entered_per_s: vec![190, 200, 210],
+            ..Default::default()
+        });
+        let f = time_wait(&o).unwrap();
+        assert_eq!(f.severity, Severity::Fail, "200/s x 60 s = 12,000");
+        assert_eq!(f.evidence["time_wait_growth_per_s"], 200.0);
+        assert!(f.predicted.as_ref().unwrap().contains("12,000"));
+    }
+
+    #[test]
+    fn ephemeral_ports_exhausted_from_recorded_files() {
+        let o = observe("ports-full.tcp", "ports-full.sysctl", &[]);
+        let f = ephemeral_ports(&o).unwrap();
+        assert_eq!(f.severity, Severity::Fail);
+        assert_eq!(f.evidence["ephemeral_range"], "40000-40019");
+        assert_eq!(f.evidence["ports_usable"], 18);
+        assert_eq!(f.evidence["reserved_ports_in_range"], 2);
+        assert_eq!(f.evidence["ports_used"], 18);
+        assert_eq!(f.evidence["headroom_ports"], 0);
+        assert_eq!(f.evidence["flow_group"], "127.0.0.1 -> 127.0.0.1:9000");
+        assert!(f.remedy.contains("ip_local_port_range"));
+        // The recording's client saw 7 EADDRNOTAVAIL after 18 connections; the tracer adds it.
+        let mut t = o.clone();
+        t.traced = Some(NetTraced {
+            connect_eaddrnotavail: Some(7),
+            ..Default::default()
+        });
+        assert_eq!(
+            ephemeral_ports(&t).unwrap().evidence["connect_eaddrnotavail"],
+            7
+        );
+    }
+
+    #[test]
+    fn ephemeral_ports_plan_that_cannot_fit() {
+        // No client sockets: a fresh group has the whole (default) range.
+        let mut o = observe("tw-server-closes.tcp", "tw-server-closes.sysctl", &[]);
+        assert!(ephemeral_ports(&o).is_none());
+        o.plan = Some(Plan::new(400.0, Duration::from_secs(100)));
+        let f = ephemeral_ports(&o).unwrap();
+        assert_eq!(f.severity, Severity::Fail);
+        assert_eq!(f.evidence["headroom_ports"], 28_232);
+        assert_eq!(f.evidence["planned_in_flight_connections"], 40_000);
+    }
+
+    #[test]
+    fn listen_overflow_from_recorded_netstat() {
+        let mut o = observe("listen-overflow.tcp", "listen-overflow.sysctl", &[8081]);
+        let snap = |name: &str, ms: u64| TcpExtSnapshot {
+            taken_unix_ms: ms,
+            counters: procfs::parse_netstat(&fixture(name)),
+        };
+        o.tcp_ext = Some(snap("listen-overflow-after.netstat", 1_150));
+        // Without a baseline the counters since namespace start are only information.
+        let w = listen_overflow(&o).unwrap();
+        assert_eq!(w.severity, Severity::Info);
+        assert_eq!(w.evidence["listen_overflows_since_namespace_start"], 41);
+        o.set_baseline(&snap("listen-overflow-before.netstat", 1_000));
+        let f = listen_overflow(&o).unwrap();
+        assert_eq!(f.severity, Severity::Fail);
+        // 50 connects against backlog 8: 9 queued, 41 SYNs dropped.
+        assert_eq!(f.evidence["listen_overflows"], 41);
+        assert_eq!(f.evidence["listen_drops"], 41);
+        assert_eq!(f.evidence["window_s"], 0.15);
+        assert_eq!(f.evidence["listener"], "127.0.0.1:8081");
+        assert_eq!(f.evidence["accept_queue_connections"], 9);
+        assert!(
+            !f.remedy.contains("sysctl -w net.core.somaxconn"),
+            "somaxconn is 4096"
+        );
+    }
+
+    #[test]
+    fn a_full_queue_and_a_low_somaxconn() {
+        let mut o = observe("listen-overflow.tcp", "listen-overflow.sysctl", &[8081]);
+        // sock_diag reports the backlog; /proc/net/tcp does not.
+        o.listeners[0].backlog = Some(8);
+        let f = listen_overflow(&o).unwrap();
+        assert_eq!(f.severity, Severity::Fail);
+        assert!(f.title.contains("full now"), "{}", f.title);
+        assert!(
+            f.predicted
+                .as_ref()
+                .unwrap()
+                .contains("holds 9 connections")
+        );
+        o.listeners[0].accept_queue = 0;
+        o.listeners[0].backlog = Some(128);
+        o.sysctls.somaxconn = Some(128);
+        let w = listen_overflow(&o).unwrap();
+        assert_eq!(w.severity, Severity::Warn);
+        assert!(w.remedy.contains("sysctl -w net.core.somaxconn=4096"));
+    }
+
+    #[test]
+    fn fd_limit_from_recorded_limits() {
+        let (soft, hard) = procfs::parse_nofile(&fixture("fd-256.limits")).unwrap();
+        let u = FdUse {
+            role: "target".into(),
+            pid: 4242,
+            comm: "nginx".into(),
+            open_fds: Some(12),
+            soft_limit: soft,
+            hard_limit: hard,
+        };
+        let plan = Plan::new(400.0, Duration::from_secs(10));
+        let f = fd_limit(&u, Some(&plan)).unwrap();
+        assert_eq!(f.severity, Severity::Fail);
+        assert_eq!(f.evidence["in_flight_needed_connections"], 4_000);
+        assert_eq!(f.evidence["soft_limit_fds"], 256);
+        assert_eq!(f.evidence["hard_limit_fds"], 256);
+        assert_eq!(f.evidence["headroom_fds"], 244);
+        let p = f.predicted.as_ref().unwrap();
+        assert!(
+            p.contains("4,000 connections in flight") && p.contains("needs 4,012"),
+            "{p}"
+        );
+        // 4,012 + 25 % = 5,015, rounded up to 5,120; the hard limit is 256, so root is needed.
+        assert!(
+            f.remedy
+                .contains("sudo prlimit --pid 4242 --nofile=5120:5120"),
+            "{}",
+            f.remedy
+        );
+        assert!(fd_limit(&u, Some(&Plan::new(10.0, Duration::from_secs(10)))).is_none());
+        assert!(fd_limit(&u, None).is_none());
+        let busy = FdUse {
+            open_fds: Some(230),
+            ..u
+        };
+        assert_eq!(fd_limit(&busy, None).unwrap().severity, Severity::Warn);
+    }
+
+    #[test]
+    fn target_listeners_are_selected_by_inode() {
+        let (socks, _) = procfs::parse_tcp(&fixture("listen-overflow.tcp"));
+        let sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(
+            "listen-overflow.sysctl",
+        )));
+        let inode = socks.iter().find(|s| s.state == 10).unwrap().inode;
+        let o = NetObservation::build(&socks, &sys, &[], Some(&HashSet::from([inode])));
+        assert_eq!(o.ports, vec![8081]);
+        assert!(o.listeners[0].target);
+        let none = NetObservation::build(&socks, &sys, &[], Some(&HashSet::new()));
+        assert!(none.listeners.is_empty());
+        assert_eq!(none.listeners_total, 1);
+    }
+}
