@@ -1,0 +1,180 @@
+//! Network namespaces made by tests (`ip netns add`), so port ranges, TIME_WAIT storms and
+//! listen floods never touch the host: loopback up, namespace-local sysctls, optional veth
+//! pairs between two test namespaces, threads and processes running inside. Drop kills every
+//! process started inside and deletes the namespace (which takes its veth ends and sockets
+//! with it), also when the test panics.
+
+use std::{
+    fs::File,
+    os::{fd::AsRawFd, unix::process::CommandExt},
+    path::PathBuf,
+    process::{Child, Command, Output},
+    sync::Mutex,
+    time::Duration,
+};
+
+use crate::{run_bounded, unique};
+
+/// A network namespace owned by a test.
+pub struct NetNs {
+    name: String,
+    children: Mutex<Vec<Child>>,
+}
+
+fn ip(args: &[&str]) {
+    let out = run_bounded(Command::new("ip").args(args), Duration::from_secs(10));
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl NetNs {
+    /// Creates `td<tag><pid>x<n>` with loopback up.
+    pub fn new(tag: &str) -> Self {
+        let name = unique(&format!("td{tag}"));
+        ip(&["netns", "add", &name]);
+        // From here on Drop deletes it.
+        let ns = NetNs {
+            name,
+            children: Mutex::new(vec![]),
+        };
+        ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// Its name, as `ip netns list` shows it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its namespace file.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from("/run/netns").join(&self.name)
+    }
+
+    fn file(&self) -> File {
+        File::open(self.path()).unwrap_or_else(|e| panic!("open {}: {e}", self.path().display()))
+    }
+
+    /// Runs `f` on a thread inside the namespace and returns its result. Sockets created in
+    /// `f` stay in the namespace wherever they are used later.
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let file = self.file();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                enter(&file);
+                f()
+            })
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
+    /// Starts a thread inside the namespace (the caller joins it; bound its work).
+    pub fn spawn_thread<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let file = self.file();
+        std::thread::spawn(move || {
+            enter(&file);
+            f()
+        })
+    }
+
+    /// Sets a sysctl of this namespace (`net/ipv4/tcp_tw_reuse`, or with dots) and checks it
+    /// took.
+    pub fn sysctl(&self, key: &str, value: &str) {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let got = self.run(|| {
+            std::fs::write(&path, value).unwrap_or_else(|e| panic!("write {path}: {e}"));
+            std::fs::read_to_string(&path).unwrap()
+        });
+        let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(norm(&got), norm(value), "{key} did not take");
+    }
+
+    /// Reads a sysctl of this namespace.
+    pub fn read_sysctl(&self, key: &str) -> String {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        self.run(|| std::fs::read_to_string(&path).unwrap())
+            .trim()
+            .to_string()
+    }
+
+    /// Starts a process inside the namespace; it is killed in Drop. Returns its pid.
+    pub fn spawn(&self, cmd: &mut Command) -> u32 {
+        let file = self.file();
+        let fd = file.as_raw_fd();
+        // SAFETY: only setns(2), async-signal-safe, runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        drop(file);
+        let pid = child.id();
+        self.children.lock().unwrap().push(child);
+        pid
+    }
+
+    /// Runs a command inside the namespace (`ip netns exec`) to completion, bounded.
+    pub fn exec(&self, args: &[&str], limit: Duration) -> Output {
+        run_bounded(
+            Command::new("ip")
+                .args(["netns", "exec", &self.name])
+                .args(args),
+            limit,
+        )
+    }
+
+    /// Links this namespace to `other` with a veth pair (`td0` on both sides), gives each end
+    /// an address (CIDR, e.g. `10.77.0.1/24`) and brings both up.
+    pub fn veth(&self, other: &NetNs, addr_here: &str, addr_there: &str) {
+        ip(&[
+            "link",
+            "add",
+            "td0",
+            "netns",
+            &self.name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "td0",
+            "netns",
+            &other.name,
+        ]);
+        for (ns, addr) in [(self, addr_here), (other, addr_there)] {
+            ip(&["-n", &ns.name, "addr", "add", addr, "dev", "td0"]);
+            ip(&["-n", &ns.name, "link", "set", "td0", "up"]);
+        }
+    }
+}
+
+fn enter(file: &File) {
+    // SAFETY: plain syscall on a valid descriptor; affects the calling thread only.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        panic!("setns: {}", std::io::Error::last_os_error());
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let children = self.children.get_mut().unwrap_or_else(|p| p.into_inner());
+        for mut c in std::mem::take(children) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
