@@ -2,14 +2,24 @@
 //! listen floods never touch the host: loopback up, namespace-local sysctls, optional veth
 //! pairs between two test namespaces, threads and processes running inside. Drop kills every
 //! process started inside and deletes the namespace (which takes its veth ends and sockets
-//! with it), also when the test panics.
+//! with it), also when the test panics. Also the socket helpers the namespace tests and the
+//! network bench share: a listener with an exact backlog, an accept loop, a client bound to a
+//! chosen source port.
 
 use std::{
     fs::File,
-    os::{fd::AsRawFd, unix::process::CommandExt},
+    net::{SocketAddr, TcpListener, TcpStream},
+    os::{
+        fd::{AsRawFd, FromRawFd},
+        unix::process::CommandExt,
+    },
     path::PathBuf,
     process::{Child, Command, Output},
-    sync::Mutex,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    thread::JoinHandle,
     time::Duration,
 };
 
@@ -105,21 +115,27 @@ impl NetNs {
             .to_string()
     }
 
-    /// Starts a process inside the namespace; it is killed in Drop. Returns its pid.
-    pub fn spawn(&self, cmd: &mut Command) -> u32 {
+    /// Makes `cmd` start inside the namespace (no `ip netns exec` in between, so its pid is
+    /// the command's and nothing else is timed). The caller waits for it.
+    pub fn enter_on_exec<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
         let file = self.file();
-        let fd = file.as_raw_fd();
         // SAFETY: only setns(2), async-signal-safe, runs between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                if libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
-            });
+            })
         }
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-        drop(file);
+    }
+
+    /// Starts a process inside the namespace; it is killed in Drop. Returns its pid.
+    pub fn spawn(&self, cmd: &mut Command) -> u32 {
+        let child = self
+            .enter_on_exec(cmd)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
         let pid = child.id();
         self.children.lock().unwrap().push(child);
         pid
@@ -176,5 +192,142 @@ impl Drop for NetNs {
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])
             .output();
+    }
+}
+
+/// A listener with an exact backlog (std picks its own).
+pub fn listen(addr: &str, backlog: i32) -> TcpListener {
+    let SocketAddr::V4(a) = addr.parse().unwrap() else {
+        panic!("IPv4 only")
+    };
+    // SAFETY: plain socket calls on a descriptor owned right away by TcpListener.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let l = TcpListener::from_raw_fd(fd);
+        let one: libc::c_int = 1;
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const libc::c_int).cast(),
+            4,
+        );
+        let sa = sockaddr(&a);
+        assert_eq!(
+            libc::bind(
+                fd,
+                (&sa as *const libc::sockaddr_in).cast(),
+                size_of::<libc::sockaddr_in>() as u32
+            ),
+            0,
+            "bind {addr}: {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(libc::listen(fd, backlog), 0);
+        l
+    }
+}
+
+pub fn sockaddr(a: &std::net::SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+/// What the accept loop does with a connection.
+#[derive(Clone, Copy)]
+pub enum Mode {
+    /// Accept and close at once: the server closes first, TIME_WAIT lands on its port.
+    CloseFirst,
+    /// Accept and keep the connection open.
+    Hold,
+}
+
+/// An accept loop on its own thread, stopped and joined in Drop.
+pub struct Server {
+    stop: Arc<AtomicBool>,
+    accepted: Arc<AtomicUsize>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    pub fn start(l: TcpListener, mode: Mode) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (s, a) = (stop.clone(), accepted.clone());
+        let thread = std::thread::spawn(move || {
+            let mut held = vec![];
+            let mut pfd = libc::pollfd {
+                fd: l.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            while !s.load(Ordering::Relaxed) {
+                // SAFETY: one valid pollfd.
+                if unsafe { libc::poll(&mut pfd, 1, 50) } <= 0 {
+                    continue;
+                }
+                if let Ok((c, _)) = l.accept() {
+                    a.fetch_add(1, Ordering::Relaxed);
+                    match mode {
+                        Mode::CloseFirst => drop(c),
+                        Mode::Hold => held.push(c),
+                    }
+                }
+            }
+        });
+        Server {
+            stop,
+            accepted,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A client socket bound to `src` before connecting to `dst`.
+pub fn connect_from(src: &str, dst: &str) -> TcpStream {
+    let (SocketAddr::V4(s), SocketAddr::V4(d)) = (src.parse().unwrap(), dst.parse().unwrap())
+    else {
+        panic!("IPv4 only")
+    };
+    // SAFETY: plain socket calls on a descriptor owned right away by TcpStream.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let stream = TcpStream::from_raw_fd(fd);
+        let (sa, da) = (sockaddr(&s), sockaddr(&d));
+        let len = size_of::<libc::sockaddr_in>() as u32;
+        assert_eq!(
+            libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), len),
+            0,
+            "bind {src}: {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(
+            libc::connect(fd, (&da as *const libc::sockaddr_in).cast(), len),
+            0,
+            "connect {dst}: {}",
+            std::io::Error::last_os_error()
+        );
+        stream
     }
 }

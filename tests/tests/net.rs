@@ -5,128 +5,19 @@
 
 use std::{
     io::{Read, Write},
-    net::{SocketAddr, TcpListener, TcpStream},
-    os::fd::{AsRawFd, FromRawFd},
+    net::{SocketAddr, TcpStream},
     process::Command,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
-    },
-    thread::JoinHandle,
     time::{Duration, Instant},
 };
 
 use serde_json::Value;
-use trapdetect_e2e::{TempDir, json, netns::NetNs, require_root, trapdetect, wait_until};
+use trapdetect_e2e::{
+    TempDir, json,
+    netns::{Mode, NetNs, Server, connect_from, listen, sockaddr},
+    require_root, trapdetect, wait_until,
+};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A listener with an exact backlog (std picks its own).
-fn listen(addr: &str, backlog: i32) -> TcpListener {
-    let SocketAddr::V4(a) = addr.parse().unwrap() else {
-        panic!("IPv4 only")
-    };
-    // SAFETY: plain socket calls on a descriptor owned right away by TcpListener.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0);
-        let l = TcpListener::from_raw_fd(fd);
-        let one: libc::c_int = 1;
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_REUSEADDR,
-            (&one as *const libc::c_int).cast(),
-            4,
-        );
-        let sa = sockaddr(&a);
-        assert_eq!(
-            libc::bind(
-                fd,
-                (&sa as *const libc::sockaddr_in).cast(),
-                size_of::<libc::sockaddr_in>() as u32
-            ),
-            0,
-            "bind {addr}: {}",
-            std::io::Error::last_os_error()
-        );
-        assert_eq!(libc::listen(fd, backlog), 0);
-        l
-    }
-}
-
-fn sockaddr(a: &std::net::SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(a.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Mode {
-    /// Accept and close at once: the server closes first, TIME_WAIT lands on its port.
-    CloseFirst,
-    /// Accept and keep the connection open.
-    Hold,
-}
-
-/// An accept loop on its own thread, stopped and joined in Drop.
-struct Server {
-    stop: Arc<AtomicBool>,
-    accepted: Arc<AtomicUsize>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Server {
-    fn start(l: TcpListener, mode: Mode) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let (s, a) = (stop.clone(), accepted.clone());
-        let thread = std::thread::spawn(move || {
-            let mut held = vec![];
-            let mut pfd = libc::pollfd {
-                fd: l.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            while !s.load(Ordering::Relaxed) {
-                // SAFETY: one valid pollfd.
-                if unsafe { libc::poll(&mut pfd, 1, 50) } <= 0 {
-                    continue;
-                }
-                if let Ok((c, _)) = l.accept() {
-                    a.fetch_add(1, Ordering::Relaxed);
-                    match mode {
-                        Mode::CloseFirst => drop(c),
-                        Mode::Hold => held.push(c),
-                    }
-                }
-            }
-        });
-        Server {
-            stop,
-            accepted,
-            thread: Some(thread),
-        }
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 fn finding<'a>(r: &'a Value, id: &str) -> &'a Value {
     r["findings"]
@@ -146,35 +37,6 @@ fn census(args: &[&str]) -> (Option<i32>, Value) {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-/// A client socket bound to `src` before connecting to `dst`.
-fn connect_from(src: &str, dst: &str) -> TcpStream {
-    let (SocketAddr::V4(s), SocketAddr::V4(d)) = (src.parse().unwrap(), dst.parse().unwrap())
-    else {
-        panic!("IPv4 only")
-    };
-    // SAFETY: plain socket calls on a descriptor owned right away by TcpStream.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0);
-        let stream = TcpStream::from_raw_fd(fd);
-        let (sa, da) = (sockaddr(&s), sockaddr(&d));
-        let len = size_of::<libc::sockaddr_in>() as u32;
-        assert_eq!(
-            libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), len),
-            0,
-            "bind {src}: {}",
-            std::io::Error::last_os_error()
-        );
-        assert_eq!(
-            libc::connect(fd, (&da as *const libc::sockaddr_in).cast(), len),
-            0,
-            "connect {dst}: {}",
-            std::io::Error::last_os_error()
-        );
-        stream
-    }
 }
 
 /// Clients that connect from ports `first..first + n`, wait for the server's FIN, then close.

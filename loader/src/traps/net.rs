@@ -4,7 +4,7 @@
 
 use crate::{
     escape,
-    host::net::{Ephemeral, FdUse, NetObservation, Plan, TIME_WAIT_LEN_S, fmt_count},
+    host::net::{Ephemeral, FdUse, NetObservation, Plan, Side, TIME_WAIT_LEN_S, fmt_count},
     traps::{Finding, Severity, round},
 };
 
@@ -57,25 +57,31 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     } else {
         return None;
     };
-    let server_side = tw.closed_first.server >= tw.closed_first.client;
+    let cf = &tw.closed_first;
+    let side = if cf.server >= cf.client && cf.server >= cf.unknown {
+        Side::Server
+    } else if cf.client >= cf.unknown {
+        Side::Client
+    } else {
+        Side::Unknown
+    };
     let top_local = tw.by_local_port.first();
     let top_group = tw.groups.first();
     // wait-drain matches local or remote port: the server's port names both sides' sockets.
-    let port = if server_side {
-        top_local.map(|p| p.port)
-    } else {
-        top_group.map(|g| g.server_port)
+    let port = match side {
+        Side::Server => top_local.map(|p| p.port),
+        _ => top_group.map(|g| g.server_port),
     };
     let drain_s = tw.drain_all_ms.map(|ms| round(ms as f64 / 1000.0, 1));
     let below_s = tw.seconds_until_below(TIME_WAIT_WARN);
     let title = if tw.count >= TIME_WAIT_WARN {
         format!(
-            "{} TIME_WAIT sockets are present before the run ({} closed first)",
+            "{} TIME_WAIT sockets are present before the run ({})",
             fmt_count(tw.count),
-            if server_side {
-                "the server"
-            } else {
-                "the client"
+            match side {
+                Side::Server => "the server closed first",
+                Side::Client => "the client closed first",
+                Side::Unknown => "no listener tells which side closed first",
             }
         )
     } else {
@@ -90,6 +96,7 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         .with_opt("time_wait_on_top_local_port", top_local.map(|p| p.count))
         .with("closed_first_by_server_sockets", tw.closed_first.server)
         .with("closed_first_by_client_sockets", tw.closed_first.client)
+        .with("closed_first_unknown_sockets", tw.closed_first.unknown)
         .with("flow_groups", tw.groups_total as u64)
         .with_opt(
             "top_flow_group",
@@ -136,7 +143,13 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
             below_s.max(1) + 5
         )
     });
-    let remedy = if server_side {
+    let remedy = if side == Side::Unknown {
+        format!(
+            "nothing listens on either port any more (a previous instance?) and neither port is ephemeral here; if port {} was the server's, start the next instance on a new port, or wait for the drain: {}",
+            port.map_or("?".into(), |p| p.to_string()),
+            wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
+        )
+    } else if side == Side::Server {
         format!(
             "the server closes first, so TIME_WAIT sits on its port{}: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive), or a fresh instance on a new port per point; between points wait for the drain: {}",
             top_local
@@ -516,6 +529,29 @@ mod tests {
         let mut capped = with_count(base, 2_000);
         capped.sysctls.tcp_max_tw_buckets = Some(2_000);
         assert_eq!(time_wait(&capped).unwrap().severity, Severity::Fail);
+    }
+
+    #[test]
+    fn time_wait_of_a_gone_server_is_attributed_by_the_lower_port() {
+        let (socks, _) = procfs::parse_tcp(&fixture("tw-server-closes.tcp"));
+        let socks: Vec<_> = socks.into_iter().filter(|s| s.state != 10).collect();
+        let mut sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(
+            "tw-server-closes.sysctl",
+        )));
+        sys.ip_local_port_range = Some([61000, 61999]);
+        let mut o = with_count(NetObservation::build(&socks, &sys, &[], None), 5_000);
+        o.time_wait.closed_first.server = 0;
+        o.time_wait.closed_first.unknown = 5_000;
+        let f = time_wait(&o).unwrap();
+        assert_eq!(f.severity, Severity::Warn);
+        assert!(f.title.contains("no listener tells"), "{}", f.title);
+        assert_eq!(f.evidence["closed_first_unknown_sockets"], 5_000);
+        assert!(
+            f.remedy.contains("if port 8080 was the server's"),
+            "{}",
+            f.remedy
+        );
+        assert!(f.remedy.contains("wait-drain --port 8080"), "{}", f.remedy);
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod load;
 use anyhow::Result;
 
 mod preflight;
+mod net;
 mod trace;
 
 /// A named benchmark.
@@ -30,6 +31,10 @@ fn all() -> Vec<Bench> {
         Bench {
             name: "preflight",
             run: preflight::run,
+        },
+        Bench {
+            name: "net",
+            run: net::run,
         },
     ]
 }

@@ -15,6 +15,9 @@ use std::{
 use super::SockRec;
 
 const NETLINK_SOCK_DIAG: libc::c_int = 4;
+/// The original request (`struct inet_diag_req`): the kernel answers it for both address
+/// families in one walk of the connection hash (`sdiag_family = AF_UNSPEC`), as `ss -t` does.
+const TCPDIAG_GETSOCK: u16 = 18;
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
@@ -24,6 +27,8 @@ const NLMSG_HDRLEN: usize = 16;
 /// `struct inet_diag_req_v2`: 4 bytes of family/protocol/ext/pad, `idiag_states`, a 48-byte
 /// `inet_diag_sockid`.
 const REQ_LEN: usize = 56;
+/// `struct inet_diag_req`: family and lengths, the socket id, `idiag_states`, `idiag_dbs`.
+const REQ_COMPAT_LEN: usize = 60;
 /// `struct inet_diag_msg`.
 const MSG_LEN: usize = 72;
 /// The kernel fills at most ~32 KiB per dump batch; a bigger buffer never truncates.
@@ -41,6 +46,8 @@ pub struct Diag {
     fd: OwnedFd,
     seq: u32,
     buf: Vec<u8>,
+    /// The one-walk request failed once (a kernel without it): ask per family from then on.
+    per_family: bool,
 }
 
 impl Diag {
@@ -62,29 +69,66 @@ impl Diag {
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
             seq: 0,
             buf: vec![0u8; BUF_LEN],
+            per_family: false,
         })
     }
 
     /// Dumps the TCP sockets of both address families in `states` (a bit mask of
     /// `1 << state`), calling `f` for each.
     pub fn dump_tcp(&mut self, states: u32, f: &mut dyn FnMut(SockRec)) -> io::Result<()> {
-        self.dump(libc::AF_INET as u8, states, f)?;
-        self.dump(libc::AF_INET6 as u8, states, f)
+        if !self.per_family {
+            let mut seen = 0usize;
+            match self.dump(None, states, &mut |r| {
+                seen += 1;
+                f(r)
+            }) {
+                Ok(()) => return Ok(()),
+                // Only an unknown request type is worth a retry, and only before any record.
+                Err(e)
+                    if seen == 0
+                        && matches!(
+                            e.raw_os_error(),
+                            Some(libc::EINVAL | libc::EOPNOTSUPP | libc::ENOENT)
+                        ) =>
+                {
+                    self.per_family = true
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.dump(Some(libc::AF_INET as u8), states, f)?;
+        self.dump(Some(libc::AF_INET6 as u8), states, f)
     }
 
-    fn dump(&mut self, family: u8, states: u32, f: &mut dyn FnMut(SockRec)) -> io::Result<()> {
+    /// One dump: both families in one walk (`None`), or one family (`inet_diag_req_v2`).
+    fn dump(
+        &mut self,
+        family: Option<u8>,
+        states: u32,
+        f: &mut dyn FnMut(SockRec),
+    ) -> io::Result<()> {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
-        let mut req = [0u8; NLMSG_HDRLEN + REQ_LEN];
-        req[0..4].copy_from_slice(&((NLMSG_HDRLEN + REQ_LEN) as u32).to_ne_bytes());
-        req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+        let mut req = [0u8; NLMSG_HDRLEN + REQ_COMPAT_LEN];
+        let (ty, len) = match family {
+            None => {
+                // The family byte is ignored (AF_UNSPEC); states follow the socket id.
+                req[16] = libc::AF_INET as u8;
+                req[16 + 52..16 + 56].copy_from_slice(&states.to_ne_bytes());
+                (TCPDIAG_GETSOCK, NLMSG_HDRLEN + REQ_COMPAT_LEN)
+            }
+            Some(fam) => {
+                req[16] = fam;
+                req[17] = libc::IPPROTO_TCP as u8;
+                req[20..24].copy_from_slice(&states.to_ne_bytes());
+                (SOCK_DIAG_BY_FAMILY, NLMSG_HDRLEN + REQ_LEN)
+            }
+        };
+        req[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+        req[4..6].copy_from_slice(&ty.to_ne_bytes());
         req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
         req[8..12].copy_from_slice(&seq.to_ne_bytes());
-        req[16] = family;
-        req[17] = libc::IPPROTO_TCP as u8;
-        req[20..24].copy_from_slice(&states.to_ne_bytes());
-        // The socket id stays zero: no single-socket lookup; cookie "none" is not needed for
-        // dumps.
+        // The socket id stays zero: no single-socket lookup.
         // SAFETY: zeroed sockaddr_nl is valid; nl_family set below.
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
@@ -93,7 +137,7 @@ impl Diag {
             libc::sendto(
                 self.fd.as_raw_fd(),
                 req.as_ptr().cast(),
-                req.len(),
+                len,
                 0,
                 (&kernel as *const libc::sockaddr_nl).cast(),
                 std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
@@ -153,7 +197,9 @@ fn parse_batch(b: &[u8], seq: u32, f: &mut dyn FnMut(SockRec)) -> io::Result<boo
                         return Err(io::Error::from_raw_os_error(-errno));
                     }
                 }
-                SOCK_DIAG_BY_FAMILY if payload.len() >= MSG_LEN => f(parse_msg(payload)),
+                SOCK_DIAG_BY_FAMILY | TCPDIAG_GETSOCK if payload.len() >= MSG_LEN => {
+                    f(parse_msg(payload))
+                }
                 _ => {}
             }
         }

@@ -87,7 +87,7 @@ pub enum Side {
     Server,
     /// Local port came from the ephemeral range, or the remote port is one we listen on.
     Client,
-    /// Neither rule applies.
+    /// Neither rule applies (grouped as if the lower port were the server's).
     Unknown,
 }
 
@@ -101,7 +101,7 @@ pub struct PortCount {
 }
 
 /// TIME_WAIT sockets of one flow group: (client IP, server IP, server port), oriented by who
-/// connected to whom.
+/// connected to whom (for `unknown`, the lower port is taken as the server's).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FlowGroup {
     /// The connecting side's address.
@@ -367,109 +367,219 @@ pub struct NetObservation {
     pub notes: Vec<String>,
 }
 
-fn top(map: HashMap<u16, u64>, keep: &[u16]) -> Vec<PortCount> {
-    let mut v: Vec<PortCount> = map
-        .iter()
-        .map(|(&port, &count)| PortCount { port, count })
-        .collect();
-    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.port.cmp(&b.port)));
-    let mut out: Vec<PortCount> = v.iter().take(TOP).cloned().collect();
+/// The busiest entries of a per-port count table (indexed by port), plus `keep`. One pass
+/// with a small sorted buffer: 50,000 TIME_WAIT sockets can mean 50,000 remote ports.
+fn top(counts: &[u32], keep: &[u16]) -> Vec<PortCount> {
+    let mut v: Vec<PortCount> = Vec::with_capacity(TOP + 1 + keep.len());
+    for (port, &count) in counts.iter().enumerate() {
+        // Ties keep the lower port: ports arrive in ascending order.
+        if count == 0 || (v.len() == TOP && v[TOP - 1].count >= count as u64) {
+            continue;
+        }
+        let at = v.partition_point(|c| c.count >= count as u64);
+        v.insert(
+            at,
+            PortCount {
+                port: port as u16,
+                count: count as u64,
+            },
+        );
+        v.truncate(TOP);
+    }
     for &p in keep {
-        if !out.iter().any(|c| c.port == p) {
-            out.push(PortCount {
+        if !v.iter().any(|c| c.port == p) {
+            v.push(PortCount {
                 port: p,
-                count: map.get(&p).copied().unwrap_or(0),
+                count: counts[p as usize] as u64,
             });
         }
     }
-    out
+    v
 }
 
-impl NetObservation {
-    /// Builds the observation from a socket list and the namespace's sysctls (pure: the unit
-    /// tests feed it recorded /proc/net/tcp files). `ports` are ports of interest;
-    /// `target_inodes` the socket inodes the target holds.
-    pub fn build(
-        socks: &[SockRec],
-        sysctls: &NetSysctls,
-        ports: &[u16],
-        target_inodes: Option<&HashSet<u64>>,
+/// FxHash (rustc's): the census hashes one key per socket, and SipHash's DoS resistance buys
+/// nothing for keys the kernel hands us.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(i as u64)
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.write_u64(i as u64)
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(i as u64)
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64)
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+
+/// The census as a stream: listeners first (which side a socket is on depends on the ports
+/// listened on), then every other socket once, so 50,000 TIME_WAIT sockets are counted without
+/// being kept in memory.
+pub struct Tally<'a> {
+    sysctls: &'a NetSysctls,
+    ports: &'a [u16],
+    target: Option<&'a HashSet<u64>>,
+    listeners: Vec<SockRec>,
+    listening: Vec<bool>,
+    interest: Vec<u16>,
+    total: u64,
+    by_state: [u64; 16],
+    tw: TimeWait,
+    tw_local: Vec<u32>,
+    tw_remote: Vec<u32>,
+    tw_groups: FxMap<(Side, IpAddr, IpAddr, u16), u64>,
+    eph: FxMap<(IpAddr, IpAddr, u16), (u64, u64)>,
+    ports_seen: Vec<u64>,
+    drain_all: u64,
+    hist: Vec<u64>,
+}
+
+impl<'a> Tally<'a> {
+    /// Starts a census from the namespace's listeners and sysctls. `ports` are ports of
+    /// interest; `target` the socket inodes the target holds.
+    pub fn new(
+        listeners: Vec<SockRec>,
+        sysctls: &'a NetSysctls,
+        ports: &'a [u16],
+        target: Option<&'a HashSet<u64>>,
     ) -> Self {
-        let listening: HashSet<u16> = socks
-            .iter()
-            .filter(|s| s.state == TCP_LISTEN)
-            .map(|s| s.local.port())
-            .collect();
+        let mut listening = vec![false; 1 << 16];
         let mut interest: Vec<u16> = ports.to_vec();
-        if let Some(t) = target_inodes {
-            for s in socks {
-                if s.state == TCP_LISTEN && t.contains(&s.inode) {
-                    interest.push(s.local.port());
-                }
+        let mut by_state = [0u64; 16];
+        for l in &listeners {
+            listening[l.local.port() as usize] = true;
+            by_state[TCP_LISTEN as usize] += 1;
+            if target.is_some_and(|t| t.contains(&l.inode)) {
+                interest.push(l.local.port());
             }
         }
         interest.sort_unstable();
         interest.dedup();
-
-        let range = sysctls.ip_local_port_range;
-        let in_range = |p: u16| range.is_some_and(|[lo, hi]| (lo..=hi).contains(&p));
-        let side = |s: &SockRec| {
-            let (l, r) = (s.local.port(), s.remote.port());
-            if listening.contains(&l) {
-                Side::Server
-            } else if listening.contains(&r) || (in_range(l) && !in_range(r)) {
-                Side::Client
-            } else if in_range(r) && !in_range(l) {
-                Side::Server
-            } else {
-                Side::Unknown
-            }
-        };
-
-        let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
-        let mut tw = TimeWait::default();
-        let mut tw_local: HashMap<u16, u64> = HashMap::new();
-        let mut tw_remote: HashMap<u16, u64> = HashMap::new();
-        let mut tw_groups: HashMap<(Side, IpAddr, IpAddr, u16), u64> = HashMap::new();
-        let mut eph: HashMap<(IpAddr, IpAddr, u16), (u64, u64)> = HashMap::new();
-        let mut ports_seen = vec![0u64; 1024];
-        let mut drain_all = 0u64;
-        let mut hist = vec![0u64; TIME_WAIT_LEN_S as usize + 1];
-        for s in socks {
-            *by_state.entry(state_name(s.state).to_string()).or_default() += 1;
-            if s.state == TCP_LISTEN {
-                continue;
-            }
-            let sd = side(s);
-            let (l, r) = (s.local.port(), s.remote.port());
-            if in_range(l) {
-                ports_seen[l as usize / 64] |= 1 << (l % 64);
-            }
-            let tw_here = s.state == TCP_TIME_WAIT;
-            if sd == Side::Client && in_range(l) {
-                let e = eph.entry((s.local.ip(), s.remote.ip(), r)).or_default();
-                e.0 += 1;
-                e.1 += tw_here as u64;
-            }
-            if !tw_here {
-                continue;
-            }
-            tw.count += 1;
-            *tw_local.entry(l).or_default() += 1;
-            *tw_remote.entry(r).or_default() += 1;
-            let key = match sd {
-                Side::Server => (sd, s.remote.ip(), s.local.ip(), l),
-                _ => (sd, s.local.ip(), s.remote.ip(), r),
-            };
-            *tw_groups.entry(key).or_default() += 1;
-            match sd {
-                Side::Server => tw.closed_first.server += 1,
-                Side::Client => tw.closed_first.client += 1,
-                Side::Unknown => tw.closed_first.unknown += 1,
-            }
-            drain_all = drain_all.max(s.expires_ms as u64);
-            hist[(s.expires_ms as usize / 1000).min(TIME_WAIT_LEN_S as usize)] += 1;
+        Tally {
+            sysctls,
+            ports,
+            target,
+            total: listeners.len() as u64,
+            listeners,
+            listening,
+            interest,
+            by_state,
+            tw: TimeWait::default(),
+            tw_local: vec![0u32; 1 << 16],
+            tw_remote: vec![0u32; 1 << 16],
+            tw_groups: FxMap::default(),
+            eph: FxMap::default(),
+            ports_seen: vec![0u64; 1024],
+            drain_all: 0,
+            hist: vec![0u64; TIME_WAIT_LEN_S as usize + 1],
         }
+    }
+
+    fn in_range(&self, p: u16) -> bool {
+        self.sysctls
+            .ip_local_port_range
+            .is_some_and(|[lo, hi]| (lo..=hi).contains(&p))
+    }
+
+    fn side(&self, s: &SockRec) -> Side {
+        let (l, r) = (s.local.port(), s.remote.port());
+        if self.listening[l as usize] {
+            Side::Server
+        } else if self.listening[r as usize] || (self.in_range(l) && !self.in_range(r)) {
+            Side::Client
+        } else if self.in_range(r) && !self.in_range(l) {
+            Side::Server
+        } else {
+            Side::Unknown
+        }
+    }
+
+    /// Counts one socket that is not listening (listeners were given to `new`).
+    pub fn add(&mut self, s: &SockRec) {
+        if s.state == TCP_LISTEN {
+            return;
+        }
+        self.total += 1;
+        self.by_state[s.state as usize & 15] += 1;
+        let sd = self.side(s);
+        let (l, r) = (s.local.port(), s.remote.port());
+        let l_in = self.in_range(l);
+        if l_in {
+            self.ports_seen[l as usize / 64] |= 1 << (l % 64);
+        }
+        let tw_here = s.state == TCP_TIME_WAIT;
+        if sd == Side::Client && l_in {
+            let e = self
+                .eph
+                .entry((s.local.ip(), s.remote.ip(), r))
+                .or_default();
+            e.0 += 1;
+            e.1 += tw_here as u64;
+        }
+        if !tw_here {
+            return;
+        }
+        let tw = &mut self.tw;
+        tw.count += 1;
+        self.tw_local[l as usize] += 1;
+        self.tw_remote[r as usize] += 1;
+        // Undecided sockets are grouped as if the lower port were the server's (the usual
+        // case once the server that listened is gone), so one flow stays one group.
+        let key = match sd {
+            Side::Server => (sd, s.remote.ip(), s.local.ip(), l),
+            Side::Unknown if l < r => (sd, s.remote.ip(), s.local.ip(), l),
+            _ => (sd, s.local.ip(), s.remote.ip(), r),
+        };
+        *self.tw_groups.entry(key).or_default() += 1;
+        match sd {
+            Side::Server => tw.closed_first.server += 1,
+            Side::Client => tw.closed_first.client += 1,
+            Side::Unknown => tw.closed_first.unknown += 1,
+        }
+        self.drain_all = self.drain_all.max(s.expires_ms as u64);
+        self.hist[(s.expires_ms as usize / 1000).min(TIME_WAIT_LEN_S as usize)] += 1;
+    }
+
+    /// The observation (namespace, source, counters and target are the caller's to fill).
+    pub fn finish(self) -> NetObservation {
+        let Tally {
+            sysctls,
+            ports,
+            target,
+            listeners: all_listeners,
+            interest,
+            total,
+            by_state,
+            mut tw,
+            tw_local,
+            tw_remote,
+            tw_groups,
+            eph,
+            ports_seen,
+            drain_all,
+            mut hist,
+            ..
+        } = self;
         if tw.count > 0 {
             tw.drain_all_ms = Some(drain_all);
             while hist.last() == Some(&0) {
@@ -477,9 +587,9 @@ impl NetObservation {
             }
             tw.remaining_histogram_s = hist;
         }
-        tw.local_ports_total = tw_local.len();
-        tw.by_local_port = top(tw_local, &interest);
-        tw.by_remote_port = top(tw_remote, &[]);
+        tw.local_ports_total = tw_local.iter().filter(|c| **c > 0).count();
+        tw.by_local_port = top(&tw_local, &interest);
+        tw.by_remote_port = top(&tw_remote, &[]);
         tw.groups_total = tw_groups.len();
         let mut groups: Vec<FlowGroup> = tw_groups
             .into_iter()
@@ -499,7 +609,7 @@ impl NetObservation {
         groups.truncate(TOP);
         tw.groups = groups;
 
-        let ephemeral = range.map(|[lo, hi]| {
+        let ephemeral = sysctls.ip_local_port_range.map(|[lo, hi]| {
             let range_ports = hi as u32 - lo as u32 + 1;
             let reserved_in_range = sysctls
                 .ip_local_reserved_ports
@@ -546,20 +656,20 @@ impl NetObservation {
             }
         });
 
-        let all_listeners: Vec<&SockRec> = socks.iter().filter(|s| s.state == TCP_LISTEN).collect();
+        let mine = |s: &SockRec| target.is_some_and(|t| t.contains(&s.inode));
         let mut listeners: Vec<Listener> = all_listeners
             .iter()
             .filter(|s| {
-                let mine = target_inodes.is_some_and(|t| t.contains(&s.inode));
-                mine || interest.contains(&s.local.port())
-                    || (target_inodes.is_none() && ports.is_empty())
+                mine(s)
+                    || interest.contains(&s.local.port())
+                    || (target.is_none() && ports.is_empty())
             })
             .map(|s| Listener {
                 local: s.local.to_string(),
                 port: s.local.port(),
                 accept_queue: s.rqueue,
                 backlog: s.backlog,
-                target: target_inodes.is_some_and(|t| t.contains(&s.inode)),
+                target: mine(s),
             })
             .collect();
         listeners.sort_by(|a, b| {
@@ -570,9 +680,15 @@ impl NetObservation {
         });
         listeners.truncate(32);
 
+        let mut sockets: BTreeMap<String, u64> = BTreeMap::new();
+        for (state, &n) in by_state.iter().enumerate().filter(|(_, n)| **n > 0) {
+            *sockets
+                .entry(state_name(state as u8).to_string())
+                .or_default() += n;
+        }
         NetObservation {
-            sockets_total: socks.len() as u64,
-            sockets: by_state,
+            sockets_total: total,
+            sockets,
             ports: interest,
             time_wait: tw,
             ephemeral,
@@ -581,6 +697,29 @@ impl NetObservation {
             sysctls: sysctls.clone(),
             ..Default::default()
         }
+    }
+}
+
+impl NetObservation {
+    /// Builds the observation from a socket list and the namespace's sysctls (pure: the unit
+    /// tests feed it recorded /proc/net/tcp files). `ports` are ports of interest;
+    /// `target_inodes` the socket inodes the target holds.
+    pub fn build(
+        socks: &[SockRec],
+        sysctls: &NetSysctls,
+        ports: &[u16],
+        target_inodes: Option<&HashSet<u64>>,
+    ) -> Self {
+        let listeners = socks
+            .iter()
+            .filter(|s| s.state == TCP_LISTEN)
+            .cloned()
+            .collect();
+        let mut t = Tally::new(listeners, sysctls, ports, target_inodes);
+        for s in socks {
+            t.add(s);
+        }
+        t.finish()
     }
 
     /// Sets the TcpExt increments since `before` (an earlier census of the same namespace).
@@ -606,13 +745,11 @@ fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// What was read inside the namespace.
-struct Reading {
-    socks: Vec<SockRec>,
-    source: &'static str,
-    sysctls: NetSysctls,
-    tcp_ext: Option<TcpExtSnapshot>,
-    notes: Vec<String>,
+/// What a census is asked for besides the sockets.
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    ports: &'a [u16],
+    target: Option<&'a HashSet<u64>>,
 }
 
 fn read_proc_tcp(dir: &Path, socks: &mut Vec<SockRec>, notes: &mut Vec<String>) -> io::Result<()> {
@@ -642,38 +779,46 @@ fn read_netstat(dir: &Path) -> Option<TcpExtSnapshot> {
     })
 }
 
-/// Reads sockets, sysctls and counters of the calling thread's namespace.
-fn read_here(read_from: String) -> Result<Reading> {
+/// Reads sockets, sysctls and counters of the calling thread's namespace. With sock_diag the
+/// listeners come first (a dump that skips the connection hash), then everything else is
+/// tallied as it arrives.
+fn read_here(read_from: String, ask: Ask) -> Result<NetObservation> {
     let here = Path::new("/proc/thread-self/net");
-    let mut socks = Vec::new();
+    let mut sysctls = procfs::sysctls_from(&procfs::read_sysctls());
+    sysctls.read_from = read_from;
     let mut notes = vec![];
-    let dumped = Diag::open().and_then(|mut d| d.dump_tcp(ALL_STATES, &mut |r| socks.push(r)));
-    let source = match dumped {
-        Ok(()) => "sock_diag",
+    let streamed = Diag::open().and_then(|mut d| {
+        let mut listeners = vec![];
+        d.dump_tcp(1 << TCP_LISTEN, &mut |r| listeners.push(r))?;
+        let mut t = Tally::new(listeners, &sysctls, ask.ports, ask.target);
+        d.dump_tcp(ALL_STATES & !(1 << TCP_LISTEN), &mut |r| t.add(&r))?;
+        Ok(t.finish())
+    });
+    let mut obs = match streamed {
+        Ok(mut o) => {
+            o.source = "sock_diag".into();
+            o
+        }
         Err(e) => {
-            socks.clear();
             notes.push(format!(
                 "sock_diag unavailable ({e}): read /proc/net/tcp{{,6}} instead, which does not show listen backlogs"
             ));
+            let mut socks = vec![];
             read_proc_tcp(here, &mut socks, &mut notes)
                 .map_err(|e| Error::input("/proc/net/tcp", e))?;
-            "/proc/net/tcp"
+            let mut o = NetObservation::build(&socks, &sysctls, ask.ports, ask.target);
+            o.source = "/proc/net/tcp".into();
+            o
         }
     };
-    let mut sysctls = procfs::sysctls_from(&procfs::read_sysctls());
-    sysctls.read_from = read_from;
-    Ok(Reading {
-        socks,
-        source,
-        sysctls,
-        tcp_ext: read_netstat(here),
-        notes,
-    })
+    obs.tcp_ext = read_netstat(here);
+    obs.notes = notes;
+    Ok(obs)
 }
 
 /// Without the right to enter a process's namespace, its /proc/PID/net files still answer
 /// for it; its sysctls cannot be read, and are reported unknown rather than ours.
-fn read_via_proc_pid(pid: u32, why: &io::Error) -> Result<Reading> {
+fn read_via_proc_pid(pid: u32, why: &io::Error, ask: Ask) -> Result<NetObservation> {
     let dir = std::path::PathBuf::from(format!("/proc/{pid}/net"));
     let mut socks = vec![];
     let mut notes = vec![format!(
@@ -682,16 +827,15 @@ fn read_via_proc_pid(pid: u32, why: &io::Error) -> Result<Reading> {
     )];
     read_proc_tcp(&dir, &mut socks, &mut notes)
         .map_err(|e| Error::input(format!("{}/tcp", dir.display()), e))?;
-    Ok(Reading {
-        socks,
-        source: "/proc/net/tcp",
-        sysctls: NetSysctls {
-            read_from: format!("not read: cannot enter the namespace of pid {pid}"),
-            ..Default::default()
-        },
-        tcp_ext: read_netstat(&dir),
-        notes,
-    })
+    let sysctls = NetSysctls {
+        read_from: format!("not read: cannot enter the namespace of pid {pid}"),
+        ..Default::default()
+    };
+    let mut obs = NetObservation::build(&socks, &sysctls, ask.ports, ask.target);
+    obs.source = "/proc/net/tcp".into();
+    obs.tcp_ext = read_netstat(&dir);
+    obs.notes = notes;
+    Ok(obs)
 }
 
 /// Where a namespace is, relative to ours.
@@ -737,25 +881,28 @@ fn enter_error(ns: &Netns, e: EnterError) -> Error {
     }
 }
 
-fn read_namespace(ns: &Netns) -> Result<Reading> {
+fn read_namespace(ns: &Netns, ask: Ask) -> Result<NetObservation> {
     match route(ns)? {
-        Route::Here => read_here(match ns {
-            Netns::Own => "trapdetect's own namespace".into(),
-            other => format!(
-                "trapdetect's own namespace, which is that of {}",
-                other.label()
-            ),
-        }),
+        Route::Here => read_here(
+            match ns {
+                Netns::Own => "trapdetect's own namespace".into(),
+                other => format!(
+                    "trapdetect's own namespace, which is that of {}",
+                    other.label()
+                ),
+            },
+            ask,
+        ),
         Route::Enter(path) => {
             let label = format!("the namespace of {} (entered with setns)", ns.label());
-            match netns::run_in(&path, || read_here(label)) {
+            match netns::run_in(&path, || read_here(label, ask)) {
                 Ok(r) => r,
                 Err(EnterError::Setns(e) | EnterError::Open(e))
                     if matches!(ns, Netns::Pid(_))
                         && matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) =>
                 {
                     let Netns::Pid(p) = ns else { unreachable!() };
-                    read_via_proc_pid(*p, &e)
+                    read_via_proc_pid(*p, &e, ask)
                 }
                 Err(e) => Err(enter_error(ns, e)),
             }
@@ -855,18 +1002,20 @@ pub fn census_in(
             Error::input(format!("/proc/{p}"), e)
         });
     }
-    let reading = read_namespace(ns)?;
-    let mut notes = reading.notes;
+    let mut notes = vec![];
     let inodes = pid.map(|p| target_inodes(p, &mut notes));
-    let mut obs = NetObservation::build(&reading.socks, &reading.sysctls, ports, inodes.as_ref());
+    let ask = Ask {
+        ports,
+        target: inodes.as_ref(),
+    };
+    let mut obs = read_namespace(ns, ask)?;
     if let Some(p) = pid {
         obs.fds.push(fd_use(p, "target")?);
     }
     obs.netns = ns.label();
-    obs.source = reading.source.to_string();
-    obs.tcp_ext = reading.tcp_ext;
     obs.taken_unix_ms = unix_ms();
     obs.plan = plan.map(|(r, t)| Plan::new(r, t));
+    notes.append(&mut obs.notes);
     obs.notes = notes;
     obs.census_ms = crate::traps::round(t0.elapsed().as_secs_f64() * 1000.0, 2);
     Ok(obs)
@@ -1252,6 +1401,77 @@ mod tests {
         assert!(tw.drain_all_ms.unwrap() <= 60_000);
         assert_eq!(tw.seconds_until_below(32), 0);
         assert!(tw.seconds_until_below(1) <= 60);
+    }
+
+    #[test]
+    fn without_a_listener_the_lower_port_groups_the_flow() {
+        // The server that listened is gone and the clients' ports lie outside the range.
+        let (socks, _) = procfs::parse_tcp(&fixture("tw-server-closes.tcp"));
+        let socks: Vec<SockRec> = socks
+            .into_iter()
+            .filter(|s| s.state != TCP_LISTEN)
+            .collect();
+        let mut sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(
+            "tw-server-closes.sysctl",
+        )));
+        sys.ip_local_port_range = Some([61000, 61999]);
+        let obs = NetObservation::build(&socks, &sys, &[], None);
+        let tw = &obs.time_wait;
+        assert_eq!(
+            tw.closed_first,
+            ClosedFirst {
+                server: 0,
+                client: 0,
+                unknown: 31
+            }
+        );
+        assert_eq!(tw.groups_total, 2);
+        assert!(
+            tw.groups
+                .iter()
+                .all(|g| g.server_port == 8080 && g.closed_first == Side::Unknown)
+        );
+        assert_eq!(obs.listeners_total, 0);
+    }
+
+    #[test]
+    fn top_keeps_the_busiest_and_the_ports_asked_for() {
+        let mut counts = vec![0u32; 1 << 16];
+        for p in 1000..1100u16 {
+            counts[p as usize] = p as u32 % 7;
+        }
+        counts[8080] = 50;
+        let t = top(&counts, &[9999]);
+        assert_eq!(t.len(), TOP + 1);
+        assert_eq!(
+            t[0],
+            PortCount {
+                port: 8080,
+                count: 50
+            }
+        );
+        // Then the lowest ports with count 6, in order.
+        assert_eq!(
+            t[1],
+            PortCount {
+                port: 1000,
+                count: 6
+            }
+        );
+        assert_eq!(
+            t[2],
+            PortCount {
+                port: 1007,
+                count: 6
+            }
+        );
+        assert_eq!(
+            t[TOP],
+            PortCount {
+                port: 9999,
+                count: 0
+            }
+        );
     }
 
     #[test]
