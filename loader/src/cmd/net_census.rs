@@ -8,7 +8,7 @@ use crate::{
     error::{Error, Result},
     escape,
     host::net::{self, Netns, TcpExtSnapshot},
-    report::{Report, Target, text},
+    report::{Report, Skipped, Target, text},
     traps,
     util::{parse_duration, parse_rate, print},
 };
@@ -90,7 +90,12 @@ pub fn run(a: NetCensusArgs) -> Result<i32> {
         });
     }
     r.findings = traps::net::rules(&obs);
-    r.measurement.notes = obs.notes.clone();
+    for (check, reason) in traps::net::skipped(&obs) {
+        r.skipped.push(Skipped {
+            check: check.to_string(),
+            reason,
+        });
+    }
     let value = serde_json::to_value(&obs)
         .map_err(|e| Error::Untrusted(format!("serialising the census: {e}")))?;
     r.add_section("network", value, net::render_text(&obs));

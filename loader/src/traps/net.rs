@@ -29,6 +29,33 @@ pub fn rules(o: &NetObservation) -> Vec<Finding> {
     out
 }
 
+/// Checks the observation could not support, with the reason (for the report's `skipped`).
+pub fn skipped(o: &NetObservation) -> Vec<(&'static str, String)> {
+    let mut out = vec![];
+    if o.ephemeral.is_none() {
+        out.push((
+            "net.ephemeral-ports",
+            format!("ip_local_port_range unknown ({})", o.sysctls.read_from),
+        ));
+    }
+    if o.tcp_ext.is_none() {
+        out.push((
+            "net.listen-overflow counters",
+            "/proc/net/netstat unreadable".to_string(),
+        ));
+    }
+    for f in o.fds.iter().filter(|f| f.open_fds.is_none()) {
+        out.push((
+            "net.fd-limit open descriptors",
+            format!(
+                "/proc/{}/fd unreadable: the limit is compared with the planned run alone",
+                f.pid
+            ),
+        ));
+    }
+    out
+}
+
 fn mean(v: &[u64]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64 / v.len() as f64)
 }
@@ -393,6 +420,7 @@ fn suggested_nofile(need: u64) -> u64 {
 /// net.fd-limit: RLIMIT_NOFILE below what the planned run holds open.
 pub fn fd_limit(u: &FdUse, plan: Option<&Plan>) -> Option<Finding> {
     let soft = u.soft_limit?;
+    // Unreadable /proc/PID/fd: compare with the planned run alone (see `skipped`).
     let open = u.open_fds.unwrap_or(0);
     let need = plan.map(|p| open + p.in_flight);
     let severity = if need.is_some_and(|n| n > soft) {
@@ -421,7 +449,7 @@ pub fn fd_limit(u: &FdUse, plan: Option<&Plan>) -> Option<Finding> {
         .with_opt("rate_per_s", plan.map(|p| p.rate_per_s))
         .with_opt("timeout_s", plan.map(|p| p.timeout_s))
         .with_opt("in_flight_needed_connections", plan.map(|p| p.in_flight))
-        .with("open_fds", open)
+        .with_opt("open_fds", u.open_fds)
         .with("soft_limit_fds", soft)
         .with_opt("hard_limit_fds", u.hard_limit)
         .with("headroom_fds", soft.saturating_sub(open));

@@ -35,6 +35,48 @@ fn timed(ns: &NetNs, cmd: &mut Command) -> Result<(f64, String)> {
     Ok((ms, String::from_utf8(out.stdout)?))
 }
 
+fn children_cpu_s() -> f64 {
+    // SAFETY: plain getrusage into a zeroed struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// CPU that `wait-drain` spends while it waits (default 200 ms interval, 3 s, never drained).
+fn wait_drain_cpu(ns: &NetNs, bin: &std::path::Path) -> Result<f64> {
+    let before = children_cpu_s();
+    let (ms, out) = timed(
+        ns,
+        Command::new(bin).args([
+            "wait-drain",
+            "--port",
+            "8080",
+            "--below",
+            "1",
+            "--timeout",
+            "3s",
+            "--json",
+            "--quiet",
+        ]),
+    )?;
+    let cpu = children_cpu_s() - before;
+    let v: serde_json::Value = serde_json::from_str(&out)?;
+    let share = cpu / (ms / 1000.0);
+    eprintln!(
+        "net: wait-drain polling {} samples over {:.1} s used {:.0} ms CPU ({:.1} % of one CPU)",
+        v["samples"],
+        ms / 1000.0,
+        cpu * 1000.0,
+        share * 100.0
+    );
+    record(
+        "net.wait_drain_poll",
+        serde_json::json!({"time_wait_sockets": SOCKETS, "interval_ms": 200, "samples": v["samples"], "cpu_share_of_one_cpu": share}),
+    );
+    Ok(share)
+}
+
 /// Interleaved timings of one configuration.
 struct Rounds {
     ours: Vec<f64>,
@@ -120,6 +162,7 @@ pub fn run() -> Result<()> {
     let bin = target_file("trapdetect");
     let listening = rounds(&ns, &bin, ROUNDS)?;
     report("server listening", &listening);
+    wait_drain_cpu(&ns, &bin)?;
     // The next point's fresh instance: the port's TIME_WAIT outlives the process.
     drop(server);
     let gone = rounds(&ns, &bin, ROUNDS)?;

@@ -91,6 +91,17 @@ pub enum Side {
     Unknown,
 }
 
+impl Side {
+    /// Lower-case name, as in JSON.
+    pub fn label(self) -> &'static str {
+        match self {
+            Side::Server => "server",
+            Side::Client => "client",
+            Side::Unknown => "unknown",
+        }
+    }
+}
+
 /// Sockets on one port.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PortCount {
@@ -1189,19 +1200,20 @@ pub fn render_text(o: &NetObservation) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "    by local port ({} ports): {}",
+            "    by local port ({} port{}): {}",
             tw.local_ports_total,
+            if tw.local_ports_total == 1 { "" } else { "s" },
             ports.join(", ")
         );
         for g in &tw.groups {
             let _ = writeln!(
                 out,
-                "    {} -> {}:{}  {}  (closed first: {:?})",
+                "    {} -> {}:{}  {}  (closed first: {})",
                 g.client,
                 g.server,
                 g.server_port,
                 thousands(g.count),
-                g.closed_first
+                g.closed_first.label()
             );
         }
         if tw.groups_total > tw.groups.len() {
