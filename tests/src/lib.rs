@@ -4,8 +4,8 @@
 
 pub mod cgroup;
 pub mod misbehave;
-pub mod schema;
 pub mod netns;
+pub mod schema;
 pub mod servers;
 pub mod slowfs;
 

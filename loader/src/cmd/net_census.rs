@@ -9,7 +9,7 @@ use crate::{
     escape,
     host::net::{self, Netns, TcpExtSnapshot},
     report::{Report, Skipped, Target, text},
-    traps,
+    traps::{self, Finding},
     util::{parse_duration, parse_rate, print},
 };
 
@@ -60,19 +60,72 @@ fn baseline(path: &PathBuf) -> Result<TcpExtSnapshot> {
         })
 }
 
-/// Runs the command; returns the exit code.
-pub fn run(a: NetCensusArgs) -> Result<i32> {
-    let ns = match (&a.netns, a.pid) {
-        (Some(n), _) => Netns::named(n).map_err(Error::usage)?,
-        (None, Some(p)) => Netns::Pid(p),
-        (None, None) => Netns::Own,
-    };
-    let base = a.baseline.as_ref().map(baseline).transpose()?;
-    let plan = a.rate.zip(a.timeout);
-    let mut obs = net::census_in(&ns, a.pid, plan, &a.ports)?;
-    if let Some(b) = &base {
+/// The census with its findings, ready for a report: what `net-census` prints and what
+/// `preflight` (or a traced run) adds with `Report::add_section("network", json, text)`.
+pub struct NetCheck {
+    /// The observation.
+    pub obs: net::NetObservation,
+    /// net.* findings.
+    pub findings: Vec<Finding>,
+    /// Checks the census could not support, with the reason.
+    pub skipped: Vec<Skipped>,
+    /// The `network` section.
+    pub json: serde_json::Value,
+    /// Its text rendering.
+    pub text: String,
+}
+
+/// Census of `ns` (the pid's namespace when `ns` is `None`) with the target `pid`, a planned
+/// `(rate per second, client timeout)` and ports of interest; `baseline` turns the TcpExt
+/// counters into increments.
+pub fn check(
+    ns: Option<&Netns>,
+    pid: Option<u32>,
+    plan: Option<(f64, Duration)>,
+    ports: &[u16],
+    baseline: Option<&TcpExtSnapshot>,
+) -> Result<NetCheck> {
+    let own = pid.map_or(Netns::Own, Netns::Pid);
+    let mut obs = net::census_in(ns.unwrap_or(&own), pid, plan, ports)?;
+    if let Some(b) = baseline {
         obs.set_baseline(b);
     }
+    let findings = traps::net::rules(&obs);
+    let skipped = traps::net::skipped(&obs)
+        .into_iter()
+        .map(|(check, reason)| Skipped {
+            check: check.to_string(),
+            reason,
+        })
+        .collect();
+    let json = serde_json::to_value(&obs)
+        .map_err(|e| Error::Untrusted(format!("serialising the census: {e}")))?;
+    let text = net::render_text(&obs);
+    Ok(NetCheck {
+        obs,
+        findings,
+        skipped,
+        json,
+        text,
+    })
+}
+
+/// Runs the command; returns the exit code.
+pub fn run(a: NetCensusArgs) -> Result<i32> {
+    let ns = a
+        .netns
+        .as_deref()
+        .map(Netns::named)
+        .transpose()
+        .map_err(Error::usage)?;
+    let base = a.baseline.as_ref().map(baseline).transpose()?;
+    let c = check(
+        ns.as_ref(),
+        a.pid,
+        a.rate.zip(a.timeout),
+        &a.ports,
+        base.as_ref(),
+    )?;
     let mut r = Report::new("net-census");
     if let Some(p) = a.pid {
         let link = |w: &str| {
@@ -82,23 +135,21 @@ pub fn run(a: NetCensusArgs) -> Result<i32> {
         };
         r.target = Some(Target {
             pid: p,
-            comm: obs.fds.first().map(|f| f.comm.clone()).unwrap_or_default(),
+            comm: c
+                .obs
+                .fds
+                .first()
+                .map(|f| f.comm.clone())
+                .unwrap_or_default(),
             exe: link("exe"),
             cwd: link("cwd"),
             processes: 1,
             exited_after_s: None,
         });
     }
-    r.findings = traps::net::rules(&obs);
-    for (check, reason) in traps::net::skipped(&obs) {
-        r.skipped.push(Skipped {
-            check: check.to_string(),
-            reason,
-        });
-    }
-    let value = serde_json::to_value(&obs)
-        .map_err(|e| Error::Untrusted(format!("serialising the census: {e}")))?;
-    r.add_section("network", value, net::render_text(&obs));
+    r.findings = c.findings;
+    r.skipped = c.skipped;
+    r.add_section("network", c.json, c.text);
     r.finish(&a.ignore, a.strict);
     if a.json {
         print(&format!("{}\n", r.to_json()));

@@ -7,6 +7,6 @@ pub mod fpm;
 #[allow(clippy::module_inception)]
 pub mod host;
 pub mod mounts;
+pub mod net;
 pub mod process;
 pub mod tree;
-pub mod net;

@@ -6,8 +6,8 @@ pub mod fpm;
 pub mod fs;
 pub mod fs_static;
 pub mod host;
-pub mod process;
 pub mod net;
+pub mod process;
 
 use serde::Serialize;
 use serde_json::{Map, Value};

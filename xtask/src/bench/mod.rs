@@ -8,8 +8,8 @@ mod load;
 
 use anyhow::Result;
 
-mod preflight;
 mod net;
+mod preflight;
 mod trace;
 
 /// A named benchmark.
