@@ -14,7 +14,7 @@ use serde_json::Value;
 use trapdetect_e2e::{
     TempDir, json,
     netns::{Mode, NetNs, Server, connect_from, listen, sockaddr},
-    require_root, trapdetect, wait_until,
+    require_root, schema, trapdetect, wait_until,
 };
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -28,11 +28,16 @@ fn finding<'a>(r: &'a Value, id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {id} finding in {r:#}"))
 }
 
+/// `trapdetect net-census --json ARGS`: exit code and report, checked against the report's and
+/// the `network` section's checked-in schemas.
 fn census(args: &[&str]) -> (Option<i32>, Value) {
     let mut a = vec!["net-census", "--json"];
     a.extend(args);
     let out = trapdetect(&a, LIMIT);
-    (out.status.code(), json(&out))
+    let r = json(&out);
+    schema::validate(&schema::load("report.schema.json"), &r, "$");
+    schema::validate(&schema::load("net.schema.json"), &r["network"], "$.network");
+    (out.status.code(), r)
 }
 
 fn ms(d: Duration) -> f64 {
