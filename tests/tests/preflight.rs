@@ -894,3 +894,68 @@ fn bad_input_is_one_line_and_exit_2() {
         assert!(err.contains("Permission denied"), "{err}");
     }
 }
+
+#[test]
+fn network_census_runs_in_preflight_and_names_the_fd_limit() {
+    if !require_root("network_census_runs_in_preflight_and_names_the_fd_limit") {
+        return;
+    }
+    let dir = TempDir::new("pre-fd");
+    // A server started under `ulimit -n 256`, and a planned run of 400/s with a 10 s timeout.
+    let mut cmd = Command::new("sleep");
+    cmd.arg("60").current_dir(dir.path());
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let lim = libc::rlimit {
+                rlim_cur: 256,
+                rlim_max: 256,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let server = Proc::spawn("sleep", quiet(&mut cmd));
+    let pid = server.pid().to_string();
+    let (out, j) = preflight(&[
+        "--no-sample",
+        "--pid",
+        &pid,
+        "--rate",
+        "400",
+        "--timeout",
+        "10s",
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let f = one(&j, "net.fd-limit");
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["evidence"]["pid"], server.pid());
+    assert_eq!(f["evidence"]["in_flight_needed_connections"], 4000);
+    assert_eq!(f["evidence"]["soft_limit_fds"], 256);
+    assert!(
+        j["network"].is_object(),
+        "the census section is in the report"
+    );
+    trapdetect_e2e::schema::validate(&trapdetect_e2e::schema::load("report.schema.json"), &j, "$");
+    // Ignoring it is accepted by id and keeps it listed.
+    let (out, j) = preflight(&[
+        "--no-sample",
+        "--pid",
+        &pid,
+        "--rate",
+        "400",
+        "--timeout",
+        "10s",
+        "--ignore",
+        "net.fd-limit",
+    ]);
+    assert_ne!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        j["ignored"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["id"] == "net.fd-limit")
+    );
+}

@@ -28,8 +28,8 @@ use crate::{
     util::{parse_duration, parse_rate},
 };
 
-/// Every finding id preflight can report; `--ignore` accepts these (and `net.*`, which the
-/// network census reports).
+/// Every finding id preflight can report (plus `traps::net::IDS` from the network census);
+/// `--ignore` accepts these.
 pub const IDS: &[&str] = &[
     "cpu.affinity",
     "cpu.frequency",
@@ -61,7 +61,8 @@ const AFTER_HELP: &str = "\
 Checks (ids for --ignore): fs.cwd-slow fs.dir-slow fs.hot-path-slow cpu.quota cpu.affinity
 cpu.frequency host.noise host.tracer host.virt host.memory host.kernel-log proc.not-fresh
 proc.provenance fpm.memory fpm.ramp fpm.oversized fpm.socket-path fpm.alert-patterns
-fpm.spare-servers (see docs/preflight.md).
+fpm.spare-servers net.time-wait net.ephemeral-ports net.listen-overflow net.fd-limit
+(see docs/preflight.md and docs/net.md).
 
 In a harness:
   trapdetect preflight --dir \"$RUN\" --pid \"$SRV_PID\" || exit 1
@@ -183,11 +184,12 @@ fn validate(a: &PreflightArgs) -> Result<()> {
         ));
     }
     for id in &a.ignore {
-        if !IDS.contains(&id.as_str()) && !id.starts_with("net.") {
+        if !IDS.contains(&id.as_str()) && !traps::net::IDS.contains(&id.as_str()) {
             return Err(Error::usage(format!(
-                "--ignore {}: no such finding id (known: {})",
+                "--ignore {}: no such finding id (known: {}, {})",
                 escape::text(id),
-                IDS.join(", ")
+                IDS.join(", "),
+                traps::net::IDS.join(", ")
             )));
         }
     }
@@ -405,10 +407,9 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     // ---- PHP-FPM ----
     let fpm_json = fpm_checks(args, given_cfg, &obs, online, &mut findings, &mut skipped);
 
-    // ---- PLUG-IN POINT: the network census (host::net + traps::net, built separately) ----
-    // It receives --port, --rate/--timeout and the target pid, and returns its net.* findings
-    // and skipped checks. Until it lands, the flags are accepted and reported as not checked.
-    network_census(args, &mut findings, &mut skipped);
+    // ---- the network census (host::net + traps::net): TIME_WAIT left from earlier runs,
+    // ephemeral ports, the listener's accept queue, descriptors for --rate × --timeout ----
+    let network = network_census(args, &mut findings, &mut skipped);
 
     // ---- noise, last: the sample has been running all along ----
     let sample = sampler.and_then(|h| h.join().ok());
@@ -433,6 +434,9 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     if let Some(j) = fpm_json {
         let text = fpm_text(&j);
         r.add_section("fpm", j, text);
+    }
+    if let Some((json, text)) = network {
+        r.add_section("network", json, text);
     }
     r.add_section(
         "preflight",
@@ -848,15 +852,27 @@ fn fpm_checks(
     Some(serde_json::Value::Array(out))
 }
 
-/// The network census plugs in here (see the PLUG-IN POINT in `check`).
-fn network_census(args: &PreflightArgs, _findings: &mut Vec<Finding>, skipped: &mut Vec<Skipped>) {
-    if args.port.is_some() || args.rate.is_some() {
-        skipped.push(Skipped {
-            check: "net.* (network census)".into(),
-            reason:
-                "not part of this build yet: --port/--rate/--timeout were accepted and not checked"
-                    .into(),
-        });
+/// The network census, in the target's network namespace when there is a target; returns the
+/// `network` section. A census that cannot run is a skipped check, not a failed preflight.
+fn network_census(
+    args: &PreflightArgs,
+    findings: &mut Vec<Finding>,
+    skipped: &mut Vec<Skipped>,
+) -> Option<(serde_json::Value, String)> {
+    let ports: Vec<u16> = args.port.into_iter().collect();
+    match crate::cmd::net_census::check(None, args.pid, args.rate.zip(args.timeout), &ports, None) {
+        Ok(c) => {
+            findings.extend(c.findings);
+            skipped.extend(c.skipped);
+            Some((c.json, c.text))
+        }
+        Err(e) => {
+            skipped.push(Skipped {
+                check: "net.* (network census)".into(),
+                reason: e.to_string(),
+            });
+            None
+        }
     }
 }
 
