@@ -3,7 +3,7 @@
 //! under concurrency) and once from a native directory. trapdetect traces both; then a short
 //! saturation run shows what each really delivers next to the ceiling trapdetect predicted.
 
-use std::{process::Command, time::Duration};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use trapdetect_e2e::{TempDir, Tracer, servers::PhpStack, slowfs::SlowFs, target_file};
@@ -30,15 +30,7 @@ fn trace(stack: &PhpStack) -> Result<(String, serde_json::Value)> {
 }
 
 fn saturate(url: &str) -> Result<f64> {
-    let out = Command::new("wrk")
-        .args(["-t1", "-c8", "-d3s", url])
-        .output()
-        .context("wrk")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("Requests/sec:"))
-        .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("wrk output: {text}"))
+    crate::util::wrk(url, 3)
 }
 
 pub fn run() -> Result<()> {

@@ -35,3 +35,16 @@ pub fn has(cmd: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// Closed-loop saturation with wrk (one thread, 8 connections): requests per second.
+pub fn wrk(url: &str, secs: u32) -> Result<f64> {
+    let out = Command::new("wrk")
+        .args(["-t1", "-c8", &format!("-d{secs}s"), url])
+        .output()
+        .context("wrk")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("wrk output: {text}"))
+}

@@ -109,17 +109,7 @@ fn statloop(mode: Mode, kind: &str, path: &str, secs: f64) -> Result<(f64, f64)>
     }
 }
 
-fn wrk(url: &str, secs: u32) -> Result<f64> {
-    let out = Command::new("wrk")
-        .args(["-t1", "-c8", &format!("-d{secs}s"), url])
-        .output()
-        .context("wrk")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix("Requests/sec:"))
-        .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("wrk output: {text}"))
-}
+use crate::util::wrk;
 
 pub fn run() -> Result<()> {
     let modes = [Mode::Untraced, Mode::Trapdetect, Mode::Strace];
