@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::process::parse_stat;
 use crate::error::{Error, Result};
 
 /// What /proc says about one process.
@@ -24,25 +25,6 @@ pub struct ProcInfo {
     pub cmdline: Vec<Vec<u8>>,
 }
 
-/// Parses /proc/PID/stat's text: (pid, comm, ppid, starttime). `comm` may contain spaces and
-/// parentheses, so it is the text between the first `(` and the last `)`.
-pub fn parse_stat(text: &[u8]) -> Option<(u32, Vec<u8>, u32, u64)> {
-    let open = text.iter().position(|&b| b == b'(')?;
-    let close = text.iter().rposition(|&b| b == b')')?;
-    let pid = std::str::from_utf8(&text[..open])
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    let comm = text.get(open + 1..close)?.to_vec();
-    let rest = std::str::from_utf8(text.get(close + 1..)?).ok()?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // fields[0] is state (field 3); ppid is field 4; starttime is field 22.
-    let ppid = fields.get(1)?.parse().ok()?;
-    let starttime = fields.get(19)?.parse().ok()?;
-    Some((pid, comm, ppid, starttime))
-}
-
 fn read_link(p: &Path) -> Option<Vec<u8>> {
     std::fs::read_link(p)
         .ok()
@@ -59,7 +41,7 @@ pub fn info(pid: u32) -> Result<ProcInfo> {
             Error::input(format!("/proc/{pid}/stat"), e)
         }
     })?;
-    let (p, comm, ppid, starttime) = parse_stat(&stat)
+    let st = parse_stat(&stat)
         .ok_or_else(|| Error::usage(format!("/proc/{pid}/stat: unexpected format")))?;
     let cmdline = std::fs::read(dir.join("cmdline"))
         .map(|b| {
@@ -70,10 +52,10 @@ pub fn info(pid: u32) -> Result<ProcInfo> {
         })
         .unwrap_or_default();
     Ok(ProcInfo {
-        pid: p,
-        ppid,
-        starttime,
-        comm,
+        pid,
+        ppid: st.ppid,
+        starttime: st.start_ticks,
+        comm: st.comm,
         exe: read_link(&dir.join("exe")),
         cwd: read_link(&dir.join("cwd")),
         cmdline,
@@ -82,22 +64,11 @@ pub fn info(pid: u32) -> Result<ProcInfo> {
 
 /// Whether the process that had `starttime` is still alive (not exited, not a reused pid).
 pub fn alive(pid: u32, starttime: u64) -> bool {
-    match std::fs::read(format!("/proc/{pid}/stat")) {
-        Ok(t) => match parse_stat(&t) {
-            // A zombie still has its stat: exited for our purposes.
-            Some((_, _, _, st)) => {
-                st == starttime
-                    && !String::from_utf8_lossy(&t)
-                        .rsplit(')')
-                        .next()
-                        .unwrap_or("")
-                        .trim_start()
-                        .starts_with('Z')
-            }
-            None => false,
-        },
-        Err(_) => false,
-    }
+    // A zombie still has its stat: exited for our purposes.
+    std::fs::read(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|t| parse_stat(&t))
+        .is_some_and(|st| st.start_ticks == starttime && st.state != 'Z')
 }
 
 /// Every (pid, ppid) on the system.
@@ -111,9 +82,9 @@ pub fn all_parents() -> Vec<(u32, u32)> {
             continue;
         };
         if let Ok(t) = std::fs::read(e.path().join("stat"))
-            && let Some((_, _, ppid, _)) = parse_stat(&t)
+            && let Some(st) = parse_stat(&t)
         {
-            out.push((pid, ppid));
+            out.push((pid, st.ppid));
         }
     }
     out
@@ -138,16 +109,6 @@ pub fn descendants_of(root: u32, parents: &[(u32, u32)]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_with_hostile_comm() {
-        let t = b"4242 (php-fpm: pool (www) x) S 4200 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0";
-        let (pid, comm, ppid, start) = parse_stat(t).unwrap();
-        assert_eq!(pid, 4242);
-        assert_eq!(comm, b"php-fpm: pool (www) x");
-        assert_eq!(ppid, 4200);
-        assert_eq!(start, 98765);
-    }
 
     #[test]
     fn descendants() {
