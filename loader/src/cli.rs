@@ -38,6 +38,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Attach to a server and report the traps its requests walk into (same as no subcommand).
+    #[command(after_help = EXIT_CODES)]
     Trace(cmd::trace::TraceArgs),
     /// The open-loop load generator alone.
     Load(Box<cmd::load::LoadArgs>),

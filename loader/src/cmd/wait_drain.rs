@@ -15,6 +15,12 @@ use crate::{
 
 /// Flags of `trapdetect wait-drain`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Exit codes:
+  0  the count dropped below --below
+  1  --timeout passed first (the last count and the time the kernel's timers still need are printed)
+  2  bad usage or input (no such process or namespace)
+  3  the sockets could not be counted (netlink and /proc/net/tcp both failed)
+  4  no privilege to enter the namespace (CAP_SYS_ADMIN)")]
 pub struct WaitDrainArgs {
     /// Port whose TIME_WAIT sockets are counted, as local or as remote port (the server's port
     /// covers both the server's and the clients' TIME_WAIT).
