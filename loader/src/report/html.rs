@@ -8,8 +8,17 @@ use super::Report;
 use crate::escape::html as h;
 
 fn cell(v: &serde_json::Value) -> String {
+    use serde_json::Value;
     match v {
-        serde_json::Value::String(s) => h(s),
+        Value::String(s) => h(s),
+        Value::Null => "-".into(),
+        // Nested rows (latency, FUSE ops): `key value` pairs, one object per line.
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| format!("{} {}", h(k), cell(v)))
+            .collect::<Vec<_>>()
+            .join(" · "),
+        Value::Array(a) => a.iter().map(cell).collect::<Vec<_>>().join("<br>"),
         other => h(&other.to_string()),
     }
 }
