@@ -428,3 +428,32 @@ fn bad_flag_values_are_one_line_usage_errors_for_every_command() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Exit codes:"));
 }
+
+#[test]
+fn without_tracefs_mounted_the_tracer_mounts_its_own_and_leaves_nothing() {
+    if !require_root("without_tracefs_mounted_the_tracer_mounts_its_own_and_leaves_nothing") {
+        return;
+    }
+    // A fresh machine has no tracefs mounted. Stage that in a private mount namespace, run a
+    // trace there, and check the namespace has no tracefs afterwards.
+    let bin = trapdetect_e2e::bin();
+    let script = format!(
+        "umount /sys/kernel/tracing 2>/dev/null; umount /sys/kernel/debug/tracing 2>/dev/null; \
+         if mountpoint -q /sys/kernel/tracing; then echo STILL-MOUNTED; exit 9; fi; \
+         {} --pid $$ --duration 1s --json --quiet > /dev/null; rc=$?; \
+         if mountpoint -q /sys/kernel/tracing; then echo LEFT-MOUNTED; fi; exit $rc",
+        bin.display()
+    );
+    let out = run_bounded(
+        Command::new("unshare").args(["-m", "--propagation", "private", "sh", "-c", &script]),
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("MOUNTED"), "{stdout}");
+}

@@ -1,5 +1,9 @@
-//! tracefs: where tracepoints are found and where their record layouts are published. Mounted
-//! by us only when it is not mounted yet, and unmounted again when we are done.
+//! tracefs: where tracepoints are found and where their record layouts are published.
+//!
+//! When it is not mounted, trapdetect mounts it in a mount namespace of its own (made private
+//! first, so nothing propagates to the host): the mount vanishes with the process, even on
+//! SIGKILL, and two tracers never unmount it under each other. Only if that namespace cannot be
+//! made does it mount on the host and unmount on drop.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +17,26 @@ pub struct Tracefs {
     /// Root of tracefs.
     pub root: PathBuf,
     mounted_by_us: bool,
+}
+
+/// Moves this process into a new mount namespace whose mounts are all private. Works only
+/// while the process is single-threaded (threads share the filesystem context), which is why
+/// it happens before anything else starts; returns false when it could not.
+fn enter_private_mount_namespace() -> bool {
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return false;
+        }
+        // Without this, a mount under a shared mount (systemd's default for /) would
+        // propagate back to the host namespace.
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) == 0
+    }
 }
 
 fn populated(p: &Path) -> bool {
@@ -30,6 +54,7 @@ impl Tracefs {
                 });
             }
         }
+        let private = enter_private_mount_namespace();
         let target = std::ffi::CString::new(TRACEFS).expect("no NUL");
         let rc = unsafe {
             libc::mount(
@@ -49,7 +74,8 @@ impl Tracefs {
         }
         Ok(Tracefs {
             root: TRACEFS.into(),
-            mounted_by_us: true,
+            // In our own namespace the mount dies with us: nothing to undo.
+            mounted_by_us: !private,
         })
     }
 
