@@ -23,6 +23,7 @@ const APT: &[&str] = &[
     "wrk",
     "hey",
     "procps",
+    "python3",
     "util-linux",
 ];
 
