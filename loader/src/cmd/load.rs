@@ -76,7 +76,7 @@ pub struct LoadArgs {
     /// Closed-loop workers.
     #[arg(long, short = 'c', value_name = "N", requires = "closed_loop")]
     pub concurrency: Option<usize>,
-    /// Runtime worker threads (default: up to 2; the server needs the other cores).
+    /// Generator lanes, each a thread (default: half the CPUs, 1-2; the server needs the rest).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Scheduling lag p99 beyond which the run is untrusted (exit 3).

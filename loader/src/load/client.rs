@@ -2,8 +2,10 @@
 //! (thousands in flight), requests prebuilt once, responses read with [`super::http`], and
 //! every failure classified from its errno (see [`super::classify`]).
 //!
-//! A waiting request holds no read buffer until the socket is readable, so 10,000 requests
-//! parked on a server that never answers cost little more than their sockets.
+//! A waiting request holds no read buffer: reads go to one buffer per lane (a read is
+//! synchronous once the socket is readable), so 10,000 requests parked on a server that never
+//! answers cost little more than their sockets, and a response that arrives whole allocates
+//! nothing.
 
 use std::{
     net::SocketAddr,
@@ -14,7 +16,7 @@ use std::{
 };
 
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
+    io::{AsyncRead, AsyncWriteExt},
     net::TcpStream,
 };
 
@@ -154,42 +156,90 @@ impl Client {
         p.sent_ns = mono_ns();
         s.write_all(req).await.map_err(|e| classify(&e))?;
         let mut r = ResponseReader::new(self.head);
-        let mut buf: Vec<u8> = Vec::new();
-        let mut start = 0;
+        // Bytes of a response head or chunk-size line split across reads; empty (no heap)
+        // for the usual response that arrives whole.
+        let mut pending: Vec<u8> = Vec::new();
         loop {
             s.readable().await.map_err(|e| classify(&e))?;
-            if buf.capacity() - buf.len() < 1024 {
-                buf.reserve(if buf.capacity() == 0 { 4096 } else { 16384 });
-            }
-            // read_buf (not try_read) so a short read clears readiness: the next response on
-            // this connection then costs no extra EAGAIN read.
-            match s.read_buf(&mut buf).await {
-                Ok(0) => {
+            let step = std::future::poll_fn(|cx| {
+                SCRATCH.with_borrow_mut(|buf| {
+                    let mut rb = tokio::io::ReadBuf::new(&mut buf[..]);
+                    // poll_read (not try_read) so a short read clears readiness: the next
+                    // response on this connection then costs no extra EAGAIN read.
+                    match std::pin::Pin::new(&mut *s).poll_read(cx, &mut rb) {
+                        std::task::Poll::Pending => std::task::Poll::Pending,
+                        std::task::Poll::Ready(Err(e)) => std::task::Poll::Ready(Err(classify(&e))),
+                        std::task::Poll::Ready(Ok(())) => {
+                            std::task::Poll::Ready(Ok(feed(&mut r, &mut pending, rb.filled())))
+                        }
+                    }
+                })
+            })
+            .await?;
+            match step {
+                Fed::Eof => {
                     return if r.eof() {
                         Ok((answer(&r), false))
                     } else {
                         Err(ErrorKind::Eof)
                     };
                 }
-                Ok(n) => p.bytes_in += n as u64,
-                Err(e) => return Err(classify(&e)),
-            }
-            let used = r.feed(&buf[start..]).map_err(|_| ErrorKind::BadResponse)?;
-            start += used;
-            if r.done() {
-                // Bytes after the response (pipelining we never asked for): do not reuse.
-                let clean = start == buf.len();
-                return Ok((answer(&r), r.reusable && clean));
-            }
-            if start == buf.len() {
-                buf.clear();
-                start = 0;
-            } else if start > 0 {
-                buf.drain(..start);
-                start = 0;
+                Fed::Bad => return Err(ErrorKind::BadResponse),
+                Fed::More(n) => p.bytes_in += n as u64,
+                Fed::Done(n, clean) => {
+                    p.bytes_in += n as u64;
+                    // Bytes after the response (pipelining we never asked for): do not reuse.
+                    return Ok((answer(&r), r.reusable && clean));
+                }
             }
         }
     }
+}
+
+thread_local! {
+    /// Each lane's one read buffer: a read is synchronous once the socket is readable, so the
+    /// requests of a lane take turns with it instead of each allocating its own.
+    static SCRATCH: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0u8; 16 * 1024].into_boxed_slice());
+}
+
+/// What one read brought.
+enum Fed {
+    /// The peer closed (0-byte read).
+    Eof,
+    /// Not an HTTP/1.x response.
+    Bad,
+    /// `n` bytes, the response is not complete yet.
+    More(usize),
+    /// `n` bytes, the response is complete; `clean` when nothing followed it.
+    Done(usize, bool),
+}
+
+/// Feeds one read (`got`) to the reader, keeping what it could not use yet in `pending`.
+fn feed(r: &mut ResponseReader, pending: &mut Vec<u8>, got: &[u8]) -> Fed {
+    if got.is_empty() {
+        return Fed::Eof;
+    }
+    let n = got.len();
+    let (buf, keep): (&[u8], bool) = if pending.is_empty() {
+        (got, false)
+    } else {
+        pending.extend_from_slice(got);
+        (&pending[..], true)
+    };
+    let used = match r.feed(buf) {
+        Ok(u) => u,
+        Err(_) => return Fed::Bad,
+    };
+    if r.done() {
+        return Fed::Done(n, used == buf.len());
+    }
+    if keep {
+        pending.drain(..used);
+    } else {
+        pending.extend_from_slice(&got[used..]);
+    }
+    Fed::More(n)
 }
 
 fn answer(r: &ResponseReader) -> Answer {

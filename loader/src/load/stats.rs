@@ -1,8 +1,14 @@
 //! Accounting for one run: every measured arrival ends in exactly one bucket (a status code or
 //! an error kind), latencies go into HDR histograms (2xx and non-2xx apart), and a per-second
-//! series is kept by completion second so its 2xx column sums to the 2xx total.
+//! series is kept by completion second so its 2xx column sums to the 2xx total. Each lane keeps
+//! its own [`Recorder`] (no lock shared on the hot path); they are merged when the run ends, and
+//! the per-second p99, which cannot be merged from per-lane p99s, from per-second histograms the
+//! lanes hand to one [`Seconds`] once a second.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+};
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -112,6 +118,67 @@ pub struct Recorder {
     cur_hist: Histogram<u64>,
     /// End of the last completion, ns.
     pub last_end_ns: u64,
+    /// Where this lane's per-second histograms go (`None`: p99 computed here, one lane).
+    seconds: Option<(Arc<Seconds>, usize)>,
+}
+
+/// The per-second 2xx latency histograms of every lane, merged: a second's p99 is computed once
+/// every lane has moved past it, so only the seconds still open across lanes are held.
+#[derive(Debug)]
+pub struct Seconds {
+    inner: Mutex<SecondsInner>,
+}
+
+#[derive(Debug)]
+struct SecondsInner {
+    open: BTreeMap<usize, Histogram<u64>>,
+    /// Per lane, the second it records into now (`usize::MAX` when finished).
+    lane_at: Vec<usize>,
+    p99: BTreeMap<usize, u64>,
+}
+
+impl Seconds {
+    /// For `lanes` lanes.
+    pub fn new(lanes: usize) -> Arc<Seconds> {
+        Arc::new(Seconds {
+            inner: Mutex::new(SecondsInner {
+                open: BTreeMap::new(),
+                lane_at: vec![0; lanes],
+                p99: BTreeMap::new(),
+            }),
+        })
+    }
+
+    /// Lane `lane` is done with second `sec` (its histogram `h`, maybe empty) and records into
+    /// `next` now.
+    fn hand_over(&self, lane: usize, sec: usize, h: &Histogram<u64>, next: usize) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if !h.is_empty() {
+            let merged = g.open.entry(sec).or_insert_with(|| hist(2));
+            // Same bounds by construction; a failure would only lose this second's p99.
+            let _ = merged.add(h);
+        }
+        if let Some(at) = g.lane_at.get_mut(lane) {
+            *at = next;
+        }
+        let low = g.lane_at.iter().copied().min().unwrap_or(usize::MAX);
+        while let Some(entry) = g.open.first_entry() {
+            if *entry.key() >= low {
+                break;
+            }
+            let (sec, h) = entry.remove_entry();
+            g.p99.insert(sec, h.value_at_quantile(0.99));
+        }
+    }
+
+    /// The p99 of every closed second.
+    pub fn p99s(&self) -> BTreeMap<usize, u64> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .p99
+            .clone()
+    }
 }
 
 fn hist(sigfig: u8) -> Histogram<u64> {
@@ -142,7 +209,15 @@ impl Recorder {
             // Two digits are plenty for a per-second p99 and keep the rollover cheap.
             cur_hist: hist(2),
             last_end_ns: 0,
+            seconds: None,
         }
+    }
+
+    /// Totals for lane `lane` of several, whose per-second histograms go to `seconds`.
+    pub fn for_lane(measured_start_ns: u64, seconds: Arc<Seconds>, lane: usize) -> Self {
+        let mut r = Recorder::new(measured_start_ns);
+        r.seconds = Some((seconds, lane));
+        r
     }
 
     fn second(&mut self, ns: u64) -> usize {
@@ -230,20 +305,76 @@ impl Recorder {
     }
 
     fn roll(&mut self, to: usize) {
-        if !self.cur_hist.is_empty() {
-            self.series[self.cur_sec].lat_2xx_p99_ns = self.cur_hist.value_at_quantile(0.99);
-            self.cur_hist.reset();
+        match &self.seconds {
+            Some((merge, lane)) => merge.hand_over(*lane, self.cur_sec, &self.cur_hist, to),
+            None if !self.cur_hist.is_empty() => {
+                self.series[self.cur_sec].lat_2xx_p99_ns = self.cur_hist.value_at_quantile(0.99);
+            }
+            None => {}
         }
+        self.cur_hist.reset();
         self.cur_sec = to;
     }
 
-    /// Closes the last second's p99.
+    /// Closes the last second's p99 (a lane's recorder: hands its last second over).
     pub fn finish(&mut self) {
-        let next = self.cur_sec + 1;
         if self.series.len() <= self.cur_sec {
-            self.series.resize(next, Second::default());
+            self.series.resize(self.cur_sec + 1, Second::default());
         }
+        let next = if self.seconds.is_some() {
+            usize::MAX
+        } else {
+            self.cur_sec + 1
+        };
         self.roll(next);
+    }
+
+    /// Adds a finished lane's totals (`finish` called on both); per-second p99s come from
+    /// `p99` (see [`Seconds`]).
+    pub fn merge(&mut self, o: &Recorder, p99: &BTreeMap<usize, u64>) {
+        self.completed += o.completed;
+        self.ok_2xx += o.ok_2xx;
+        self.non_2xx += o.non_2xx;
+        for (code, n) in &o.status {
+            *self.status.entry(*code).or_default() += n;
+        }
+        for (a, b) in self.errors.iter_mut().zip(&o.errors) {
+            *a += b;
+        }
+        // Same bounds by construction, so `add` cannot fail.
+        for (a, b) in [
+            (&mut self.lat_2xx, &o.lat_2xx),
+            (&mut self.lat_non_2xx, &o.lat_non_2xx),
+            (&mut self.service_2xx, &o.service_2xx),
+            (&mut self.lag, &o.lag),
+            (&mut self.connect, &o.connect),
+        ] {
+            let _ = a.add(b);
+        }
+        self.body_bytes += o.body_bytes;
+        self.reused += o.reused;
+        self.warmup_completed += o.warmup_completed;
+        self.warmup_ok_2xx += o.warmup_ok_2xx;
+        self.last_end_ns = self.last_end_ns.max(o.last_end_ns);
+        if self.series.len() < o.series.len() {
+            self.series.resize(o.series.len(), Second::default());
+        }
+        for (a, b) in self.series.iter_mut().zip(&o.series) {
+            a.scheduled += b.scheduled;
+            a.ok_2xx += b.ok_2xx;
+            a.non_2xx += b.non_2xx;
+            for (x, y) in a.errors.iter_mut().zip(&b.errors) {
+                *x += y;
+            }
+            a.lat_2xx_sum_ns += b.lat_2xx_sum_ns;
+            a.in_flight_max = a.in_flight_max.max(b.in_flight_max);
+            a.lag_max_ns = a.lag_max_ns.max(b.lag_max_ns);
+        }
+        for (sec, v) in p99 {
+            if let Some(a) = self.series.get_mut(*sec) {
+                a.lat_2xx_p99_ns = *v;
+            }
+        }
     }
 }
 
@@ -308,5 +439,61 @@ mod tests {
         assert_eq!(r.lat_non_2xx.len(), 10);
         assert!((r.lag.max() as i64 - 20_000).abs() < 100);
         assert_eq!(r.body_bytes, 100);
+    }
+
+    #[test]
+    fn lanes_merge_to_what_one_recorder_sees() {
+        let s0 = 1_000_000_000_000;
+        let ok = Outcome::Answered(Answer {
+            status: 200,
+            body_bytes: 3,
+        });
+        let p = Progress::default();
+        // 2,000 arrivals over 2 s, latency 1..=100 ms by arrival; arrival i on lane i % 2, the
+        // same totals recorded by one recorder.
+        let mut one = Recorder::new(s0);
+        let seconds = Seconds::new(2);
+        let mut lanes = [
+            Recorder::for_lane(s0, seconds.clone(), 0),
+            Recorder::for_lane(s0, seconds.clone(), 1),
+        ];
+        for i in 0..2_000u64 {
+            let intended = s0 + i * 1_000_000;
+            let end = intended + (i % 100 + 1) * 1_000_000;
+            let o = if i % 10 == 9 {
+                Outcome::Failed(ErrorKind::ConnReset)
+            } else {
+                ok
+            };
+            let t = ticket(i, intended, true);
+            one.record(&t, intended + 7, end, &p, o);
+            lanes[(i % 2) as usize].record(&t, intended + 7, end, &p, o);
+        }
+        one.finish();
+        let mut merged = Recorder::new(s0);
+        for l in &mut lanes {
+            l.finish();
+        }
+        let p99 = seconds.p99s();
+        for l in &lanes {
+            merged.merge(l, &p99);
+        }
+        assert_eq!((merged.completed, merged.ok_2xx), (2_000, 1_800));
+        assert_eq!(merged.errors, one.errors);
+        assert_eq!(merged.status, one.status);
+        assert_eq!(merged.body_bytes, 5_400);
+        assert_eq!(merged.lat_2xx, one.lat_2xx);
+        assert_eq!(merged.last_end_ns, one.last_end_ns);
+        assert_eq!(merged.series.len(), one.series.len());
+        for (m, o) in merged.series.iter().zip(&one.series) {
+            assert_eq!(
+                (m.ok_2xx, m.errors, m.lag_max_ns),
+                (o.ok_2xx, o.errors, o.lag_max_ns)
+            );
+            assert_eq!(m.lat_2xx_sum_ns, o.lat_2xx_sum_ns);
+            // The per-second p99 comes from the merged second, not from either lane's.
+            assert_eq!(m.lat_2xx_p99_ns, o.lat_2xx_p99_ns);
+        }
+        assert!(one.series.iter().all(|s| s.lat_2xx_p99_ns > 0));
     }
 }
