@@ -18,6 +18,10 @@
 //! nginx and every tool run SCHED_FIFO priority 1 (same for all; none of them spins), which
 //! keeps the builds off their CPUs while a step runs; `BENCH_LOAD_SCHED=other` turns it off.
 //! Each step also reports what other processes used meanwhile.
+//!
+//! Settings: `BENCH_LOAD_TRIES` (default 2) tries per step, a step held if one try holds (every
+//! try is printed); `BENCH_LOAD_BASELINE=/path/to/trapdetect` climbs the same ladder with
+//! another build (e.g. main's) in the same run; `BENCH_SKIP_OHA` compares with wrk only.
 
 use std::{
     io::Read,
@@ -53,9 +57,8 @@ impl Settings {
     fn from_env() -> Settings {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
-        let fifo = root
-            && std::env::var("BENCH_LOAD_SCHED").map_or(true, |v| v != "other")
-            && has("chrt");
+        let fifo =
+            root && std::env::var("BENCH_LOAD_SCHED").map_or(true, |v| v != "other") && has("chrt");
         let tries = std::env::var("BENCH_LOAD_TRIES")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -340,7 +343,11 @@ fn oha_records(db: &Path) -> Result<Option<Vec<(f64, f64)>>> {
         .output()
         .context("sqlite3")?;
     if !out.status.success() {
-        bail!("sqlite3 {}: {}", db.display(), String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "sqlite3 {}: {}",
+            db.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let mut v = vec![];
     for line in String::from_utf8_lossy(&out.stdout).lines() {
