@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 /// meanwhile go out together instead of one timer wake-up each (each still measured from its
 /// own intended instant, so the batching shows in the lag). A sleep and its wake-up cost
 /// ~20 µs of CPU on a VM, more than a request itself: at most 5,000 timer wake-ups a second
-/// per lane keep that below 0.1 core, for at most 200 µs of lag (cargo xtask bench load).
+/// per lane keep that below 0.1 core, for at most 200 µs of lag (docs/load.md, OVERHEAD).
 const QUANTUM_NS: u64 = 200_000;
 /// Longest wait, so a stop is noticed during long gaps.
 const MAX_WAIT_NS: u64 = 50_000_000;

@@ -428,7 +428,7 @@ impl Plan {
 
 /// Half the CPUs, one or two lanes: the server under test needs the other cores, and on a
 /// 2-core machine one lane holds a higher rate than two that share cores with the server
-/// (`cargo xtask bench load`).
+/// (measured in docs/load.md, OVERHEAD AND LIMITS).
 pub fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
