@@ -434,6 +434,8 @@ fn without_tracefs_mounted_the_tracer_mounts_its_own_and_leaves_nothing() {
     if !require_root("without_tracefs_mounted_the_tracer_mounts_its_own_and_leaves_nothing") {
         return;
     }
+    // It attaches too: one tracer at a time in this file (see `serial`).
+    let _serial = serial();
     // A fresh machine has no tracefs mounted. Stage that in a private mount namespace, run a
     // trace there, and check the namespace has no tracefs afterwards.
     let bin = trapdetect_e2e::bin();
