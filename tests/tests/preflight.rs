@@ -130,15 +130,17 @@ fn taskset_pinning_names_one_of_the_online_cpus_and_ignore_keeps_it_listed() {
         return;
     }
     let dir = TempDir::new("pin");
+    // In a network namespace of its own: the census that preflight runs for the target then
+    // sees exactly its (empty) namespace, not TIME_WAIT left on the host by other traffic.
     let pinned = Proc::spawn(
         "taskset sleep",
         quiet(
-            Command::new("taskset")
-                .args(["-c", "0", "sleep", "60"])
+            Command::new("unshare")
+                .args(["-n", "taskset", "-c", "0", "sleep", "60"])
                 .current_dir(dir.path()),
         ),
     );
-    // taskset execs sleep: same pid, once the mask is set.
+    // unshare and taskset exec: same pid, once the mask is set and sleep runs.
     let pid = pinned.pid();
     wait_until("taskset to exec sleep", Duration::from_secs(5), || {
         std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
