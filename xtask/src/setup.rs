@@ -24,6 +24,7 @@ const APT: &[&str] = &[
     "hey",
     "procps",
     "python3",
+    "sqlite3",
     "util-linux",
 ];
 
