@@ -19,11 +19,21 @@ pub const C_ACCEPTS: u32 = 6;
 pub const C_FORKS_FOLLOWED: u32 = 7;
 /// Traced processes that exited during the trace.
 pub const C_EXITS: u32 = 8;
+/// connect() exits of watched clients with no entry record (began before attach).
+pub const C_CONNECT_EXIT_WITHOUT_ENTER: u32 = 9;
+/// connect() exits whose entry record was overwritten by another thread.
+pub const C_CONNECT_COLLISIONS: u32 = 10;
+/// connect() calls of watched clients on sockets that are not TCP (unix, UDP), not counted.
+pub const C_CONNECT_NOT_TCP: u32 = 11;
+/// TCP state changes on a watched port whose socket's namespace could not be read.
+pub const C_TCP_NETNS_READ_FAILS: u32 = 12;
+/// TCP state changes on a watched port number but in another network namespace (not counted).
+pub const C_TCP_OTHER_NETNS: u32 = 13;
 /// Number of counter slots.
 pub const NUM_COUNTERS: u32 = 16;
 
 /// Counter names for reports, indexed by slot.
-pub const COUNTER_NAMES: [&str; 9] = [
+pub const COUNTER_NAMES: [&str; 14] = [
     "new_keys",
     "ringbuf_drops",
     "path_read_fails",
@@ -33,4 +43,9 @@ pub const COUNTER_NAMES: [&str; 9] = [
     "accepts",
     "forks_followed",
     "exits",
+    "connect_exit_without_enter",
+    "connect_collisions",
+    "connect_not_tcp",
+    "tcp_netns_read_fails",
+    "tcp_other_netns",
 ];

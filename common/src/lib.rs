@@ -12,6 +12,7 @@ pub mod hist;
 pub mod names;
 pub mod paths;
 pub mod syscalls;
+pub mod tcp;
 
 /// `AT_FDCWD`: a `dfd` argument meaning "relative to the working directory".
 pub const AT_FDCWD: i32 = -100;
@@ -19,3 +20,10 @@ pub const AT_FDCWD: i32 = -100;
 pub const AT_SYMLINK_NOFOLLOW: u64 = 0x100;
 /// `AT_EMPTY_PATH`: operate on `dfd` itself (glibc's `fstat(3)` is `newfstatat(fd, "", ..)`).
 pub const AT_EMPTY_PATH: u64 = 0x1000;
+
+/// `TRACED` flag: the process is traced (path syscalls, accepts, FUSE requests).
+pub const TRACED_TARGET: u8 = 1;
+/// `TRACED` flag: the process is a watched client (`--watch-client`): its connect() calls are
+/// timed. A second bit of the same byte, so one inlined array lookup answers both and forks
+/// are followed for both.
+pub const TRACED_CLIENT: u8 = 2;

@@ -10,6 +10,12 @@ pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";
 pub const PROG_SCHED_PROCESS_EXIT: &str = "sched_process_exit";
 /// Counts FUSE requests sent on behalf of traced processes.
 pub const PROG_FUSE_REQUEST_SEND: &str = "fuse_request_send";
+/// Counts TCP state changes by port (`sock/inet_sock_set_state`).
+pub const PROG_INET_SOCK_SET_STATE: &str = "inet_sock_set_state";
+/// Starts timing connect() of watched clients.
+pub const PROG_SYS_ENTER_CONNECT: &str = "sys_enter_connect";
+/// Times and classifies connect() of watched clients.
+pub const PROG_SYS_EXIT_CONNECT: &str = "sys_exit_connect";
 
 /// tgid-indexed array: non-zero when the process is traced.
 pub const MAP_TRACED: &str = "TRACED";
@@ -23,6 +29,18 @@ pub const MAP_COUNTERS: &str = "COUNTERS";
 pub const MAP_PATH_EVENTS: &str = "PATH_EVENTS";
 /// FUSE requests by (connection, opcode) (per-CPU hash).
 pub const MAP_FUSE_OPS: &str = "FUSE_OPS";
+/// port-indexed array: 1 + slot of a watched port, 0 for the others.
+pub const MAP_PORT_SLOT: &str = "PORT_SLOT";
+/// Watched network namespaces by inode number.
+pub const MAP_NETNS: &str = "NETNS";
+/// TCP events, host-wide and on watched ports (per-CPU array).
+pub const MAP_TCP_TOTALS: &str = "TCP_TOTALS";
+/// TCP events per watched port and direction (per-CPU array).
+pub const MAP_TCP_PORTS: &str = "TCP_PORTS";
+/// connect() count and latency of watched clients, by class (per-CPU array).
+pub const MAP_CONNECT_STATS: &str = "CONNECT_STATS";
+/// connect() results of watched clients by errno (per-CPU array).
+pub const MAP_CONNECT_ERRNO: &str = "CONNECT_ERRNO";
 
 /// Global: `offsetof(struct task_struct, fs)`.
 pub const GLOBAL_OFF_TASK_FS: &str = "OFF_TASK_FS";
@@ -48,3 +66,13 @@ pub const GLOBAL_OFF_INODE_SB: &str = "OFF_INODE_SB";
 pub const GLOBAL_FORK_PARENT_OFF: &str = "FORK_PARENT_OFF";
 /// Global: offset of `child_pid` in the `sched_process_fork` record.
 pub const GLOBAL_FORK_CHILD_OFF: &str = "FORK_CHILD_OFF";
+/// Global: `offsetof(struct file, private_data)` (the `struct socket` of a socket file).
+pub const GLOBAL_OFF_FILE_PRIVATE: &str = "OFF_FILE_PRIVATE";
+/// Global: `offsetof(struct socket, sk)`.
+pub const GLOBAL_OFF_SOCKET_SK: &str = "OFF_SOCKET_SK";
+/// Global: `offsetof(struct sock, sk_protocol)`.
+pub const GLOBAL_OFF_SK_PROTOCOL: &str = "OFF_SK_PROTOCOL";
+/// Global: `offsetof(struct sock_common, skc_net.net)`.
+pub const GLOBAL_OFF_SK_NET: &str = "OFF_SK_NET";
+/// Global: `offsetof(struct net, ns.inum)`.
+pub const GLOBAL_OFF_NET_INUM: &str = "OFF_NET_INUM";

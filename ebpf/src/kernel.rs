@@ -28,7 +28,12 @@ global!(
     OFF_FDT_MAX_FDS,
     OFF_FDT_FD,
     OFF_FILE_INODE,
-    OFF_INODE_SB
+    OFF_INODE_SB,
+    OFF_FILE_PRIVATE,
+    OFF_SOCKET_SK,
+    OFF_SK_PROTOCOL,
+    OFF_SK_NET,
+    OFF_NET_INUM
 );
 
 /// Reads a `.rodata` global the loader overrode (volatile: the compiler must not fold the 0).
@@ -57,7 +62,7 @@ pub fn tp_u32(ctx: &TracePointContext, off: usize) -> u32 {
 }
 
 #[inline(always)]
-fn read_ptr(base: u64, off: usize) -> Option<u64> {
+pub fn read_ptr(base: u64, off: usize) -> Option<u64> {
     if base == 0 {
         return None;
     }
@@ -66,7 +71,7 @@ fn read_ptr(base: u64, off: usize) -> Option<u64> {
 }
 
 #[inline(always)]
-fn read_u32(base: u64, off: usize) -> Option<u32> {
+pub fn read_u32(base: u64, off: usize) -> Option<u32> {
     if base == 0 {
         return None;
     }
@@ -92,24 +97,52 @@ pub fn cwd_dev() -> u32 {
     dev.unwrap_or(0)
 }
 
+/// The `struct file` behind the current task's file descriptor `fd`.
+#[inline(always)]
+fn fd_file(fd: u64) -> Option<u64> {
+    let task = unsafe { bpf_get_current_task() };
+    let files = read_ptr(task, global(&OFF_TASK_FILES))?;
+    let fdt = read_ptr(files, global(&OFF_FILES_FDT))?;
+    let max = read_u32(fdt, global(&OFF_FDT_MAX_FDS))? as u64;
+    if fd >= max {
+        return None;
+    }
+    let arr = read_ptr(fdt, global(&OFF_FDT_FD))?;
+    read_ptr(arr, (fd as usize) * 8)
+}
+
 /// `s_dev` of the filesystem behind the current task's file descriptor `fd` (0 if unknown).
 #[inline(always)]
 pub fn fd_dev(fd: u64) -> u32 {
-    let task = unsafe { bpf_get_current_task() };
     let dev = (|| {
-        let files = read_ptr(task, global(&OFF_TASK_FILES))?;
-        let fdt = read_ptr(files, global(&OFF_FILES_FDT))?;
-        let max = read_u32(fdt, global(&OFF_FDT_MAX_FDS))? as u64;
-        if fd >= max {
-            return None;
-        }
-        let arr = read_ptr(fdt, global(&OFF_FDT_FD))?;
-        let file = read_ptr(arr, (fd as usize) * 8)?;
+        let file = fd_file(fd)?;
         let inode = read_ptr(file, global(&OFF_FILE_INODE))?;
         let sb = read_ptr(inode, global(&OFF_INODE_SB))?;
         read_u32(sb, global(&OFF_SB_DEV))
     })();
     dev.unwrap_or(0)
+}
+
+/// Whether the current task's descriptor `fd` is a TCP socket (`sk_protocol`). `None` when it
+/// cannot be told (no socket offsets from BTF, or a read failed). Only called for watched
+/// clients, never on a hot path.
+#[inline(always)]
+pub fn fd_is_tcp(fd: u64) -> Option<bool> {
+    if global(&OFF_SOCKET_SK) == 0 {
+        return None;
+    }
+    let file = fd_file(fd)?;
+    let socket = read_ptr(file, global(&OFF_FILE_PRIVATE))?;
+    let sk = read_ptr(socket, global(&OFF_SOCKET_SK))?;
+    let proto = read_u32(sk, global(&OFF_SK_PROTOCOL))? & 0xffff;
+    Some(proto == trapdetect_common::tcp::IPPROTO_TCP)
+}
+
+/// Inode number of the network namespace of socket `sk` (what /proc/PID/ns/net shows).
+#[inline(always)]
+pub fn sock_netns(sk: u64) -> Option<u32> {
+    let net = read_ptr(sk, global(&OFF_SK_NET))?;
+    read_u32(net, global(&OFF_NET_INUM))
 }
 
 /// Adds `by` to slot `idx` of a per-CPU counter array (per-CPU: no atomics needed, and the

@@ -3,10 +3,12 @@
 //! trapdetect's eBPF programs. Tracepoints only (fentry/fexit/kprobes are unavailable on
 //! locked-down kernels). One module per probe family; every program is a thin entry point.
 
+mod connect;
 mod fuse;
 mod kernel;
 mod process;
 mod syscalls;
+mod tcp;
 
 #[cfg(not(test))]
 #[panic_handler]

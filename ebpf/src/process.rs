@@ -7,12 +7,16 @@ use aya_ebpf::{
     maps::{Array, PerCpuArray},
     programs::TracePointContext,
 };
-use trapdetect_common::counters::{C_EXITS, C_FORKS_FOLLOWED, NUM_COUNTERS};
+use trapdetect_common::{
+    TRACED_CLIENT, TRACED_TARGET,
+    counters::{C_EXITS, C_FORKS_FOLLOWED, NUM_COUNTERS},
+};
 
 use crate::kernel::{add, global, tp_u8};
 
-/// tgid-indexed: 1 when traced. An array (sized to pid_max by the loader) because array
-/// lookups are inlined by the JIT: this check runs on every traced syscall of every process.
+/// tgid-indexed flags: `TRACED_TARGET` when traced, `TRACED_CLIENT` when a watched client. An
+/// array (sized to pid_max by the loader) because array lookups are inlined by the JIT: this
+/// check runs on every traced syscall of every process.
 #[map]
 pub static TRACED: Array<u8> = Array::with_max_entries(4_194_304, 0);
 
@@ -31,14 +35,25 @@ pub fn current_traced() -> Option<(u32, u32)> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     match TRACED.get(tgid) {
-        Some(v) if *v != 0 => Some((tgid, pid_tgid as u32)),
+        Some(v) if *v & TRACED_TARGET != 0 => Some((tgid, pid_tgid as u32)),
+        _ => None,
+    }
+}
+
+/// `(tgid, tid)` of the current task when its process is a watched client.
+#[inline(always)]
+pub fn current_client() -> Option<(u32, u32)> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    match TRACED.get(tgid) {
+        Some(v) if *v & TRACED_CLIENT != 0 => Some((tgid, pid_tgid as u32)),
         _ => None,
     }
 }
 
 #[inline(always)]
-fn is_traced(pid: u32) -> bool {
-    matches!(TRACED.get(pid), Some(v) if *v != 0)
+fn flags(pid: u32) -> u8 {
+    TRACED.get(pid).copied().unwrap_or(0)
 }
 
 /// sched/sched_process_fork: a traced parent's child is traced. The record layout changed in
@@ -52,12 +67,20 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     if child == 0 {
         return 0;
     }
-    // The parent may be a thread of a traced process: check its tgid, not its tid.
+    // The parent may be a thread of a traced process: check its tgid, not its tid. The child
+    // inherits every flag (a watched load generator's worker processes are watched too).
     let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    if (is_traced(parent) || is_traced(parent_tgid)) && !is_traced(child) {
+    let inherit = flags(parent) | flags(parent_tgid);
+    if inherit == 0 {
+        return 0;
+    }
+    let had = flags(child);
+    if had | inherit != had {
         if let Some(p) = TRACED.get_ptr_mut(child) {
-            unsafe { *p = 1 };
-            add(&COUNTERS, C_FORKS_FOLLOWED, 1);
+            unsafe { *p = had | inherit };
+            if had & TRACED_TARGET == 0 && inherit & TRACED_TARGET != 0 {
+                add(&COUNTERS, C_FORKS_FOLLOWED, 1);
+            }
         }
     }
     0
@@ -76,11 +99,16 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
         if let Some(p) = TRACED.get_ptr_mut(tid) {
             unsafe { *p = 0 };
         }
-    } else if group_dead && is_traced(tgid) {
-        if let Some(p) = TRACED.get_ptr_mut(tgid) {
-            unsafe { *p = 0 };
+    } else if group_dead {
+        let f = flags(tgid);
+        if f != 0 {
+            if let Some(p) = TRACED.get_ptr_mut(tgid) {
+                unsafe { *p = 0 };
+            }
+            if f & TRACED_TARGET != 0 {
+                add(&COUNTERS, C_EXITS, 1);
+            }
         }
-        add(&COUNTERS, C_EXITS, 1);
     }
     0
 }

@@ -1,0 +1,113 @@
+//! connect() of watched clients (`--watch-client`, e.g. the load generator): count, latency,
+//! and result by errno, on TCP sockets only. Other processes pay one inlined array lookup per
+//! connect() call.
+
+use aya_ebpf::{
+    helpers::bpf_ktime_get_ns,
+    macros::{map, tracepoint},
+    maps::{Array, PerCpuArray},
+    programs::TracePointContext,
+};
+use trapdetect_common::{
+    counters::{C_CONNECT_COLLISIONS, C_CONNECT_EXIT_WITHOUT_ENTER, C_CONNECT_NOT_TCP},
+    hist::bucket_of,
+    tcp::{
+        CONNECT_CLASSES, CONNECT_INFLIGHT_SLOTS, CS_COMPLETED, CS_IN_PROGRESS, ConnectInflight,
+        ConnectStat, EINPROGRESS, ERRNO_SLOTS,
+    },
+};
+
+use crate::{
+    kernel::{add, fd_is_tcp, tp_u64},
+    process::{COUNTERS, current_client},
+};
+
+/// connect() calls between enter and exit, slot `tid % CONNECT_INFLIGHT_SLOTS`.
+#[map]
+static CONNECT_INFLIGHT: Array<ConnectInflight> =
+    Array::with_max_entries(CONNECT_INFLIGHT_SLOTS, 0);
+
+/// Count and latency by class (`CS_*`).
+#[map]
+static CONNECT_STATS: PerCpuArray<ConnectStat> = PerCpuArray::with_max_entries(CONNECT_CLASSES, 0);
+
+/// Results: slot 0 successes, slot `e` errno `e`.
+#[map]
+static CONNECT_ERRNO: PerCpuArray<u64> = PerCpuArray::with_max_entries(ERRNO_SLOTS, 0);
+
+/// syscalls/sys_enter_connect: fd @16.
+#[tracepoint(category = "syscalls", name = "sys_enter_connect")]
+pub fn sys_enter_connect(ctx: TracePointContext) -> u32 {
+    let Some((_, tid)) = current_client() else {
+        return 0;
+    };
+    // Without socket offsets every connect counts (the report says so).
+    let tcp = fd_is_tcp(tp_u64(&ctx, 16) & 0xffff_ffff).unwrap_or(true);
+    if !tcp {
+        add(&COUNTERS, C_CONNECT_NOT_TCP, 1);
+    }
+    if let Some(p) = CONNECT_INFLIGHT.get_ptr_mut(tid & (CONNECT_INFLIGHT_SLOTS - 1)) {
+        unsafe {
+            (*p).tid = tid;
+            (*p).tcp = tcp as u32;
+            (*p).ts = bpf_ktime_get_ns();
+        }
+    }
+    0
+}
+
+/// syscalls/sys_exit_connect: ret @16.
+#[tracepoint]
+pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
+    let Some((_, tid)) = current_client() else {
+        return 0;
+    };
+    let now = unsafe { bpf_ktime_get_ns() };
+    let Some(p) = CONNECT_INFLIGHT.get_ptr_mut(tid & (CONNECT_INFLIGHT_SLOTS - 1)) else {
+        return 0;
+    };
+    let (tcp, ts) = unsafe {
+        if (*p).tid != tid {
+            let c = if (*p).tid == 0 {
+                C_CONNECT_EXIT_WITHOUT_ENTER
+            } else {
+                C_CONNECT_COLLISIONS
+            };
+            add(&COUNTERS, c, 1);
+            return 0;
+        }
+        (*p).tid = 0;
+        ((*p).tcp, (*p).ts)
+    };
+    if tcp == 0 {
+        return 0;
+    }
+    let ret = tp_u64(&ctx, 16) as i64;
+    let errno = if ret < 0 { (-ret) as u64 } else { 0 };
+    let class = if errno == EINPROGRESS as u64 {
+        CS_IN_PROGRESS
+    } else {
+        CS_COMPLETED
+    };
+    let slot = if errno >= ERRNO_SLOTS as u64 {
+        ERRNO_SLOTS - 1
+    } else {
+        errno as u32
+    };
+    add(&CONNECT_ERRNO, slot, 1);
+    let lat = now.saturating_sub(ts);
+    let b = bucket_of(lat);
+    if let Some(s) = CONNECT_STATS.get_ptr_mut(class) {
+        unsafe {
+            (*s).count += 1;
+            (*s).sum_ns += lat;
+            if (*s).max_ns < lat {
+                (*s).max_ns = lat;
+            }
+            if let Some(h) = (*s).hist.get_mut(b as usize) {
+                *h += 1;
+            }
+        }
+    }
+    0
+}

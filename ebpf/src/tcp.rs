@@ -1,0 +1,99 @@
+//! TCP state changes (`sock/inet_sock_set_state`), counted in the kernel by event kind: for
+//! every TCP socket of the host, and one by one for the watched ports (the target's listening
+//! ports) in the watched network namespaces. The tracepoint runs for every TCP state change on
+//! the host, mostly in softirq context: the program decides from the record alone (protocol,
+//! states, ports) before it touches anything else, and attributes by port and namespace, never
+//! by the current task.
+
+use aya_ebpf::{
+    macros::{map, tracepoint},
+    maps::{Array, PerCpuArray},
+    programs::TracePointContext,
+};
+use trapdetect_common::{
+    counters::{C_TCP_NETNS_READ_FAILS, C_TCP_OTHER_NETNS},
+    tcp::{
+        DIR_LOCAL, DIR_REMOTE, IPPROTO_TCP, MAX_NETNS, NUM_EVENTS, PORT_COUNT_SLOTS, TOTAL_SLOTS,
+        classify, port_index,
+    },
+};
+
+use crate::{
+    kernel::{add, sock_netns, tp_u32, tp_u64},
+    process::COUNTERS,
+};
+
+/// Port → 1 + its slot in `TCP_PORTS` (0: not watched). An array indexed by port: the lookup
+/// is inlined by the JIT, where a hash lookup would be a helper call on every state change.
+#[map]
+static PORT_SLOT: Array<u8> = Array::with_max_entries(65536, 0);
+
+/// Network namespaces (inode numbers) whose sockets count; slot 0 empty: any namespace.
+#[map]
+static NETNS: Array<u32> = Array::with_max_entries(MAX_NETNS, 0);
+
+/// Events by kind: host-wide, then on watched ports (see `trapdetect_common::tcp`).
+#[map]
+static TCP_TOTALS: PerCpuArray<u64> = PerCpuArray::with_max_entries(TOTAL_SLOTS, 0);
+
+/// Events by (watched port slot, local/remote, kind).
+#[map]
+static TCP_PORTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(PORT_COUNT_SLOTS, 0);
+
+#[inline(always)]
+fn slot_of(port: u32) -> u32 {
+    PORT_SLOT.get(port).map(|s| *s as u32).unwrap_or(0)
+}
+
+/// Whether socket `sk` lives in a watched namespace.
+#[inline(always)]
+fn in_watched_netns(sk: u64) -> bool {
+    let first = NETNS.get(0).copied().unwrap_or(0);
+    if first == 0 {
+        return true;
+    }
+    let Some(inum) = sock_netns(sk) else {
+        add(&COUNTERS, C_TCP_NETNS_READ_FAILS, 1);
+        return false;
+    };
+    let mut i = 0;
+    while i < MAX_NETNS {
+        if NETNS.get(i).copied().unwrap_or(0) == inum {
+            return true;
+        }
+        i += 1;
+    }
+    add(&COUNTERS, C_TCP_OTHER_NETNS, 1);
+    false
+}
+
+/// sock/inet_sock_set_state. Record: skaddr @8, oldstate @16, newstate @20, sport @24 and
+/// dport @26 (host order), family @28, protocol @30.
+#[tracepoint(category = "sock", name = "inet_sock_set_state")]
+pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
+    if tp_u32(&ctx, 28) >> 16 != IPPROTO_TCP {
+        return 0;
+    }
+    let states = tp_u64(&ctx, 16);
+    let Some(ev) = classify(states as u32, (states >> 32) as u32) else {
+        return 0;
+    };
+    add(&TCP_TOTALS, ev, 1);
+    let ports = tp_u32(&ctx, 24);
+    let local = slot_of(ports & 0xffff);
+    let remote = slot_of(ports >> 16);
+    if local == 0 && remote == 0 {
+        return 0;
+    }
+    if !in_watched_netns(tp_u64(&ctx, 8)) {
+        return 0;
+    }
+    add(&TCP_TOTALS, NUM_EVENTS + ev, 1);
+    if local != 0 {
+        add(&TCP_PORTS, port_index(local - 1, DIR_LOCAL, ev), 1);
+    }
+    if remote != 0 {
+        add(&TCP_PORTS, port_index(remote - 1, DIR_REMOTE, ev), 1);
+    }
+    0
+}
