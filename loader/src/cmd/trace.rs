@@ -56,6 +56,15 @@ pub struct TraceArgs {
     /// Allow --url to point outside loopback.
     #[arg(long)]
     pub allow_remote: bool,
+    /// A client of the target to watch, e.g. the load generator (repeatable): its connect()
+    /// calls on TCP sockets, and those of the processes it forks, are counted and timed, with
+    /// failures by errno (EADDRNOTAVAIL: ephemeral ports exhausted).
+    #[arg(long = "watch-client", value_name = "PID")]
+    pub watch_client: Vec<u32>,
+    /// Do not attach this program of the probes table (repeatable; for diagnosing a kernel and
+    /// measuring overhead). Leaving out a required one makes the measurement untrusted (exit 3).
+    #[arg(long = "skip-probe", value_name = "PROGRAM", hide = true)]
+    pub skip_probe: Vec<String>,
     /// No progress line on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -71,6 +80,16 @@ pub fn run(args: TraceArgs) -> Result<i32> {
             "--loss-budget is a percentage between 0 and 100",
         ));
     }
+    let known = crate::probe::program_names();
+    if let Some(bad) = args.skip_probe.iter().find(|p| !known.contains(p)) {
+        return Err(Error::usage(format!(
+            "--skip-probe {}: no such program (see the probes table of a report)",
+            crate::escape::text(bad)
+        )));
+    }
+    if args.watch_client.contains(&0) {
+        return Err(Error::usage("--watch-client 0: not a process id"));
+    }
     let opts = trace::Options {
         pid,
         duration: args.duration,
@@ -78,6 +97,8 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         loss_budget_pct: args.loss_budget,
         progress: !args.quiet,
         btf: args.btf.clone(),
+        watch_clients: args.watch_client.clone(),
+        skip_probes: args.skip_probe.clone(),
     };
     // Validate and resolve the URL before attaching anything.
     let mut probe = match &args.url {
@@ -122,4 +143,68 @@ pub fn emit(
         print(&report::text::render(report));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn watch_client_and_skip_probe_parse() {
+        let cli = Cli::try_parse_from([
+            "trapdetect",
+            "--pid",
+            "42",
+            "--watch-client",
+            "7",
+            "--watch-client",
+            "8",
+            "--skip-probe",
+            "inet_sock_set_state",
+        ])
+        .unwrap();
+        assert_eq!(cli.trace.watch_client, vec![7, 8]);
+        assert_eq!(cli.trace.skip_probe, vec!["inet_sock_set_state"]);
+        let cli = Cli::try_parse_from(["trapdetect", "trace", "--pid", "1"]).unwrap();
+        match cli.command {
+            Some(Command::Trace(t)) => assert!(t.watch_client.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            vec!["trapdetect", "--pid", "1", "--watch-client", "x"],
+            vec!["trapdetect", "--pid", "1", "--watch-client", "-3"],
+            vec!["trapdetect", "--pid", "1", "--watch-client"],
+        ] {
+            assert_eq!(
+                Cli::try_parse_from(&bad).unwrap_err().exit_code(),
+                2,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_probes_and_pid_0_are_usage_errors_before_anything_attaches() {
+        let run = |extra: &[&str]| {
+            let mut a = vec!["trapdetect", "--pid", "1"];
+            a.extend(extra);
+            let cli = Cli::try_parse_from(&a).unwrap();
+            super::run(cli.trace).unwrap_err()
+        };
+        let e = run(&["--skip-probe", "no_such_program"]);
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("no such program"), "{e}");
+        assert_eq!(run(&["--watch-client", "0"]).exit_code(), 2);
+        // Every program of the table is a valid name.
+        for p in crate::probe::program_names() {
+            assert!(!p.is_empty());
+        }
+        assert!(
+            crate::probe::program_names()
+                .iter()
+                .any(|p| p == "inet_sock_set_state")
+        );
+    }
 }

@@ -5,6 +5,7 @@
 //! this kernel lacks is skipped and the report says so; a required one missing makes the
 //! measurement untrusted (exit 3).
 
+pub mod tcp;
 pub mod tracefs;
 
 use std::collections::HashMap;
@@ -89,7 +90,68 @@ fn table() -> Vec<Entry> {
         required: false,
         purpose: "FUSE requests measured at the filesystem (tracepoint since Linux 6.13)",
     });
+    t.push(Entry {
+        program: PROG_INET_SOCK_SET_STATE.into(),
+        attach: vec![("sock", "inet_sock_set_state".into())],
+        required: false,
+        purpose: "TCP state changes by port: TIME_WAIT entries, new connections, aborts (tracepoint since Linux 4.16; the network section's traced series)",
+    });
+    t.push(Entry {
+        program: PROG_SYS_ENTER_CONNECT.into(),
+        attach: vec![("syscalls", "sys_enter_connect".into())],
+        required: false,
+        purpose: "start timing connect() of watched clients (--watch-client)",
+    });
+    t.push(Entry {
+        program: PROG_SYS_EXIT_CONNECT.into(),
+        attach: vec![("syscalls", "sys_exit_connect".into())],
+        required: false,
+        purpose: "connect() latency and errno of watched clients (--watch-client)",
+    });
     t
+}
+
+/// Every program name in the table (for `--skip-probe` validation).
+pub fn program_names() -> Vec<String> {
+    table().into_iter().map(|e| e.program).collect()
+}
+
+/// Which optional programs to leave out.
+#[derive(Clone, Debug, Default)]
+pub struct AttachOptions {
+    /// Programs not to attach (`--skip-probe`); a required one makes the trace untrusted.
+    pub skip: Vec<String>,
+    /// Attach the connect() programs (only useful with `--watch-client`).
+    pub watch_clients: bool,
+}
+
+/// Offsets the socket probes use, from BTF; a missing one degrades them (the netns filter, the
+/// TCP-only check of connect()) instead of failing the trace. Returns the values (0 where
+/// missing) and what is missing.
+fn socket_offsets(btf: &Btf) -> (Vec<(&'static str, u32)>, Vec<String>) {
+    let want: [(&str, &str, &str); 5] = [
+        (GLOBAL_OFF_FILE_PRIVATE, "file", "private_data"),
+        (GLOBAL_OFF_SOCKET_SK, "socket", "sk"),
+        (GLOBAL_OFF_SK_PROTOCOL, "sock", "sk_protocol"),
+        (GLOBAL_OFF_SK_NET, "sock_common", "skc_net.net"),
+        (GLOBAL_OFF_NET_INUM, "net", "ns.inum"),
+    ];
+    let mut out = vec![];
+    let mut missing = vec![];
+    for (global, st, field) in want {
+        match btf.offset(st, field) {
+            Ok(v) => out.push((global, v)),
+            Err(e) => {
+                out.push((global, 0));
+                missing.push(e.to_string());
+            }
+        }
+    }
+    // The TCP check needs all three socket offsets; zero the gate when one is missing.
+    if out[..3].iter().any(|(_, v)| *v == 0) {
+        out[1].1 = 0;
+    }
+    (out, missing)
 }
 
 /// Struct offsets the programs need, from BTF.
@@ -181,6 +243,10 @@ pub struct Probes {
     pub rows: Vec<ProbeRow>,
     /// Required programs that did not attach.
     pub missing_required: Vec<String>,
+    /// Socket offsets missing from BTF (the socket probes run degraded).
+    pub socket_offsets_missing: Vec<String>,
+    /// The namespace filter of the TCP state probe can be used.
+    pub netns_filter: bool,
     /// Kept alive so tracefs stays mounted while attached.
     _tracefs: Tracefs,
 }
@@ -191,7 +257,7 @@ fn map_err(what: &str, e: impl std::fmt::Display) -> Error {
 
 impl Probes {
     /// Loads the object and attaches every program the kernel supports.
-    pub fn attach(btf_file: Option<&std::path::Path>) -> Result<Self> {
+    pub fn attach(btf_file: Option<&std::path::Path>, want: &AttachOptions) -> Result<Self> {
         let path = btf_file.unwrap_or(std::path::Path::new("/sys/kernel/btf/vmlinux"));
         let btf_data = std::fs::read(path).map_err(|e| {
             Error::Kernel(format!(
@@ -203,6 +269,11 @@ impl Probes {
         let btf =
             Btf::parse(&btf_data).map_err(|e| Error::Kernel(format!("{}: {e}", path.display())))?;
         let offs = offsets(&btf).map_err(|e| Error::Kernel(format!("kernel BTF: {e}")))?;
+        let (sock_offs, socket_offsets_missing) = socket_offsets(&btf);
+        let netns_filter = sock_offs
+            .iter()
+            .filter(|(g, _)| *g == GLOBAL_OFF_SK_NET || *g == GLOBAL_OFF_NET_INUM)
+            .all(|(_, v)| *v != 0);
         let tracefs = Tracefs::ensure()?;
         if !tracefs.has_event("syscalls", "sys_enter_openat") {
             return Err(Error::Kernel(
@@ -220,7 +291,7 @@ impl Probes {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(4_194_304);
         let mut loader = EbpfLoader::new();
-        for (name, v) in &offs {
+        for (name, v) in offs.iter().chain(&sock_offs) {
             loader.override_global(name, v, true);
         }
         loader.override_global(GLOBAL_FORK_PARENT_OFF, &fork_parent, true);
@@ -240,15 +311,50 @@ impl Probes {
             ebpf,
             rows: vec![],
             missing_required: vec![],
+            socket_offsets_missing,
+            netns_filter,
             _tracefs: tracefs,
         };
         // Attach exits before enters, so an enter never records a call whose exit is unseen.
         let mut entries = table();
         entries.sort_by_key(|e| !e.program.starts_with("sys_exit"));
         for e in entries {
-            probes.attach_entry(&e)?;
+            let connect = e.program == PROG_SYS_ENTER_CONNECT || e.program == PROG_SYS_EXIT_CONNECT;
+            let why_not = if want.skip.contains(&e.program) {
+                Some("skipped on request (--skip-probe)")
+            } else if connect && !want.watch_clients {
+                Some("not attached: no --watch-client")
+            } else {
+                None
+            };
+            match why_not {
+                Some(note) => probes.not_attached(&e, note),
+                None => probes.attach_entry(&e)?,
+            }
         }
         Ok(probes)
+    }
+
+    fn not_attached(&mut self, e: &Entry, note: &str) {
+        self.rows.push(ProbeRow {
+            program: e.program.clone(),
+            attach: e
+                .attach
+                .iter()
+                .map(|(c, n)| format!("{c}/{n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            attached: false,
+            note: note.into(),
+        });
+        if e.required {
+            self.missing_required.push(e.program.clone());
+        }
+    }
+
+    /// Whether `program` is attached.
+    pub fn is_attached(&self, program: &str) -> bool {
+        self.rows.iter().any(|r| r.program == program && r.attached)
     }
 
     fn attach_entry(&mut self, e: &Entry) -> Result<()> {
@@ -325,6 +431,16 @@ impl Probes {
 
     /// Marks processes as traced.
     pub fn trace_pids(&mut self, pids: &[u32]) -> Result<()> {
+        self.mark(pids, trapdetect_common::TRACED_TARGET)
+    }
+
+    /// Marks processes as watched clients (their connect() calls are timed).
+    pub fn watch_client_pids(&mut self, pids: &[u32]) -> Result<()> {
+        self.mark(pids, trapdetect_common::TRACED_CLIENT)
+    }
+
+    /// Adds `flag` to each pid's flags (the kernel's fork probe may have set others already).
+    fn mark(&mut self, pids: &[u32], flag: u8) -> Result<()> {
         let mut traced: Array<&mut MapData, u8> = Array::try_from(
             self.ebpf
                 .map_mut(MAP_TRACED)
@@ -332,8 +448,9 @@ impl Probes {
         )
         .map_err(|e| map_err(MAP_TRACED, e))?;
         for &p in pids {
+            let old = traced.get(&p, 0).unwrap_or(0);
             traced
-                .set(p, 1u8, 0)
+                .set(p, old | flag, 0)
                 .map_err(|e| map_err(&format!("{MAP_TRACED}[{p}]"), e))?;
         }
         Ok(())

@@ -2,6 +2,7 @@
 //! read the counts, resolve them, apply the rules, build the report.
 
 pub mod aggregate;
+pub mod net;
 pub mod probe_load;
 
 use std::{
@@ -18,6 +19,7 @@ use std::{
 use aya::maps::{MapData, RingBuf};
 use trapdetect_common::{
     counters::*,
+    names::PROG_INET_SOCK_SET_STATE,
     paths::{PATH_CAP, PF_TRUNCATED, PathEvent, PathKey},
 };
 
@@ -28,7 +30,7 @@ use crate::{
         mounts::{MountTable, normalize},
         tree,
     },
-    probe::Probes,
+    probe::{AttachOptions, Probes},
     report::{Measurement, Report, Requests, Target},
     traps::{
         self,
@@ -51,6 +53,10 @@ pub struct Options {
     pub progress: bool,
     /// BTF file to use instead of the kernel's.
     pub btf: Option<std::path::PathBuf>,
+    /// Watched clients (`--watch-client`): their connect() calls are timed.
+    pub watch_clients: Vec<u32>,
+    /// Programs not to attach (`--skip-probe`).
+    pub skip_probes: Vec<String>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -155,15 +161,31 @@ impl CwdSampler {
 /// Runs a session and returns its report (exit code computed by the caller's `finish`).
 pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Report> {
     let target = tree::info(opts.pid)?;
+    for &c in &opts.watch_clients {
+        tree::info(c)?;
+    }
     crate::probe::check_privilege()?;
     let mut mounts = MountTable::of_pid(opts.pid)?;
-    let mut probes = Probes::attach(opts.btf.as_deref())?;
+    // The static census first: the target's listening ports come from it.
+    let net_start = net::start(opts.pid, &opts.watch_clients);
+    let mut probes = Probes::attach(
+        opts.btf.as_deref(),
+        &AttachOptions {
+            skip: opts.skip_probes.clone(),
+            watch_clients: !opts.watch_clients.is_empty(),
+        },
+    )?;
     // Mark the target first: from here on its forks are followed in the kernel. Then walk
-    // /proc twice to catch descendants forked before the fork probe saw them.
+    // /proc twice to catch descendants forked before the fork probe saw them. Watched
+    // clients the same way.
     probes.trace_pids(&[opts.pid])?;
+    probes.watch_client_pids(&opts.watch_clients)?;
     for _ in 0..2 {
-        let tree = tree::descendants_of(opts.pid, &tree::all_parents());
-        probes.trace_pids(&tree)?;
+        let parents = tree::all_parents();
+        probes.trace_pids(&tree::descendants_of(opts.pid, &parents))?;
+        for &c in &opts.watch_clients {
+            probes.watch_client_pids(&tree::descendants_of(c, &parents))?;
+        }
     }
     let ring = probes.take_path_events()?;
     let strings = Arc::new(Mutex::new(HashMap::new()));
@@ -171,6 +193,8 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     let reader = spawn_ring_reader(ring, done.clone(), strings.clone());
 
     install_signal_handlers();
+    // The sampler's baseline is read here, before the start line a caller may wait for.
+    let mut armed = net::arm(&net_start, &mut probes)?;
     let tty = opts.progress && std::io::stderr().is_terminal();
     eprintln!(
         "Tracing pid {} ({}) and its children for {:.1} s... Ctrl-C to end.",
@@ -234,7 +258,10 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         Some(l) => l.finish(&mut report)?,
         None => None,
     };
+    let readings = net::stop(&mut armed);
     let counts = probes.read()?;
+    let connect = probes.connect_counts()?;
+    let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
     done.store(true, Ordering::SeqCst);
     let truncated = reader.join().unwrap_or(0);
     let strings = std::mem::take(&mut *strings.lock().unwrap_or_else(|p| p.into_inner()));
@@ -319,6 +346,18 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     report.syscalls = aggregate::syscall_rows(&obs.calls, &mounts, requests, window_s);
     report.filesystems = aggregate::fs_rows(&obs.calls, &obs.fuse, &mounts, requests, window_s);
     report.paths = aggregate::path_rows(&obs.calls, &mounts, requests, opts.top);
+    let not_tcp = counts
+        .counters
+        .get(C_CONNECT_NOT_TCP as usize)
+        .copied()
+        .unwrap_or(0);
+    let measured = net::Measured {
+        readings,
+        connect,
+        missed,
+        not_tcp,
+    };
+    net::finish(net_start, armed, measured, &probe_rows, &mut report);
     report.probes = probe_rows;
     let mut m = measurement(
         &counts,

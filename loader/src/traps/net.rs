@@ -64,17 +64,15 @@ pub fn skipped(o: &NetObservation) -> Vec<(&'static str, String)> {
     out
 }
 
-fn mean(v: &[u64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<u64>() as f64 / v.len() as f64)
-}
-
 /// net.time-wait: TIME_WAIT left from earlier runs, or building up during this one.
 pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     let tw = &o.time_wait;
-    let growth = o
+    let growth = o.traced.as_ref().and_then(|t| t.time_wait_rate());
+    let entered: Option<u64> = o
         .traced
         .as_ref()
-        .and_then(|t| mean(&t.time_wait_entered_per_s));
+        .filter(|t| !t.time_wait_entered_per_s.is_empty())
+        .map(|t| t.time_wait_entered_per_s.iter().sum());
     // Steady state under a constant close rate: every socket lives 60 s.
     let steady = growth.map(|g| (g * TIME_WAIT_LEN_S as f64).round() as u64);
     let overflow = o
@@ -93,7 +91,17 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         return None;
     };
     let cf = &tw.closed_first;
-    let side = if cf.server >= cf.client && cf.server >= cf.unknown {
+    // Nothing in TIME_WAIT before the run: the trace tells which side closed first, by whether
+    // the target's port was the local or the remote port of the sockets that entered it.
+    let traced_side = o
+        .traced
+        .as_ref()
+        .map(|t| t.time_wait_sides())
+        .filter(|(s, c)| tw.count == 0 && s + c > 0)
+        .map(|(s, c)| if s >= c { Side::Server } else { Side::Client });
+    let side = if let Some(s) = traced_side {
+        s
+    } else if cf.server >= cf.client && cf.server >= cf.unknown {
         Side::Server
     } else if cf.client >= cf.unknown {
         Side::Client
@@ -103,9 +111,20 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     let top_local = tw.by_local_port.first();
     let top_group = tw.groups.first();
     // wait-drain matches local or remote port: the server's port names both sides' sockets.
-    let port = match side {
-        Side::Server => top_local.map(|p| p.port),
-        _ => top_group.map(|g| g.server_port),
+    let traced_port = o
+        .traced
+        .as_ref()
+        .and_then(|t| {
+            t.by_port
+                .iter()
+                .max_by_key(|p| p.local.time_wait_entered + p.remote.time_wait_entered)
+        })
+        .filter(|p| p.local.time_wait_entered + p.remote.time_wait_entered > 0)
+        .map(|p| p.port);
+    let port = match (traced_side, side) {
+        (Some(_), _) => traced_port,
+        (None, Side::Server) => top_local.map(|p| p.port),
+        (None, _) => top_group.map(|g| g.server_port),
     };
     let drain_s = tw.drain_all_ms.map(|ms| round(ms as f64 / 1000.0, 1));
     let below_s = tw.seconds_until_below(TIME_WAIT_WARN);
@@ -142,7 +161,8 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         .with(&format!("below_{TIME_WAIT_WARN}_in_s"), below_s)
         .with_opt("tcp_max_tw_buckets", max_tw)
         .with_opt("tcp_tw_reuse", o.sysctls.tcp_tw_reuse)
-        .with_opt("time_wait_growth_per_s", growth.map(|g| round(g, 1)));
+        .with_opt("time_wait_growth_per_s", growth.map(|g| round(g, 1)))
+        .with_opt("time_wait_entered_during_trace", entered);
     if overflow > 0 {
         f = f.with("tcp_time_wait_overflow", overflow);
     }
@@ -172,11 +192,14 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     if !predicted.is_empty() {
         f = f.predict(predicted.join("; "));
     }
+    // TIME_WAIT made during the run lasts up to a full 60 s after its last entry.
+    let wait_s = if entered.unwrap_or(0) > 0 {
+        TIME_WAIT_LEN_S
+    } else {
+        below_s.max(1)
+    } + 5;
     let wait = port.map(|p| {
-        format!(
-            "`trapdetect wait-drain --port {p} --below {TIME_WAIT_WARN} --timeout {}s`",
-            below_s.max(1) + 5
-        )
+        format!("`trapdetect wait-drain --port {p} --below {TIME_WAIT_WARN} --timeout {wait_s}s`")
     });
     let remedy = if side == Side::Unknown {
         format!(
@@ -187,9 +210,7 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     } else if side == Side::Server {
         format!(
             "the server closes first, so TIME_WAIT sits on its port{}: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive), or a fresh instance on a new port per point; between points wait for the drain: {}",
-            top_local
-                .map(|p| format!(" {}", p.port))
-                .unwrap_or_default(),
+            port.map(|p| format!(" {p}")).unwrap_or_default(),
             wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
         )
     } else {

@@ -10,6 +10,7 @@
 pub mod diag;
 pub mod netns;
 pub mod procfs;
+pub mod traced;
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
@@ -22,10 +23,13 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-pub use self::netns::Netns;
 use self::{
     diag::{ALL_STATES, Diag, TCP_LISTEN, TCP_TIME_WAIT},
     netns::EnterError,
+};
+pub use self::{
+    netns::Netns,
+    traced::{NetTraced, TcpEvents},
 };
 use crate::{
     error::{Error, Result},
@@ -315,26 +319,6 @@ impl Plan {
             in_flight: (rate_per_s * timeout_s - 1e-9).ceil().max(0.0) as u64,
         }
     }
-}
-
-/// Per-second series from the traced half (`sock/inet_sock_set_state`, connect() of watched
-/// clients). Filled by the tracer; the static census leaves it `None`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct NetTraced {
-    /// Seconds covered.
-    pub window_s: f64,
-    /// Sockets entering TIME_WAIT each second (FIN_WAIT2→CLOSE or CLOSING→CLOSE).
-    pub time_wait_entered_per_s: Vec<u64>,
-    /// New connections each second.
-    pub new_connections_per_s: Vec<u64>,
-    /// ListenOverflows increments each second.
-    pub listen_overflows_per_s: Vec<u64>,
-    /// Resets seen.
-    pub resets: u64,
-    /// connect() calls of watched clients that failed with EADDRNOTAVAIL.
-    pub connect_eaddrnotavail: Option<u64>,
-    /// ... with EADDRINUSE.
-    pub connect_eaddrinuse: Option<u64>,
 }
 
 /// Everything the network rules look at.

@@ -1,0 +1,390 @@
+//! What the traced half of the network checks observed during a trace window: TCP state
+//! changes counted in the kernel per watched port (`sock/inet_sock_set_state`), per-second
+//! series of them and of the namespace's listen-overflow counter, and connect() of watched
+//! clients. Filled by the tracer (`trace::net`); the static census leaves it `None`.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use serde::Serialize;
+
+use super::{Ephemeral, fmt_count};
+use crate::report::Latency;
+
+/// Counts of the TCP events the kernel side classifies (see `trapdetect_common::tcp`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TcpEvents {
+    /// FIN_WAIT2→CLOSE or CLOSING→CLOSE: the socket closed first and entered TIME_WAIT.
+    pub time_wait_entered: u64,
+    /// SYN_SENT→ESTABLISHED: connect() completed.
+    pub active_opens: u64,
+    /// SYN_RECV→ESTABLISHED: a handshake completed into a listener's accept queue.
+    pub passive_opens: u64,
+    /// SYN_SENT→CLOSE: a connect that never got established (refused, timed out, no port).
+    pub connect_failures: u64,
+    /// ESTABLISHED, SYN_RECV, FIN_WAIT1 or CLOSE_WAIT → CLOSE: torn down without the FIN
+    /// exchange (RST sent or received, retransmission timeout).
+    pub aborts: u64,
+    /// LAST_ACK→CLOSE: the side that closed second finished normally.
+    pub passive_closes: u64,
+}
+
+impl TcpEvents {
+    /// From the kernel's per-kind array (`EV_*` order).
+    pub fn from_kinds(k: &[u64]) -> Self {
+        let g = |i: usize| k.get(i).copied().unwrap_or(0);
+        TcpEvents {
+            time_wait_entered: g(0),
+            active_opens: g(1),
+            passive_opens: g(2),
+            connect_failures: g(3),
+            aborts: g(4),
+            passive_closes: g(5),
+        }
+    }
+
+    /// New connections (active and passive opens).
+    pub fn new_connections(&self) -> u64 {
+        self.active_opens + self.passive_opens
+    }
+}
+
+/// One watched port.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TracedPort {
+    /// Port.
+    pub port: u16,
+    /// Events of sockets whose local port this is (the server's side of its connections).
+    pub local: TcpEvents,
+    /// Events of sockets whose remote port this is (clients of it in the watched namespaces).
+    pub remote: TcpEvents,
+    /// TIME_WAIT entries each second, local and remote.
+    pub time_wait_entered_per_s: Vec<u64>,
+    /// New connections each second, local and remote.
+    pub new_connections_per_s: Vec<u64>,
+}
+
+/// A process whose connect() calls were timed (`--watch-client`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WatchedClient {
+    /// Process id.
+    pub pid: u32,
+    /// Its comm (escaped).
+    pub comm: String,
+    /// Whether it connects from the target's network namespace.
+    pub same_netns_as_target: bool,
+}
+
+/// connect() of the watched clients (and the processes they fork), TCP sockets only.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ConnectTraced {
+    /// The watched processes.
+    pub clients: Vec<WatchedClient>,
+    /// connect() calls on TCP sockets that returned during the trace.
+    pub calls: u64,
+    /// Returned 0 (connected, for a blocking socket).
+    pub succeeded: u64,
+    /// Returned EINPROGRESS: a non-blocking connect started. Not an error.
+    pub in_progress: u64,
+    /// Failed with any other errno.
+    pub failed: u64,
+    /// Failures by errno name (EINPROGRESS not included).
+    pub errors: BTreeMap<String, u64>,
+    /// Time in connect() of calls that finished inside the call (for a blocking socket, the
+    /// handshake).
+    pub latency: Option<Latency>,
+    /// Time in connect() of EINPROGRESS calls: the local port search and the SYN, not the
+    /// handshake.
+    pub in_progress_latency: Option<Latency>,
+    /// connect() calls on other sockets (unix, UDP), not counted above.
+    pub not_tcp: u64,
+}
+
+/// The namespace the watched clients connect from, when it is not the target's: ephemeral
+/// ports run out there, so its range is read too (at the end of the window, when the run has
+/// taken its ports).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClientNetns {
+    /// Which namespace (`pid N` of the first client in it).
+    pub netns: String,
+    /// Its ephemeral ports at the end of the window (`None`: range unknown).
+    pub ephemeral: Option<Ephemeral>,
+}
+
+/// Per-second series from the traced half (`sock/inet_sock_set_state`, connect() of watched
+/// clients). Series entries cover `interval_s` each; the last one covers what is left of the
+/// window, so every series sums to its total.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NetTraced {
+    /// Seconds covered.
+    pub window_s: f64,
+    /// Seconds per series entry.
+    pub interval_s: f64,
+    /// Watched ports: the target's listening ports (at most 16).
+    pub ports: Vec<u16>,
+    /// Namespaces whose sockets count on those ports (empty: every namespace; the kernel's
+    /// BTF lacked the offsets to tell them apart).
+    pub netns: Vec<String>,
+    /// Sockets entering TIME_WAIT each second on the watched ports (FIN_WAIT2→CLOSE or
+    /// CLOSING→CLOSE; local or remote port, each socket once).
+    pub time_wait_entered_per_s: Vec<u64>,
+    /// New connections each second on the watched ports (active and passive opens).
+    pub new_connections_per_s: Vec<u64>,
+    /// ListenOverflows increments each second (TcpExt: namespace-wide, not per socket).
+    pub listen_overflows_per_s: Vec<u64>,
+    /// ListenDrops increments each second (namespace-wide).
+    pub listen_drops_per_s: Vec<u64>,
+    /// Totals on the watched ports (each event once).
+    pub on_ports: TcpEvents,
+    /// Totals for every TCP socket of the host, all namespaces and ports.
+    pub system: TcpEvents,
+    /// Per watched port.
+    pub by_port: Vec<TracedPort>,
+    /// TCP state changes the kernel did not run the probe for (another BPF program was running
+    /// on that CPU); `None` when the kernel does not report it.
+    pub missed_events: Option<u64>,
+    /// connect() of watched clients (`None` without `--watch-client`).
+    pub connect: Option<ConnectTraced>,
+    /// The clients' namespace, when it is not the target's.
+    pub client_netns: Option<ClientNetns>,
+    /// connect() calls of watched clients that failed with EADDRNOTAVAIL.
+    pub connect_eaddrnotavail: Option<u64>,
+    /// ... with EADDRINUSE.
+    pub connect_eaddrinuse: Option<u64>,
+}
+
+impl NetTraced {
+    /// Mean TIME_WAIT entries per second over the window (the last, partial entry weighs by
+    /// its length, not as a whole second).
+    pub fn time_wait_rate(&self) -> Option<f64> {
+        if self.time_wait_entered_per_s.is_empty() {
+            return None;
+        }
+        let sum: u64 = self.time_wait_entered_per_s.iter().sum();
+        Some(if self.window_s > 0.0 {
+            sum as f64 / self.window_s
+        } else {
+            sum as f64 / self.time_wait_entered_per_s.len() as f64
+        })
+    }
+
+    /// TIME_WAIT entries on the watched ports by which side closed first: (server, client):
+    /// local-port entries are the listener's side, remote-port ones its clients'.
+    pub fn time_wait_sides(&self) -> (u64, u64) {
+        self.by_port.iter().fold((0, 0), |(s, c), p| {
+            (
+                s + p.local.time_wait_entered,
+                c + p.remote.time_wait_entered,
+            )
+        })
+    }
+}
+
+fn series(v: &[u64]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    let shown: Vec<String> = v.iter().take(60).map(|n| n.to_string()).collect();
+    let more = if v.len() > 60 {
+        format!(" ... ({} entries)", v.len())
+    } else {
+        String::new()
+    };
+    format!("{}{more}", shown.join(" "))
+}
+
+fn events(e: &TcpEvents) -> String {
+    format!(
+        "TIME_WAIT entered {}, opened {} active / {} passive, connect failures {}, aborts {}, closed second {}",
+        fmt_count(e.time_wait_entered),
+        fmt_count(e.active_opens),
+        fmt_count(e.passive_opens),
+        fmt_count(e.connect_failures),
+        fmt_count(e.aborts),
+        fmt_count(e.passive_closes)
+    )
+}
+
+/// Text rendering of the traced half (appended to the census's text in the `network` section).
+pub fn render_text(t: &NetTraced) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  traced over {:.1} s, per {} s (sock/inet_sock_set_state; ports {}; {}):",
+        t.window_s,
+        t.interval_s,
+        if t.ports.is_empty() {
+            "none (the target listens on no TCP port)".into()
+        } else {
+            t.ports
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        if t.netns.is_empty() {
+            "every namespace".into()
+        } else {
+            format!("namespace {}", t.netns.join(", "))
+        }
+    );
+    let _ = writeln!(out, "    on the ports: {}", events(&t.on_ports));
+    for p in &t.by_port {
+        let _ = writeln!(
+            out,
+            "    port {} as local port: {}",
+            p.port,
+            events(&p.local)
+        );
+        let _ = writeln!(
+            out,
+            "    port {} as remote port: {}",
+            p.port,
+            events(&p.remote)
+        );
+    }
+    let _ = writeln!(out, "    whole host:   {}", events(&t.system));
+    let _ = writeln!(
+        out,
+        "    TIME_WAIT entered/s:   {}",
+        series(&t.time_wait_entered_per_s)
+    );
+    let _ = writeln!(
+        out,
+        "    new connections/s:     {}",
+        series(&t.new_connections_per_s)
+    );
+    let _ = writeln!(
+        out,
+        "    ListenOverflows/s:     {}   (namespace-wide)",
+        series(&t.listen_overflows_per_s)
+    );
+    let _ = writeln!(
+        out,
+        "    ListenDrops/s:         {}",
+        series(&t.listen_drops_per_s)
+    );
+    if let Some(m) = t.missed_events.filter(|m| *m > 0) {
+        let _ = writeln!(
+            out,
+            "    {} state changes missed (another BPF program was running on the CPU)",
+            fmt_count(m)
+        );
+    }
+    if let Some(c) = &t.connect {
+        let who: Vec<String> = c
+            .clients
+            .iter()
+            .map(|w| format!("{} ({})", w.pid, w.comm))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  connect() of watched clients {}: {} calls on TCP sockets, {} connected, {} in progress (EINPROGRESS, not an error), {} failed{}",
+            who.join(", "),
+            fmt_count(c.calls),
+            fmt_count(c.succeeded),
+            fmt_count(c.in_progress),
+            fmt_count(c.failed),
+            if c.not_tcp > 0 {
+                format!("; {} on other sockets not counted", fmt_count(c.not_tcp))
+            } else {
+                String::new()
+            }
+        );
+        if !c.errors.is_empty() {
+            let e: Vec<String> = c
+                .errors
+                .iter()
+                .map(|(k, v)| format!("{k} {}", fmt_count(*v)))
+                .collect();
+            let _ = writeln!(out, "    errors: {}", e.join(", "));
+        }
+        for (label, l) in [
+            ("latency", &c.latency),
+            ("EINPROGRESS calls", &c.in_progress_latency),
+        ] {
+            if let Some(l) = l {
+                let _ = writeln!(
+                    out,
+                    "    {label}: mean {} µs, p50 {} µs, p99 {} µs, max {} µs",
+                    l.mean_us, l.p50_us, l.p99_us, l.max_us
+                );
+            }
+        }
+    }
+    if let Some(cn) = &t.client_netns {
+        match &cn.ephemeral {
+            Some(e) => {
+                let _ = writeln!(
+                    out,
+                    "  clients' namespace ({}), at the end: ephemeral ports {}-{}, {} usable; {} in use across {} flow groups",
+                    cn.netns,
+                    e.range[0],
+                    e.range[1],
+                    fmt_count(e.usable as u64),
+                    fmt_count(e.distinct_ports_in_range as u64),
+                    e.groups_total
+                );
+                for g in &e.groups {
+                    let _ = writeln!(
+                        out,
+                        "    {} -> {}:{}  used {} (TIME_WAIT {}), headroom {}",
+                        g.client,
+                        g.server,
+                        g.server_port,
+                        fmt_count(g.ports_used),
+                        fmt_count(g.time_wait),
+                        fmt_count(g.headroom)
+                    );
+                }
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  clients' namespace ({}): ephemeral range unknown",
+                    cn.netns
+                );
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_weighs_the_partial_last_second_by_its_length() {
+        let t = NetTraced {
+            window_s: 2.5,
+            time_wait_entered_per_s: vec![100, 100, 50],
+            ..Default::default()
+        };
+        assert_eq!(t.time_wait_rate(), Some(100.0));
+        assert_eq!(NetTraced::default().time_wait_rate(), None);
+    }
+
+    #[test]
+    fn sides_come_from_local_and_remote_port_entries() {
+        let t = NetTraced {
+            by_port: vec![TracedPort {
+                port: 8080,
+                local: TcpEvents {
+                    time_wait_entered: 7,
+                    ..Default::default()
+                },
+                remote: TcpEvents {
+                    time_wait_entered: 2,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(t.time_wait_sides(), (7, 2));
+        assert_eq!(
+            TcpEvents::from_kinds(&[1, 2, 3, 4, 5, 6]).new_connections(),
+            5
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! The socket probes' maps (`ebpf/src/tcp.rs`, `ebpf/src/connect.rs`): which ports and network
+//! namespaces count, and reading what the programs counted. The two TCP event maps can be taken
+//! out of the object so the per-second sampler reads them on its own thread.
+
+use std::os::fd::{AsFd, AsRawFd};
+
+use aya::maps::{Array, MapData, PerCpuArray};
+use trapdetect_common::{
+    hist::HIST_BUCKETS,
+    names::*,
+    tcp::{
+        CONNECT_CLASSES, ConnectStat, DIR_LOCAL, DIR_REMOTE, ERRNO_SLOTS, MAX_NETNS,
+        MAX_PORT_SLOTS, NUM_EVENTS, port_index,
+    },
+};
+
+use super::{Probes, map_err};
+use crate::error::Result;
+
+/// One count per event kind (`trapdetect_common::tcp::EV_*`).
+pub type Events = [u64; NUM_EVENTS as usize];
+
+/// The TCP event counters at one moment (cumulative since attach).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpSample {
+    /// Every TCP socket of the host, all namespaces.
+    pub system: Events,
+    /// Events on a watched port (local or remote; each event once) in a watched namespace.
+    pub watched: Events,
+    /// Per watched port, in slot order: `[by local port, by remote port]`.
+    pub ports: Vec<[Events; 2]>,
+}
+
+fn sub(a: &Events, b: &Events) -> Events {
+    std::array::from_fn(|i| a[i].saturating_sub(b[i]))
+}
+
+impl TcpSample {
+    /// What happened between `earlier` and `self`.
+    pub fn minus(&self, earlier: &TcpSample) -> TcpSample {
+        TcpSample {
+            system: sub(&self.system, &earlier.system),
+            watched: sub(&self.watched, &earlier.watched),
+            ports: self
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| match earlier.ports.get(i) {
+                    Some(e) => [sub(&p[0], &e[0]), sub(&p[1], &e[1])],
+                    None => *p,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The two TCP event maps, owned (moved to the sampler thread).
+pub struct TcpMaps {
+    totals: PerCpuArray<MapData, u64>,
+    ports: PerCpuArray<MapData, u64>,
+    slots: u32,
+}
+
+impl TcpMaps {
+    fn slot(m: &PerCpuArray<MapData, u64>, name: &str, i: u32) -> Result<u64> {
+        m.get(&i, 0)
+            .map(|v| v.iter().sum())
+            .map_err(|e| map_err(name, e))
+    }
+
+    /// Reads every counter of the watched ports and the totals (one lookup per slot).
+    pub fn read(&self) -> Result<TcpSample> {
+        let mut s = TcpSample::default();
+        for ev in 0..NUM_EVENTS {
+            s.system[ev as usize] = Self::slot(&self.totals, MAP_TCP_TOTALS, ev)?;
+            s.watched[ev as usize] = Self::slot(&self.totals, MAP_TCP_TOTALS, NUM_EVENTS + ev)?;
+        }
+        for slot in 0..self.slots {
+            let mut p = [[0u64; NUM_EVENTS as usize]; 2];
+            for (d, dir) in [DIR_LOCAL, DIR_REMOTE].into_iter().enumerate() {
+                for ev in 0..NUM_EVENTS {
+                    p[d][ev as usize] =
+                        Self::slot(&self.ports, MAP_TCP_PORTS, port_index(slot, dir, ev))?;
+                }
+            }
+            s.ports.push(p);
+        }
+        Ok(s)
+    }
+}
+
+/// connect() of watched clients, summed over CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnectClass {
+    /// Calls.
+    pub count: u64,
+    /// Summed latency, ns.
+    pub sum_ns: u64,
+    /// Largest latency, ns.
+    pub max_ns: u64,
+    /// Histogram (`trapdetect_common::hist`).
+    pub hist: Vec<u64>,
+}
+
+/// Everything the connect() maps hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnectCounts {
+    /// By class (`CS_COMPLETED`, `CS_IN_PROGRESS`).
+    pub classes: Vec<ConnectClass>,
+    /// Slot 0: successes; slot `e`: errno `e`.
+    pub by_errno: Vec<u64>,
+}
+
+impl Probes {
+    /// Counts the state changes of these ports one by one (at most `MAX_PORT_SLOTS`, in the
+    /// order given); returns the ports kept.
+    pub fn watch_ports(&mut self, ports: &[u16]) -> Result<Vec<u16>> {
+        let mut m: Array<&mut MapData, u8> = Array::try_from(
+            self.ebpf
+                .map_mut(MAP_PORT_SLOT)
+                .ok_or_else(|| map_err(MAP_PORT_SLOT, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_PORT_SLOT, e))?;
+        let kept: Vec<u16> = ports
+            .iter()
+            .copied()
+            .take(MAX_PORT_SLOTS as usize)
+            .collect();
+        for (i, &p) in kept.iter().enumerate() {
+            m.set(p as u32, i as u8 + 1, 0)
+                .map_err(|e| map_err(&format!("{MAP_PORT_SLOT}[{p}]"), e))?;
+        }
+        Ok(kept)
+    }
+
+    /// Restricts the per-port counts to sockets of these namespaces (inode numbers); returns
+    /// false when the filter cannot be used (no offsets) and every namespace counts.
+    pub fn watch_netns(&mut self, inums: &[u32]) -> Result<bool> {
+        if !self.netns_filter || inums.is_empty() {
+            return Ok(false);
+        }
+        let mut m: Array<&mut MapData, u32> = Array::try_from(
+            self.ebpf
+                .map_mut(MAP_NETNS)
+                .ok_or_else(|| map_err(MAP_NETNS, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_NETNS, e))?;
+        for (i, &n) in inums.iter().take(MAX_NETNS as usize).enumerate() {
+            m.set(i as u32, n, 0)
+                .map_err(|e| map_err(&format!("{MAP_NETNS}[{i}]"), e))?;
+        }
+        Ok(true)
+    }
+
+    /// Takes the TCP event maps for `slots` watched ports (None when the TCP state program is
+    /// not attached).
+    pub fn take_tcp_maps(&mut self, slots: usize) -> Result<Option<TcpMaps>> {
+        if !self.is_attached(PROG_INET_SOCK_SET_STATE) {
+            return Ok(None);
+        }
+        let mut take = |name: &str| -> Result<PerCpuArray<MapData, u64>> {
+            let m = self
+                .ebpf
+                .take_map(name)
+                .ok_or_else(|| map_err(name, "missing"))?;
+            PerCpuArray::try_from(m).map_err(|e| map_err(name, e))
+        };
+        Ok(Some(TcpMaps {
+            totals: take(MAP_TCP_TOTALS)?,
+            ports: take(MAP_TCP_PORTS)?,
+            slots: slots as u32,
+        }))
+    }
+
+    /// The connect() counts (None when the connect programs are not attached).
+    pub fn connect_counts(&self) -> Result<Option<ConnectCounts>> {
+        if !self.is_attached(PROG_SYS_EXIT_CONNECT) || !self.is_attached(PROG_SYS_ENTER_CONNECT) {
+            return Ok(None);
+        }
+        let stats: PerCpuArray<&MapData, ConnectStat> = PerCpuArray::try_from(
+            self.ebpf
+                .map(MAP_CONNECT_STATS)
+                .ok_or_else(|| map_err(MAP_CONNECT_STATS, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_CONNECT_STATS, e))?;
+        let mut c = ConnectCounts::default();
+        for class in 0..CONNECT_CLASSES {
+            let per_cpu = stats
+                .get(&class, 0)
+                .map_err(|e| map_err(MAP_CONNECT_STATS, e))?;
+            let mut t = ConnectClass {
+                hist: vec![0; HIST_BUCKETS as usize],
+                ..Default::default()
+            };
+            for v in per_cpu.iter() {
+                t.count += v.count;
+                t.sum_ns += v.sum_ns;
+                t.max_ns = t.max_ns.max(v.max_ns);
+                for (i, h) in v.hist.iter().enumerate() {
+                    t.hist[i] += *h as u64;
+                }
+            }
+            c.classes.push(t);
+        }
+        let errno: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
+            self.ebpf
+                .map(MAP_CONNECT_ERRNO)
+                .ok_or_else(|| map_err(MAP_CONNECT_ERRNO, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_CONNECT_ERRNO, e))?;
+        for e in 0..ERRNO_SLOTS {
+            c.by_errno.push(
+                errno
+                    .get(&e, 0)
+                    .map(|v| v.iter().sum())
+                    .map_err(|err| map_err(MAP_CONNECT_ERRNO, err))?,
+            );
+        }
+        Ok(Some(c))
+    }
+
+    /// Runs of `program` the kernel skipped because another BPF program was already running on
+    /// that CPU (`recursion_misses` in its fdinfo; a softirq can interrupt a program). None when
+    /// the program is not loaded or the kernel does not report it.
+    pub fn recursion_misses(&self, program: &str) -> Option<u64> {
+        let fd = self.ebpf.program(program)?.fd().ok()?;
+        let raw = fd.as_fd().as_raw_fd();
+        let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{raw}")).ok()?;
+        parse_recursion_misses(&text)
+    }
+}
+
+/// `recursion_misses:` of a BPF program's fdinfo.
+pub fn parse_recursion_misses(fdinfo: &str) -> Option<u64> {
+    fdinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("recursion_misses:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_subtract_per_port_and_kind() {
+        let mut a = TcpSample {
+            system: [10, 1, 2, 0, 0, 3],
+            watched: [5, 0, 1, 0, 0, 0],
+            ports: vec![[[5, 0, 1, 0, 0, 0], [0; 6]]],
+        };
+        let b = a.clone();
+        a.system[0] += 7;
+        a.watched[0] += 4;
+        a.ports[0][0][0] += 4;
+        let d = a.minus(&b);
+        assert_eq!(d.system, [7, 0, 0, 0, 0, 0]);
+        assert_eq!(d.watched, [4, 0, 0, 0, 0, 0]);
+        assert_eq!(d.ports, vec![[[4, 0, 0, 0, 0, 0], [0; 6]]]);
+    }
+
+    #[test]
+    fn recursion_misses_from_fdinfo() {
+        let text = "pos:\t0\nflags:\t02000002\nprog_type:\t5\nprog_id:\t912\nrun_time_ns:\t0\nrun_cnt:\t0\nrecursion_misses:\t3\nverified_insns:\t120\n";
+        assert_eq!(parse_recursion_misses(text), Some(3));
+        assert_eq!(parse_recursion_misses("pos:\t0\n"), None);
+    }
+}
