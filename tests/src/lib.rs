@@ -5,6 +5,7 @@
 pub mod cgroup;
 pub mod misbehave;
 pub mod netns;
+pub mod netpeer;
 pub mod schema;
 pub mod servers;
 pub mod slowfs;
