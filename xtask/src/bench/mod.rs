@@ -9,6 +9,7 @@ mod load;
 use anyhow::Result;
 
 mod net;
+mod net_probes;
 mod preflight;
 mod trace;
 
@@ -35,6 +36,10 @@ fn all() -> Vec<Bench> {
         Bench {
             name: "net",
             run: net::run,
+        },
+        Bench {
+            name: "net-probes",
+            run: net_probes::run,
         },
     ]
 }
