@@ -68,8 +68,8 @@ fn comm(pid: u32) -> String {
     escape::bytes(c.strip_suffix(b"\n").unwrap_or(&c))
 }
 
-/// The census of the target's namespace with its listening ports, and the descriptor use of
-/// the target and the watched clients. A census that cannot run is a skipped check: the trace
+/// The census of the target's namespace (its listening ports, its descriptors), and the
+/// namespaces of the watched clients. A census that cannot run is a skipped check: the trace
 /// goes on without per-port counts.
 pub fn start(pid: u32, clients: &[u32]) -> NetStart {
     let mut skipped = vec![];
@@ -458,8 +458,16 @@ pub fn finish(
         ));
     }
     let mut findings = vec![];
+    let elsewhere = clients.iter().filter(|c| !c.same_netns_as_target).count();
+    if client_ns.is_none() && elsewhere > 0 {
+        report.measurement.notes.push(format!(
+            "{elsewhere} of {} watched clients connect from another network namespace than the target, and not all from one: their connect() errors are judged against the target's ephemeral range",
+            clients.len()
+        ));
+    }
     // Ports run out where connect() runs: with every watched client in another namespace, its
     // connect() errors are judged against that namespace's range, not the target's.
+    let mut judged_elsewhere = false;
     if let (Some(cpid), Some(t)) = (client_ns, traced.as_mut()) {
         match net::census_in(&Netns::Pid(cpid), None, None, &armed.ports) {
             Ok(mut cobs) => {
@@ -469,6 +477,7 @@ pub fn finish(
                     ..Default::default()
                 });
                 findings.extend(traps::net::ephemeral_ports(&cobs));
+                judged_elsewhere = true;
                 t.client_netns = Some(ClientNetns {
                     netns: format!("pid {cpid}"),
                     ephemeral: cobs.ephemeral,
@@ -482,9 +491,7 @@ pub fn finish(
     }
     obs.traced = traced;
     let mut judged = obs.clone();
-    if client_ns.is_some()
-        && let Some(t) = judged.traced.as_mut()
-    {
+    if judged_elsewhere && let Some(t) = judged.traced.as_mut() {
         t.connect_eaddrnotavail = None;
         t.connect_eaddrinuse = None;
     }

@@ -17,7 +17,8 @@
 //! (under 1 s, the first SYN retransmission, each dropped SYN is counted once). `loop` (for the
 //! overhead bench) listens on ADDR, prints "ready", waits for a line, then for SECONDS opens a
 //! connection to itself, accepts it, closes the server side first and then the client side,
-//! one connection at a time, and prints "done CONNECTIONS_PER_S".
+//! one connection at a time, and prints "done CONNECTIONS_PER_S CPU_NS_PER_CONNECTION" (its own
+//! user + system time, which includes the loopback softirq work done in its context).
 
 use std::{
     io::{BufRead, Write},
@@ -212,6 +213,14 @@ fn conn_loop(addr: &SocketAddr, secs: f64) {
     std::io::stdout().flush().unwrap();
     let mut go = String::new();
     std::io::stdin().lock().read_line(&mut go).unwrap();
+    let cpu_ns = || {
+        // SAFETY: plain getrusage into a zeroed struct.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+        let t = |v: libc::timeval| v.tv_sec as u64 * 1_000_000_000 + v.tv_usec as u64 * 1000;
+        t(u.ru_utime) + t(u.ru_stime)
+    };
+    let c0 = cpu_ns();
     let t0 = std::time::Instant::now();
     let mut n = 0u64;
     let mut b = [0u8; 1];
@@ -223,7 +232,8 @@ fn conn_loop(addr: &SocketAddr, secs: f64) {
         drop(c);
         n += 1;
     }
-    println!("done {:.0}", n as f64 / t0.elapsed().as_secs_f64());
+    let rate = n as f64 / t0.elapsed().as_secs_f64();
+    println!("done {rate:.0} {}", (cpu_ns() - c0) / n.max(1));
     std::io::stdout().flush().unwrap();
     wait_for_eof();
 }

@@ -21,7 +21,7 @@ use trapdetect_e2e::{TempDir, Tracer, netns::NetNs, netpeer::Peer, wait_until};
 
 use super::{median, record};
 
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 9;
 const SECS: u32 = 3;
 const PORT: u16 = 8090;
 
@@ -212,54 +212,57 @@ fn nginx(ns: &NetNs, dir: &TempDir) -> Result<u32> {
     Ok(pid)
 }
 
-/// The connection loop under each mode: connections per second.
-fn loop_round(ns: &NetNs, mode: Mode, port: u16) -> Result<f64> {
+/// The connection loop under each mode: (connections per second, CPU µs per connection).
+fn loop_round(ns: &NetNs, mode: Mode, port: u16) -> Result<(f64, f64)> {
     let mut p = Peer::conn_loop(ns, &format!("127.0.0.1:{port}"), SECS as f64);
     let t = tracer(mode, p.pid(), p.pid());
     let r = p.go();
     drop(t.map(Tracer::interrupt));
-    r.first().map(|&v| v as f64).context("netpeer loop")
+    match r[..] {
+        [rate, cpu_ns] => Ok((rate as f64, cpu_ns as f64 / 1000.0)),
+        _ => bail!("netpeer loop said {r:?}"),
+    }
 }
 
 fn connection_loop(ns: &NetNs) -> Result<()> {
     let modes = [Mode::Untraced, Mode::PathOnly, Mode::Full];
     let mut rates: Vec<Vec<f64>> = vec![vec![]; modes.len()];
+    let mut cpus: Vec<Vec<f64>> = vec![vec![]; modes.len()];
     let mut port = 9100;
     for round in 0..ROUNDS {
         for i in (0..modes.len()).map(|k| (k + round) % modes.len()) {
             // A fresh port per run: the last run's TIME_WAIT stays on its own.
             port += 1;
-            rates[i].push(loop_round(ns, modes[i], port)?);
+            let (r, c) = loop_round(ns, modes[i], port)?;
+            rates[i].push(r);
+            cpus[i].push(c);
         }
     }
-    let base = median(&rates[0]);
+    let (base, base_cpu) = (median(&rates[0]), median(&cpus[0]));
     println!(
-        "
-one process connecting to itself, one connection at a time (server closes first), median of {ROUNDS} interleaved {SECS} s runs:"
+        "\none process connecting to itself, one connection at a time (server closes first), median of {ROUNDS} interleaved {SECS} s runs:"
     );
     for (i, m) in modes.iter().enumerate() {
-        let r = median(&rates[i]);
-        let added_us = 1e6 / r - 1e6 / base;
+        let (r, c) = (median(&rates[i]), median(&cpus[i]));
         println!(
-            "  {:<19} {:>8.0} conn/s  {:>6.1} % of untraced  {:>+6.2} µs per connection",
+            "  {:<19} {:>8.0} conn/s  {:>6.1} % of untraced   CPU {:.2} µs per connection ({:+.2})",
             m.name(),
             r,
             100.0 * r / base,
-            added_us
+            c,
+            c - base_cpu
         );
         record(
             &format!("net_probes.connection_loop.{}", m.key()),
-            serde_json::json!({"conn_per_s": r, "ratio": r / base, "added_us_per_connection": added_us, "runs": rates[i]}),
+            serde_json::json!({"conn_per_s": r, "ratio": r / base, "cpu_us_per_connection": c, "cpu_us_added_per_connection": c - base_cpu, "runs": rates[i], "cpu_runs": cpus[i]}),
         );
     }
-    let full = median(&rates[2]);
-    let path = median(&rates[1]);
-    let socket_us = 1e6 / full - 1e6 / path;
+    let socket_us = median(&cpus[2]) - median(&cpus[1]);
     println!(
-        "  the socket probes alone: {socket_us:+.2} µs per connection (full set minus path probes)"
+        "  the socket probes alone: {socket_us:+.2} µs of CPU per connection (full set minus path probes)"
     );
     record(
-        "net_probes.connection_loop.socket_probes_us_per_connection",
+        "net_probes.connection_loop.socket_probes_cpu_us_per_connection",
         serde_json::json!(socket_us),
     );
     Ok(())
