@@ -51,7 +51,7 @@ fn sum(v: &Value) -> u64 {
         .sum()
 }
 
-fn port<'a>(traced: &'a Value, p: u16) -> &'a Value {
+fn port(traced: &Value, p: u16) -> &Value {
     traced["by_port"]
         .as_array()
         .unwrap()
