@@ -238,6 +238,11 @@ impl Tracer {
         }
     }
 
+    /// The trapdetect process's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, std::process::Child::id)
+    }
+
     /// Ends the window with SIGINT and returns the output.
     pub fn interrupt(mut self) -> Output {
         self.finish_with(libc::SIGINT)

@@ -73,20 +73,36 @@ fn our_programs() -> Vec<(u32, String)> {
         .collect()
 }
 
-/// Ids of loaded programs with our names.
-fn our_program_ids() -> Vec<u32> {
-    our_programs().into_iter().map(|(id, _)| id).collect()
+/// Ids of the BPF programs a process holds open (`prog_id:` in the fdinfo of its
+/// descriptors): exactly one tracer's, whatever other tracers run on the machine.
+fn held_by(pid: u32) -> Vec<u32> {
+    let mut ids = vec![];
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the tracer's fds")
+        .flatten()
+    {
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            e.file_name().to_string_lossy()
+        ))
+        .unwrap_or_default();
+        if let Some(id) = info
+            .lines()
+            .find_map(|l| l.strip_prefix("prog_id:"))
+            .and_then(|v| v.trim().parse().ok())
+        {
+            ids.push(id);
+        }
+    }
+    ids
 }
 
 /// Remembers which programs the running tracer loaded; `assert_detached` checks they are gone.
 struct Loaded(Vec<u32>);
 
 impl Loaded {
-    fn now(before: &[u32]) -> Loaded {
-        let ids: Vec<u32> = our_program_ids()
-            .into_iter()
-            .filter(|i| !before.contains(i))
-            .collect();
+    fn of(t: &Tracer) -> Loaded {
+        let ids = held_by(t.pid());
         assert!(
             !ids.is_empty(),
             "the tracer's programs are attached while it traces"
@@ -104,8 +120,9 @@ impl Loaded {
     }
 
     fn assert_detached(&self) {
-        let still: Vec<u32> = our_program_ids()
+        let still: Vec<u32> = our_programs()
             .into_iter()
+            .map(|(id, _)| id)
             .filter(|i| self.0.contains(i))
             .collect();
         assert_eq!(
@@ -279,13 +296,12 @@ fn exact_prime_count_of_syscalls_and_clean_detach() {
         return;
     }
     let _serial = serial();
-    let before = our_program_ids();
     let mut load = PathLoad::start(&["stat", "10007", "/etc/hostname"]);
     let pid = load.pid().to_string();
     let mut args = vec!["--pid", &pid, "--duration", "120s", "--json", "--quiet"];
     args.extend(IGNORE_NET);
     let t = Tracer::start(&args);
-    let loaded = Loaded::now(&before);
+    let loaded = Loaded::of(&t);
     load.go();
     let out = t.interrupt();
     let r = json(&out);
@@ -306,13 +322,12 @@ fn a_target_that_exits_mid_trace_still_gets_a_report() {
         return;
     }
     let _serial = serial();
-    let before = our_program_ids();
     let mut load = PathLoad::start(&["stat", "101", "/etc/hostname"]);
     let pid = load.pid().to_string();
     let mut args = vec!["--pid", &pid, "--duration", "60s", "--json", "--quiet"];
     args.extend(IGNORE_NET);
     let t = Tracer::start(&args);
-    let loaded = Loaded::now(&before);
+    let loaded = Loaded::of(&t);
     load.go();
     drop(load);
     let out = t.wait();
@@ -339,7 +354,6 @@ fn sigterm_ends_the_window_and_still_reports() {
         return;
     }
     let _serial = serial();
-    let before = our_program_ids();
     let mut load = PathLoad::start(&["stat", "211", "/etc/hostname"]);
     // Watching the load as a client too loads the connect() programs: all must go.
     let mut t = Tracer::start(&[
@@ -352,7 +366,7 @@ fn sigterm_ends_the_window_and_still_reports() {
         "--json",
         "--quiet",
     ]);
-    let loaded = Loaded::now(&before);
+    let loaded = Loaded::of(&t);
     let names = loaded.names();
     for n in ["inet_sock_set_s", "sys_enter_conne", "sys_exit_connec"] {
         assert!(names.iter().any(|x| x == n), "{n} not loaded: {names:?}");
@@ -370,7 +384,6 @@ fn hostile_path_bytes_are_escaped_in_text_json_and_html() {
         return;
     }
     let _serial = serial();
-    let before = our_program_ids();
     let dir = TempDir::new("hostile");
     let html = dir.path().join("report.html");
     let json_out = dir.path().join("report.json");
@@ -386,7 +399,7 @@ fn hostile_path_bytes_are_escaped_in_text_json_and_html() {
         "--json-out",
         json_out.to_str().unwrap(),
     ]);
-    let loaded = Loaded::now(&before);
+    let loaded = Loaded::of(&t);
     load.go();
     let out = t.interrupt();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -416,7 +429,6 @@ fn overflowing_the_path_table_makes_the_measurement_untrusted() {
         return;
     }
     let _serial = serial();
-    let before = our_program_ids();
     // 60,000 distinct paths: more keys than the 16,384-entry table, and more first sightings
     // than the ring buffer holds between two reads.
     let mut load = PathLoad::start(&["unique", "60000"]);
@@ -428,7 +440,7 @@ fn overflowing_the_path_table_makes_the_measurement_untrusted() {
         "--json",
         "--quiet",
     ]);
-    let loaded = Loaded::now(&before);
+    let loaded = Loaded::of(&t);
     load.go();
     let out = t.interrupt();
     assert_eq!(out.status.code(), Some(3), "untrusted measurement exits 3");
