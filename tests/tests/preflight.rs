@@ -178,16 +178,6 @@ fn taskset_pinning_names_one_of_the_online_cpus_and_ignore_keeps_it_listed() {
         "proc.not-fresh",
         "--ignore",
         "cpu.frequency",
-        // The host's network namespace is shared with every other test (load.rs alone leaves
-        // about a thousand TIME_WAIT sockets on loopback for 60 s): not this test's subject.
-        "--ignore",
-        "net.time-wait",
-        "--ignore",
-        "net.ephemeral-ports",
-        "--ignore",
-        "net.listen-overflow",
-        "--ignore",
-        "net.fd-limit",
     ]);
     assert!(findings(&j, "cpu.affinity").is_empty());
     let ignored: Vec<&str> = j["ignored"]
