@@ -2,10 +2,11 @@
 //! stdin (so a tracer can attach first), runs for SECONDS, prints "<iterations/s> <syscalls per
 //! iteration>".
 //!
-//!     statloop stat|chdir SECONDS PATH
+//!     statloop stat|chdir|getppid SECONDS PATH
 //!
 //! `stat`: stat(PATH) per iteration (glibc → newfstatat). `chdir`: chdir(PATH), chdir back
-//! (two path walks, what NTS PHP does per request).
+//! (two path walks, what NTS PHP does per request). `getppid`: a syscall trapdetect does not
+//! trace, to measure what enabling syscall tracepoints costs every other syscall.
 
 use std::{
     ffi::CString,
@@ -16,7 +17,7 @@ use std::{
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 4 {
-        eprintln!("usage: statloop stat|chdir SECONDS PATH");
+        eprintln!("usage: statloop stat|chdir|getppid SECONDS PATH");
         std::process::exit(2);
     }
     let secs: f64 = args[2].parse().expect("SECONDS");
@@ -35,18 +36,29 @@ fn main() {
     let start = Instant::now();
     let mut n: u64 = 0;
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    let per = match args[1].as_str() {
-        "stat" => 1,
-        _ => 2,
+    let (mode, per) = match args[1].as_str() {
+        "stat" => (0, 1),
+        "chdir" => (1, 2),
+        "getppid" => (2, 1),
+        other => {
+            eprintln!("statloop: unknown mode {other}");
+            std::process::exit(2);
+        }
     };
     while start.elapsed() < dur {
         for _ in 0..256 {
             unsafe {
-                if per == 1 {
-                    libc::stat(path.as_ptr(), &mut st);
-                } else {
-                    libc::chdir(path.as_ptr());
-                    libc::chdir(here.as_ptr());
+                match mode {
+                    0 => {
+                        libc::stat(path.as_ptr(), &mut st);
+                    }
+                    1 => {
+                        libc::chdir(path.as_ptr());
+                        libc::chdir(here.as_ptr());
+                    }
+                    _ => {
+                        libc::syscall(libc::SYS_getppid);
+                    }
                 }
             }
         }

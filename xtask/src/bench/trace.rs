@@ -9,7 +9,11 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use trapdetect_e2e::{TempDir, Tracer, servers::PhpStack, target_file};
+use trapdetect_e2e::{
+    TempDir, Tracer,
+    servers::{PhpStack, Proc},
+    target_file,
+};
 
 use super::{median, record};
 
@@ -19,6 +23,8 @@ const ROUNDS: usize = 5;
 enum Mode {
     Untraced,
     Trapdetect,
+    /// trapdetect tracing an unrelated process: what every other process pays.
+    TrapdetectOther,
     Strace,
 }
 
@@ -27,6 +33,7 @@ impl Mode {
         match self {
             Mode::Untraced => "untraced",
             Mode::Trapdetect => "trapdetect",
+            Mode::TrapdetectOther => "trapdetect on another pid",
             Mode::Strace => "strace -f",
         }
     }
@@ -34,6 +41,8 @@ impl Mode {
 
 enum Inner {
     Trapdetect(Tracer),
+    /// The tracer and the idle process it traces.
+    Other(Tracer, Proc),
     Strace(Child),
 }
 
@@ -51,6 +60,17 @@ impl Attached {
                 "600s",
                 "--quiet",
             ]))),
+            Mode::TrapdetectOther => {
+                let idle = Proc::spawn("sleep", Command::new("sleep").arg("600"));
+                let t = Tracer::start(&[
+                    "--pid",
+                    &idle.pid().to_string(),
+                    "--duration",
+                    "600s",
+                    "--quiet",
+                ]);
+                Some(Inner::Other(t, idle))
+            }
             Mode::Strace => {
                 let mut cmd = Command::new("strace");
                 cmd.args(["-f", "-qq", "-o", "/dev/null"]);
@@ -75,6 +95,9 @@ impl Drop for Attached {
         match self.0.take() {
             None => {}
             Some(Inner::Trapdetect(t)) => {
+                let _ = t.interrupt();
+            }
+            Some(Inner::Other(t, _idle)) => {
                 let _ = t.interrupt();
             }
             Some(Inner::Strace(mut c)) => {
@@ -112,9 +135,19 @@ fn statloop(mode: Mode, kind: &str, path: &str, secs: f64) -> Result<(f64, f64)>
 use crate::util::wrk;
 
 pub fn run() -> Result<()> {
-    let modes = [Mode::Untraced, Mode::Trapdetect, Mode::Strace];
+    let modes = [
+        Mode::Untraced,
+        Mode::Trapdetect,
+        Mode::TrapdetectOther,
+        Mode::Strace,
+    ];
     // 1. Syscall loops.
-    for (kind, path) in [("stat", "/etc/hostname"), ("chdir", "/usr/share/doc")] {
+    // `getppid` is not a traced syscall: what enabling syscall tracepoints costs everything else.
+    for (kind, path) in [
+        ("stat", "/etc/hostname"),
+        ("chdir", "/usr/share/doc"),
+        ("getppid", "/"),
+    ] {
         let mut rates: Vec<Vec<f64>> = vec![vec![]; modes.len()];
         let mut per = 1.0;
         for round in 0..ROUNDS {
@@ -127,14 +160,17 @@ pub fn run() -> Result<()> {
             }
         }
         let base = median(&rates[0]);
-        println!(
-            "\n{kind} loop ({per} traced syscalls per iteration), median of {ROUNDS} interleaved 2 s runs:"
-        );
+        let what = if kind == "getppid" {
+            "a syscall trapdetect does not trace".to_string()
+        } else {
+            format!("{per} traced syscalls per iteration")
+        };
+        println!("\n{kind} loop ({what}), median of {ROUNDS} interleaved 2 s runs:");
         for (i, m) in modes.iter().enumerate() {
             let r = median(&rates[i]);
             let added_us = (1e6 / r - 1e6 / base) / per;
             println!(
-                "  {:<11} {:>10.0} it/s  {:>6.1} % of untraced  {:>+7.3} µs per syscall",
+                "  {:<26} {:>10.0} it/s  {:>6.1} % of untraced  {:>+7.3} µs per syscall",
                 m.name(),
                 r,
                 100.0 * r / base,
@@ -152,6 +188,8 @@ pub fn run() -> Result<()> {
     let mut pids = vec![stack.fpm.pid()];
     pids.extend(stack.workers());
     let _ = wrk(&stack.url(), 2)?; // warm up
+    // The server itself traced or not (tracing another pid is covered by the loops above).
+    let modes = [Mode::Untraced, Mode::Trapdetect, Mode::Strace];
     let mut rates: Vec<Vec<f64>> = vec![vec![]; modes.len()];
     for round in 0..ROUNDS {
         for i in (0..modes.len()).map(|k| (k + round) % modes.len()) {
@@ -168,7 +206,7 @@ pub fn run() -> Result<()> {
     for (i, m) in modes.iter().enumerate() {
         let r = median(&rates[i]);
         println!(
-            "  {:<11} {:>8.0} req/s  {:>6.1} % of untraced  ({:+.1} % throughput)",
+            "  {:<26} {:>8.0} req/s  {:>6.1} % of untraced  ({:+.1} % throughput)",
             m.name(),
             r,
             100.0 * r / base,
