@@ -273,3 +273,26 @@ impl Drop for Tracer {
         }
     }
 }
+
+/// Parses a trace report (`--json` on stdout) and validates it, and its `network` section,
+/// against the checked-in schemas.
+pub fn trace_report(out: &Output) -> serde_json::Value {
+    let v = json(out);
+    schema::validate(&schema::load("report.schema.json"), &v, "$");
+    schema::validate(&schema::load("net.schema.json"), &v["network"], "$.network");
+    v
+}
+
+/// Servers traced in the host's network namespace share it with whatever else runs on the
+/// machine: its TIME_WAIT and listen overflows are real findings, but not those tests' subject,
+/// and must not decide their exit codes.
+pub const IGNORE_NET: [&str; 8] = [
+    "--ignore",
+    "net.time-wait",
+    "--ignore",
+    "net.listen-overflow",
+    "--ignore",
+    "net.ephemeral-ports",
+    "--ignore",
+    "net.fd-limit",
+];

@@ -7,7 +7,7 @@ use std::{path::Path, process::Command, time::Duration};
 
 use serde_json::Value;
 use trapdetect_e2e::{
-    Tracer, free_port, json, require_root,
+    Tracer, free_port, require_root,
     servers::{PhpStack, Proc, http_get},
     slowfs::SlowFs,
     wait_until,
@@ -58,30 +58,11 @@ fn calls_on(report: &Value, syscall: &str, fs_prefix: &str) -> u64 {
         .sum()
 }
 
-/// Parses a trace report and validates it, and its `network` section, against the checked-in
-/// schemas.
 fn report(out: &std::process::Output) -> Value {
-    let v = json(out);
-    let schema = trapdetect_e2e::schema::load("report.schema.json");
-    trapdetect_e2e::schema::validate(&schema, &v, "$");
-    let net = trapdetect_e2e::schema::load("net.schema.json");
-    trapdetect_e2e::schema::validate(&net, &v["network"], "$.network");
-    v
+    trapdetect_e2e::trace_report(out)
 }
 
-/// These servers run in the host's network namespace, shared with whatever else runs on the
-/// machine: its TIME_WAIT and listen overflows are real findings, but not these tests' subject,
-/// and must not decide their exit codes.
-const IGNORE_NET: [&str; 8] = [
-    "--ignore",
-    "net.time-wait",
-    "--ignore",
-    "net.listen-overflow",
-    "--ignore",
-    "net.ephemeral-ports",
-    "--ignore",
-    "net.fd-limit",
-];
+use trapdetect_e2e::IGNORE_NET;
 
 fn trace_json(pid: u32, drive: impl FnOnce()) -> (Value, std::process::Output) {
     let pid = pid.to_string();

@@ -13,30 +13,11 @@ use std::{
 use serde_json::Value;
 use trapdetect_e2e::{TempDir, Tracer, require_root, run_bounded, trapdetect};
 
-/// Parses a trace report and validates it, and its `network` section, against the checked-in
-/// schemas.
 fn json(out: &std::process::Output) -> Value {
-    let v = trapdetect_e2e::json(out);
-    let schema = trapdetect_e2e::schema::load("report.schema.json");
-    trapdetect_e2e::schema::validate(&schema, &v, "$");
-    let net = trapdetect_e2e::schema::load("net.schema.json");
-    trapdetect_e2e::schema::validate(&net, &v["network"], "$.network");
-    v
+    trapdetect_e2e::trace_report(out)
 }
 
-/// The path loads run in the host's network namespace, shared with whatever else runs on the
-/// machine: its TIME_WAIT and listen overflows are real findings, but not these tests' subject,
-/// and must not decide their exit codes.
-const IGNORE_NET: [&str; 8] = [
-    "--ignore",
-    "net.time-wait",
-    "--ignore",
-    "net.listen-overflow",
-    "--ignore",
-    "net.ephemeral-ports",
-    "--ignore",
-    "net.fd-limit",
-];
+use trapdetect_e2e::IGNORE_NET;
 
 /// Tests in this file trace one at a time, so the programs loaded while a test's tracer runs
 /// are that tracer's.
