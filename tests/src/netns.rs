@@ -331,3 +331,28 @@ pub fn connect_from(src: &str, dst: &str) -> TcpStream {
         stream
     }
 }
+
+/// Closes non-blocking sockets after their connects had time to finish; returns how many had
+/// connected (a peer address means the handshake completed).
+pub fn close_counting_connected(fds: Vec<std::os::fd::RawFd>) -> usize {
+    let connected = fds
+        .iter()
+        .filter(|&&fd| {
+            // SAFETY: valid descriptor and storage.
+            unsafe {
+                let mut ss: libc::sockaddr_storage = std::mem::zeroed();
+                let mut len = size_of::<libc::sockaddr_storage>() as u32;
+                libc::getpeername(
+                    fd,
+                    (&mut ss as *mut libc::sockaddr_storage).cast(),
+                    &mut len,
+                ) == 0
+            }
+        })
+        .count();
+    for fd in fds {
+        // SAFETY: we own it.
+        unsafe { libc::close(fd) };
+    }
+    connected
+}

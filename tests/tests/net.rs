@@ -358,25 +358,7 @@ fn a_flooded_backlog_of_8_overflows_by_the_kernels_count() {
             }
         }
         std::thread::sleep(Duration::from_millis(100));
-        let connected = fds
-            .iter()
-            .filter(|&&fd| {
-                // SAFETY: valid descriptor and storage.
-                unsafe {
-                    let mut ss: libc::sockaddr_storage = std::mem::zeroed();
-                    let mut len = size_of::<libc::sockaddr_storage>() as u32;
-                    libc::getpeername(
-                        fd,
-                        (&mut ss as *mut libc::sockaddr_storage).cast(),
-                        &mut len,
-                    ) == 0
-                }
-            })
-            .count();
-        for fd in fds {
-            // SAFETY: we own it.
-            unsafe { libc::close(fd) };
-        }
+        let connected = trapdetect_e2e::netns::close_counting_connected(fds);
         (t0.elapsed(), connected)
     });
     // Closed before the first SYN retransmission (1 s): each dropped client counted once.

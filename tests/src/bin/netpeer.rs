@@ -182,25 +182,7 @@ fn flood(addr: &SocketAddr, n: u32) {
         }
     }
     std::thread::sleep(Duration::from_millis(100));
-    let connected = fds
-        .iter()
-        .filter(|&&fd| {
-            // SAFETY: valid descriptor and storage.
-            unsafe {
-                let mut ss: libc::sockaddr_storage = std::mem::zeroed();
-                let mut len = size_of::<libc::sockaddr_storage>() as u32;
-                libc::getpeername(
-                    fd,
-                    (&mut ss as *mut libc::sockaddr_storage).cast(),
-                    &mut len,
-                ) == 0
-            }
-        })
-        .count();
-    for fd in fds {
-        // SAFETY: we own it.
-        unsafe { libc::close(fd) };
-    }
+    let connected = trapdetect_e2e::netns::close_counting_connected(fds);
     let ms = t0.elapsed().as_millis();
     println!("done {zero} {in_progress} {other} {connected} {ms}");
     std::io::stdout().flush().unwrap();
