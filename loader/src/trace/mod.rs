@@ -10,7 +10,7 @@ use std::{
     io::IsTerminal,
     os::fd::AsRawFd,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
     time::{Duration, Instant},
@@ -74,14 +74,13 @@ fn install_signal_handlers() {
     }
 }
 
-/// Reads first sightings until told to stop; returns key → path bytes.
+/// Reads first sightings until told to stop; the thread returns key → path bytes.
 fn spawn_ring_reader(
     mut ring: RingBuf<MapData>,
     done: Arc<AtomicBool>,
-    strings: Arc<Mutex<HashMap<PathKey, Vec<u8>>>>,
-) -> std::thread::JoinHandle<u64> {
+) -> std::thread::JoinHandle<HashMap<PathKey, Vec<u8>>> {
     std::thread::spawn(move || {
-        let mut truncated = 0u64;
+        let mut strings = HashMap::new();
         let mut drain = |ring: &mut RingBuf<MapData>| {
             while let Some(item) = ring.next() {
                 if item.len() < std::mem::size_of::<PathEvent>() {
@@ -93,13 +92,7 @@ fn spawn_ring_reader(
                 } else {
                     0
                 };
-                if ev.key.flags & PF_TRUNCATED != 0 {
-                    truncated += 1;
-                }
-                strings
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(ev.key, ev.path[..n].to_vec());
+                strings.insert(ev.key, ev.path[..n].to_vec());
             }
         };
         loop {
@@ -115,7 +108,7 @@ fn spawn_ring_reader(
                 break;
             }
         }
-        truncated
+        strings
     })
 }
 
@@ -125,8 +118,9 @@ pub trait LoadDriver {
     fn start(&mut self) -> Result<()>;
     /// Requests completed so far (for the progress line).
     fn progress(&self) -> Option<u64>;
-    /// Called when the window ends; returns the request count for the window, the basis label,
-    /// a note, and whether the load itself can be trusted (with the reason if not).
+    /// Called when the window ends, before the counts are read; returns the request count for
+    /// the window and its basis label (`None`: no usable count). It records its own section,
+    /// findings and trust problems in `report`.
     fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>>;
 }
 
@@ -188,9 +182,8 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         }
     }
     let ring = probes.take_path_events()?;
-    let strings = Arc::new(Mutex::new(HashMap::new()));
     let done = Arc::new(AtomicBool::new(false));
-    let reader = spawn_ring_reader(ring, done.clone(), strings.clone());
+    let reader = spawn_ring_reader(ring, done.clone());
 
     install_signal_handlers();
     // The sampler's baseline is read here, before the start line a caller may wait for.
@@ -263,8 +256,12 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     let connect = probes.connect_counts()?;
     let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
     done.store(true, Ordering::SeqCst);
-    let truncated = reader.join().unwrap_or(0);
-    let strings = std::mem::take(&mut *strings.lock().unwrap_or_else(|p| p.into_inner()));
+    let strings = reader.join().unwrap_or_default();
+    // Each truncated path arrived once, flagged in its key.
+    let truncated = strings
+        .keys()
+        .filter(|k| k.flags & PF_TRUNCATED != 0)
+        .count() as u64;
     let probe_rows = std::mem::take(&mut probes.rows);
     let missing_required = std::mem::take(&mut probes.missing_required);
     // Detach now: everything below is user-space work.
