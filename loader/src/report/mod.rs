@@ -322,6 +322,16 @@ pub fn percentile_us(hist: &[u64], q: f64, max_ns: u64) -> f64 {
     max_ns as f64 / 1000.0
 }
 
+/// Adds histogram `h` into `into` bucket by bucket (growing `into` if it is shorter).
+pub fn merge_hist(into: &mut Vec<u64>, h: &[u64]) {
+    if into.len() < h.len() {
+        into.resize(h.len(), 0);
+    }
+    for (i, v) in h.iter().enumerate() {
+        into[i] += v;
+    }
+}
+
 /// Builds a latency summary from a histogram and exact sum/max.
 pub fn latency(hist: &[u64], count: u64, sum_ns: u64, max_ns: u64) -> Latency {
     let r = |v: f64| crate::traps::round(v, 2);

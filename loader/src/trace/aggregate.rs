@@ -13,7 +13,7 @@ use crate::{
     escape,
     host::mounts::{MountTable, normalize, relative_lookups},
     probe::PathTotals,
-    report::{FsRow, FuseOps, PathRow, SyscallRow, latency},
+    report::{FsRow, FuseOps, PathRow, SyscallRow, latency, merge_hist},
     traps::{
         fs::{Base, CallObs, FuseObs},
         round,
@@ -132,12 +132,11 @@ fn per(v: f64, requests: Option<u64>) -> Option<f64> {
     requests.filter(|&r| r > 0).map(|r| round(v / r as f64, 3))
 }
 
-fn merge(into: &mut Vec<u64>, h: &[u64]) {
-    if into.len() < h.len() {
-        into.resize(h.len(), 0);
-    }
-    for (i, v) in h.iter().enumerate() {
-        into[i] += v;
+fn per_second(v: f64, window_s: f64, decimals: i32) -> f64 {
+    if window_s > 0.0 {
+        round(v / window_s, decimals)
+    } else {
+        0.0
     }
 }
 
@@ -171,7 +170,7 @@ pub fn syscall_rows(
         a.lookups += c.count * c.walk.iter().map(|(_, n)| *n as u64).sum::<u64>();
         a.sum_ns += c.sum_ns;
         a.max_ns = a.max_ns.max(c.max_ns);
-        merge(&mut a.hist, &c.hist);
+        merge_hist(&mut a.hist, &c.hist);
     }
     let mut rows: Vec<SyscallRow> = by
         .into_iter()
@@ -190,11 +189,7 @@ pub fn syscall_rows(
                 count: a.count,
                 errors: a.errors,
                 per_request: per(a.count as f64, requests),
-                per_second: if window_s > 0.0 {
-                    round(a.count as f64 / window_s, 2)
-                } else {
-                    0.0
-                },
+                per_second: per_second(a.count as f64, window_s, 2),
                 lookups: a.lookups,
                 lookups_per_request: per(a.lookups as f64, requests),
                 latency: latency(&a.hist, a.count, a.sum_ns, a.max_ns),
@@ -245,11 +240,7 @@ pub fn fs_rows(
                 slow: mount.slow_kind(),
                 lookups: l,
                 lookups_per_request: per(l as f64, requests),
-                lookups_per_second: if window_s > 0.0 {
-                    round(l as f64 / window_s, 1)
-                } else {
-                    0.0
-                },
+                lookups_per_second: per_second(l as f64, window_s, 1),
                 syscall_ms_per_request: per(
                     time_ns.get(&m).copied().unwrap_or(0) as f64 / 1e6,
                     requests,
@@ -261,11 +252,7 @@ pub fn fs_rows(
                         opcode: f.opcode.to_string(),
                         count: f.count,
                         per_request: per(f.count as f64, requests),
-                        per_second: if window_s > 0.0 {
-                            round(f.count as f64 / window_s, 1)
-                        } else {
-                            0.0
-                        },
+                        per_second: per_second(f.count as f64, window_s, 1),
                     })
                     .collect(),
             }

@@ -150,12 +150,7 @@ impl Cost {
         self.lookups += c.count * lookups as u64;
         self.sum_ns += c.sum_ns;
         self.max_ns = self.max_ns.max(c.max_ns);
-        if self.hist.len() < c.hist.len() {
-            self.hist.resize(c.hist.len(), 0);
-        }
-        for (i, h) in c.hist.iter().enumerate() {
-            self.hist[i] += h;
-        }
+        crate::report::merge_hist(&mut self.hist, &c.hist);
         match self.by_syscall.iter_mut().find(|(s, _)| *s == c.syscall) {
             Some((_, n)) => *n += c.count,
             None => self.by_syscall.push((c.syscall, c.count)),
