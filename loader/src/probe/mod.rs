@@ -251,6 +251,18 @@ pub struct Probes {
     _tracefs: Tracefs,
 }
 
+/// Slot `i` of a per-CPU u64 array, summed over CPUs (no 64-bit atomics on the BPF side:
+/// every counter is per CPU).
+pub(crate) fn sum_slot<T: std::borrow::Borrow<MapData>>(
+    m: &PerCpuArray<T, u64>,
+    name: &str,
+    i: u32,
+) -> Result<u64> {
+    m.get(&i, 0)
+        .map(|v| v.iter().sum())
+        .map_err(|e| map_err(name, e))
+}
+
 fn map_err(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Untrusted(format!("{what}: {e}"))
 }
@@ -465,21 +477,25 @@ impl Probes {
         RingBuf::try_from(m).map_err(|e| map_err(MAP_PATH_EVENTS, e))
     }
 
+    /// A per-CPU u64 array of the object, by name.
+    fn percpu_u64(&self, name: &str) -> Result<PerCpuArray<&MapData, u64>> {
+        PerCpuArray::try_from(
+            self.ebpf
+                .map(name)
+                .ok_or_else(|| map_err(name, "missing"))?,
+        )
+        .map_err(|e| map_err(name, e))
+    }
+
+    /// Slots `0..n` of a per-CPU u64 array, each summed over CPUs.
+    pub(crate) fn sums(&self, name: &str, n: u32) -> Result<Vec<u64>> {
+        let m = self.percpu_u64(name)?;
+        (0..n).map(|i| sum_slot(&m, name, i)).collect()
+    }
+
     /// Self-monitoring counters only (cheap: for the progress line).
     pub fn counters(&self) -> Result<Vec<u64>> {
-        let m: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
-            self.ebpf
-                .map(MAP_COUNTERS)
-                .ok_or_else(|| map_err(MAP_COUNTERS, "missing"))?,
-        )
-        .map_err(|e| map_err(MAP_COUNTERS, e))?;
-        (0..NUM_COUNTERS)
-            .map(|i| {
-                m.get(&i, 0)
-                    .map(|v| v.iter().sum())
-                    .map_err(|e| map_err(MAP_COUNTERS, e))
-            })
-            .collect()
+        self.sums(MAP_COUNTERS, NUM_COUNTERS)
     }
 
     /// Total completed path calls so far (for the progress line).
@@ -488,19 +504,7 @@ impl Probes {
     }
 
     fn kind_counts(&self) -> Result<Vec<u64>> {
-        let m: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
-            self.ebpf
-                .map(MAP_KIND_COUNTS)
-                .ok_or_else(|| map_err(MAP_KIND_COUNTS, "missing"))?,
-        )
-        .map_err(|e| map_err(MAP_KIND_COUNTS, e))?;
-        (0..NUM_KINDS)
-            .map(|k| {
-                m.get(&k, 0)
-                    .map(|v| v.iter().sum())
-                    .map_err(|e| map_err(MAP_KIND_COUNTS, e))
-            })
-            .collect()
+        self.sums(MAP_KIND_COUNTS, NUM_KINDS)
     }
 
     /// Reads every map.

@@ -14,7 +14,7 @@ use trapdetect_common::{
     },
 };
 
-use super::{Probes, map_err};
+use super::{Probes, map_err, sum_slot};
 use crate::error::Result;
 
 /// One count per event kind (`trapdetect_common::tcp::EV_*`).
@@ -62,25 +62,19 @@ pub struct TcpMaps {
 }
 
 impl TcpMaps {
-    fn slot(m: &PerCpuArray<MapData, u64>, name: &str, i: u32) -> Result<u64> {
-        m.get(&i, 0)
-            .map(|v| v.iter().sum())
-            .map_err(|e| map_err(name, e))
-    }
-
     /// Reads every counter of the watched ports and the totals (one lookup per slot).
     pub fn read(&self) -> Result<TcpSample> {
         let mut s = TcpSample::default();
         for ev in 0..NUM_EVENTS {
-            s.system[ev as usize] = Self::slot(&self.totals, MAP_TCP_TOTALS, ev)?;
-            s.watched[ev as usize] = Self::slot(&self.totals, MAP_TCP_TOTALS, NUM_EVENTS + ev)?;
+            s.system[ev as usize] = sum_slot(&self.totals, MAP_TCP_TOTALS, ev)?;
+            s.watched[ev as usize] = sum_slot(&self.totals, MAP_TCP_TOTALS, NUM_EVENTS + ev)?;
         }
         for slot in 0..self.slots {
             let mut p = [[0u64; NUM_EVENTS as usize]; 2];
             for (d, dir) in [DIR_LOCAL, DIR_REMOTE].into_iter().enumerate() {
                 for ev in 0..NUM_EVENTS {
                     p[d][ev as usize] =
-                        Self::slot(&self.ports, MAP_TCP_PORTS, port_index(slot, dir, ev))?;
+                        sum_slot(&self.ports, MAP_TCP_PORTS, port_index(slot, dir, ev))?;
                 }
             }
             s.ports.push(p);
@@ -202,20 +196,7 @@ impl Probes {
             }
             c.classes.push(t);
         }
-        let errno: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(
-            self.ebpf
-                .map(MAP_CONNECT_ERRNO)
-                .ok_or_else(|| map_err(MAP_CONNECT_ERRNO, "missing"))?,
-        )
-        .map_err(|e| map_err(MAP_CONNECT_ERRNO, e))?;
-        for e in 0..ERRNO_SLOTS {
-            c.by_errno.push(
-                errno
-                    .get(&e, 0)
-                    .map(|v| v.iter().sum())
-                    .map_err(|err| map_err(MAP_CONNECT_ERRNO, err))?,
-            );
-        }
+        c.by_errno = self.sums(MAP_CONNECT_ERRNO, ERRNO_SLOTS)?;
         Ok(Some(c))
     }
 
