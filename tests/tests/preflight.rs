@@ -587,7 +587,7 @@ fn dir_and_cwd_inside_the_slow_fuse_mount_fail() {
     assert_eq!(f["evidence"]["fs_type"], "fuse.slowfs");
     assert_eq!(f["evidence"]["mount_point"], fs.mount.to_str().unwrap());
     assert_eq!(f["evidence"]["depth_below_mount"], 3);
-    assert_eq!(f["evidence"]["slow_kind"], "fuse");
+    assert_eq!(f["evidence"]["slow_because"], "fuse");
     assert!(
         f["remedy"]
             .as_str()

@@ -542,7 +542,7 @@ fn target_checks(
                 .unwrap_or(false)
         })
         .map(|d| escape::bytes(&d.real));
-    let restart = traps::fs_static::restart_command(
+    let restart = traps::fs::restart_command(
         native.as_deref(),
         t.exe.as_ref().map(|e| e.path.as_slice()),
         &t.cmdline,

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{Finding, Severity, round};
 use crate::{
     escape,
-    host::mounts::{MountTable, is_prefix},
+    host::mounts::{Mount, MountTable, is_prefix},
 };
 
 /// How a call's walk started.
@@ -158,36 +158,44 @@ impl Cost {
     }
 }
 
-/// The command to restart the server with: its command line, unless the process rewrote it
-/// (php-fpm shows "php-fpm: master process (...)"), then its executable and a placeholder.
-fn server_command(obs: &FsObservation) -> String {
-    let argv0 = obs
-        .cmdline
-        .first()
-        .map(|a| a.as_slice())
-        .unwrap_or_default();
-    let rewritten = argv0.is_empty() || argv0.contains(&b' ') || argv0.contains(&b':');
-    if rewritten {
-        let exe = obs
-            .exe
-            .as_deref()
-            .map(escape::bytes)
-            .unwrap_or_else(|| "<server>".into());
-        format!("{} <its arguments>", escape::shell(&exe))
-    } else {
-        let args: Vec<String> = obs
-            .cmdline
-            .iter()
-            .map(|a| escape::shell(&escape::bytes(a)))
-            .collect();
-        args.join(" ")
+/// The command that restarts a server from `native_dir`, for remedies (trace and preflight).
+/// It execs the executable by its absolute path (argv[0] may be relative to the directory being
+/// left), with the arguments when argv[0] still names it; a process that rewrote its title
+/// (php-fpm shows "php-fpm: master process (...)") gets `<its arguments>`.
+pub fn restart_command(native_dir: Option<&str>, exe: Option<&[u8]>, argv: &[Vec<u8>]) -> String {
+    let dir = native_dir
+        .map(escape::shell)
+        .unwrap_or_else(|| "<native dir>".into());
+    let shell = |a: &[u8]| escape::shell(&escape::bytes(a));
+    let base = |p: &[u8]| p.rsplit(|&b| b == b'/').next().unwrap_or(p).to_vec();
+    let mut words = vec![];
+    match (exe, argv.first()) {
+        (Some(e), Some(a0)) if base(e) == base(a0) => {
+            words.push(shell(e));
+            words.extend(argv[1..].iter().map(|a| shell(a)));
+        }
+        (Some(e), _) => words.extend([shell(e), "<its arguments>".into()]),
+        (None, Some(_)) => words.extend(argv.iter().map(|a| shell(a))),
+        (None, None) => words.extend(["<server>".into(), "<its arguments>".into()]),
     }
+    format!("( cd {dir} && exec {} )", words.join(" "))
+}
+
+/// What every filesystem finding says about the mount, with the same keys in trace and
+/// preflight.
+pub fn mount_evidence(f: Finding, m: &Mount) -> Finding {
+    f.with("fs_type", escape::text(&m.fs_type))
+        .with("slow_because", json!(m.slow_kind()))
+        .with("drvfs", m.is_drvfs())
+        .with("mount_point", m.mount_point_display())
+        .with("mount_source", escape::bytes(&m.source))
+        .with("mount_options", escape::text(&m.options_summary()))
 }
 
 fn remedy_start_elsewhere(obs: &FsObservation) -> String {
-    let cmd = server_command(obs);
+    let cmd = restart_command(None, obs.exe.as_deref(), &obs.cmdline);
     format!(
-        "start the server from a directory on a local filesystem: ( cd /path/to/native/run-dir && exec {cmd} ); \
+        "start the server from a directory on a local filesystem: {cmd}; \
          in the harness, refuse run directories on such mounts (trapdetect preflight --dir \"$RUN\" || exit 1)"
     )
 }
@@ -270,15 +278,10 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
                 ),
             )
         };
-        let mut f = Finding::new("fs.cwd-slow", severity, title)
+        let f = Finding::new("fs.cwd-slow", severity, title)
             .with("cwd", escape::bytes(&cwd.path))
-            .with("processes_in_cwd", cwd.processes)
-            .with("fs_type", escape::text(&mount.fs_type))
-            .with("slow_because", json!(kind))
-            .with("drvfs", mount.is_drvfs())
-            .with("mount_point", mount.mount_point_display())
-            .with("mount_source", escape::bytes(&mount.source))
-            .with("mount_options", escape::text(&mount.options_summary()))
+            .with("processes_in_cwd", cwd.processes);
+        let mut f = mount_evidence(f, mount)
             .with("cwd_depth_below_mount", depth)
             .with(&format!("lookups_{unit}"), round(lookups_per, 3))
             .with(&format!("walk_syscalls_{unit}"), round(calls_per, 3))
@@ -376,7 +379,8 @@ pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
                 )
             })
             .collect();
-        let f = Finding::new(
+        let f = mount_evidence(
+            Finding::new(
             "fs.hot-path-slow",
             severity,
             format!(
@@ -386,10 +390,9 @@ pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
                 round(lookups_per, 2),
                 unit.replace('_', " ")
             ),
+        ),
+            mount,
         )
-        .with("fs_type", escape::text(&mount.fs_type))
-        .with("mount_point", mount.mount_point_display())
-        .with("mount_source", escape::bytes(&mount.source))
         .with(&format!("lookups_{unit}"), round(lookups_per, 3))
         .with(&format!("syscalls_{unit}"), round(obs.per(cost.calls as f64), 3))
         .with(&format!("syscall_ms_{unit}"), round(ms_per, 4))
@@ -576,6 +579,29 @@ mod tests {
                 .contains("exec /usr/sbin/php-fpm8.2 <its arguments> )"),
             "{}",
             f[0].remedy
+        );
+    }
+
+    #[test]
+    fn restart_command_execs_the_executable_by_absolute_path() {
+        // Started as ./srv from its own directory: after the cd, only the absolute path works.
+        assert_eq!(
+            restart_command(
+                Some("/srv/run"),
+                Some(b"/opt/srv/bin/srv"),
+                &[b"./srv".to_vec(), b"--port".to_vec(), b"80".to_vec()]
+            ),
+            "( cd /srv/run && exec /opt/srv/bin/srv --port 80 )"
+        );
+        // No arguments: none invented.
+        assert_eq!(
+            restart_command(None, Some(b"/opt/srv"), &[b"srv".to_vec()]),
+            "( cd <native dir> && exec /opt/srv )"
+        );
+        // Unreadable exe: the command line as given.
+        assert_eq!(
+            restart_command(None, None, &[b"srv".to_vec(), b"a b".to_vec()]),
+            "( cd <native dir> && exec srv 'a b' )"
         );
     }
 

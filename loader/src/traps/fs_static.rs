@@ -2,49 +2,16 @@
 //! run directory a harness names (fs.dir-slow), and the target's executable and open files
 //! (fs.hot-path-slow) on slow or remote filesystems, classified by the shared mount table.
 
-use super::{Finding, Severity};
+use super::{Finding, Severity, fs::mount_evidence};
 use crate::{
     escape,
     host::mounts::{Mount, MountTable, SlowKind},
 };
 
-fn mount_evidence(f: Finding, m: &Mount, depth_key: &str, depth: usize) -> Finding {
-    f.with("fs_type", escape::text(&m.fs_type))
-        .with("mount_point", m.mount_point_display())
-        .with(depth_key, depth as u64)
-        .with("source", escape::bytes(&m.source))
-        .with("options", m.options_summary())
-        .with(
-            "slow_kind",
-            serde_json::to_value(m.slow_kind()).unwrap_or_default(),
-        )
-}
-
 fn slow_mount<'a>(t: &'a MountTable, path: &[u8]) -> Option<(&'a Mount, SlowKind, usize)> {
     let (i, depth) = t.depth_below_mount(path)?;
     let m = &t.mounts[i];
     Some((m, m.slow_kind()?, depth))
-}
-
-/// The command that restarts the target from a native directory: its argv when argv[0] names
-/// the executable (a process that rewrote its title, like php-fpm, gets `exe ...`).
-pub fn restart_command(native_dir: Option<&str>, exe: Option<&[u8]>, argv: &[Vec<u8>]) -> String {
-    let dir = native_dir
-        .map(escape::shell)
-        .unwrap_or_else(|| "<native dir>".into());
-    let exe_s = exe
-        .map(|e| escape::shell(&escape::bytes(e)))
-        .unwrap_or_else(|| "<server>".into());
-    let base = |p: &[u8]| p.rsplit(|&b| b == b'/').next().unwrap_or(p).to_vec();
-    let args = match (exe, argv.first()) {
-        (Some(e), Some(a0)) if argv.len() > 1 && base(e) == base(a0) => argv[1..]
-            .iter()
-            .map(|a| escape::shell(&escape::bytes(a)))
-            .collect::<Vec<_>>()
-            .join(" "),
-        _ => "...".into(),
-    };
-    format!("( cd {dir} && exec {exe_s} {args} )")
 }
 
 /// fs.cwd-slow: a working directory on a slow filesystem. Every request of a server that
@@ -65,7 +32,8 @@ pub fn cwd(t: &MountTable, pid: u32, cwd: &[u8], restart: &str) -> Option<Findin
     .with("pid", pid as u64)
     .with("cwd", escape::bytes(cwd));
     Some(
-        mount_evidence(f, m, "cwd_depth_below_mount", depth)
+        mount_evidence(f, m)
+            .with("cwd_depth_below_mount", depth as u64)
             .predict(format!(
                 "a server that returns to its cwd per request (PHP chdirs back after every script) resolves {depth} component(s) on {} each time: throughput ≤ that filesystem's lookup rate ÷ {depth} (WSL2 DrvFs: ~20,000 lookups/s in the seed)",
                 m.fs_type
@@ -90,7 +58,8 @@ pub fn dir(t: &MountTable, dir: &[u8]) -> Option<Finding> {
     )
     .with("dir", escape::bytes(dir));
     Some(
-        mount_evidence(f, m, "depth_below_mount", depth)
+        mount_evidence(f, m)
+            .with("depth_below_mount", depth as u64)
             .predict("everything the server reads, writes or returns to under this directory pays a round trip per path component")
             .remedy(format!(
                 "use a run directory on a local filesystem; in the harness: case \"$RUN\" in {}/*) echo \"RUN is on {}\" >&2; exit 1 ;; esac",
@@ -151,7 +120,7 @@ pub fn hot_paths(t: &MountTable, pid: u32, exe: Option<&[u8]>, open: &[Vec<u8>])
                 "paths",
                 paths.iter().take(8).map(|(p, _)| p.clone()).collect::<Vec<_>>(),
             );
-            mount_evidence(f, m, "mount_depth", 0)
+            mount_evidence(f, m)
                 .predict("reads, stats and page faults on these files pay a round trip each; trace the run (`trapdetect --pid`) to see how many per request")
                 .remedy("copy the executable, docroot, databases and logs to a local filesystem and point the server there")
         })
@@ -161,6 +130,7 @@ pub fn hot_paths(t: &MountTable, pid: u32, exe: Option<&[u8]>, open: &[Vec<u8>])
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::traps::fs::restart_command;
 
     fn table(name: &str) -> MountTable {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -194,10 +164,11 @@ mod tests {
         assert_eq!(f.evidence["fs_type"], "9p");
         assert_eq!(f.evidence["mount_point"], "/mnt/c");
         assert_eq!(f.evidence["cwd_depth_below_mount"], 3);
-        assert_eq!(f.evidence["source"], "C:\\\\");
-        assert_eq!(f.evidence["slow_kind"], "wsl-drvfs");
+        assert_eq!(f.evidence["mount_source"], "C:\\\\");
+        assert_eq!(f.evidence["slow_because"], "wsl-drvfs");
+        assert_eq!(f.evidence["drvfs"], true);
         assert!(
-            f.evidence["options"]
+            f.evidence["mount_options"]
                 .as_str()
                 .unwrap()
                 .contains("aname=drvfs")
@@ -217,7 +188,7 @@ mod tests {
                 Some(b"/usr/sbin/php-fpm8.2"),
                 &[b"php-fpm: master process (/etc/x.conf)".to_vec()]
             ),
-            "( cd <native dir> && exec /usr/sbin/php-fpm8.2 ... )"
+            "( cd <native dir> && exec /usr/sbin/php-fpm8.2 <its arguments> )"
         );
         assert_eq!(
             restart_command(
