@@ -11,6 +11,7 @@ pub mod fuse;
 pub mod hist;
 pub mod names;
 pub mod paths;
+pub mod served;
 pub mod syscalls;
 pub mod tcp;
 

@@ -566,8 +566,8 @@ fn fpm_spare_servers_rule_matches_what_php_fpm_itself_refuses() {
 // ---- filesystems ----
 
 #[test]
-fn dir_and_cwd_inside_the_slow_fuse_mount_fail() {
-    if !require_root("dir_and_cwd_inside_the_slow_fuse_mount_fail") {
+fn dir_and_cwd_inside_the_slow_fuse_mount_warn_with_the_reason() {
+    if !require_root("dir_and_cwd_inside_the_slow_fuse_mount_warn_with_the_reason") {
         return;
     }
     let fs = SlowFs::mount(200, |_| {});
@@ -580,9 +580,18 @@ fn dir_and_cwd_inside_the_slow_fuse_mount_fail() {
         native.path().to_str().unwrap(),
         "--no-sample",
     ]);
-    assert_eq!(code(&out), 1, "{j:#}");
+    // A FUSE mount's cost depends on its cache (TTLs), which preflight cannot measure: a
+    // warning that says so, not a failure (issue 16).
+    assert_eq!(code(&out), 0, "{j:#}");
     let f = one(&j, "fs.dir-slow");
-    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["severity"], "warn");
+    assert!(
+        f["evidence"]["severity_because"]
+            .as_str()
+            .unwrap()
+            .contains("trapdetect --pid"),
+        "{f:#}"
+    );
     assert_eq!(f["evidence"]["dir"], deep.to_str().unwrap());
     assert_eq!(f["evidence"]["fs_type"], "fuse.slowfs");
     assert_eq!(f["evidence"]["mount_point"], fs.mount.to_str().unwrap());
@@ -595,7 +604,7 @@ fn dir_and_cwd_inside_the_slow_fuse_mount_fail() {
             .contains(&format!("case \"$RUN\" in {}/*)", fs.mount.display())),
         "{f:#}"
     );
-    // A server started from inside the mount: its cwd fails, with the restart command.
+    // A server started from inside the mount: its cwd warns, with the restart command.
     let server = sleeper(&deep);
     let (out, j) = preflight(&[
         "--pid",
@@ -604,8 +613,9 @@ fn dir_and_cwd_inside_the_slow_fuse_mount_fail() {
         native.path().to_str().unwrap(),
         "--no-sample",
     ]);
-    assert_eq!(code(&out), 1, "{j:#}");
+    assert_eq!(code(&out), 0, "{j:#}");
     let f = one(&j, "fs.cwd-slow");
+    assert_eq!(f["severity"], "warn");
     assert_eq!(f["evidence"]["cwd"], deep.to_str().unwrap());
     assert_eq!(f["evidence"]["cwd_depth_below_mount"], 3);
     assert_eq!(f["evidence"]["fs_type"], "fuse.slowfs");

@@ -97,6 +97,12 @@ fn table() -> Vec<Entry> {
         purpose: "TCP state changes by port: TIME_WAIT entries, new connections, aborts (tracepoint since Linux 4.16; the network section's traced series)",
     });
     t.push(Entry {
+        program: PROG_TCP_PROBE.into(),
+        attach: vec![("tcp", "tcp_probe".into())],
+        required: false,
+        purpose: "payload received on the server's ports, whatever client sent it (tracepoint since Linux 4.16): tells other clients' traffic from the probe load's, so per-request figures are never inflated",
+    });
+    t.push(Entry {
         program: PROG_SYS_ENTER_CONNECT.into(),
         attach: vec![("syscalls", "sys_enter_connect".into())],
         required: false,
@@ -298,6 +304,10 @@ impl Probes {
         let fork_child = tracefs
             .field_offset("sched", "sched_process_fork", "child_pid")
             .unwrap_or(20);
+        // tcp_probe's record changed between kernels (mark, sock_cookie): offsets from tracefs,
+        // and no program at all when a field is missing.
+        let probe_offs = ["sport", "data_len", "skaddr", "snd_nxt"]
+            .map(|f| tracefs.field_offset("tcp", "tcp_probe", f));
         let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
             .ok()
             .and_then(|s| s.trim().parse().ok())
@@ -308,6 +318,14 @@ impl Probes {
         }
         loader.override_global(GLOBAL_FORK_PARENT_OFF, &fork_parent, true);
         loader.override_global(GLOBAL_FORK_CHILD_OFF, &fork_child, true);
+        if let [Some(sport), Some(len), Some(sk), Some(nxt)] = &probe_offs {
+            loader.override_global(GLOBAL_PROBE_SPORT_OFF, sport, true);
+            loader.override_global(GLOBAL_PROBE_DATA_LEN_OFF, len, true);
+            loader.override_global(GLOBAL_PROBE_SKADDR_OFF, sk, true);
+            loader.override_global(GLOBAL_PROBE_SND_NXT_OFF, nxt, true);
+        }
+        let probe_fields_missing =
+            probe_offs.iter().any(Option::is_none) && tracefs.has_event("tcp", "tcp_probe");
         loader.map_max_entries(MAP_TRACED, pid_max + 1);
         let ebpf = loader.load(OBJECT).map_err(|e| {
             let msg = format!("{e:#}");
@@ -336,6 +354,10 @@ impl Probes {
                 Some("skipped on request (--skip-probe)")
             } else if connect && !want.watch_clients {
                 Some("not attached: no --watch-client")
+            } else if e.program == PROG_TCP_PROBE && probe_fields_missing {
+                Some(
+                    "tcp_probe's record has no sport, data_len, skaddr or snd_nxt on this kernel: other clients' traffic cannot be told from the probe load's",
+                )
             } else {
                 None
             };

@@ -39,14 +39,19 @@ pub struct Requests {
     /// Number of requests in the window (`None`: no request basis, figures are per second).
     pub count: Option<u64>,
     /// `probe-load` (trapdetect drove the load and counted responses), `accepted-connections`
-    /// (accept() returns in the target), or `none`.
+    /// (accept() returns in the target), `served-requests` (requests the target's own ports
+    /// received, whatever client sent them), `declined` (other clients' requests share the
+    /// window and cannot be counted: see `note`), or `none`.
     pub basis: &'static str,
     /// Requests per second over the window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_per_s: Option<f64>,
-    /// Caveat shown next to per-request figures.
+    /// Caveat shown next to per-request figures, or why they were declined.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Payload the server's ports received in the window, whatever client sent it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served: Option<crate::trace::requests::Served>,
 }
 
 /// Latency summary; all in microseconds.
