@@ -856,6 +856,28 @@ mod tests {
     }
 
     #[test]
+    fn a_few_slow_walks_do_not_decide_alone() {
+        // 980 walks from the cache (11 µs) and 20 that waited 20 ms for a refresh (or were
+        // preempted): the mean says 0.41 ms, the 90th percentile 11 µs.
+        let mut obs = cwd_walk_costing(11, 0);
+        obs.work.cpu_ns = Some(1000 * 200_000);
+        let c = &mut obs.calls[2];
+        c.sum_ns = 980 * 11_000 + 20 * 20_000_000;
+        c.max_ns = 20_000_000;
+        c.hist = hist_at(11_000, 980);
+        c.hist[trapdetect_common::hist::bucket_of(20_000_000) as usize] = 20;
+        let f = &cwd_slow(&obs)[0];
+        assert_eq!(f.evidence["walk_ms_per_request"], 0.4108);
+        assert_eq!(f.severity, Severity::Warn, "{}", f.title);
+        assert!(f.evidence["share_of_request_time"].as_f64().unwrap() < 0.1);
+        // When most walks are slow, the 90th percentile is slow too.
+        let c = &mut obs.calls[2];
+        c.hist = hist_at(20_000_000, 1000);
+        c.sum_ns = 1000 * 20_000_000;
+        assert_eq!(cwd_slow(&obs)[0].severity, Severity::Fail);
+    }
+
+    #[test]
     fn a_mount_busy_half_the_window_fails_without_cpu_figures() {
         let mut obs = cwd_walk_costing(5100, 0);
         obs.work.cpu_ns = None;
