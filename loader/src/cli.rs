@@ -44,6 +44,10 @@ pub enum Command {
     Load(Box<cmd::load::LoadArgs>),
     /// Fast static check of the environment for harness scripts (no tracing).
     Preflight(cmd::preflight::PreflightArgs),
+    /// Re-render a saved JSON report (any command's) as text, HTML, CSV, OpenMetrics or .hgrm.
+    Report(cmd::report::ReportArgs),
+    /// Two saved runs side by side: each change, and whether it exceeds the runs' own noise.
+    Compare(cmd::compare::CompareArgs),
     /// Wait until TIME_WAIT sockets on a port drain below a threshold (for harness scripts).
     WaitDrain(cmd::wait_drain::WaitDrainArgs),
     /// Network census and net.* findings alone (debugging, end-to-end tests; docs/net.md).

@@ -27,6 +27,8 @@ fn main() {
         Some(Command::Trace(a)) => cmd::trace::run(a),
         Some(Command::Load(a)) => cmd::load::run(*a),
         Some(Command::Preflight(a)) => cmd::preflight::run(a),
+        Some(Command::Report(a)) => cmd::report::run(a),
+        Some(Command::Compare(a)) => cmd::compare::run(a),
         Some(Command::WaitDrain(a)) => cmd::wait_drain::run(a),
         Some(Command::NetCensus(a)) => cmd::net_census::run(a),
     };

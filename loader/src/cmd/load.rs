@@ -91,6 +91,12 @@ pub struct LoadArgs {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub json_out: Option<PathBuf>,
+    /// Write the report as a self-contained HTML page (charts included) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// CSV, OpenMetrics and .hgrm exports.
+    #[command(flatten)]
+    pub export: crate::report::export::ExportArgs,
     /// Write one JSON line per request (intended/start/sent/end instants in CLOCK_MONOTONIC
     /// ns, status or error kind, bytes) to FILE, for joining with kernel data.
     #[arg(long, value_name = "FILE")]
@@ -329,6 +335,13 @@ pub fn run(args: LoadArgs) -> Result<i32> {
         f.write_all(json.as_bytes())
             .and_then(|_| f.write_all(b"\n"))
             .map_err(|e| Error::input(format!("write {}", p.display()), e))?;
+    }
+    if args.html.is_some() || args.export != Default::default() {
+        let value = serde_json::to_value(&doc).unwrap_or_default();
+        if let Some(p) = &args.html {
+            crate::util::write_file(p, &crate::report::html::render_value(&value, &[]))?;
+        }
+        args.export.write(&value)?;
     }
     if args.json {
         crate::util::print(&(json + "\n"));
