@@ -32,6 +32,16 @@ pub struct Cli {
     /// Trace a running server (the default command).
     #[command(flatten)]
     pub trace: cmd::trace::TraceArgs,
+    /// Colour FAIL/WARN/ok in text output: `auto` (on a terminal, unless NO_COLOR is set),
+    /// `always`, `never`.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    pub color: crate::report::color::Choice,
 }
 
 /// Subcommands.
@@ -79,6 +89,16 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn color_is_accepted_before_and_after_the_subcommand() {
+        use crate::report::color::Choice;
+        let cli = Cli::try_parse_from(["trapdetect", "preflight", "--color", "never"]).unwrap();
+        assert_eq!(cli.color, Choice::Never);
+        let cli = Cli::try_parse_from(["trapdetect", "--color", "always", "--pid", "1"]).unwrap();
+        assert_eq!(cli.color, Choice::Always);
+        assert!(Cli::try_parse_from(["trapdetect", "load", "--color", "red"]).is_err());
     }
 
     #[test]

@@ -22,6 +22,7 @@ fn main() {
             std::process::exit(trapdetect::error::exit::USAGE);
         }
     };
+    trapdetect::report::color::init(cli.color);
     let result = match cli.command {
         None => cmd::trace::run(cli.trace),
         Some(Command::Trace(a)) => cmd::trace::run(a),

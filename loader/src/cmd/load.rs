@@ -365,7 +365,11 @@ pub fn text(doc: &Document) -> String {
         o.push_str(&format!("ignored: {} {}\n", f.id, f.title));
     }
     if doc.measurement.trusted {
-        o.push_str(&format!("\nmeasurement trusted · exit {}\n", doc.exit_code));
+        o.push_str(&format!(
+            "\n{} · exit {}\n",
+            crate::report::color::verdict("measurement trusted", doc.exit_code),
+            doc.exit_code
+        ));
     } else {
         o.push_str(&format!(
             "\nMEASUREMENT UNTRUSTED: {} · exit {}\n",

@@ -1002,7 +1002,12 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
     out.push_str(&head);
     out.push('\n');
     for f in &r.findings {
-        out.push_str(&format!("{} {}: {}", f.severity.label(), f.id, f.title));
+        out.push_str(&format!(
+            "{} {}: {}",
+            crate::report::color::severity(f.severity),
+            f.id,
+            f.title
+        ));
         if !f.remedy.is_empty() {
             out.push_str(&format!(" — fix: {}", f.remedy));
         }

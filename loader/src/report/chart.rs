@@ -5,6 +5,8 @@
 
 use plotters::{coord::Shift, prelude::*};
 
+pub use super::units::{duration_us, human};
+
 /// One line of a timeline: a value per second (`None`: no data that second, a gap).
 pub struct Series {
     /// Legend text.
@@ -333,43 +335,6 @@ impl Histogram {
     }
 }
 
-/// A count or rate in few characters: 950, 12.5k, 3.2M.
-pub fn human(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if a >= 1e4 {
-        format!("{:.0}k", v / 1e3)
-    } else if a >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else if a >= 10.0 || a == 0.0 || (a - a.round()).abs() < 1e-9 {
-        format!("{v:.0}")
-    } else if a >= 1.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// A duration given in µs, in the unit that reads best: 850 µs, 12.5 ms, 8.0 s.
-pub fn duration_us(us: f64) -> String {
-    let a = us.abs();
-    if a >= 1e6 {
-        format!("{:.1} s", us / 1e6)
-    } else if a >= 1e3 {
-        let ms = us / 1e3;
-        if ms >= 100.0 {
-            format!("{ms:.0} ms")
-        } else {
-            format!("{ms:.1} ms")
-        }
-    } else if a >= 100.0 || a == 0.0 {
-        format!("{us:.0} µs")
-    } else {
-        format!("{us:.1} µs")
-    }
-}
-
 /// Labels on a log axis only at 1, 2 and 5 × 10^k: the other ticks stay, unlabelled, so the
 /// labels never overlap.
 fn log_label(v: f64, f: fn(f64) -> String) -> String {
@@ -485,16 +450,5 @@ mod tests {
         );
         assert_eq!(b.iter().map(|x| x.2).sum::<u64>(), 20);
         assert_eq!(b[0].0, 1.0);
-    }
-
-    #[test]
-    fn human_units() {
-        assert_eq!(human(950.0), "950");
-        assert_eq!(human(12_500.0), "12k");
-        assert_eq!(human(1_500.0), "1.5k");
-        assert_eq!(human(0.25), "0.25");
-        assert_eq!(duration_us(850.0), "850 µs");
-        assert_eq!(duration_us(12_500.0), "12.5 ms");
-        assert_eq!(duration_us(7_995_407.0), "8.0 s");
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::{
     Report,
     chart::{self, Bars, Histogram, Marks, Series, Timeline},
+    units,
 };
 use crate::escape::html as h;
 
@@ -227,7 +228,7 @@ fn header(o: &mut String, doc: &Value, is_load: bool) {
             "{} offered at {}/s, {} s",
             doc["plan"]["mode"].as_str().unwrap_or("?"),
             chart::human(doc["offered_rate_per_s"].as_f64().unwrap_or(0.0)),
-            fmt_num(doc["window"]["measured_s"].as_f64().unwrap_or(0.0))
+            units::fmt_num(doc["window"]["measured_s"].as_f64().unwrap_or(0.0))
         ));
     }
     if let Some(v) = doc.get("version").and_then(Value::as_str) {
@@ -335,14 +336,14 @@ fn load_section(o: &mut String, l: &Value) {
             "offered",
             format!(
                 "{}/s",
-                fmt_num(l["offered_rate_per_s"].as_f64().unwrap_or(0.0))
+                units::fmt_num(l["offered_rate_per_s"].as_f64().unwrap_or(0.0))
             ),
         ),
         (
             "delivered (2xx)",
             format!(
                 "{}/s",
-                fmt_num(l["delivered_rate_per_s"].as_f64().unwrap_or(0.0))
+                units::fmt_num(l["delivered_rate_per_s"].as_f64().unwrap_or(0.0))
             ),
         ),
         (
@@ -643,8 +644,8 @@ fn census_charts(o: &mut String, n: &Value) {
         let _ = write!(
             o,
             "<p>Ephemeral ports: {} of {} usable in use ({:.1} %).</p>",
-            fmt_num(used),
-            fmt_num(usable),
+            units::fmt_num(used),
+            units::fmt_num(usable),
             if usable > 0.0 {
                 used / usable * 100.0
             } else {
@@ -796,48 +797,6 @@ fn plumbing(page: &mut String, doc: &Value, texts: &[(String, String)]) {
     }
 }
 
-/// A number for people: integers as they are, others to 3 significant figures.
-fn fmt_num(v: f64) -> String {
-    if (v == v.trunc() && v.abs() < 1e15) || v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// A number whose key names its unit, in human units (`_us`, `_ms`, `_s`, `_bytes`).
-fn unit_num(key: &str, v: f64) -> String {
-    if key.ends_with("_us") {
-        chart::duration_us(v)
-    } else if key.ends_with("_ms") || key.ends_with("_ms_per_request") {
-        chart::duration_us(v * 1e3)
-    } else if key.ends_with("_s") && !key.ends_with("_per_s") {
-        chart::duration_us(v * 1e6)
-    } else if key.ends_with("_bytes") {
-        bytes(v)
-    } else {
-        fmt_num(v)
-    }
-}
-
-/// A size in bytes: 512 B, 1.5 KiB, 3.2 MiB.
-pub fn bytes(v: f64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = v;
-    let mut i = 0;
-    while x.abs() >= 1024.0 && i < U.len() - 1 {
-        x /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{x:.0} B")
-    } else {
-        format!("{x:.1} {}", U[i])
-    }
-}
-
 /// Any JSON value as HTML: objects as key/value tables, arrays of objects as tables.
 fn value(o: &mut String, key: &str, v: &Value) {
     match v {
@@ -849,7 +808,7 @@ fn value(o: &mut String, key: &str, v: &Value) {
             let _ = write!(o, "{b}");
         }
         Value::Number(n) => {
-            let _ = write!(o, "{}", h(&unit_num(key, n.as_f64().unwrap_or(0.0))));
+            let _ = write!(o, "{}", h(&units::by_key(key, n.as_f64().unwrap_or(0.0))));
         }
         Value::Array(a) if a.iter().all(Value::is_object) && !a.is_empty() => table(o, a),
         Value::Array(a) => {
@@ -992,13 +951,5 @@ mod tests {
         assert!(page.contains("generator lagged (1 s)"));
         assert!(page.contains("http://127.0.0.1:1/&lt;b&gt;"));
         assert!(!page.contains("/<b>"));
-    }
-
-    #[test]
-    fn human_units_follow_the_key() {
-        assert_eq!(unit_num("mean_us", 1500.0), "1.5 ms");
-        assert_eq!(unit_num("window_s", 7.995407), "8.0 s");
-        assert_eq!(unit_num("body_bytes", 1536.0), "1.5 KiB");
-        assert_eq!(unit_num("offered_rate_per_s", 100.0), "100");
     }
 }

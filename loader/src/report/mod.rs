@@ -2,9 +2,11 @@
 //! builds a [`Report`]; sections a command does not fill are left out of every format.
 
 pub mod chart;
+pub mod color;
 pub mod export;
 pub mod html;
 pub mod text;
+pub mod units;
 
 use serde::Serialize;
 use serde_json::Value;

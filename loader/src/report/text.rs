@@ -29,12 +29,29 @@ fn value(v: &Value) -> String {
     }
 }
 
+/// An evidence value: numbers whose key names a time or size unit in human units.
+fn evidence(key: &str, v: &Value) -> String {
+    let timed = ["_us", "_ms", "_s", "_bytes"]
+        .iter()
+        .any(|u| key.ends_with(u) && !key.ends_with("_per_s"));
+    match v.as_f64() {
+        Some(f) if timed => super::units::by_key(key, f),
+        _ => value(v),
+    }
+}
+
 /// Renders one finding as an indented block.
 pub fn finding(out: &mut String, f: &Finding) {
-    let _ = writeln!(out, "{} {}  {}", f.severity.label(), f.id, f.title);
+    let _ = writeln!(
+        out,
+        "{} {}  {}",
+        super::color::severity(f.severity),
+        f.id,
+        f.title
+    );
     let width = f.evidence.keys().map(|k| k.len()).max().unwrap_or(0);
     for (k, v) in &f.evidence {
-        let _ = writeln!(out, "     {k:width$}  {}", value(v));
+        let _ = writeln!(out, "     {k:width$}  {}", evidence(k, v));
     }
     if let Some(p) = &f.predicted {
         let _ = writeln!(out, "     predicted: {p}");
@@ -315,7 +332,8 @@ pub fn render(r: &Report) -> String {
         .count();
     let _ = writeln!(
         out,
-        "verdict: {fails} fail, {warns} warn -> exit {}",
+        "verdict: {} -> exit {}",
+        super::color::verdict(&format!("{fails} fail, {warns} warn"), r.exit_code),
         r.exit_code
     );
     out
@@ -411,7 +429,7 @@ pub fn render_value(doc: &Value) -> String {
         if let Some(ev) = f["evidence"].as_object() {
             let width = ev.keys().map(|k| k.len()).max().unwrap_or(0);
             for (k, v) in ev {
-                let _ = writeln!(out, "     {k:width$}  {}", value(v));
+                let _ = writeln!(out, "     {k:width$}  {}", evidence(k, v));
             }
         }
         if let Some(p) = f["predicted"].as_str() {
