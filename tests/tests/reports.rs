@@ -521,3 +521,41 @@ fn trace_report_renders_in_chromium_with_every_chart() {
         8,
     );
 }
+
+#[test]
+fn colour_only_when_asked_or_on_a_terminal() {
+    // A fail/warn finding or not, the verdict line is always painted when colour is on.
+    let esc = |args: &[&str], no_color: bool| {
+        let mut cmd = Command::new(trapdetect_e2e::bin());
+        cmd.args(args);
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        } else {
+            cmd.env_remove("NO_COLOR");
+        }
+        let out = run_bounded(&mut cmd, LIMIT);
+        String::from_utf8_lossy(&out.stdout).contains('\x1b')
+    };
+    let s = Server::start(Behaviour::Status(200));
+    let url = s.url("/");
+    let load = [
+        "load",
+        "--url",
+        &url,
+        "--rate",
+        "20",
+        "--duration",
+        "1s",
+        "--lag-budget",
+        "5s",
+        "-q",
+    ];
+    // stdout is a pipe here: no colour unless forced.
+    assert!(!esc(&load, false));
+    assert!(esc(&[&load[..], &["--color", "always"]].concat(), false));
+    assert!(
+        esc(&[&load[..], &["--color", "always"]].concat(), true),
+        "--color always wins over NO_COLOR"
+    );
+    assert!(!esc(&[&load[..], &["--color", "never"]].concat(), false));
+}

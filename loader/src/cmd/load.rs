@@ -372,7 +372,8 @@ pub fn text(doc: &Document) -> String {
         ));
     } else {
         o.push_str(&format!(
-            "\nMEASUREMENT UNTRUSTED: {} · exit {}\n",
+            "\n{}: {} · exit {}\n",
+            crate::report::color::verdict("MEASUREMENT UNTRUSTED", doc.exit_code),
             doc.measurement.problems.join("; "),
             doc.exit_code
         ));
