@@ -55,8 +55,8 @@ pub struct Row {
     pub noise_a: Option<f64>,
     /// See `noise_a`.
     pub noise_b: Option<f64>,
-    /// |B − A| exceeds twice the larger per-second standard deviation (`None`: no series to
-    /// judge the noise by).
+    /// |B − A| exceeds twice the standard error of the difference of the two runs' per-second
+    /// means, √(sd_A²/n_A + sd_B²/n_B) (Welch): `None` without series to judge the noise by.
     pub beyond_noise: Option<bool>,
 }
 
@@ -91,15 +91,17 @@ struct Metric {
     name: String,
     unit: &'static str,
     value: f64,
-    noise: Option<f64>,
+    /// Per-second standard deviation and the number of seconds.
+    noise: Option<(f64, usize)>,
 }
 
-fn stdev(v: &[f64]) -> Option<f64> {
+fn stdev(v: &[f64]) -> Option<(f64, usize)> {
     if v.len() < 2 {
         return None;
     }
     let m = v.iter().sum::<f64>() / v.len() as f64;
-    Some((v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt())
+    let sd = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt();
+    Some((sd, v.len()))
 }
 
 /// Per-second values of a load series field, measured window only (not the drain).
@@ -302,10 +304,13 @@ fn row(a: Option<&Metric>, b: Option<&Metric>) -> Row {
             (Some(x), Some(y)) if x != 0.0 => Some(crate::traps::round((y - x) / x * 100.0, 1)),
             _ => None,
         },
-        noise_a: na.map(round),
-        noise_b: nb.map(round),
+        noise_a: na.map(|n| round(n.0)),
+        noise_b: nb.map(|n| round(n.0)),
         beyond_noise: match (va, vb, na, nb) {
-            (Some(x), Some(y), Some(p), Some(q)) => Some((y - x).abs() > 2.0 * p.max(q)),
+            (Some(x), Some(y), Some((p, n)), Some((q, m))) => {
+                let se = (p * p / n as f64 + q * q / m as f64).sqrt();
+                Some((y - x).abs() > 2.0 * se)
+            }
             _ => None,
         },
     }
@@ -535,7 +540,7 @@ mod tests {
     #[test]
     fn changes_are_judged_against_the_per_second_spread() {
         let a = run_doc(&[90, 110, 100, 100], 300.0, "load.x");
-        // +5/s is inside A's spread (sd ≈ 8.2); +50/s is not.
+        // +5/s is inside the spread (sd ≈ 8.2 over 4 s each: 2 × se ≈ 11.5); +50/s is not.
         let near = run_doc(&[95, 115, 105, 105], 300.0, "load.x");
         let far = run_doc(&[150, 150, 150, 150], 300.0, "load.y");
         let c = compare("a".into(), &a, "b".into(), &near);

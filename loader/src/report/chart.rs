@@ -121,7 +121,7 @@ impl Timeline {
             .configure_mesh()
             .x_desc("second of the run")
             .y_desc(unit)
-            .x_labels(n.clamp(2, 12))
+            .x_labels((n + 1).clamp(2, 13))
             .x_label_formatter(&|v| format!("{v:.0}"))
             .y_label_formatter(&|v| {
                 if self.log_y {

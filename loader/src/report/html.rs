@@ -509,26 +509,35 @@ fn network_charts(o: &mut String, t: &Value) {
             "<p><b>{lost} TCP events were missed</b>: per-second counts are lower bounds.</p>"
         );
     }
-    figure(
-        o,
-        Timeline {
-            title: "New connections and TIME_WAIT entered".into(),
-            unit: "per second".into(),
-            series: vec![
-                Series {
-                    name: "new connections".into(),
-                    values: arr(&t["new_connections_per_s"]),
-                },
-                Series {
-                    name: "TIME_WAIT entered".into(),
-                    values: arr(&t["time_wait_entered_per_s"]),
-                },
-            ],
-            marks: vec![],
-            log_y: false,
-        }
-        .svg(),
-    );
+    let conns = arr(&t["new_connections_per_s"]);
+    let tw = arr(&t["time_wait_entered_per_s"]);
+    if conns.iter().chain(tw.iter()).flatten().any(|v| *v > 0.0) {
+        figure(
+            o,
+            Timeline {
+                title: "New connections and TIME_WAIT entered".into(),
+                unit: "per second".into(),
+                series: vec![
+                    Series {
+                        name: "new connections".into(),
+                        values: conns,
+                    },
+                    Series {
+                        name: "TIME_WAIT entered".into(),
+                        values: tw,
+                    },
+                ],
+                marks: vec![],
+                log_y: false,
+            }
+            .svg(),
+        );
+    } else if !conns.is_empty() {
+        let _ = write!(
+            o,
+            "<p>No new connection and no socket entering TIME_WAIT in any second (keep-alive).</p>"
+        );
+    }
     let ov = arr(&t["listen_overflows_per_s"]);
     let dr = arr(&t["listen_drops_per_s"]);
     if ov.iter().chain(dr.iter()).flatten().any(|v| *v > 0.0) {

@@ -21,20 +21,23 @@ pub fn human(v: f64) -> String {
 
 /// A duration given in µs, in the unit that reads best: 850 µs, 12.5 ms, 8.0 s.
 pub fn duration_us(us: f64) -> String {
+    // One decimal below 10 of the unit; none above, or when it would be `.0` (10 ms, not 10.0).
+    let fmt = |v: f64, unit: &str| {
+        if v.abs() >= 100.0 || (v.abs() >= 10.0 && (v - v.round()).abs() < 0.05) {
+            format!("{v:.0} {unit}")
+        } else {
+            format!("{v:.1} {unit}")
+        }
+    };
     let a = us.abs();
     if a >= 1e6 {
-        format!("{:.1} s", us / 1e6)
+        fmt(us / 1e6, "s")
     } else if a >= 1e3 {
-        let ms = us / 1e3;
-        if ms >= 100.0 {
-            format!("{ms:.0} ms")
-        } else {
-            format!("{ms:.1} ms")
-        }
-    } else if a >= 100.0 || a == 0.0 {
-        format!("{us:.0} µs")
+        fmt(us / 1e3, "ms")
+    } else if a == 0.0 {
+        "0 µs".into()
     } else {
-        format!("{us:.1} µs")
+        fmt(us, "µs")
     }
 }
 
@@ -98,7 +101,10 @@ mod tests {
         assert_eq!(duration_us(850.0), "850 µs");
         assert_eq!(duration_us(12_500.0), "12.5 ms");
         assert_eq!(duration_us(7_995_407.0), "8.0 s");
-        assert_eq!(seconds(10.0), "10.0 s");
+        assert_eq!(seconds(10.0), "10 s");
+        assert_eq!(duration_us(10_000.0), "10 ms");
+        assert_eq!(duration_us(35_200.0), "35.2 ms");
+        assert_eq!(duration_us(5.0), "5.0 µs");
     }
 
     #[test]
