@@ -570,4 +570,16 @@ mod tests {
         assert_eq!(page.matches("<svg").count(), 2);
         assert!(text(&c).contains("beyond noise"));
     }
+
+    #[test]
+    fn target_strings_are_escaped_in_the_html() {
+        let evil = "/srv/<script>alert(1)</script>";
+        let doc = json!({"schema": "trapdetect.report/1", "command": "trace",
+            "filesystems": [{"mount_point": evil, "fs_type": "ext4", "lookups_per_request": 3.0}],
+            "findings": [{"id": evil, "severity": "fail"}]});
+        let c = compare(evil.into(), &doc, "b".into(), &doc);
+        let page = html(&c, &doc, &doc);
+        assert!(!page.contains("<script>"), "{page}");
+        assert!(page.contains("&lt;script&gt;"));
+    }
 }

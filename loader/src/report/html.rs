@@ -569,17 +569,18 @@ fn network_charts(o: &mut String, t: &Value) {
 /// The network census (preflight, and a trace's start): listen queues, TIME_WAIT by server
 /// port, the ephemeral port range.
 fn census_charts(o: &mut String, n: &Value) {
-    let listeners: Vec<&Value> = n["listeners"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .take(12)
-        .collect();
+    // Six bars keep their labels readable: the fullest queues, the largest TIME_WAIT groups.
+    let mut listeners: Vec<&Value> = n["listeners"].as_array().into_iter().flatten().collect();
+    let fill = |l: &Value| {
+        l["accept_queue"].as_f64().unwrap_or(0.0) / l["backlog"].as_f64().unwrap_or(1.0).max(1.0)
+    };
+    listeners.sort_by(|a, b| fill(b).total_cmp(&fill(a)));
+    listeners.truncate(6);
     let groups: Vec<&Value> = n["time_wait"]["groups"]
         .as_array()
         .into_iter()
         .flatten()
-        .take(10)
+        .take(6)
         .collect();
     if listeners.is_empty() && groups.is_empty() {
         return;
@@ -593,7 +594,7 @@ fn census_charts(o: &mut String, n: &Value) {
         figure(
             o,
             Bars {
-                title: "Listen queues: waiting connections vs backlog".into(),
+                title: "Listen queues: waiting connections vs backlog (fullest 6)".into(),
                 unit: "connections".into(),
                 categories: listeners
                     .iter()
@@ -623,7 +624,7 @@ fn census_charts(o: &mut String, n: &Value) {
         figure(
             o,
             Bars {
-                title: "TIME_WAIT sockets by server".into(),
+                title: "TIME_WAIT sockets by server (largest 6)".into(),
                 unit: "sockets".into(),
                 categories: groups
                     .iter()
@@ -666,12 +667,22 @@ fn census_charts(o: &mut String, n: &Value) {
 
 /// Where the CPU went during the host sample: the target, the busiest other processes.
 fn cpu_sample_chart(o: &mut String, s: &Value) {
-    let mut cats = vec!["target".to_string(), "all others".to_string()];
-    let mut vals = vec![
-        s["target_cpus"].as_f64().unwrap_or(0.0),
-        s["others_cpus"].as_f64().unwrap_or(0.0),
-    ];
-    for b in s["top"].as_array().into_iter().flatten().take(6) {
+    // At most six bars, so their labels stay readable.
+    let mut cats = vec![];
+    let mut vals = vec![];
+    let target = s["target_cpus"].as_f64().unwrap_or(0.0);
+    if target > 0.0 {
+        cats.push("target".to_string());
+        vals.push(target);
+    }
+    cats.push("all others".to_string());
+    vals.push(s["others_cpus"].as_f64().unwrap_or(0.0));
+    for b in s["top"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(6 - cats.len())
+    {
         cats.push(format!(
             "{} ({})",
             b["comm"].as_str().unwrap_or("?"),
