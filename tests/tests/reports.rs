@@ -165,7 +165,13 @@ fn load_run(dir: &TempDir, tag: &str, url: &str, rate: &str) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&std::fs::read(dir.path().join(format!("{tag}.json"))).unwrap()).unwrap()
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join(format!("{tag}.json"))).unwrap())
+            .unwrap();
+    // The new latency_histograms field is pinned by the schema like the rest.
+    let schema = trapdetect_e2e::schema::load("load.schema.json");
+    trapdetect_e2e::schema::validate(&schema, &v, "$");
+    v
 }
 
 fn csv_rows(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
@@ -522,10 +528,7 @@ fn trace_report_renders_in_chromium_with_every_chart() {
         "Path lookups per request",
         "Syscall time per request",
     ] {
-        assert!(
-            html.contains(title),
-            "chart {title:?} missing"
-        );
+        assert!(html.contains(title), "chart {title:?} missing");
     }
     check_page(
         "trace_report_renders_in_chromium_with_every_chart",
