@@ -32,6 +32,16 @@ pub struct Cli {
     /// Trace a running server (the default command).
     #[command(flatten)]
     pub trace: cmd::trace::TraceArgs,
+    /// Colour FAIL/WARN/ok in text output: `auto` (on a terminal, unless NO_COLOR is set),
+    /// `always`, `never`.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    pub color: crate::report::color::Choice,
 }
 
 /// Subcommands.
@@ -44,6 +54,10 @@ pub enum Command {
     Load(Box<cmd::load::LoadArgs>),
     /// Fast static check of the environment for harness scripts (no tracing).
     Preflight(cmd::preflight::PreflightArgs),
+    /// Re-render a saved JSON report (any command's) as text, HTML, CSV, OpenMetrics or .hgrm.
+    Report(cmd::report::ReportArgs),
+    /// Two saved runs side by side: each change, and whether it exceeds the runs' own noise.
+    Compare(cmd::compare::CompareArgs),
     /// Wait until TIME_WAIT sockets on a port drain below a threshold (for harness scripts).
     WaitDrain(cmd::wait_drain::WaitDrainArgs),
     /// Network census and net.* findings alone (debugging, end-to-end tests; docs/net.md).
@@ -75,6 +89,16 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn color_is_accepted_before_and_after_the_subcommand() {
+        use crate::report::color::Choice;
+        let cli = Cli::try_parse_from(["trapdetect", "preflight", "--color", "never"]).unwrap();
+        assert_eq!(cli.color, Choice::Never);
+        let cli = Cli::try_parse_from(["trapdetect", "--color", "always", "--pid", "1"]).unwrap();
+        assert_eq!(cli.color, Choice::Always);
+        assert!(Cli::try_parse_from(["trapdetect", "load", "--color", "red"]).is_err());
     }
 
     #[test]

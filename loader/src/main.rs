@@ -22,11 +22,14 @@ fn main() {
             std::process::exit(trapdetect::error::exit::USAGE);
         }
     };
+    trapdetect::report::color::init(cli.color);
     let result = match cli.command {
         None => cmd::trace::run(cli.trace),
         Some(Command::Trace(a)) => cmd::trace::run(a),
         Some(Command::Load(a)) => cmd::load::run(*a),
         Some(Command::Preflight(a)) => cmd::preflight::run(a),
+        Some(Command::Report(a)) => cmd::report::run(a),
+        Some(Command::Compare(a)) => cmd::compare::run(a),
         Some(Command::WaitDrain(a)) => cmd::wait_drain::run(a),
         Some(Command::NetCensus(a)) => cmd::net_census::run(a),
     };

@@ -2,6 +2,7 @@
 //! nginx), a slow FUSE filesystem, network namespaces. Everything a fixture starts or mounts is
 //! torn down by its `Drop`, also when a test panics.
 
+pub mod browser;
 pub mod cgroup;
 pub mod misbehave;
 pub mod netns;

@@ -26,6 +26,10 @@ const APT: &[&str] = &[
     "python3",
     "sqlite3",
     "util-linux",
+    // The HTML reports are rendered in a real browser in the tests; the OpenMetrics export is
+    // checked with the reference Python parser.
+    "chromium",
+    "python3-prometheus-client",
 ];
 
 fn missing_packages() -> Vec<&'static str> {

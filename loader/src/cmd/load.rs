@@ -91,6 +91,12 @@ pub struct LoadArgs {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub json_out: Option<PathBuf>,
+    /// Write the report as a self-contained HTML page (charts included) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// CSV, OpenMetrics and .hgrm exports.
+    #[command(flatten)]
+    pub export: crate::report::export::ExportArgs,
     /// Write one JSON line per request (intended/start/sent/end instants in CLOCK_MONOTONIC
     /// ns, status or error kind, bytes) to FILE, for joining with kernel data.
     #[arg(long, value_name = "FILE")]
@@ -330,6 +336,13 @@ pub fn run(args: LoadArgs) -> Result<i32> {
             .and_then(|_| f.write_all(b"\n"))
             .map_err(|e| Error::input(format!("write {}", p.display()), e))?;
     }
+    if args.html.is_some() || args.export != Default::default() {
+        let value = serde_json::to_value(&doc).unwrap_or_default();
+        if let Some(p) = &args.html {
+            crate::util::write_file(p, &crate::report::html::render_value(&value, &[]))?;
+        }
+        args.export.write(&value)?;
+    }
     if args.json {
         crate::util::print(&(json + "\n"));
     } else {
@@ -352,10 +365,15 @@ pub fn text(doc: &Document) -> String {
         o.push_str(&format!("ignored: {} {}\n", f.id, f.title));
     }
     if doc.measurement.trusted {
-        o.push_str(&format!("\nmeasurement trusted · exit {}\n", doc.exit_code));
+        o.push_str(&format!(
+            "\n{} · exit {}\n",
+            crate::report::color::verdict("measurement trusted", doc.exit_code),
+            doc.exit_code
+        ));
     } else {
         o.push_str(&format!(
-            "\nMEASUREMENT UNTRUSTED: {} · exit {}\n",
+            "\n{}: {} · exit {}\n",
+            crate::report::color::verdict("MEASUREMENT UNTRUSTED", doc.exit_code),
             doc.measurement.problems.join("; "),
             doc.exit_code
         ));

@@ -131,6 +131,9 @@ pub struct PreflightArgs {
     /// Also write an HTML report to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// CSV, OpenMetrics and .hgrm exports.
+    #[command(flatten)]
+    pub export: crate::report::export::ExportArgs,
     /// Text: show each finding's evidence and the host facts under the one-line summary.
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -248,6 +251,8 @@ pub fn run(args: PreflightArgs) -> Result<i32> {
     if let Some(p) = &args.html {
         crate::util::write_file(p, &crate::report::html::render(&report))?;
     }
+    args.export
+        .write(&serde_json::to_value(&report).unwrap_or_default())?;
     Ok(report.exit_code)
 }
 
@@ -997,7 +1002,12 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
     out.push_str(&head);
     out.push('\n');
     for f in &r.findings {
-        out.push_str(&format!("{} {}: {}", f.severity.label(), f.id, f.title));
+        out.push_str(&format!(
+            "{} {}: {}",
+            crate::report::color::severity(f.severity),
+            f.id,
+            f.title
+        ));
         if !f.remedy.is_empty() {
             out.push_str(&format!(" — fix: {}", f.remedy));
         }

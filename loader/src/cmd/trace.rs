@@ -36,6 +36,9 @@ pub struct TraceArgs {
     /// Also write an HTML report to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// CSV, OpenMetrics and .hgrm exports.
+    #[command(flatten)]
+    pub export: crate::report::export::ExportArgs,
     /// Paths to list in the report (most called first).
     #[arg(long, value_name = "N", default_value_t = 12)]
     pub top: usize,
@@ -121,6 +124,8 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         args.json_out.as_deref(),
         args.html.as_deref(),
     )?;
+    args.export
+        .write(&serde_json::to_value(&report).unwrap_or_default())?;
     Ok(report.exit_code)
 }
 

@@ -45,6 +45,7 @@ fn pct_line(out: &mut String, label: &str, p: &Option<Percentiles>) {
 
 /// Renders the summary (findings are rendered by the caller, with the report's renderer).
 pub fn render_text(s: &Summary) -> String {
+    use crate::report::units::seconds;
     let mut o = String::new();
     let p = &s.plan;
     let pace = match (p.mode, p.rate_per_s, p.concurrency) {
@@ -61,16 +62,16 @@ pub fn render_text(s: &Summary) -> String {
     };
     let _ = writeln!(
         o,
-        "load: {} ({}) · {pace} · {}s measured{} · timeout {}s · {}",
+        "load: {} ({}) · {pace} · {} measured{} · timeout {} · {}",
         p.url,
         p.address,
-        s.window.measured_s,
+        seconds(s.window.measured_s),
         if p.warmup_s > 0.0 {
-            format!(" after {}s warm-up", p.warmup_s)
+            format!(" after {} warm-up", seconds(p.warmup_s))
         } else {
             String::new()
         },
-        p.timeout_s,
+        seconds(p.timeout_s),
         if p.keepalive {
             "keep-alive"
         } else {
@@ -78,7 +79,7 @@ pub fn render_text(s: &Summary) -> String {
         },
     );
     if s.window.stopped_early {
-        let _ = writeln!(o, "  stopped early at {}s", s.window.measured_s);
+        let _ = writeln!(o, "  stopped early at {}", seconds(s.window.measured_s));
     }
     let _ = writeln!(o);
     let pct = |n: u64| {
@@ -149,7 +150,7 @@ pub fn render_text(s: &Summary) -> String {
     let _ = writeln!(
         o,
         "  generator: in-flight max {}{} · fd limit {} (hard {}) · connections {} opened, {} \
-         reused, {} stale retries · cpu {:.2}s · rss max {:.1} MiB",
+         reused, {} stale retries · cpu {} · rss max {:.1} MiB",
         s.in_flight.max,
         s.in_flight
             .rate_x_timeout
@@ -160,7 +161,7 @@ pub fn render_text(s: &Summary) -> String {
         s.connections.opened,
         s.connections.reused_requests,
         s.connections.stale_retries,
-        s.generator.cpu_user_s + s.generator.cpu_sys_s,
+        crate::report::units::seconds(s.generator.cpu_user_s + s.generator.cpu_sys_s),
         s.generator.rss_max_mib
     );
     if s.warmup.scheduled > 0 {
@@ -182,13 +183,13 @@ fn series(o: &mut String, s: &Summary) {
     let step = s.series.len().div_ceil(MAX_ROWS).max(1);
     let _ = writeln!(
         o,
-        "  per {} (t from the window start; rows at or after {}s are the drain):",
+        "  per {} (t from the window start; rows at or after {} are the drain):",
         if step == 1 {
             "second".to_string()
         } else {
             format!("{step} seconds, summed (max for in-flight and lag)")
         },
-        s.window.measured_s
+        crate::report::units::seconds(s.window.measured_s)
     );
     let kinds: Vec<ErrorKind> = ErrorKind::ALL
         .into_iter()

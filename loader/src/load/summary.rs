@@ -53,6 +53,61 @@ impl Percentiles {
     }
 }
 
+/// A latency distribution as HdrHistogram prints it (`outputPercentileDistribution`, 5 ticks
+/// per half distance): enough to write a `.hgrm` file and draw a histogram from a saved JSON
+/// report, without keeping the ~300 KiB histogram.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Distribution {
+    /// Values recorded.
+    pub count: u64,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// Standard deviation, µs.
+    pub stdev_us: f64,
+    /// Largest, µs.
+    pub max_us: f64,
+    /// Steps: `[value_us, percentile (0..1), count at or below value]`, percentile ascending.
+    pub steps: Vec<[f64; 3]>,
+}
+
+impl Distribution {
+    /// From a histogram in ns; `None` when empty.
+    pub fn of(h: &Histogram<u64>) -> Option<Distribution> {
+        if h.is_empty() {
+            return None;
+        }
+        let mut total = 0u64;
+        let steps = h
+            .iter_quantiles(5)
+            .map(|v| {
+                total += v.count_since_last_iteration();
+                [
+                    round3(h.highest_equivalent(v.value_iterated_to()) as f64 / 1e3),
+                    crate::traps::round(v.quantile_iterated_to(), 12),
+                    total as f64,
+                ]
+            })
+            .collect();
+        Some(Distribution {
+            count: h.len(),
+            mean_us: round3(h.mean() / 1e3),
+            stdev_us: round3(h.stdev() / 1e3),
+            max_us: round3(h.max() as f64 / 1e3),
+            steps,
+        })
+    }
+}
+
+/// Latency distributions per status class (from the intended send instant).
+#[derive(Clone, Debug, Serialize)]
+pub struct Distributions {
+    /// 2xx answers.
+    #[serde(rename = "2xx")]
+    pub ok_2xx: Option<Distribution>,
+    /// Any other status.
+    pub non_2xx: Option<Distribution>,
+}
+
 fn round3(v: f64) -> f64 {
     crate::traps::round(v, 3)
 }
@@ -286,6 +341,8 @@ pub struct Summary {
     pub generator: GeneratorCost,
     /// Per second, measured window then drain.
     pub series: Vec<Point>,
+    /// Latency distributions per status class (HdrHistogram percentile steps).
+    pub latency_histograms: Distributions,
 }
 
 /// Inputs besides the recorder.
@@ -391,5 +448,9 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
         },
         generator: t.generator,
         series,
+        latency_histograms: Distributions {
+            ok_2xx: Distribution::of(&r.lat_2xx),
+            non_2xx: Distribution::of(&r.lat_non_2xx),
+        },
     }
 }

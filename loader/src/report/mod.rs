@@ -1,8 +1,12 @@
 //! One report model, rendered as text, JSON and HTML. Every command that reports findings
 //! builds a [`Report`]; sections a command does not fill are left out of every format.
 
+pub mod chart;
+pub mod color;
+pub mod export;
 pub mod html;
 pub mod text;
+pub mod units;
 
 use serde::Serialize;
 use serde_json::Value;
