@@ -28,7 +28,9 @@ fn main() {
         Some(Command::Load(a)) => cmd::load::run(*a),
         Some(Command::Preflight(a)) => cmd::preflight::run(a),
         Some(Command::WaitDrain(a)) => cmd::wait_drain::run(a),
+        Some(Command::Version(a)) => cmd::version::run(a),
         Some(Command::NetCensus(a)) => cmd::net_census::run(a),
+        Some(Command::Generate(a)) => cmd::generate::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),
