@@ -158,6 +158,49 @@ mod tests {
     }
 }
 
+/// One help style: every command's help ends with the exit codes it can return.
+#[cfg(test)]
+mod help_style {
+    use clap::CommandFactory;
+
+    use crate::cli::Cli;
+
+    #[test]
+    fn every_command_lists_its_exit_codes_and_takes_q_the_same_way() {
+        let mut root = Cli::command();
+        root.build();
+        let mut cmds = vec![root.clone()];
+        cmds.extend(
+            root.get_subcommands()
+                .filter(|s| s.get_name() != "help")
+                .cloned(),
+        );
+        for mut c in cmds {
+            let name = c.get_name().to_string();
+            let help = c.render_long_help().to_string();
+            let codes = help
+                .split("Exit codes:")
+                .nth(1)
+                .unwrap_or_else(|| panic!("{name}: no `Exit codes:` block in --help"));
+            for code in ["  0  ", "  2  "] {
+                assert!(
+                    codes.contains(code),
+                    "{name}: exit code{code}missing:\n{codes}"
+                );
+            }
+            // -q, where a command has it, is --quiet and says the same thing everywhere.
+            if let Some(q) = c.get_arguments().find(|a| a.get_short() == Some('q')) {
+                assert_eq!(q.get_long(), Some("quiet"), "{name}");
+                let h = q.get_help().map(ToString::to_string).unwrap_or_default();
+                assert!(
+                    h.starts_with("No progress on stderr"),
+                    "{name}: -q says {h:?}"
+                );
+            }
+        }
+    }
+}
+
 /// The docs/*.md synopses and OPTIONS against the CLI definition: every flag a command has is
 /// in its synopsis, and every flag a synopsis or OPTIONS entry names exists.
 #[cfg(test)]
