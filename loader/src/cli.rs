@@ -21,6 +21,7 @@ Exit codes:
 #[command(
     name = "trapdetect",
     version,
+    long_version = crate::version::LONG,
     after_help = EXIT_CODES,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
@@ -60,9 +61,14 @@ pub enum Command {
     Compare(cmd::compare::CompareArgs),
     /// Wait until TIME_WAIT sockets on a port drain below a threshold (for harness scripts).
     WaitDrain(cmd::wait_drain::WaitDrainArgs),
+    /// Version, git commit, build date, eBPF object hash; with --kernel, this kernel's support.
+    Version(cmd::version::VersionArgs),
     /// Network census and net.* findings alone (debugging, end-to-end tests; docs/net.md).
     #[command(hide = true)]
     NetCensus(cmd::net_census::NetCensusArgs),
+    /// Write the man pages and shell completions (packaging: `cargo xtask dist`).
+    #[command(hide = true)]
+    Generate(cmd::generate::GenerateArgs),
 }
 
 #[cfg(test)]

@@ -16,3 +16,4 @@ pub mod report;
 pub mod trace;
 pub mod traps;
 pub mod util;
+pub mod version;

@@ -31,7 +31,9 @@ fn main() {
         Some(Command::Report(a)) => cmd::report::run(a),
         Some(Command::Compare(a)) => cmd::compare::run(a),
         Some(Command::WaitDrain(a)) => cmd::wait_drain::run(a),
+        Some(Command::Version(a)) => cmd::version::run(a),
         Some(Command::NetCensus(a)) => cmd::net_census::run(a),
+        Some(Command::Generate(a)) => cmd::generate::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

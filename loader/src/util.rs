@@ -1,6 +1,54 @@
 //! Small parsers and helpers shared by the commands.
 
-use std::{io::Write, time::Duration};
+use std::{
+    io::{IsTerminal, Write},
+    time::Duration,
+};
+
+/// Where progress goes, the same in every command: a single updating line on a terminal; on
+/// anything else (a CI log) nothing unless asked with `--progress`, then one line per update;
+/// never with `-q`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Progress {
+    /// No progress.
+    #[default]
+    Off,
+    /// One line, rewritten in place (stderr is a terminal).
+    Line,
+    /// A line per update (`--progress` into a file or pipe).
+    Lines,
+}
+
+impl Progress {
+    /// From `-q` and `--progress`.
+    pub fn new(quiet: bool, forced: bool) -> Self {
+        if quiet {
+            Progress::Off
+        } else if std::io::stderr().is_terminal() {
+            Progress::Line
+        } else if forced {
+            Progress::Lines
+        } else {
+            Progress::Off
+        }
+    }
+
+    /// Shows `text` as the current progress.
+    pub fn show(&self, text: &str) {
+        match self {
+            Progress::Off => {}
+            Progress::Line => eprint!("\r{text}\x1b[K"),
+            Progress::Lines => eprintln!("{text}"),
+        }
+    }
+
+    /// Clears the updating line before other output.
+    pub fn clear(&self) {
+        if *self == Progress::Line {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
 
 /// Parses `10s`, `500ms`, `2m`, `1h`, `1.5s` or a plain number of seconds. Zero and values
 /// above a day are refused (a typo, not a benchmark).

@@ -18,9 +18,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-/// The release (or debug) `trapdetect` binary next to this test executable.
+/// The release (or debug) `trapdetect` binary next to this test executable, or the one named
+/// by `TRAPDETECT_BIN` (`cargo xtask dist` runs a trace test against its static binary).
 pub fn bin() -> PathBuf {
-    target_file("trapdetect")
+    match std::env::var_os("TRAPDETECT_BIN") {
+        Some(b) => PathBuf::from(b),
+        None => target_file("trapdetect"),
+    }
 }
 
 /// A binary built by this workspace, found next to the running test executable

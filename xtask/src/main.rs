@@ -3,6 +3,7 @@
 
 mod bench;
 mod demo;
+mod dist;
 mod setup;
 mod util;
 
@@ -19,7 +20,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Install what is missing (apt packages, rust-src, bpf-linker); says what it installs.
-    Setup,
+    Setup {
+        /// Only what building needs (LLVM for bpf-linker, rust-src, bpf-linker), not the
+        /// servers and tools the tests exercise.
+        #[arg(long)]
+        build_only: bool,
+    },
     /// setup, then build the release binary (target/release/trapdetect).
     Build,
     /// setup, build, then run every test, the privileged end-to-end ones included.
@@ -31,6 +37,17 @@ enum Cmd {
     /// setup, build, then trace a php-fpm whose working directory is deep in a slow FUSE
     /// mount, and the same server started from a native directory, side by side.
     Demo,
+    /// Build the static binary (musl), man pages, completions, a tarball and a .deb into
+    /// target/dist, and check them: static, runs, installs and removes, traces.
+    Dist {
+        /// Rust target (repeatable): x86_64-unknown-linux-musl (default),
+        /// aarch64-unknown-linux-musl.
+        #[arg(long = "target", default_value = "x86_64-unknown-linux-musl")]
+        targets: Vec<String>,
+        /// Skip the trace check (it needs root and builds the end-to-end tests).
+        #[arg(long)]
+        no_trace_check: bool,
+    },
     /// setup, build, then measure overhead and speed side by side with the peer tools.
     Bench {
         /// Only run benchmarks whose name contains this.
@@ -41,25 +58,43 @@ enum Cmd {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Setup => setup::run(),
+        Cmd::Setup { build_only } => setup::run(if build_only {
+            setup::Scope::Build
+        } else {
+            setup::Scope::All
+        }),
         Cmd::Build => {
-            setup::run()?;
+            setup::run(setup::Scope::Build)?;
             util::cargo(&["build", "--release"])
         }
         Cmd::Test { args } => {
-            setup::run()?;
+            setup::run(setup::Scope::All)?;
             util::cargo(&["build", "--release"])?;
             let mut a: Vec<&str> = vec!["test", "--release"];
             a.extend(args.iter().map(String::as_str));
             util::cargo(&a)
         }
         Cmd::Demo => {
-            setup::run()?;
+            setup::run(setup::Scope::All)?;
             util::cargo(&["build", "--release"])?;
             demo::run()
         }
+        Cmd::Dist {
+            targets,
+            no_trace_check,
+        } => {
+            setup::run(if no_trace_check {
+                setup::Scope::Build
+            } else {
+                setup::Scope::All
+            })?;
+            dist::run(&dist::Options {
+                targets,
+                no_trace_check,
+            })
+        }
         Cmd::Bench { filter } => {
-            setup::run()?;
+            setup::run(setup::Scope::All)?;
             util::cargo(&["build", "--release"])?;
             bench::run(filter.as_deref())
         }

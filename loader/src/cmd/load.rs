@@ -20,11 +20,12 @@ use crate::{
 
 /// Flags of `trapdetect load`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(
-    after_help = "Exit codes: 0 ok · 1 a `fail` finding (e.g. under half the arrivals \
-                        got a 2xx) · 2 bad input · 3 the generator fell behind its schedule or \
-                        failed requests itself (the numbers measure the generator)."
-)]
+#[command(after_help = "Exit codes:
+  0  no `fail` finding
+  1  a `fail` finding (e.g. under half the arrivals got a 2xx; with --strict: or a `warn`)
+  2  bad usage or bad input
+  3  the generator fell behind its schedule or failed requests itself (the numbers measure
+     the generator)")]
 pub struct LoadArgs {
     /// Target, `http://host[:port]/path` (loopback only unless --allow-remote).
     #[arg(long, value_name = "URL")]
@@ -107,9 +108,12 @@ pub struct LoadArgs {
     /// Treat warnings as failures for the exit code.
     #[arg(long)]
     pub strict: bool,
-    /// No start line and no progress on stderr.
-    #[arg(long, short = 'q')]
+    /// No progress on stderr (errors, warnings and the start line remain).
+    #[arg(long, short = 'q', conflicts_with = "progress")]
     pub quiet: bool,
+    /// Progress on stderr even when it is not a terminal (one line a second, for a log).
+    #[arg(long)]
+    pub progress: bool,
 }
 
 fn parse_warmup(s: &str) -> std::result::Result<Duration, String> {
@@ -274,7 +278,8 @@ pub fn run(args: LoadArgs) -> Result<i32> {
     };
     catch_interrupts();
     let running = load::start(run_plan)?;
-    if !args.quiet {
+    let progress = crate::util::Progress::new(args.quiet, args.progress);
+    {
         eprintln!(
             "trapdetect load: {} to {} for {}s{}, timeout {}s; Ctrl-C ends early.",
             match (plan.rate, plan.closed_loop) {
@@ -298,9 +303,8 @@ pub fn run(args: LoadArgs) -> Result<i32> {
     let mut next_tick = 1.0;
     let summary = loop {
         if INTERRUPTED.load(Ordering::Relaxed) {
-            if !args.quiet {
-                eprintln!("trapdetect load: stopping; waiting for requests in flight");
-            }
+            progress.clear();
+            eprintln!("trapdetect load: stopping; waiting for requests in flight");
             break running.stop()?;
         }
         if running.is_finished() {
@@ -308,14 +312,15 @@ pub fn run(args: LoadArgs) -> Result<i32> {
         }
         std::thread::sleep(Duration::from_millis(50));
         let l = running.live();
-        if !args.quiet && l.elapsed_s >= next_tick {
-            eprintln!(
+        if l.elapsed_s >= next_tick {
+            progress.show(&format!(
                 "  t={:>4.0}s  scheduled {:>9}  ended {:>9}  2xx {:>9}  in flight {:>6}",
                 l.elapsed_s, l.scheduled, l.completed, l.ok_2xx, l.in_flight
-            );
+            ));
             next_tick = l.elapsed_s.floor() + 1.0;
         }
     };
+    progress.clear();
     if let Some(w) = writer {
         w.join()
             .map_err(|_| Error::Untrusted("the samples writer panicked".into()))??;

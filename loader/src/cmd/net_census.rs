@@ -15,6 +15,12 @@ use crate::{
 
 /// Flags of `trapdetect net-census`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Exit codes:
+  0  no `fail` finding
+  1  at least one `fail` finding (with --strict: or a `warn` finding)
+  2  bad usage or bad input (no such process or namespace, unreadable --baseline)
+  3  the sockets could not be counted
+  4  no privilege to enter the namespace (CAP_SYS_ADMIN)")]
 pub struct NetCensusArgs {
     /// The server: its namespace, listeners and descriptors.
     #[arg(long, short = 'p', value_name = "PID")]

@@ -11,10 +11,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::{
-    error::{Error, Result},
+    error::{Error, Result, exit},
     escape,
     host::{
         cpu::{self, CpuHost},
@@ -70,6 +70,7 @@ In a harness:
 Exit codes:
   0  no `fail` finding
   1  at least one `fail` finding (with --strict: or a `warn` finding)
+  1  also with --strict: a check that could fail was skipped (listed as INCOMPLETE)
   2  bad usage or bad input (missing pid or dir, unreadable or malformed FPM config)
 Checks that need a privilege this run lacks are listed as `skipped`, with the reason.";
 
@@ -134,6 +135,9 @@ pub struct PreflightArgs {
     /// CSV, OpenMetrics and .hgrm exports.
     #[command(flatten)]
     pub export: crate::report::export::ExportArgs,
+    /// No progress on stderr (preflight shows none; accepted so `-q` works in every command).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     /// Text: show each finding's evidence and the host facts under the one-line summary.
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -458,7 +462,43 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
         format!("  elapsed {elapsed_ms} ms\n"),
     );
     r.finish(&args.ignore, args.strict);
+    mark_incomplete(&mut r, &args.ignore, args.strict);
     Ok(r)
+}
+
+/// Checks whose rule can return `fail`: when one is skipped (another user's /proc without
+/// CAP_SYS_PTRACE, a census that could not run), a clean result is not a clean environment.
+const CAN_FAIL: &[&str] = &[
+    "fs.cwd-slow",
+    "fs.dir-slow",
+    "fs.hot-path-slow",
+    "cpu.quota",
+    "host.tracer",
+    "fpm.memory",
+    "fpm.socket-path",
+    "fpm.spare-servers",
+    "net.time-wait",
+    "net.ephemeral-ports",
+    "net.listen-overflow",
+    "net.fd-limit",
+];
+
+/// Records the skipped checks that could have failed in the `preflight` section
+/// (`incomplete`); with `--strict` they fail the run (exit 1), as a failed check would. A check
+/// the user ignores (`--ignore ID`) is not missed.
+fn mark_incomplete(r: &mut Report, ignore: &[String], strict: bool) {
+    let incomplete: Vec<String> = r
+        .skipped
+        .iter()
+        .filter(|s| CAN_FAIL.contains(&s.check.as_str()) && !ignore.contains(&s.check))
+        .map(|s| s.check.clone())
+        .collect();
+    if strict && !incomplete.is_empty() && r.exit_code == exit::OK {
+        r.exit_code = exit::FAIL;
+    }
+    if let Some(p) = r.sections.get_mut("preflight") {
+        p["incomplete"] = json!(incomplete);
+    }
 }
 
 /// The cgroup CPU bandwidth of `pid`, read through our own mount table: /proc/PID/cgroup
@@ -1001,6 +1041,25 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
     }
     out.push_str(&head);
     out.push('\n');
+    let incomplete: Vec<&str> = r
+        .sections
+        .get("preflight")
+        .and_then(|p| p["incomplete"].as_array())
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !incomplete.is_empty() {
+        out.push_str(&format!(
+            "INCOMPLETE: {} that could fail did not run: {} (why: the `skipped` lines below). \
+             A pass does not clear {}; run with the privilege named, or --strict to fail on it.\n",
+            if incomplete.len() == 1 {
+                "1 check".to_string()
+            } else {
+                format!("{} checks", incomplete.len())
+            },
+            incomplete.join(", "),
+            if incomplete.len() == 1 { "it" } else { "them" }
+        ));
+    }
     for f in &r.findings {
         out.push_str(&format!(
             "{} {}: {}",
@@ -1152,6 +1211,49 @@ mod tests {
             assert!(!msg.contains('\n'), "{msg}");
         }
         assert!(validate(&parse(&["--ignore", "net.time-wait"])).is_ok());
+    }
+
+    #[test]
+    fn a_skipped_check_that_could_fail_is_prominent_and_fails_strict() {
+        for strict in [false, true] {
+            let mut r = Report::new("preflight");
+            r.add_section("preflight", json!({ "strict": strict }), String::new());
+            r.skipped.push(Skipped {
+                check: "fs.cwd-slow".into(),
+                reason: "/proc/42/cwd: permission denied (needs CAP_SYS_PTRACE)".into(),
+            });
+            // cpu.frequency cannot fail: skipping it leaves the verdict whole.
+            r.skipped.push(Skipped {
+                check: "cpu.frequency".into(),
+                reason: "no cpufreq".into(),
+            });
+            r.finish(&[], strict);
+            mark_incomplete(&mut r, &[], strict);
+            assert_eq!(r.exit_code, if strict { 1 } else { 0 });
+            assert_eq!(
+                r.sections["preflight"]["incomplete"],
+                json!(["fs.cwd-slow"])
+            );
+            let t = render_text(&r, false);
+            assert!(
+                t.lines().nth(1).unwrap().starts_with(
+                    "INCOMPLETE: 1 check that could fail did not run: fs.cwd-slow (why:"
+                ),
+                "{t}"
+            );
+        }
+        // Ignored by the user: not missed.
+        let mut r = Report::new("preflight");
+        r.add_section("preflight", json!({ "strict": true }), String::new());
+        r.skipped.push(Skipped {
+            check: "net.fd-limit".into(),
+            reason: "census failed".into(),
+        });
+        let ignore = ["net.fd-limit".to_string()];
+        r.finish(&ignore, true);
+        mark_incomplete(&mut r, &ignore, true);
+        assert_eq!(r.exit_code, 0);
+        assert_eq!(r.sections["preflight"]["incomplete"], json!([]));
     }
 
     #[test]

@@ -68,9 +68,12 @@ pub struct TraceArgs {
     /// measuring overhead). Leaving out a required one makes the measurement untrusted (exit 3).
     #[arg(long = "skip-probe", value_name = "PROGRAM", hide = true)]
     pub skip_probe: Vec<String>,
-    /// No progress line on stderr.
-    #[arg(long, short = 'q')]
+    /// No progress on stderr (errors, warnings and the start line remain).
+    #[arg(long, short = 'q', conflicts_with = "progress")]
     pub quiet: bool,
+    /// Progress on stderr even when it is not a terminal (one line a second, for a log).
+    #[arg(long)]
+    pub progress: bool,
 }
 
 /// Runs the trace; returns the exit code.
@@ -98,7 +101,7 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         duration: args.duration,
         top: args.top,
         loss_budget_pct: args.loss_budget,
-        progress: !args.quiet,
+        progress: crate::util::Progress::new(args.quiet, args.progress),
         btf: args.btf.clone(),
         watch_clients: args.watch_client.clone(),
         skip_probes: args.skip_probe.clone(),

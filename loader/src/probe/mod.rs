@@ -117,6 +117,63 @@ fn table() -> Vec<Entry> {
     t
 }
 
+/// One row of the compatibility table, for `trapdetect version --kernel`.
+#[derive(Clone, Debug)]
+pub struct CompatRow {
+    /// Program name.
+    pub program: String,
+    /// Tracepoints it attaches to, `(category, name)`.
+    pub attach: Vec<(&'static str, String)>,
+    /// Whether a trace means anything without it.
+    pub required: bool,
+    /// Why it exists.
+    pub purpose: &'static str,
+}
+
+/// The compatibility table as data (what `trace` would attach, and whether it must).
+pub fn compat_table() -> Vec<CompatRow> {
+    table()
+        .into_iter()
+        .map(|e| CompatRow {
+            program: e.program,
+            attach: e.attach,
+            required: e.required,
+            purpose: e.purpose,
+        })
+        .collect()
+}
+
+/// Whether the kernel struct fields `trace` reads through BTF resolve here: the path-walk
+/// ones (a trace fails without them), then the socket ones (they only degrade the network
+/// probes). `Err` carries what is missing.
+pub fn btf_fields(btf: &Btf) -> [(&'static str, bool, std::result::Result<(), String>); 2] {
+    let walk = offsets(btf).map(|_| ()).map_err(|e| e.to_string());
+    let (_, missing) = socket_offsets(btf);
+    let sock = if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(missing.join("; "))
+    };
+    [
+        (
+            "task, fs, dentry, super_block, fdtable, file, inode fields",
+            true,
+            walk,
+        ),
+        (
+            "socket, sock, net fields (netns filter, TCP check)",
+            false,
+            sock,
+        ),
+    ]
+}
+
+/// The embedded eBPF object (its hash is in `--version`; its helper calls are probed by
+/// `version --kernel`).
+pub fn object() -> &'static [u8] {
+    OBJECT
+}
+
 /// Every program name in the table (for `--skip-probe` validation).
 pub fn program_names() -> Vec<String> {
     table().into_iter().map(|e| e.program).collect()

@@ -8,7 +8,6 @@ pub mod requests;
 
 use std::{
     collections::HashMap,
-    io::IsTerminal,
     os::fd::AsRawFd,
     sync::{
         Arc,
@@ -50,8 +49,8 @@ pub struct Options {
     pub top: usize,
     /// Allowed share of calls with unknown path strings, percent.
     pub loss_budget_pct: f64,
-    /// Show a progress line on stderr (only if it is a terminal).
-    pub progress: bool,
+    /// Progress on stderr (`util::Progress`: a terminal, or `--progress`).
+    pub progress: crate::util::Progress,
     /// BTF file to use instead of the kernel's.
     pub btf: Option<std::path::PathBuf>,
     /// Watched clients (`--watch-client`): their connect() calls are timed.
@@ -262,7 +261,6 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         .into_iter()
         .collect();
     let served_on = probes.watch_served_ports(&own_ports, &front_ports)?;
-    let tty = opts.progress && std::io::stderr().is_terminal();
     eprintln!(
         "Tracing pid {} ({}) and its children for {:.1} s... Ctrl-C to end.",
         opts.pid,
@@ -297,25 +295,30 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
             exited_after = Some(start.elapsed().as_secs_f64());
             break;
         }
-        if tty && last_progress.elapsed() >= Duration::from_millis(250) {
+        if opts.progress != crate::util::Progress::Off
+            && last_progress.elapsed()
+                >= if opts.progress == crate::util::Progress::Line {
+                    Duration::from_millis(250)
+                } else {
+                    Duration::from_secs(1)
+                }
+        {
             last_progress = Instant::now();
             let req = load
                 .as_deref()
                 .and_then(|l| l.progress())
                 .map(|r| format!(", {r} requests"))
                 .unwrap_or_default();
-            eprint!(
-                "\r  {:5.1}/{:.1} s  {} path calls{req}   ",
+            opts.progress.show(&format!(
+                "  {:5.1}/{:.1} s  {} path calls{req}",
                 start.elapsed().as_secs_f64(),
                 opts.duration.as_secs_f64(),
                 probes.path_calls()
-            );
+            ));
         }
     }
     let window_s = start.elapsed().as_secs_f64();
-    if tty {
-        eprint!("\r{}\r", " ".repeat(70));
-    }
+    opts.progress.clear();
     if STOP.load(Ordering::SeqCst) {
         eprintln!("interrupted after {window_s:.1} s: reporting what was gathered");
     }
