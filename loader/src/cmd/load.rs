@@ -21,8 +21,9 @@ use crate::{
 /// Flags of `trapdetect load`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
-    after_help = "Exit codes: 0 ok · 1 a `fail` finding (e.g. under half the arrivals \
-                        got a 2xx) · 2 bad input · 3 the generator fell behind its schedule or \
+    after_help = "Exit codes: 0 ok (a server at its ceiling is a warning) · 1 a `fail` \
+                        finding (errors above --max-errors, or under half the arrivals got a \
+                        2xx) · 2 bad input · 3 the generator fell behind its schedule or \
                         failed requests itself (the numbers measure the generator)."
 )]
 pub struct LoadArgs {
@@ -82,6 +83,22 @@ pub struct LoadArgs {
     /// Scheduling lag p99 beyond which the run is untrusted (exit 3).
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
     pub lag_budget: Duration,
+    /// Most connections open at once (default 512, or -c in a closed loop; capped by the fd
+    /// limit). An arrival that finds every one busy waits for one (its latency still counts
+    /// from its intended instant) and is dropped, counted, after --max-wait.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Longest an arrival waits for a free connection before it is dropped (at most --timeout).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_warmup)]
+    pub max_wait: Duration,
+    /// New connections per second at most (default: 4 × --max-connections with keep-alive,
+    /// unbounded with --no-keepalive).
+    #[arg(long, value_name = "N/S", value_parser = parse_rate)]
+    pub max_connect_rate: Option<f64>,
+    /// Arrivals that may end without a status (resets, EOFs, timeouts...), % of those sent,
+    /// before the run fails (load.errors, exit 1).
+    #[arg(long, value_name = "PCT", default_value_t = load::DEFAULT_MAX_ERRORS_PCT)]
+    pub max_errors: f64,
     /// Allow a target outside loopback (only a server you own: this is a flood).
     #[arg(long)]
     pub allow_remote: bool,
@@ -193,6 +210,10 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
     }
     p.lag_budget = a.lag_budget;
     p.allow_remote = a.allow_remote;
+    p.max_connections = a.max_connections;
+    p.max_wait = a.max_wait;
+    p.connect_rate = a.max_connect_rate;
+    p.max_errors_pct = a.max_errors;
     p.check()?;
     Ok(p)
 }
