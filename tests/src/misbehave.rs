@@ -62,22 +62,19 @@ impl Workers {
     fn serve(&self) {
         let mut g = self.free_at.lock().unwrap_or_else(|e| e.into_inner());
         let w = loop {
-            // A worker is free when its due time has come; the earliest one is taken.
+            // A worker is free once its due time has come (a busy one is marked far ahead);
+            // waiters sleep until a worker hands itself back (no timed wake-ups: hundreds of
+            // waiting connections would otherwise wake together).
+            let now = Instant::now();
             if let Some((i, _)) = g
                 .iter()
                 .enumerate()
-                .filter(|(_, t)| **t <= Instant::now())
+                .filter(|(_, t)| **t <= now)
                 .min_by_key(|(_, t)| **t)
             {
                 break i;
             }
-            let next = g.iter().min().copied().unwrap_or_else(Instant::now);
-            let wait = next.saturating_duration_since(Instant::now());
-            g = self
-                .freed
-                .wait_timeout(g, wait)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            g = self.freed.wait(g).unwrap_or_else(|e| e.into_inner());
         };
         // Back-to-back requests chain from the due time; an idle worker starts now (at most
         // one service time of catch-up, so idleness is not banked).
