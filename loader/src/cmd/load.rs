@@ -433,6 +433,14 @@ mod tests {
             "5ms",
             "--json",
             "--strict",
+            "--max-connections",
+            "64",
+            "--max-wait",
+            "250ms",
+            "--max-connect-rate",
+            "100",
+            "--max-errors",
+            "5",
         ])
         .unwrap();
         assert_eq!(a.rate, Some(800.0));
@@ -446,6 +454,18 @@ mod tests {
         assert!(!p.keepalive);
         assert_eq!(p.seed, 9);
         assert_eq!(p.lag_budget, Duration::from_millis(5));
+        assert_eq!(p.max_connections, Some(64));
+        assert_eq!(p.max_wait, Duration::from_millis(250));
+        assert_eq!((p.connect_rate, p.max_errors_pct), (Some(100.0), 5.0));
+        // Defaults: 512 connections, 1 s wait, 4 × 512 connects/s with keep-alive, 1 % errors.
+        let d = plan(&parse(&["--rate", "10"]).unwrap()).unwrap();
+        assert_eq!(d.budget(u64::MAX), 512);
+        assert_eq!(d.budget(100), 100, "capped by the descriptors");
+        assert_eq!(d.connect_rate_for(512), Some(2048.0));
+        assert_eq!(
+            (d.max_wait, d.max_errors_pct),
+            (Duration::from_secs(1), 1.0)
+        );
         let a = parse(&["--closed-loop", "-c", "8"]).unwrap();
         let p = plan(&a).unwrap();
         assert_eq!((p.closed_loop, p.rate), (Some(8), None));
@@ -468,6 +488,8 @@ mod tests {
             &["--closed-loop"],
             &["-c", "4", "--rate", "1"],
             &["--rate", "1", "--host-header", "a", "--hosts", "/dev/null"],
+            &["--rate", "1", "--max-errors", "-1"],
+            &["--rate", "1", "--max-connections", "x"],
         ] {
             assert_eq!(parse(extra).unwrap_err().exit_code(), 2, "{extra:?}");
         }
@@ -480,6 +502,8 @@ mod tests {
             &["--rate", "1", "--path-mix", "nopath=1"],
             &["--rate", "1", "--threads", "0"],
             &["--rate", "1", "--warmup", "23h", "--duration", "2h"],
+            &["--rate", "1", "--max-connections", "0"],
+            &["--rate", "1", "--max-errors", "101"],
         ] {
             let a = parse(extra).unwrap();
             assert_eq!(plan(&a).unwrap_err().exit_code(), 2, "{extra:?}");
