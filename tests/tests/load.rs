@@ -69,14 +69,17 @@ fn check_accounting(v: &Value) {
     if window.fract() == 0.0 {
         let inside: u64 = v["series"].as_array().unwrap()[..window as usize]
             .iter()
-            .map(|p| p["ok_2xx"].as_u64().unwrap())
+            .map(|p| p["ok_2xx"].as_u64().unwrap() + p["warmup_ok_2xx"].as_u64().unwrap())
             .sum();
         let headline = v["delivered_rate_per_s"].as_f64().unwrap();
         assert!(
             (headline * window - inside as f64).abs() < 0.01,
             "headline {headline}/s × {window}s = in-window per-second 2xx {inside}"
         );
-        assert_eq!(inside + v["drain"]["ok_2xx"].as_u64().unwrap(), ok);
+        assert_eq!(
+            inside + v["drain"]["ok_2xx"].as_u64().unwrap(),
+            ok + v["warmup"]["ok_2xx_in_window"].as_u64().unwrap()
+        );
     }
     let by_status: u64 = v["status"]
         .as_object()

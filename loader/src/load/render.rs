@@ -179,8 +179,9 @@ pub fn render_text(s: &Summary) -> String {
     if s.warmup.scheduled > 0 {
         let _ = writeln!(
             o,
-            "  warm-up: {} scheduled, {} ended, {} 2xx (not counted above)",
-            s.warmup.scheduled, s.warmup.completed, s.warmup.ok_2xx
+            "  warm-up: {} scheduled, {} ended, {} 2xx (not counted above, except the {} answered \
+             inside the window, in the delivered rate)",
+            s.warmup.scheduled, s.warmup.completed, s.warmup.ok_2xx, s.warmup.ok_2xx_in_window
         );
     }
     let _ = writeln!(o);
@@ -213,6 +214,10 @@ fn series(o: &mut String, s: &Summary) {
     if dropped {
         header.push("dropped");
     }
+    let warm = s.warmup.ok_2xx_in_window > 0;
+    if warm {
+        header.push("warmup2xx");
+    }
     header.extend(["mean_ms", "p99_ms", "inflight", "lag_max_ms"]);
     let mut rows = vec![];
     for chunk in s.series.chunks(step) {
@@ -229,6 +234,9 @@ fn series(o: &mut String, s: &Summary) {
         }
         if dropped {
             r.push(sum(&|p| p.dropped).to_string());
+        }
+        if warm {
+            r.push(sum(&|p| p.warmup_ok_2xx).to_string());
         }
         let mean = if ok > 0 {
             let w: f64 = chunk

@@ -67,6 +67,9 @@ pub struct Second {
     pub lag_max_ns: u64,
     /// Arrivals dropped in this second (no connection within the wait bound).
     pub dropped: u64,
+    /// 2xx answers to warm-up arrivals that ended in this second (a queue built in the
+    /// warm-up is served in the window: the server's output, not a measured arrival's).
+    pub warmup_ok_2xx: u64,
 }
 
 /// One line of `--samples-out` (and of `Plan::samples`): everything needed to join a request
@@ -149,6 +152,8 @@ pub struct Recorder {
     pub warmup_completed: u64,
     /// Warm-up 2xx.
     pub warmup_ok_2xx: u64,
+    /// Warm-up 2xx that ended inside the measured window (in the delivered rate).
+    pub warmup_ok_2xx_in_window: u64,
     /// Per second from the start of the measured window.
     pub series: Vec<Second>,
     cur_sec: usize,
@@ -248,6 +253,7 @@ impl Recorder {
             reused: 0,
             warmup_completed: 0,
             warmup_ok_2xx: 0,
+            warmup_ok_2xx_in_window: 0,
             series: vec![],
             cur_sec: 0,
             // Two digits are plenty for a per-second p99 and keep the rollover cheap.
@@ -297,6 +303,11 @@ impl Recorder {
             self.warmup_completed += 1;
             if matches!(o, Outcome::Answered(a) if (200..300).contains(&a.status)) {
                 self.warmup_ok_2xx += 1;
+                if end_ns >= self.measured_start_ns && tm.in_window {
+                    self.warmup_ok_2xx_in_window += 1;
+                    let es = self.second(end_ns);
+                    self.series[es].warmup_ok_2xx += 1;
+                }
             }
             return;
         }
@@ -426,6 +437,7 @@ impl Recorder {
         self.reused += o.reused;
         self.warmup_completed += o.warmup_completed;
         self.warmup_ok_2xx += o.warmup_ok_2xx;
+        self.warmup_ok_2xx_in_window += o.warmup_ok_2xx_in_window;
         self.last_end_ns = self.last_end_ns.max(o.last_end_ns);
         if self.series.len() < o.series.len() {
             self.series.resize(o.series.len(), Second::default());
@@ -441,6 +453,7 @@ impl Recorder {
             a.in_flight_max = a.in_flight_max.max(b.in_flight_max);
             a.lag_max_ns = a.lag_max_ns.max(b.lag_max_ns);
             a.dropped += b.dropped;
+            a.warmup_ok_2xx += b.warmup_ok_2xx;
         }
         for (sec, v) in p99 {
             if let Some(a) = self.series.get_mut(*sec) {

@@ -143,6 +143,8 @@ pub struct Point {
     pub sched_lag_max_us: f64,
     /// Arrivals dropped in this second (no connection within `--max-wait`).
     pub dropped: u64,
+    /// 2xx answers to warm-up arrivals that ended in this second (in the delivered rate).
+    pub warmup_ok_2xx: u64,
 }
 
 impl Point {
@@ -159,6 +161,7 @@ impl Point {
             in_flight_max: s.in_flight_max,
             sched_lag_max_us: round3(s.lag_max_ns as f64 / 1e3),
             dropped: s.dropped,
+            warmup_ok_2xx: s.warmup_ok_2xx,
         }
     }
 }
@@ -257,6 +260,9 @@ pub struct Warmup {
     pub completed: u64,
     /// 2xx.
     pub ok_2xx: u64,
+    /// Of which ended inside the measured window (counted in the delivered rate: the server
+    /// served them then).
+    pub ok_2xx_in_window: u64,
 }
 
 /// What the generator itself cost (from getrusage over the run).
@@ -301,7 +307,8 @@ pub struct Summary {
     /// Arrivals per second of the window.
     pub offered_rate_per_s: f64,
     /// 2xx that ended inside the window, per second of the window (goodput; the server's
-    /// ceiling at overload). Answers in the drain are in `drain`, not here.
+    /// ceiling at overload), warm-up arrivals answered inside it included (a queue built in
+    /// the warm-up is served in the window). Answers in the drain are in `drain`, not here.
     pub delivered_rate_per_s: f64,
     /// Responses of any status that ended inside the window, per second of the window.
     pub answered_rate_per_s: f64,
@@ -425,7 +432,7 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
             0.0
         },
         offered_rate_per_s: per_s(t.scheduled),
-        delivered_rate_per_s: per_s(r.ok_2xx - r.drain_ok_2xx),
+        delivered_rate_per_s: per_s(r.ok_2xx - r.drain_ok_2xx + r.warmup_ok_2xx_in_window),
         answered_rate_per_s: per_s(r.ok_2xx + r.non_2xx - r.drain_ok_2xx - r.drain_non_2xx),
         drain: Drain {
             ok_2xx: r.drain_ok_2xx,
@@ -464,6 +471,7 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
             scheduled: t.warmup_scheduled,
             completed: r.warmup_completed,
             ok_2xx: r.warmup_ok_2xx,
+            ok_2xx_in_window: r.warmup_ok_2xx_in_window,
         },
         generator: t.generator,
         series,
