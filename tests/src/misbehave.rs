@@ -49,9 +49,13 @@ pub struct Counters {
     requests: AtomicU64,
 }
 
+/// How far behind its schedule a worker may catch up (see [`Workers::serve`]).
+const CATCH_UP: Duration = Duration::from_millis(250);
+
 /// The workers of a [`Behaviour::Capacity`] server: when each is next free.
 struct Workers {
-    free_at: Mutex<Vec<Instant>>,
+    /// When each worker is next free (`None`: never used yet).
+    free_at: Mutex<Vec<Option<Instant>>>,
     freed: Condvar,
     service: Duration,
 }
@@ -69,22 +73,24 @@ impl Workers {
             if let Some((i, _)) = g
                 .iter()
                 .enumerate()
-                .filter(|(_, t)| **t <= now)
+                .filter(|(_, t)| t.is_none_or(|t| t <= now))
                 .min_by_key(|(_, t)| **t)
             {
                 break i;
             }
             g = self.freed.wait(g).unwrap_or_else(|e| e.into_inner());
         };
-        // Back-to-back requests chain from the due time; an idle worker starts now (at most
-        // one service time of catch-up, so idleness is not banked).
-        let begin = g[w].max(Instant::now() - self.service);
+        // Back-to-back requests chain from the due time, so a worker thread that was not
+        // scheduled for a while (a loaded machine) catches up on the requests waiting for it,
+        // up to CATCH_UP; a worker idle longer starts now (idleness is not banked).
+        let now = Instant::now();
+        let begin = g[w].map_or(now, |t| t.max(now - self.service.max(CATCH_UP)));
         let done = begin + self.service;
-        g[w] = Instant::now() + Duration::from_secs(3600);
+        g[w] = Some(now + Duration::from_secs(3600));
         drop(g);
         std::thread::sleep(done.saturating_duration_since(Instant::now()));
         let mut g = self.free_at.lock().unwrap_or_else(|e| e.into_inner());
-        g[w] = done;
+        g[w] = Some(done);
         drop(g);
         self.freed.notify_one();
     }
@@ -175,7 +181,7 @@ fn accept_loop(
     let started = Instant::now();
     let workers = match b {
         Behaviour::Capacity { workers, service } => Some(Arc::new(Workers {
-            free_at: Mutex::new(vec![started; workers.max(1)]),
+            free_at: Mutex::new(vec![None; workers.max(1)]),
             freed: Condvar::new(),
             service,
         })),
