@@ -56,6 +56,8 @@ const CATCH_UP: Duration = Duration::from_millis(250);
 struct Workers {
     /// When each worker is next free (`None`: never used yet).
     free_at: Mutex<Vec<Option<Instant>>>,
+    /// Requests waiting for a worker.
+    waiting: AtomicU64,
     freed: Condvar,
     service: Duration,
 }
@@ -64,6 +66,7 @@ impl Workers {
     /// Takes a worker, waits out one service time from when it was due to be free, gives it
     /// back.
     fn serve(&self) {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
         let mut g = self.free_at.lock().unwrap_or_else(|e| e.into_inner());
         let w = loop {
             // A worker is free once its due time has come (a busy one is marked far ahead);
@@ -82,7 +85,9 @@ impl Workers {
         };
         // Back-to-back requests chain from the due time, so a worker thread that was not
         // scheduled for a while (a loaded machine) catches up on the requests waiting for it,
-        // up to CATCH_UP; a worker idle longer starts now (idleness is not banked).
+        // up to CATCH_UP; a worker that went idle (nobody waiting) starts now: idleness is
+        // not banked.
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
         let now = Instant::now();
         let begin = g[w].map_or(now, |t| t.max(now - self.service.max(CATCH_UP)));
         let done = begin + self.service;
@@ -90,7 +95,8 @@ impl Workers {
         drop(g);
         std::thread::sleep(done.saturating_duration_since(Instant::now()));
         let mut g = self.free_at.lock().unwrap_or_else(|e| e.into_inner());
-        g[w] = Some(done);
+        // With nobody waiting the worker goes idle: its next request starts when it comes.
+        g[w] = (self.waiting.load(Ordering::SeqCst) > 0).then_some(done);
         drop(g);
         self.freed.notify_one();
     }
@@ -182,6 +188,7 @@ fn accept_loop(
     let workers = match b {
         Behaviour::Capacity { workers, service } => Some(Arc::new(Workers {
             free_at: Mutex::new(vec![None; workers.max(1)]),
+            waiting: AtomicU64::new(0),
             freed: Condvar::new(),
             service,
         })),
