@@ -216,6 +216,44 @@ fn twice_the_capacity_shows_the_ceiling_within_the_budget() {
     assert_eq!(code, 0, "{}", v["findings"]);
 }
 
+/// Issue 15: a server that closes every connection unanswered does not get a reconnect storm:
+/// new connections are paced by --max-connect-rate (bursts up to the budget), and the
+/// arrivals that could not get one in time are dropped, counted.
+#[test]
+fn reconnects_are_paced_not_a_storm() {
+    let s = Server::start(Behaviour::CloseAfterRequest);
+    let (code, v) = load(&[
+        "--url",
+        &s.url("/"),
+        "--rate",
+        "200",
+        "--duration",
+        "1s",
+        "--max-connections",
+        "10",
+        "--max-connect-rate",
+        "50",
+        "--max-wait",
+        "500ms",
+    ]);
+    check_accounting(&v);
+    assert_eq!(v["scheduled"], 200);
+    let opened = v["connections"]["opened"].as_u64().unwrap();
+    // Tokens by the last possible connect (window end + max wait = 1.5 s): burst 10 + 50/s.
+    assert!(opened <= 10 + 75 + 1, "{opened} connections opened");
+    let dropped = v["dropped"].as_u64().unwrap();
+    // Each arrival sent opened one connection (a fresh one is never retried): exact.
+    assert_eq!(opened + dropped, 200, "dropped {dropped}, opened {opened}");
+    // Every request sent went on its own fresh connection and got EOF: the server's refusal.
+    assert_eq!(v["errors"]["eof"].as_u64().unwrap(), 200 - dropped);
+    assert_eq!(
+        v["connections"]["refused_fresh"].as_u64().unwrap(),
+        200 - dropped
+    );
+    assert!(finding(&v, "load.refusal").is_some());
+    assert_eq!(code, 1, "errors above --max-errors");
+}
+
 /// Issue 13: errors above --max-errors fail the run (exit 1), below it they do not.
 #[test]
 fn errors_above_the_threshold_fail() {
