@@ -21,8 +21,9 @@ use crate::{
 /// Flags of `trapdetect load`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_help = "Exit codes:
-  0  no `fail` finding
-  1  a `fail` finding (e.g. under half the arrivals got a 2xx; with --strict: or a `warn`)
+  0  no `fail` finding (a server at its ceiling is a warning)
+  1  a `fail` finding (errors above --max-errors, or under half the arrivals got a 2xx; with
+     --strict: or a `warn`)
   2  bad usage or bad input
   3  the generator fell behind its schedule or failed requests itself (the numbers measure
      the generator)")]
@@ -83,6 +84,22 @@ pub struct LoadArgs {
     /// Scheduling lag p99 beyond which the run is untrusted (exit 3).
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
     pub lag_budget: Duration,
+    /// Most connections open at once (default 512, or -c in a closed loop; capped by the fd
+    /// limit). An arrival that finds every one busy waits for one (its latency still counts
+    /// from its intended instant) and is dropped, counted, after --max-wait.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Longest an arrival waits for a free connection before it is dropped (at most --timeout).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_warmup)]
+    pub max_wait: Duration,
+    /// New connections per second at most (default: 4 × --max-connections with keep-alive,
+    /// unbounded with --no-keepalive).
+    #[arg(long, value_name = "N/S", value_parser = parse_rate)]
+    pub max_connect_rate: Option<f64>,
+    /// Arrivals that may end without a status (resets, EOFs, timeouts...), % of those sent,
+    /// before the run fails (load.errors, exit 1).
+    #[arg(long, value_name = "PCT", default_value_t = load::DEFAULT_MAX_ERRORS_PCT)]
+    pub max_errors: f64,
     /// Allow a target outside loopback (only a server you own: this is a flood).
     #[arg(long)]
     pub allow_remote: bool,
@@ -203,6 +220,10 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
     }
     p.lag_budget = a.lag_budget;
     p.allow_remote = a.allow_remote;
+    p.max_connections = a.max_connections;
+    p.max_wait = a.max_wait;
+    p.connect_rate = a.max_connect_rate;
+    p.max_errors_pct = a.max_errors;
     p.check()?;
     Ok(p)
 }
@@ -435,6 +456,14 @@ mod tests {
             "5ms",
             "--json",
             "--strict",
+            "--max-connections",
+            "64",
+            "--max-wait",
+            "250ms",
+            "--max-connect-rate",
+            "100",
+            "--max-errors",
+            "5",
         ])
         .unwrap();
         assert_eq!(a.rate, Some(800.0));
@@ -448,6 +477,18 @@ mod tests {
         assert!(!p.keepalive);
         assert_eq!(p.seed, 9);
         assert_eq!(p.lag_budget, Duration::from_millis(5));
+        assert_eq!(p.max_connections, Some(64));
+        assert_eq!(p.max_wait, Duration::from_millis(250));
+        assert_eq!((p.connect_rate, p.max_errors_pct), (Some(100.0), 5.0));
+        // Defaults: 512 connections, 1 s wait, 4 × 512 connects/s with keep-alive, 1 % errors.
+        let d = plan(&parse(&["--rate", "10"]).unwrap()).unwrap();
+        assert_eq!(d.budget(u64::MAX), 512);
+        assert_eq!(d.budget(100), 100, "capped by the descriptors");
+        assert_eq!(d.connect_rate_for(512), Some(2048.0));
+        assert_eq!(
+            (d.max_wait, d.max_errors_pct),
+            (Duration::from_secs(1), 1.0)
+        );
         let a = parse(&["--closed-loop", "-c", "8"]).unwrap();
         let p = plan(&a).unwrap();
         assert_eq!((p.closed_loop, p.rate), (Some(8), None));
@@ -470,6 +511,8 @@ mod tests {
             &["--closed-loop"],
             &["-c", "4", "--rate", "1"],
             &["--rate", "1", "--host-header", "a", "--hosts", "/dev/null"],
+            &["--rate", "1", "--max-errors", "-1"],
+            &["--rate", "1", "--max-connections", "x"],
         ] {
             assert_eq!(parse(extra).unwrap_err().exit_code(), 2, "{extra:?}");
         }
@@ -482,6 +525,8 @@ mod tests {
             &["--rate", "1", "--path-mix", "nopath=1"],
             &["--rate", "1", "--threads", "0"],
             &["--rate", "1", "--warmup", "23h", "--duration", "2h"],
+            &["--rate", "1", "--max-connections", "0"],
+            &["--rate", "1", "--max-errors", "101"],
         ] {
             let a = parse(extra).unwrap();
             assert_eq!(plan(&a).unwrap_err().exit_code(), 2, "{extra:?}");

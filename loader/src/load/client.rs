@@ -97,6 +97,14 @@ impl Client {
         }
     }
 
+    /// Idle pooled connections (a request sent now opens a new one when there is none).
+    pub fn idle(&self) -> usize {
+        if !self.keepalive {
+            return 0;
+        }
+        self.pool.lock().map_or(0, |p| p.len())
+    }
+
     /// Closes every idle connection.
     pub fn close_idle(&self) {
         if let Ok(mut p) = self.pool.lock() {

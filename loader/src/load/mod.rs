@@ -22,6 +22,7 @@
 //! # Ok(()) }
 //! ```
 
+mod budget;
 mod classify;
 mod client;
 mod clock;
@@ -38,11 +39,14 @@ pub use classify::ErrorKind;
 pub use clock::mono_ns;
 pub use engine::{Live, Running, raise_fd_limit, start};
 pub use findings::{findings, problems};
-pub use plan::{Plan, PlanEcho, Url, default_threads, expand_hosts, parse_path_mix};
+pub use plan::{
+    CONNECT_RATE_PER_BUDGET, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ERRORS_PCT, DEFAULT_MAX_WAIT,
+    Plan, PlanEcho, Url, default_threads, expand_hosts, parse_path_mix,
+};
 pub use render::render_text;
 pub use schedule::{Arrival, Schedule};
 pub use stats::Sample;
-pub use summary::{Errors, FdLimit, Percentiles, Point, SCHEMA, Summary};
+pub use summary::{Drain, Errors, FdLimit, Listen, Percentiles, Point, Queue, SCHEMA, Summary};
 
 /// Fewest file descriptors a run needs beyond its connections (stdio, runtime, output files).
 const FD_RESERVE: u64 = 64;

@@ -96,10 +96,11 @@ pub fn render_text(s: &Summary) -> String {
     );
     let _ = writeln!(
         o,
-        "  2xx        {:>10}   delivered {:>10.1}/s   {} success",
+        "  2xx        {:>10}   delivered {:>10.1}/s   {} success   (2xx inside the window; {} more in the drain)",
         s.ok_2xx,
         s.delivered_rate_per_s,
-        pct(s.ok_2xx)
+        pct(s.ok_2xx),
+        s.drain.ok_2xx
     );
     let codes: Vec<String> = s
         .status
@@ -128,6 +129,13 @@ pub fn render_text(s: &Summary) -> String {
         s.errors_total,
         kinds.join("  ")
     );
+    if s.queue.waited > 0 {
+        let _ = writeln!(
+            o,
+            "  dropped    {:>10}   {} waited for one of {} connections; dropped after {}s",
+            s.dropped, s.queue.waited, s.connections.budget, s.queue.max_wait_s
+        );
+    }
     if s.unsent > 0 {
         let _ = writeln!(
             o,
@@ -145,12 +153,15 @@ pub fn render_text(s: &Summary) -> String {
     pct_line(&mut o, "latency non-2xx", &s.latency_non_2xx);
     pct_line(&mut o, "service time 2xx (sent)", &s.service_time_2xx);
     pct_line(&mut o, "connect", &s.connect_time);
+    if s.queue.wait.is_some() {
+        pct_line(&mut o, "queued for a connection", &s.queue.wait);
+    }
     pct_line(&mut o, "scheduling lag", &s.sched_lag);
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "  generator: in-flight max {}{} · fd limit {} (hard {}) · connections {} opened, {} \
-         reused, {} stale retries · cpu {} · rss max {:.1} MiB",
+        "  generator: in-flight max {}{} · fd limit {} (hard {}) · connections {} opened (at most \
+         {} busy of {}), {} reused, {} stale retries · cpu {} · rss max {:.1} MiB",
         s.in_flight.max,
         s.in_flight
             .rate_x_timeout
@@ -159,6 +170,8 @@ pub fn render_text(s: &Summary) -> String {
         s.fd_limit.soft,
         s.fd_limit.hard,
         s.connections.opened,
+        s.connections.busy_max,
+        s.connections.budget,
         s.connections.reused_requests,
         s.connections.stale_retries,
         crate::report::units::seconds(s.generator.cpu_user_s + s.generator.cpu_sys_s),
@@ -167,8 +180,9 @@ pub fn render_text(s: &Summary) -> String {
     if s.warmup.scheduled > 0 {
         let _ = writeln!(
             o,
-            "  warm-up: {} scheduled, {} ended, {} 2xx (not counted above)",
-            s.warmup.scheduled, s.warmup.completed, s.warmup.ok_2xx
+            "  warm-up: {} scheduled, {} ended, {} 2xx (not counted above, except the {} answered \
+             inside the window, in the delivered rate)",
+            s.warmup.scheduled, s.warmup.completed, s.warmup.ok_2xx, s.warmup.ok_2xx_in_window
         );
     }
     let _ = writeln!(o);
@@ -197,6 +211,14 @@ fn series(o: &mut String, s: &Summary) {
         .collect();
     let mut header = vec!["t_s", "sched", "2xx", "non2xx"];
     header.extend(kinds.iter().map(|k| k.name()));
+    let dropped = s.dropped > 0;
+    if dropped {
+        header.push("dropped");
+    }
+    let warm = s.warmup.ok_2xx_in_window > 0;
+    if warm {
+        header.push("warmup2xx");
+    }
     header.extend(["mean_ms", "p99_ms", "inflight", "lag_max_ms"]);
     let mut rows = vec![];
     for chunk in s.series.chunks(step) {
@@ -210,6 +232,12 @@ fn series(o: &mut String, s: &Summary) {
         ];
         for k in &kinds {
             r.push(sum(&|p| p.errors.get(*k)).to_string());
+        }
+        if dropped {
+            r.push(sum(&|p| p.dropped).to_string());
+        }
+        if warm {
+            r.push(sum(&|p| p.warmup_ok_2xx).to_string());
         }
         let mean = if ok > 0 {
             let w: f64 = chunk
