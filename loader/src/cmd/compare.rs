@@ -18,6 +18,10 @@ use crate::{
 
 /// Flags of `trapdetect compare`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Exit codes:
+  0  compared
+  2  bad input: a file is missing, not JSON, not a trapdetect report, or the two are of
+     different kinds; an output file could not be written")]
 pub struct CompareArgs {
     /// The run before (a saved JSON report of any trapdetect command).
     #[arg(value_name = "A.json")]

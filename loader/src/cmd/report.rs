@@ -12,6 +12,10 @@ use crate::{
 
 /// Flags of `trapdetect report`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(after_help = "Exit codes:
+  0  rendered
+  2  bad input: the file is missing, not JSON, or not a trapdetect report; an output file
+     could not be written")]
 pub struct ReportArgs {
     /// A JSON report saved with --json or --json-out (any trapdetect command).
     #[arg(value_name = "FILE.json")]
