@@ -223,16 +223,26 @@ mod tests {
                 include_str!("../../fixtures/tracefs/inet_sock_set_state-6.1.format"),
             ),
             (
+                "6.12",
+                include_str!("../../fixtures/tracefs/inet_sock_set_state-6.12.format"),
+            ),
+            (
                 "6.18",
                 include_str!("../../fixtures/tracefs/inet_sock_set_state-6.18.format"),
             ),
         ] {
             check(PROG_INET_SOCK_SET_STATE, format, kernel);
         }
-        for (kernel, format) in [(
-            "6.18",
-            include_str!("../../fixtures/tracefs/fuse_request_send-6.18.format"),
-        )] {
+        for (kernel, format) in [
+            (
+                "6.12",
+                include_str!("../../fixtures/tracefs/fuse_request_send-6.12.format"),
+            ),
+            (
+                "6.18",
+                include_str!("../../fixtures/tracefs/fuse_request_send-6.18.format"),
+            ),
+        ] {
             check(PROG_FUSE_REQUEST_SEND, format, kernel);
         }
         let exit = include_str!("../../fixtures/tracefs/sys_exit_newfstatat-6.1.format");
@@ -263,6 +273,11 @@ mod tests {
             (
                 "6.1",
                 include_str!("../../fixtures/tracefs/sched_process_exit-6.1.format"),
+                0,
+            ),
+            (
+                "6.12",
+                include_str!("../../fixtures/tracefs/sched_process_exit-6.12.format"),
                 0,
             ),
             (
