@@ -179,7 +179,8 @@ impl PhpStack {
         let log = stack.dir.path().join("fpm.log");
         wait_until(
             "php-fpm and nginx to answer 200",
-            Duration::from_secs(20),
+            // Generous: in the kernel matrix's TCG guests php-fpm loads its extensions over 9p.
+            Duration::from_secs(90),
             || {
                 assert!(
                     stack.fpm.running(),

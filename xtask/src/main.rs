@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod setup;
 mod util;
+mod vm;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -27,6 +28,12 @@ enum Cmd {
         /// Extra arguments for `cargo test` (e.g. a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// setup, build, then boot each Debian kernel of the matrix (5.10, 6.1, 6.12) under qemu
+    /// and run the focused end-to-end set inside it. Part of `test`.
+    Kernels {
+        /// Only these kernels (e.g. `6.1`).
+        names: Vec<String>,
     },
     /// setup, build, then trace a php-fpm whose working directory is deep in a slow FUSE
     /// mount, and the same server started from a native directory, side by side.
@@ -51,7 +58,17 @@ fn main() -> Result<()> {
             util::cargo(&["build", "--release"])?;
             let mut a: Vec<&str> = vec!["test", "--release"];
             a.extend(args.iter().map(String::as_str));
-            util::cargo(&a)
+            util::cargo(&a)?;
+            // A filtered run is someone narrowing down one test: the matrix only runs in full.
+            if args.is_empty() {
+                vm::run(&[])?;
+            }
+            Ok(())
+        }
+        Cmd::Kernels { names } => {
+            setup::run()?;
+            util::cargo(&["build", "--release"])?;
+            vm::run(&names)
         }
         Cmd::Demo => {
             setup::run()?;

@@ -26,6 +26,12 @@ const APT: &[&str] = &[
     "python3",
     "sqlite3",
     "util-linux",
+    // The kernel matrix (xtask/src/vm.rs): qemu for TCG guests, a static busybox for their
+    // initramfs, xz for compressed modules, the archive keys for the older suites.
+    "qemu-system-x86",
+    "busybox-static",
+    "xz-utils",
+    "debian-archive-keyring",
 ];
 
 fn missing_packages() -> Vec<&'static str> {
