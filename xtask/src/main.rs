@@ -34,6 +34,9 @@ enum Cmd {
     Kernels {
         /// Only these kernels (e.g. `6.1`).
         names: Vec<String>,
+        /// Boot nothing: print README's "Kernels" table from the last run's consoles.
+        #[arg(long)]
+        table: bool,
     },
     /// setup, build, then trace a php-fpm whose working directory is deep in a slow FUSE
     /// mount, and the same server started from a native directory, side by side.
@@ -65,10 +68,14 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Kernels { names } => {
+        Cmd::Kernels { names, table } => {
             setup::run()?;
             util::cargo(&["build", "--release"])?;
-            vm::run(&names)
+            if table {
+                vm::table_from_last_run()
+            } else {
+                vm::run(&names)
+            }
         }
         Cmd::Demo => {
             setup::run()?;

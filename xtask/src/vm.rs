@@ -527,12 +527,7 @@ pub fn run(filter: &[String]) -> Result<()> {
                     .map(|l| format!("  [{}] {l}\n", k.name))
                     .collect();
                 std::io::stderr().write_all(out.as_bytes())?;
-                rows.extend(
-                    console
-                        .lines()
-                        .filter_map(|l| l.trim().strip_prefix("TD-KERNEL-ROW "))
-                        .map(str::to_string),
-                );
+                rows.extend(kernel_rows(&console));
                 save_formats(k, &console)?;
                 eprintln!(
                     "xtask: kernel {}: {} in {secs:.0} s",
@@ -589,8 +584,45 @@ fn host_row(run_list: &str) -> Result<Option<String>> {
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
-        .find_map(|l| l.trim().strip_prefix("TD-KERNEL-ROW "))
-        .map(str::to_string))
+        .find_map(|l| kernel_rows(l).into_iter().next()))
+}
+
+/// The `TD-KERNEL-ROW {json}` lines of a test run (with --nocapture a row follows its test's
+/// name on the same line).
+fn kernel_rows(console: &str) -> Vec<String> {
+    const TAG: &str = "TD-KERNEL-ROW ";
+    console
+        .lines()
+        .filter_map(|l| l.find(TAG).map(|i| l[i + TAG.len()..].trim().to_string()))
+        .collect()
+}
+
+/// Renders the table again from the last console of each kernel and a fresh host row,
+/// without booting anything (`cargo xtask kernels --table`).
+pub fn table_from_last_run() -> Result<()> {
+    let mut rows = vec![];
+    let run_list = test_binaries()?;
+    rows.extend(host_row(&run_list)?);
+    for k in KERNELS {
+        let last = (1..=ATTEMPTS)
+            .rev()
+            .map(|a| kernel_dir(k).join(format!("console-{a}.log")))
+            .find(|p| p.exists())
+            .with_context(|| format!("no console of kernel {}: run cargo xtask kernels", k.name))?;
+        let console = std::fs::read_to_string(&last)?;
+        if !console.contains("TD-VM-RESULT rc=0") {
+            bail!(
+                "{}: the last run of kernel {} did not pass",
+                last.display(),
+                k.name
+            );
+        }
+        rows.extend(kernel_rows(&console));
+    }
+    let table = render_table(&rows);
+    std::fs::write(vm_dir().join("kernels.md"), &table)?;
+    print!("{table}");
+    Ok(())
 }
 
 /// README's "Kernels" table from the rows the guests (and the host) printed.
