@@ -7,6 +7,7 @@ pub mod cgroup;
 pub mod misbehave;
 pub mod netns;
 pub mod netpeer;
+pub mod pathload;
 pub mod schema;
 pub mod servers;
 pub mod slowfs;
@@ -58,6 +59,24 @@ pub fn require_root(test: &str) -> bool {
         eprintln!("SKIP {test}: needs root (eBPF, mounts, namespaces)");
     }
     root
+}
+
+/// `uname -r` of the running kernel.
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// (major, minor) of the running kernel, for assertions on what a kernel version reports
+/// (the kernel matrix runs these tests on 5.10, 6.1, 6.12 and the host's).
+pub fn kernel_version() -> (u32, u32) {
+    let r = kernel_release();
+    let mut it = r.split(|c: char| !c.is_ascii_digit());
+    let major = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let minor = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    (major, minor)
 }
 
 /// A name unique to this process and call, for namespaces, sockets and directories.

@@ -6,6 +6,7 @@ mod demo;
 mod dist;
 mod setup;
 mod util;
+mod vm;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -33,6 +34,15 @@ enum Cmd {
         /// Extra arguments for `cargo test` (e.g. a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// setup, build, then boot each Debian kernel of the matrix (5.10, 6.1, 6.12) under qemu
+    /// and run the focused end-to-end set inside it. Part of `test`.
+    Kernels {
+        /// Only these kernels (e.g. `6.1`).
+        names: Vec<String>,
+        /// Boot nothing: print README's "Kernels" table from the last run's consoles.
+        #[arg(long)]
+        table: bool,
     },
     /// setup, build, then trace a php-fpm whose working directory is deep in a slow FUSE
     /// mount, and the same server started from a native directory, side by side.
@@ -72,7 +82,21 @@ fn main() -> Result<()> {
             util::cargo(&["build", "--release"])?;
             let mut a: Vec<&str> = vec!["test", "--release"];
             a.extend(args.iter().map(String::as_str));
-            util::cargo(&a)
+            util::cargo(&a)?;
+            // A filtered run is someone narrowing down one test: the matrix only runs in full.
+            if args.is_empty() {
+                vm::run(&[])?;
+            }
+            Ok(())
+        }
+        Cmd::Kernels { names, table } => {
+            setup::run()?;
+            util::cargo(&["build", "--release"])?;
+            if table {
+                vm::table_from_last_run()
+            } else {
+                vm::run(&names)
+            }
         }
         Cmd::Demo => {
             setup::run(setup::Scope::All)?;

@@ -44,6 +44,7 @@ pub const IDS: &[&str] = &[
     "fs.dir-slow",
     "fs.hot-path-slow",
     "host.kernel-log",
+    "host.kernel-support",
     "host.memory",
     "host.noise",
     "host.tracer",
@@ -59,7 +60,8 @@ const LOG_TAIL: u64 = 8 << 20;
 
 const AFTER_HELP: &str = "\
 Checks (ids for --ignore): fs.cwd-slow fs.dir-slow fs.hot-path-slow cpu.quota cpu.affinity
-cpu.frequency host.noise host.tracer host.virt host.memory host.kernel-log proc.not-fresh
+cpu.frequency host.noise host.tracer host.virt host.memory host.kernel-log
+host.kernel-support proc.not-fresh
 proc.provenance fpm.memory fpm.ramp fpm.oversized fpm.socket-path fpm.alert-patterns
 fpm.spare-servers net.time-wait net.ephemeral-ports net.listen-overflow net.fd-limit
 (see docs/preflight.md and docs/net.md).
@@ -237,6 +239,7 @@ struct Observed {
     cpu_psi: Option<hostinfo::Psi>,
     memory: hostinfo::Memory,
     virt: hostinfo::Virt,
+    kernel: hostinfo::KernelSupport,
     self_mounts: Option<MountTable>,
     target_mounts: Option<MountTable>,
 }
@@ -314,6 +317,7 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
         cpu_psi: hostinfo::read_psi(root, "cpu"),
         memory: hostinfo::read_memory(root),
         virt: hostinfo::read_virt(root),
+        kernel: hostinfo::read_kernel_support(root),
         self_mounts: MountTable::read(Path::new("/proc/self/mountinfo")).ok(),
         target_mounts: args.pid.and_then(|p| MountTable::of_pid(p).ok()),
         target,
@@ -403,6 +407,7 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
 
     // ---- host ----
     findings.extend(traps::host::virt(&obs.virt));
+    findings.push(traps::host::kernel_support(&obs.kernel));
     let kmsg = kernel_log(args, mark_path.as_deref(), &obs, &mut skipped)?;
     let oom_since_mark = kmsg
         .as_ref()

@@ -755,3 +755,54 @@ mod tests {
         assert_eq!(r.msg, "php-fpm8.2[4242]: segfault at 0 ip \\x1b[31m");
     }
 }
+
+/// What this kernel offers `trapdetect --pid`: BTF for struct offsets, syscall tracepoints for
+/// the path probes, and the optional tracepoints whose absence degrades a probe.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct KernelSupport {
+    /// `uname -r`.
+    pub release: String,
+    /// /sys/kernel/btf/vmlinux exists.
+    pub btf: bool,
+    /// `syscalls/sys_enter_openat` exists; `None` when neither tracefs nor the kernel config
+    /// could be read.
+    pub syscall_tracepoints: Option<bool>,
+    /// `fuse/fuse_request_send` exists (upstream since 6.13); `None` when not knowable.
+    pub fuse_tracepoint: Option<bool>,
+    /// Where the tracepoint answers come from (`tracefs`, `/boot/config-…`, or nothing).
+    pub basis: String,
+}
+
+/// Reads what the kernel offers the tracer: tracefs when it is mounted and readable, else the
+/// kernel's config file (which cannot tell optional tracepoints apart).
+pub fn read_kernel_support(root: &Path) -> KernelSupport {
+    let release = read_trim(&under(root, "/proc/sys/kernel/osrelease")).unwrap_or_default();
+    let btf = under(root, "/sys/kernel/btf/vmlinux").exists();
+    for t in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        let events = under(root, t).join("events");
+        if events.join("sched").is_dir() {
+            return KernelSupport {
+                release,
+                btf,
+                syscall_tracepoints: Some(events.join("syscalls/sys_enter_openat").is_dir()),
+                fuse_tracepoint: Some(events.join("fuse/fuse_request_send").is_dir()),
+                basis: t.into(),
+            };
+        }
+    }
+    let config = format!("/boot/config-{release}");
+    let (syscall_tracepoints, basis) = match std::fs::read_to_string(under(root, &config)) {
+        Ok(text) => (
+            Some(text.lines().any(|l| l.trim() == "CONFIG_FTRACE_SYSCALLS=y")),
+            config,
+        ),
+        Err(_) => (None, String::new()),
+    };
+    KernelSupport {
+        release,
+        btf,
+        syscall_tracepoints,
+        fuse_tracepoint: None,
+        basis,
+    }
+}

@@ -365,6 +365,9 @@ impl Probes {
         // and no program at all when a field is missing.
         let probe_offs = ["sport", "data_len", "skaddr", "snd_nxt"]
             .map(|f| tracefs.field_offset("tcp", "tcp_probe", f));
+        let exit_group_dead = tracefs
+            .format("sched", "sched_process_exit")
+            .map_or(0, |f| tracefs::exit_group_dead_offset(&f));
         let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
             .ok()
             .and_then(|s| s.trim().parse().ok())
@@ -383,6 +386,7 @@ impl Probes {
         }
         let probe_fields_missing =
             probe_offs.iter().any(Option::is_none) && tracefs.has_event("tcp", "tcp_probe");
+        loader.override_global(GLOBAL_EXIT_GROUP_DEAD_OFF, &exit_group_dead, true);
         loader.map_max_entries(MAP_TRACED, pid_max + 1);
         let ebpf = loader.load(OBJECT).map_err(|e| {
             let msg = format!("{e:#}");
@@ -391,7 +395,16 @@ impl Probes {
                     "loading eBPF maps was refused ({msg}); run as root or grant CAP_BPF"
                 ))
             } else {
-                Error::Kernel(format!("loading the eBPF object failed: {msg}"))
+                let release =
+                    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+                Error::Kernel(format!(
+                    "loading the eBPF object failed on kernel {}: {msg} (trapdetect needs Linux \
+                     {}.{} or later: BPF ring buffer; tested from {})",
+                    release.trim(),
+                    crate::traps::host::MIN_KERNEL.0,
+                    crate::traps::host::MIN_KERNEL.1,
+                    crate::traps::host::OLDEST_TESTED
+                ))
             }
         })?;
         let mut probes = Probes {
@@ -422,6 +435,17 @@ impl Probes {
                 Some(note) => probes.not_attached(&e, note),
                 None => probes.attach_entry(&e)?,
             }
+        }
+        if exit_group_dead == 0
+            && let Some(r) = probes
+                .rows
+                .iter_mut()
+                .find(|r| r.program == PROG_SCHED_PROCESS_EXIT && r.attached)
+        {
+            r.note = "forget exited processes; this kernel's record has no group_dead \
+                      (present on 6.18, absent on 6.12 and older): a process ends when its \
+                      thread group leader exits"
+                .into();
         }
         Ok(probes)
     }
@@ -474,6 +498,36 @@ impl Probes {
                 },
             });
             if e.required && !absent_syscall {
+                self.missing_required.push(e.program.clone());
+            }
+            return Ok(());
+        }
+        // A record whose layout differs from what the program reads would be misread: not
+        // attached, and said so (a required one makes the trace untrusted).
+        let mut layout: Vec<String> = vec![];
+        for f in trapdetect_common::records::FIXED_FIELDS {
+            if f.program != e.program {
+                continue;
+            }
+            for (c, n) in &available {
+                if *c != f.category || !(f.event.is_empty() || f.event == n) {
+                    continue;
+                }
+                if let Some(format) = self._tracefs.format(c, n)
+                    && let Some(m) = tracefs::layout_mismatch(&format, f)
+                {
+                    layout.push(format!("{c}/{n}: {m}"));
+                }
+            }
+        }
+        if !layout.is_empty() {
+            self.rows.push(ProbeRow {
+                program: e.program.clone(),
+                attach: attach_desc,
+                attached: false,
+                note: format!("record layout differs: {}", layout.join("; ")),
+            });
+            if e.required {
                 self.missing_required.push(e.program.clone());
             }
             return Ok(());
