@@ -90,7 +90,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Cmd::Kernels { names, table } => {
-            setup::run()?;
+            setup::run(setup::Scope::All)?;
             util::cargo(&["build", "--release"])?;
             if table {
                 vm::table_from_last_run()
