@@ -406,3 +406,50 @@ fn preflight_json_matches_its_schema_with_every_section() {
         }
     }
 }
+
+/// Issue 11 item 9: values that were silently taken, and usage errors that lost their hint.
+#[test]
+fn smaller_usage_errors_are_refused_with_their_names() {
+    let url = "http://127.0.0.1:9/";
+    let me = std::process::id().to_string();
+    let load = |extra: &[&'static str]| {
+        let mut v: Vec<&str> = vec!["load", "--url", url, "--rate", "10", "-d", "20s"];
+        v.extend_from_slice(extra);
+        v
+    };
+    bad_input(&load(&["--path-mix", "/=-1"]), "weight `-1` in `/=-1`");
+    bad_input(&load(&["--path-mix", "/=1.5"]), "weight `1.5`");
+    bad_input(
+        &load(&["--ignore", "gen.lagg"]),
+        "--ignore gen.lagg: no such finding id (known: ",
+    );
+    bad_input(
+        &["load", "--url", url, "--rate", "1e-9", "-d", "1s"],
+        "schedules no request",
+    );
+    bad_input(&["preflight", "--port", "0"], "--port <PORT>");
+    bad_input(
+        &["--pid", &me, "-d", "20s", "--ignore", "fs.cwd-slwo"],
+        "--ignore fs.cwd-slwo: no such finding id",
+    );
+    bad_input(&["load"], "--url <URL>");
+    bad_input(
+        &["preflight", "--jsn"],
+        "tip: a similar argument exists: '--json'",
+    );
+}
+
+/// Issue 11 item 9: a zombie pid gave "/proc/N/mountinfo: Invalid argument".
+#[test]
+fn a_zombie_pid_is_named_as_one() {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id().to_string();
+    trapdetect_e2e::wait_until("the child to become a zombie", LIMIT, || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+    });
+    bad_input(&["preflight", "--no-sample", "--pid", &pid], "is a zombie");
+    if unsafe { libc::geteuid() } == 0 {
+        bad_input(&["--pid", &pid, "-d", "20s"], "is a zombie");
+    }
+    child.wait().unwrap();
+}

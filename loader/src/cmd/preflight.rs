@@ -270,6 +270,11 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     // Inputs first, so bad ones fail before any time is spent.
     if let Some(pid) = args.pid {
         process::read_basic(pid)?;
+        if crate::host::mounts::is_zombie(pid) {
+            return Err(Error::usage(format!(
+                "--pid {pid} is a zombie (it exited and its parent has not reaped it): nothing to check"
+            )));
+        }
     }
     let given_cfg = match &args.fpm_config {
         Some(p) => Some(load_fpm_config(p)?),
