@@ -9,6 +9,8 @@ pub mod cli;
 pub mod cmd;
 pub mod error;
 pub mod escape;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod host;
 pub mod input;
 pub mod load;
