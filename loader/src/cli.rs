@@ -10,7 +10,7 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  no `fail` finding
   1  at least one `fail` finding (with --strict: or a `warn` finding)
-  2  bad usage or bad input
+  2  bad usage or bad input, or a report that could not be written (stdout, an output file)
   3  the measurement itself cannot be trusted (probes missing, events lost beyond the budget,
      the load generator fell behind its schedule)
   4  insufficient privilege or kernel support (the missing capability is named)";

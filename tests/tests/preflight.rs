@@ -91,7 +91,10 @@ fn cpu_quota_of_a_test_cgroup_fails_with_the_exact_quota_and_period() {
         return;
     }
     let Some(cg) = CpuCgroup::create(30_000, 100_000) else {
-        eprintln!("SKIP: no usable cpu controller");
+        trapdetect_e2e::skip(
+            "cpu_quota_of_a_test_cgroup_fails_with_the_exact_quota_and_period",
+            "no usable cpu controller",
+        );
         return;
     };
     // The shell joins the group, then becomes a bounded busy loop.
@@ -126,7 +129,10 @@ fn cpu_quota_of_a_test_cgroup_fails_with_the_exact_quota_and_period() {
 fn taskset_pinning_names_one_of_the_online_cpus_and_ignore_keeps_it_listed() {
     let online = std::thread::available_parallelism().unwrap().get();
     if online < 2 {
-        eprintln!("SKIP: one CPU: pinning cannot be staged");
+        trapdetect_e2e::skip(
+            "taskset_pinning_names_one_of_the_online_cpus_and_ignore_keeps_it_listed",
+            "one CPU: pinning cannot be staged",
+        );
         return;
     }
     let dir = TempDir::new("pin");

@@ -4,6 +4,7 @@
 mod bench;
 mod demo;
 mod dist;
+mod fuzz;
 mod setup;
 mod util;
 mod vm;
@@ -29,7 +30,8 @@ enum Cmd {
     },
     /// setup, then build the release binary (target/release/trapdetect).
     Build,
-    /// setup, build, then run every test, the privileged end-to-end ones included.
+    /// setup, build, then run every test, the privileged end-to-end ones included, and (with
+    /// no filter) every fuzz target for a few seconds on its seed corpus.
     Test {
         /// Extra arguments for `cargo test` (e.g. a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -58,6 +60,14 @@ enum Cmd {
         #[arg(long)]
         no_trace_check: bool,
     },
+    /// setup, build, then run the cargo-fuzz targets on their seed corpus, one after another.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Only this target.
+        target: Option<String>,
+    },
     /// setup, build, then measure overhead and speed side by side with the peer tools.
     Bench {
         /// Only run benchmarks whose name contains this.
@@ -83,8 +93,10 @@ fn main() -> Result<()> {
             let mut a: Vec<&str> = vec!["test", "--release"];
             a.extend(args.iter().map(String::as_str));
             util::cargo(&a)?;
-            // A filtered run is someone narrowing down one test: the matrix only runs in full.
             if args.is_empty() {
+                // 9 targets x 8 s: the fuzzers stay exercised in CI within ~2 minutes.
+                fuzz::run(8, None)?;
+                // A filtered run is someone narrowing down one test: the matrix only runs in full.
                 vm::run(&[])?;
             }
             Ok(())
@@ -97,6 +109,11 @@ fn main() -> Result<()> {
             } else {
                 vm::run(&names)
             }
+        }
+        Cmd::Fuzz { seconds, target } => {
+            setup::run(setup::Scope::All)?;
+            util::cargo(&["build", "--release"])?;
+            fuzz::run(seconds, target.as_deref()).map(drop)
         }
         Cmd::Demo => {
             setup::run(setup::Scope::All)?;

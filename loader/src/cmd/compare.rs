@@ -512,13 +512,13 @@ pub fn run(args: CompareArgs) -> Result<i32> {
     let b = super::report::read(&args.b)?;
     let c = compare(describe(&args.a, &a), &a, describe(&args.b, &b), &b);
     if let Some(p) = &args.html {
-        crate::util::write_file(p, &html(&c, &a, &b))?;
+        crate::output::write("--html", p, html(&c, &a, &b).as_bytes())?;
     }
     if args.json {
         let j = serde_json::to_string_pretty(&c).unwrap_or_default();
-        crate::util::print(&(j + "\n"));
+        crate::util::print(&(j + "\n"))?;
     } else {
-        crate::util::print(&text(&c));
+        crate::util::print(&text(&c))?;
     }
     Ok(exit::OK)
 }

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::{
     error::{Error, Result, exit},
     load::{self, Arrival, Plan, Sample, Summary},
+    output::OutputFile,
     traps::{Finding, Severity},
     util::{parse_duration, parse_rate},
 };
@@ -187,8 +188,10 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
         p.hosts = load::expand_hosts(pat)?;
     }
     if let Some(f) = &a.hosts {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| Error::input(format!("--hosts {}", f.display()), e))?;
+        let what = format!("--hosts {}", f.display());
+        let bytes = crate::input::read_capped(&what, f, crate::input::HOSTS_CAP)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::usage(format!("{what}: not UTF-8 text")))?;
         p.hosts = text
             .lines()
             .map(str::trim)
@@ -210,7 +213,11 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
     p.body = match a.body.as_deref() {
         None => vec![],
         Some(b) => match b.strip_prefix('@') {
-            Some(f) => std::fs::read(f).map_err(|e| Error::input(format!("--body @{f}"), e))?,
+            Some(f) => crate::input::read_capped(
+                &format!("--body @{f}"),
+                std::path::Path::new(f),
+                crate::input::BODY_CAP,
+            )?,
             None => b.as_bytes().to_vec(),
         },
     };
@@ -273,26 +280,33 @@ pub fn verdict(
 
 /// Runs the command; returns the exit code.
 pub fn run(args: LoadArgs) -> Result<i32> {
+    crate::cmd::check_ignore(&args.ignore)?;
     let plan = plan(&args)?;
     let mut run_plan = plan.clone();
-    let create = |p: &PathBuf| {
-        std::fs::File::create(p).map_err(|e| Error::input(format!("create {}", p.display()), e))
-    };
-    let json_out = args.json_out.as_ref().map(create).transpose()?;
+    crate::output::check_all(&[("--html", args.html.as_deref())])?;
+    crate::output::check_all(&args.export.paths())?;
+    // Both files are created (as hidden temporaries) before the first arrival, so a bad path
+    // costs no run; they are put in place only once complete.
+    let json_out = args
+        .json_out
+        .as_ref()
+        .map(|p| OutputFile::create("--json-out", p))
+        .transpose()?;
     let writer = match &args.samples_out {
         Some(path) => {
-            let file = create(path)?;
+            let mut file = OutputFile::create("--samples-out", path)?;
             let (tx, rx) = std::sync::mpsc::channel::<Sample>();
             run_plan.samples = Some(tx);
             let path = path.clone();
-            Some(std::thread::spawn(move || -> Result<()> {
-                let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-                let fail = |e: std::io::Error| Error::input(format!("write {}", path.display()), e);
+            Some(std::thread::spawn(move || -> Result<OutputFile> {
+                let fail = |e: std::io::Error| {
+                    Error::output(format!("--samples-out {}", path.display()), e)
+                };
                 for s in rx {
-                    serde_json::to_writer(&mut w, &s).map_err(|e| fail(e.into()))?;
-                    w.write_all(b"\n").map_err(fail)?;
+                    serde_json::to_writer(&mut file, &s).map_err(|e| fail(e.into()))?;
+                    file.write_all(b"\n").map_err(fail)?;
                 }
-                w.flush().map_err(fail)
+                Ok(file)
             }))
         }
         None => None,
@@ -342,9 +356,19 @@ pub fn run(args: LoadArgs) -> Result<i32> {
         }
     };
     progress.clear();
+    // From here on the run is measured: a file that cannot be written is reported after the
+    // report is printed, never instead of it.
+    let mut lost = vec![];
     if let Some(w) = writer {
-        w.join()
-            .map_err(|_| Error::Untrusted("the samples writer panicked".into()))??;
+        match w
+            .join()
+            .map_err(|_| Error::Untrusted("the samples writer panicked".into()))
+            .and_then(|r| r)
+            .and_then(OutputFile::commit)
+        {
+            Ok(()) => {}
+            Err(e) => lost.push(e.to_string()),
+        }
     }
     let (findings, ignored, measurement, code) =
         verdict(&summary, &plan, &args.ignore, args.strict);
@@ -357,22 +381,36 @@ pub fn run(args: LoadArgs) -> Result<i32> {
     };
     let json = serde_json::to_string_pretty(&doc)
         .map_err(|e| Error::Untrusted(format!("serialize the report: {e}")))?;
-    if let (Some(mut f), Some(p)) = (json_out, &args.json_out) {
-        f.write_all(json.as_bytes())
+    if let (Some(mut f), Some(p)) = (json_out, &args.json_out)
+        && let Err(e) = f
+            .write_all(json.as_bytes())
             .and_then(|_| f.write_all(b"\n"))
-            .map_err(|e| Error::input(format!("write {}", p.display()), e))?;
+            .map_err(|e| Error::output(format!("--json-out {}", p.display()), e))
+            .and_then(|_| f.commit())
+    {
+        lost.push(e.to_string());
     }
     if args.html.is_some() || args.export != Default::default() {
         let value = serde_json::to_value(&doc).unwrap_or_default();
-        if let Some(p) = &args.html {
-            crate::util::write_file(p, &crate::report::html::render_value(&value, &[]))?;
+        if let Some(p) = &args.html
+            && let Err(e) = crate::output::write(
+                "--html",
+                p,
+                crate::report::html::render_value(&value, &[]).as_bytes(),
+            )
+        {
+            lost.push(e.to_string());
         }
-        args.export.write(&value)?;
+        if let Err(e) = args.export.write(&value) {
+            lost.push(e.to_string());
+        }
     }
-    if args.json {
-        crate::util::print(&(json + "\n"));
-    } else {
-        crate::util::print(&text(&doc));
+    let shown = if args.json { json + "\n" } else { text(&doc) };
+    if let Err(e) = crate::util::print(&shown) {
+        lost.insert(0, e.to_string());
+    }
+    if !lost.is_empty() {
+        return Err(Error::ReportLost(lost.join("; ")));
     }
     Ok(code)
 }

@@ -89,7 +89,7 @@ pub struct PreflightArgs {
     #[arg(long, value_name = "PATH")]
     pub dir: Vec<PathBuf>,
     /// Port the server listens on (for the network census).
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
     /// Planned offered load, requests per second (with --timeout: the census sizes for
     /// rate × timeout connections).
@@ -246,18 +246,30 @@ struct Observed {
 
 /// Runs the command; returns the exit code.
 pub fn run(args: PreflightArgs) -> Result<i32> {
+    crate::output::check_all(&[
+        ("--json-out", args.json_out.as_deref()),
+        ("--html", args.html.as_deref()),
+    ])?;
+    crate::output::check_all(&args.export.paths())?;
     let report = check(&args)?;
-    if args.json {
-        crate::util::print(&(report.to_json() + "\n"));
+    let j = report.to_json() + "\n";
+    let shown = if args.json {
+        j.clone()
     } else {
-        crate::util::print(&render_text(&report, args.verbose));
-    }
-    if let Some(p) = &args.json_out {
-        crate::util::write_file(p, &(report.to_json() + "\n"))?;
-    }
-    if let Some(p) = &args.html {
-        crate::util::write_file(p, &crate::report::html::render(&report))?;
-    }
+        render_text(&report, args.verbose)
+    };
+    let h = args
+        .html
+        .as_ref()
+        .map(|_| crate::report::html::render(&report))
+        .unwrap_or_default();
+    crate::output::emit(
+        &shown,
+        &[
+            ("--json-out", args.json_out.as_deref(), j.as_bytes()),
+            ("--html", args.html.as_deref(), h.as_bytes()),
+        ],
+    )?;
     args.export
         .write(&serde_json::to_value(&report).unwrap_or_default())?;
     Ok(report.exit_code)
@@ -271,12 +283,22 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     // Inputs first, so bad ones fail before any time is spent.
     if let Some(pid) = args.pid {
         process::read_basic(pid)?;
+        if crate::host::mounts::is_zombie(pid) {
+            return Err(Error::usage(format!(
+                "--pid {pid} is a zombie (it exited and its parent has not reaped it): nothing to check"
+            )));
+        }
     }
     let given_cfg = match &args.fpm_config {
         Some(p) => Some(load_fpm_config(p)?),
         None => None,
     };
     let mark_path = args.mark_file.clone().or_else(hostinfo::default_mark_path);
+    if args.mark
+        && let Some(p) = &mark_path
+    {
+        crate::output::check_target("--mark-file", p)?;
+    }
     if args.mark && mark_path.is_none() {
         return Err(Error::usage(
             "--mark: no place for the mark ($XDG_RUNTIME_DIR and $HOME unset); give --mark-file",
@@ -625,16 +647,13 @@ fn target_checks(
 }
 
 fn load_fpm_config(p: &Path) -> Result<fpm::FpmConfig> {
-    // A directory or an unreadable file is bad input (exit 2), said in one line.
-    std::fs::File::open(p)
-        .and_then(|f| {
-            if f.metadata()?.is_dir() {
-                Err(std::io::Error::from(std::io::ErrorKind::IsADirectory))
-            } else {
-                Ok(())
-            }
-        })
-        .map_err(|e| Error::input(format!("--fpm-config {}", p.display()), e))?;
+    // A directory, a device, a FIFO, an oversized or unreadable file is bad input (exit 2),
+    // said in one line.
+    crate::input::read_capped(
+        &format!("--fpm-config {}", p.display()),
+        p,
+        crate::input::FPM_CONFIG_CAP,
+    )?;
     fpm::load(p, fpm::DEFAULT_PREFIX)
         .map_err(|e| Error::usage(format!("malformed FPM config: {e}")))
 }
@@ -701,8 +720,7 @@ fn kernel_log(
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
         };
-        hostinfo::write_mark(path, &new)
-            .map_err(|e| Error::input(format!("--mark {}", path.display()), e))?;
+        hostinfo::write_mark(path, &new)?;
     }
     Ok(log)
 }

@@ -57,7 +57,11 @@ pub fn read(path: &Path) -> Result<Value> {
 pub fn run(a: ReportArgs) -> Result<i32> {
     let doc = read(&a.file)?;
     if let Some(p) = &a.html {
-        crate::util::write_file(p, &report::html::render_value(&doc, &[]))?;
+        crate::output::write(
+            "--html",
+            p,
+            report::html::render_value(&doc, &[]).as_bytes(),
+        )?;
     }
     a.export.write(&doc)?;
     let files = a.html.is_some()
@@ -65,7 +69,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
         || a.export.openmetrics.is_some()
         || a.export.hgrm.is_some();
     if a.text || !files {
-        crate::util::print(&report::text::render_value(&doc));
+        crate::util::print(&report::text::render_value(&doc))?;
     }
     Ok(exit::OK)
 }

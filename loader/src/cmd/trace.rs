@@ -5,9 +5,10 @@ use std::{path::PathBuf, time::Duration};
 
 use crate::{
     error::{Error, Result},
+    output,
     report::{self, Report},
     trace,
-    util::{parse_duration, parse_rate, print, write_file},
+    util::{parse_duration, parse_rate},
 };
 
 /// Flags of the trace command.
@@ -93,9 +94,16 @@ pub fn run(args: TraceArgs) -> Result<i32> {
             crate::escape::text(bad)
         )));
     }
+    crate::cmd::check_ignore(&args.ignore)?;
     if args.watch_client.contains(&0) {
         return Err(Error::usage("--watch-client 0: not a process id"));
     }
+    // Output paths are refused now, before anything is attached.
+    output::check_all(&[
+        ("--json-out", args.json_out.as_deref()),
+        ("--html", args.html.as_deref()),
+    ])?;
+    output::check_all(&args.export.paths())?;
     let opts = trace::Options {
         pid,
         duration: args.duration,
@@ -132,25 +140,30 @@ pub fn run(args: TraceArgs) -> Result<i32> {
     Ok(report.exit_code)
 }
 
-/// Prints the report (text or JSON) and writes the requested files.
+/// Prints the report (text or JSON) and writes the requested files; a file that cannot be
+/// written never stops the others or the printed report (see [`output::emit`]).
 pub fn emit(
     report: &Report,
     json: bool,
     json_out: Option<&std::path::Path>,
     html: Option<&std::path::Path>,
 ) -> Result<()> {
-    if let Some(p) = json_out {
-        write_file(p, &(report.to_json() + "\n"))?;
-    }
-    if let Some(p) = html {
-        write_file(p, &report::html::render(report))?;
-    }
-    if json {
-        print(&(report.to_json() + "\n"));
+    let j = report.to_json() + "\n";
+    let shown = if json {
+        j.clone()
     } else {
-        print(&report::text::render(report));
-    }
-    Ok(())
+        report::text::render(report)
+    };
+    let h = html
+        .map(|_| report::html::render(report))
+        .unwrap_or_default();
+    output::emit(
+        &shown,
+        &[
+            ("--json-out", json_out, j.as_bytes()),
+            ("--html", html, h.as_bytes()),
+        ],
+    )
 }
 
 #[cfg(test)]

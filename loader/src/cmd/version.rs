@@ -298,9 +298,9 @@ pub fn run(a: VersionArgs) -> Result<i32> {
         });
     }
     if a.json {
-        print(&format!("{doc:#}\n"));
+        print(&format!("{doc:#}\n"))?;
     } else {
-        print(&text);
+        print(&text)?;
     }
     Ok(code)
 }

@@ -114,12 +114,13 @@ pub fn run(a: WaitDrainArgs) -> Result<i32> {
                     "elapsed_s": elapsed.as_secs_f64(),
                     "expected_below_in_s": eta.as_secs_f64(),
                     "samples": samples,
-                    "netns": ns.label(),
+                    // The text label quotes a name in backticks; JSON carries it bare.
+                    "netns": ns.label().trim_matches('`'),
                     "source": watch.source,
                 });
-                print(&format!("{v}\n"));
+                print(&format!("{v}\n"))?;
             } else {
-                print(&line);
+                print(&line)?;
             }
             return Ok(if drained { exit::OK } else { exit::FAIL });
         }

@@ -531,14 +531,19 @@ pub fn read_mark(path: &Path) -> io::Result<Option<Mark>> {
     }
 }
 
-/// Writes a mark atomically (temp file + rename, so a concurrent reader never sees half).
-pub fn write_mark(path: &Path, mark: &Mark) -> io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+/// Writes a mark atomically through [`crate::output`] (unpredictable temporary name, no
+/// symlink followed, renamed into place, so a concurrent reader never sees half).
+pub fn write_mark(path: &Path, mark: &Mark) -> crate::error::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            crate::error::Error::output(format!("--mark-file {}", path.display()), e)
+        })?;
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_string(mark).unwrap_or_default())?;
-    std::fs::rename(&tmp, path)
+    crate::output::write(
+        "--mark-file",
+        path,
+        serde_json::to_string(mark).unwrap_or_default().as_bytes(),
+    )
 }
 
 /// Kernel log records that preflight shows.

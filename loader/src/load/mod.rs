@@ -28,7 +28,7 @@ mod client;
 mod clock;
 mod engine;
 mod findings;
-mod http;
+pub mod http;
 mod plan;
 mod render;
 mod schedule;

@@ -290,6 +290,15 @@ impl Plan {
         if self.duration.is_zero() {
             return Err(Error::usage("--duration must be positive"));
         }
+        // An open-loop window with no arrival in it measures nothing and must not pass.
+        if let (Some(rate), None) = (self.rate, self.closed_loop)
+            && rate * self.duration.as_secs_f64() < 1.0
+        {
+            return Err(Error::usage(format!(
+                "--rate {rate} for {} s schedules no request; raise --rate or --duration",
+                self.duration.as_secs_f64()
+            )));
+        }
         if self.duration + self.warmup > MAX_SPAN {
             return Err(Error::usage(
                 "--warmup plus --duration exceed a day; that is a typo, not a benchmark",
@@ -604,6 +613,12 @@ pub fn parse_path_mix(s: &str) -> Result<Vec<(String, u32)>> {
                 w.parse::<u32>()
                     .map_err(|_| Error::usage(format!("--path-mix: weight `{w}` is too large")))?,
             ),
+            // `/=-1`, `/=1.5`: a weight that is not a whole number, not a path ending in `=…`.
+            Some((_, w)) if w.trim().parse::<f64>().is_ok() => {
+                return Err(Error::usage(format!(
+                    "--path-mix: weight `{w}` in `{item}` is not a whole number ≥ 0"
+                )));
+            }
             _ => (item, 1),
         };
         out.push((path.to_string(), w));

@@ -327,19 +327,54 @@ pub(crate) fn sum_slot<T: std::borrow::Borrow<MapData>>(
 }
 
 fn map_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Untrusted(format!("{what}: {e}"))
+    let msg = e.to_string();
+    fd_limit(what, &msg).unwrap_or_else(|| Error::Untrusted(format!("{what}: {msg}")))
+}
+
+/// An error with its sources (aya's map and program errors keep the errno in `source()`,
+/// which `{:#}` does not print for non-anyhow errors).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// EMFILE named for what it is: the process's descriptor limit, not the kernel (exit 4).
+pub fn fd_limit(what: &str, msg: &str) -> Option<Error> {
+    (msg.contains("Too many open files") || msg.contains("EMFILE")).then(|| {
+        let (soft, hard) = crate::util::nofile_limit();
+        Error::Privilege(format!(
+            "{what}: out of file descriptors (EMFILE: RLIMIT_NOFILE soft {soft}, hard {hard}); \
+             raise the limit (ulimit -n 4096) and run again"
+        ))
+    })
 }
 
 impl Probes {
     /// Loads the object and attaches every program the kernel supports.
     pub fn attach(btf_file: Option<&std::path::Path>, want: &AttachOptions) -> Result<Self> {
         let path = btf_file.unwrap_or(std::path::Path::new("/sys/kernel/btf/vmlinux"));
-        let btf_data = std::fs::read(path).map_err(|e| {
-            Error::Kernel(format!(
-                "no kernel BTF at {} ({e}); trapdetect needs BTF (CONFIG_DEBUG_INFO_BTF=y) to find kernel \
-                 struct offsets, or a BTF file for this kernel with --btf",
-                path.display()
-            ))
+        let btf_data = crate::input::read_capped_io(path, crate::input::BTF_CAP).map_err(|e| {
+            use std::io::ErrorKind as K;
+            match (btf_file, e.kind()) {
+                // A device, FIFO, directory or oversized file given by the user: bad input.
+                (Some(p), K::InvalidInput | K::FileTooLarge | K::IsADirectory) => {
+                    Error::input(format!("--btf {}", p.display()), e)
+                }
+                _ => Error::Kernel(format!(
+                    "no kernel BTF at {} ({e}); trapdetect needs BTF (CONFIG_DEBUG_INFO_BTF=y) to find kernel \
+                     struct offsets, or a BTF file for this kernel with --btf",
+                    path.display()
+                )),
+            }
         })?;
         let btf =
             Btf::parse(&btf_data).map_err(|e| Error::Kernel(format!("{}: {e}", path.display())))?;
@@ -389,8 +424,10 @@ impl Probes {
         loader.override_global(GLOBAL_EXIT_GROUP_DEAD_OFF, &exit_group_dead, true);
         loader.map_max_entries(MAP_TRACED, pid_max + 1);
         let ebpf = loader.load(OBJECT).map_err(|e| {
-            let msg = format!("{e:#}");
-            if msg.contains("EPERM") || msg.contains("Operation not permitted") {
+            let msg = chain(&e);
+            if let Some(e) = fd_limit("loading the eBPF object", &msg) {
+                e
+            } else if msg.contains("EPERM") || msg.contains("Operation not permitted") {
                 Error::Privilege(format!(
                     "loading eBPF maps was refused ({msg}); run as root or grant CAP_BPF"
                 ))
@@ -539,10 +576,11 @@ impl Probes {
                 .ok_or_else(|| format!("program {} not in the object", e.program))?
                 .try_into()
                 .map_err(|err| format!("{err}"))?;
-            prog.load().map_err(|err| format!("load: {err:#}"))?;
+            prog.load()
+                .map_err(|err| format!("load: {}", chain(&err)))?;
             for (c, n) in &available {
                 prog.attach(c, n)
-                    .map_err(|err| format!("attach {c}/{n}: {err:#}"))?;
+                    .map_err(|err| format!("attach {c}/{n}: {}", chain(&err)))?;
             }
             Ok(())
         })();
@@ -554,6 +592,9 @@ impl Probes {
                 note: e.purpose.into(),
             }),
             Err(msg) => {
+                if let Some(err) = fd_limit(&format!("attaching {}", e.program), &msg) {
+                    return Err(err);
+                }
                 if msg.contains("EPERM") || msg.contains("Operation not permitted") {
                     return Err(Error::Privilege(format!(
                         "attaching {} was refused ({msg}); run as root (CAP_BPF + CAP_PERFMON)",

@@ -26,13 +26,22 @@ pub struct ExportArgs {
 }
 
 impl ExportArgs {
+    /// The output paths asked for, with their flags, for `output::check_all` before a run.
+    pub fn paths(&self) -> [(&'static str, Option<&std::path::Path>); 3] {
+        [
+            ("--csv", self.csv.as_deref()),
+            ("--openmetrics", self.openmetrics.as_deref()),
+            ("--hgrm", self.hgrm.as_deref()),
+        ]
+    }
+
     /// Writes every export asked for.
     pub fn write(&self, doc: &Value) -> Result<()> {
         if let Some(p) = &self.csv {
-            crate::util::write_file(p, &csv(doc))?;
+            crate::output::write("--csv", p, csv(doc).as_bytes())?;
         }
         if let Some(p) = &self.openmetrics {
-            crate::util::write_file(p, &openmetrics(doc))?;
+            crate::output::write("--openmetrics", p, openmetrics(doc).as_bytes())?;
         }
         if let Some(p) = &self.hgrm {
             let dists = distributions(doc);
@@ -56,7 +65,7 @@ impl ExportArgs {
                         .unwrap_or_default();
                     p.with_file_name(format!("{stem}.{class}{ext}"))
                 };
-                crate::util::write_file(&path, &hgrm(d))?;
+                crate::output::write("--hgrm", &path, hgrm(d).as_bytes())?;
             }
         }
         Ok(())

@@ -215,6 +215,8 @@ fn work_between(
 
 /// Runs a session and returns its report (exit code computed by the caller's `finish`).
 pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Report> {
+    // First: a Ctrl-C during setup must end the window, not be lost.
+    install_signal_handlers();
     let target = tree::info(opts.pid)?;
     for &c in &opts.watch_clients {
         tree::info(c)?;
@@ -246,7 +248,6 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     let done = Arc::new(AtomicBool::new(false));
     let reader = spawn_ring_reader(ring, done.clone());
 
-    install_signal_handlers();
     // The sampler's baseline is read here, before the start line a caller may wait for.
     let mut armed = net::arm(&net_start, &mut probes)?;
     // Payload on the server's ports, whatever client sent it: its listening ports and the
