@@ -99,6 +99,7 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         btf: args.btf.clone(),
         watch_clients: args.watch_client.clone(),
         skip_probes: args.skip_probe.clone(),
+        offcpu: false,
     };
     // Validate and resolve the URL before attaching anything.
     let mut probe = match &args.url {

@@ -57,6 +57,8 @@ pub struct Options {
     pub watch_clients: Vec<u32>,
     /// Programs not to attach (`--skip-probe`).
     pub skip_probes: Vec<String>,
+    /// Attach the off-CPU probes (`trapdetect run`).
+    pub offcpu: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -167,6 +169,7 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         &AttachOptions {
             skip: opts.skip_probes.clone(),
             watch_clients: !opts.watch_clients.is_empty(),
+            offcpu: opts.offcpu,
         },
     )?;
     // Mark the target first: from here on its forks are followed in the kernel. Then walk
