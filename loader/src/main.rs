@@ -27,6 +27,7 @@ fn main() {
         Some(Command::Trace(a)) => cmd::trace::run(a),
         Some(Command::Load(a)) => cmd::load::run(*a),
         Some(Command::Preflight(a)) => cmd::preflight::run(a),
+        Some(Command::Run(a)) => cmd::run::run(*a),
         Some(Command::WaitDrain(a)) => cmd::wait_drain::run(a),
         Some(Command::NetCensus(a)) => cmd::net_census::run(a),
     };

@@ -3,5 +3,6 @@
 pub mod load;
 pub mod net_census;
 pub mod preflight;
+pub mod run;
 pub mod trace;
 pub mod wait_drain;

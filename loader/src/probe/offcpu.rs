@@ -174,6 +174,22 @@ impl Probes {
             .filter(|s| tids.contains(&s.tid) && s.state != ST_EMPTY)
             .collect())
     }
+
+    /// FUSE requests so far by connection device (all opcodes), for the per-second series.
+    pub fn fuse_by_dev(&self) -> HashMap<u32, u64> {
+        let mut out = HashMap::new();
+        let Some(m) = self.ebpf.map(trapdetect_common::names::MAP_FUSE_OPS) else {
+            return out;
+        };
+        let Ok(h) = PerCpuHashMap::<&MapData, trapdetect_common::fuse::FuseKey, u64>::try_from(m)
+        else {
+            return out;
+        };
+        for (k, v) in h.iter().flatten() {
+            *out.entry(k.dev).or_default() += v.iter().sum::<u64>();
+        }
+        out
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 pub mod aggregate;
 pub mod net;
 pub mod probe_load;
+pub mod seconds;
 
 use std::{
     collections::HashMap,
@@ -124,6 +125,9 @@ pub trait LoadDriver {
     /// the window and its basis label (`None`: no usable count). It records its own section,
     /// findings and trust problems in `report`.
     fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>>;
+    /// Called every few tens of milliseconds during the window, with the probes to read
+    /// (`trapdetect run` samples its per-second kernel series here).
+    fn tick(&mut self, _probes: &Probes) {}
 }
 
 /// Working directories of the traced processes, sampled through the window: a PHP worker
@@ -221,6 +225,9 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         std::thread::sleep(
             Duration::from_millis(50).min(opts.duration.saturating_sub(start.elapsed())),
         );
+        if let Some(l) = load.as_deref_mut() {
+            l.tick(&probes);
+        }
         if !tree::alive(opts.pid, target.starttime) {
             exited_after = Some(start.elapsed().as_secs_f64());
             break;
