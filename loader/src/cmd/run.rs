@@ -65,6 +65,13 @@ impl LoadDriver for RunDriver {
         }
     }
 
+    fn end(&mut self, probes: &Probes) {
+        // The last, partial second.
+        if let Some(s) = self.sampler.as_mut() {
+            s.finish(probes);
+        }
+    }
+
     fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>> {
         let running = self
             .running
@@ -242,40 +249,82 @@ fn observe(
         .map(|x| x.dt_s)
         .sum::<f64>()
         .max(s.window.measured_s.min(1e-3));
-    let answered = s.ok_2xx + s.non_2xx;
-    // Filesystems: time in path syscalls from the tracer's resolved rows (Little's law:
-    // mean threads in them = time ÷ window); operations from the FUSE tracepoint when it is
-    // there, else lookups.
+    // Filesystems. Time: the kernel's path-class off-CPU time of this window, shared out
+    // between mounts as the tracer's per-path attribution shares its path syscall time (a
+    // blocked walk's filesystem needs the path string), plus file I/O blocked on the mount's
+    // device. Operations: FUSE requests in the sampled seconds, per 2xx completed in them (a
+    // request that timed out on the client or got a fast 502 is not a served request).
     let requests = report.requests.as_ref().and_then(|q| q.count).unwrap_or(0) as f64;
-    let trace_window = report.window_s.unwrap_or(window_s).max(1e-3);
+    let row_s =
+        |row: &crate::report::FsRow| row.syscall_ms_per_request.unwrap_or(0.0) * requests / 1e3;
+    let all_rows_s: f64 = report.filesystems.iter().map(row_s).sum();
+    let path_off = off_s[trapdetect_common::offcpu::CLASS_PATH as usize];
+    let window_keys = k.window_keys();
+    let measured = s.window.measured_s.floor() as u64;
+    let in_window: Vec<&crate::trace::seconds::KernelSecond> = k
+        .seconds
+        .iter()
+        .filter(|x| x.t_s < measured.max(1))
+        .collect();
+    let answered_in = |secs: &[&crate::trace::seconds::KernelSecond]| -> u64 {
+        s.series
+            .iter()
+            .filter(|p| secs.iter().any(|x| x.t_s == p.t_s))
+            .map(|p| p.ok_2xx)
+            .sum()
+    };
+    let answered_window = answered_in(&in_window);
     let filesystems = report
         .filesystems
         .iter()
         .map(|row| {
-            let syscall_s = row.syscall_ms_per_request.unwrap_or(0.0) * requests / 1e3
-                * (window_s / trace_window).min(1.0);
-            let fuse: u64 = row.fuse_ops.iter().map(|f| f.count).sum();
             let dev = mounts
                 .mounts
                 .iter()
                 .find(|m| m.mount_point_display() == row.mount_point)
                 .map(|m| m.kernel_dev());
-            let ops_per_s = match dev {
-                Some(d) if fuse > 0 => k
-                    .seconds
+            let file_io_s: f64 = window_keys
+                .iter()
+                .filter(|(key, _)| {
+                    key.class == trapdetect_common::offcpu::CLASS_FILE_IO && Some(key.dev) == dev
+                })
+                .map(|(_, (ns, _))| *ns as f64 / 1e9)
+                .sum();
+            let share = if all_rows_s > 0.0 {
+                row_s(row) / all_rows_s
+            } else {
+                0.0
+            };
+            let ops_per_s: Vec<u64> = match dev {
+                Some(d) => in_window
                     .iter()
-                    .filter(|x| (x.t_s as f64) < s.window.measured_s.floor())
                     .map(|x| x.fuse_ops.get(&d).copied().unwrap_or(0))
                     .collect(),
-                _ => vec![],
+                None => vec![],
+            };
+            let fuse: u64 = ops_per_s.iter().sum();
+            let (ops, ops_kind, ops_per_s) = if fuse > 0 {
+                (fuse, "FUSE requests", ops_per_s)
+            } else {
+                // Lookups are only known for the whole trace: scale them to this window.
+                let scale = if requests > 0.0 {
+                    answered_window as f64 / requests
+                } else {
+                    0.0
+                };
+                (
+                    (row.lookups as f64 * scale).round() as u64,
+                    "lookups",
+                    vec![],
+                )
             };
             FsLoad {
                 mount: row.mount_point.clone(),
                 fs_type: row.fs_type.clone(),
                 slow: row.slow.map(|x| x.describe().to_string()),
-                syscall_s,
-                ops: if fuse > 0 { fuse } else { row.lookups },
-                ops_kind: if fuse > 0 { "FUSE requests" } else { "lookups" },
+                syscall_s: path_off * share + file_io_s,
+                ops,
+                ops_kind,
                 ops_per_s,
             }
         })
@@ -309,8 +358,9 @@ fn observe(
             .map(|n| n.get() as f64)
             .unwrap_or(1.0),
         offered_rate: s.offered_rate_per_s,
-        delivered_rate: s.delivered_rate_per_s,
-        answered,
+        // 2xx while the kernel was watched: the drain after the window is not the ceiling.
+        delivered_rate: answered_window as f64 / window_s,
+        answered: answered_window,
         off_s,
         on_cpu_s: on,
         runq_s: runq,

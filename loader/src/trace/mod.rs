@@ -128,6 +128,8 @@ pub trait LoadDriver {
     /// Called every few tens of milliseconds during the window, with the probes to read
     /// (`trapdetect run` samples its per-second kernel series here).
     fn tick(&mut self, _probes: &Probes) {}
+    /// Called once when the window ends, before `finish`, with the probes still attached.
+    fn end(&mut self, _probes: &Probes) {}
 }
 
 /// Working directories of the traced processes, sampled through the window: a PHP worker
@@ -248,6 +250,9 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         }
     }
     let window_s = start.elapsed().as_secs_f64();
+    if let Some(l) = load.as_deref_mut() {
+        l.end(&probes);
+    }
     if tty {
         eprint!("\r{}\r", " ".repeat(70));
     }

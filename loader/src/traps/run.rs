@@ -89,7 +89,7 @@ pub struct RunObs {
     pub offered_rate: f64,
     /// 2xx per second.
     pub delivered_rate: f64,
-    /// Completed requests (any status) over the window.
+    /// 2xx completions in the sampled seconds (the served requests costs are divided by).
     pub answered: u64,
     /// Threads' time over the window by class (thread-seconds), `CLASS_NAMES` order.
     pub off_s: Vec<f64>,
@@ -245,7 +245,8 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
         // Capacity: when threads queue for it (L ≥ 1), the rate it sustained; below that, a
         // serialized server is busy at most L of the time, so it could do rate ÷ L.
         let rate = if loaded.len() >= 3 {
-            median(loaded.clone())
+            let steady = &loaded[1..];
+            steady.iter().sum::<f64>() / steady.len() as f64
         } else {
             window_rate
         };
