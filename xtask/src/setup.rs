@@ -26,6 +26,8 @@ const APT: &[&str] = &[
     "python3",
     "sqlite3",
     "util-linux",
+    // The peer `cargo xtask bench` runs beside the off-CPU probes (same aggregation).
+    "bpftrace",
 ];
 
 fn missing_packages() -> Vec<&'static str> {
