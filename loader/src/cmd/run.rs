@@ -521,4 +521,21 @@ mod tests {
             assert_eq!(Cli::try_parse_from(&bad).unwrap_err().exit_code(), 2);
         }
     }
+
+    #[test]
+    fn a_closed_loop_or_a_bad_url_is_refused_before_anything_attaches() {
+        for args in [
+            vec!["--url", "http://127.0.0.1:1/", "--closed-loop", "-c", "4"],
+            vec!["--url", "ftp://127.0.0.1/", "--rate", "5"],
+            vec!["--url", "http://127.0.0.1:1/"],
+        ] {
+            let mut a = vec!["trapdetect", "run", "--pid", "1"];
+            a.extend(args.iter().copied());
+            let Some(Command::Run(r)) = Cli::try_parse_from(&a).unwrap().command else {
+                panic!("{a:?}");
+            };
+            let e = super::run(*r).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{a:?}: {e}");
+        }
+    }
 }
