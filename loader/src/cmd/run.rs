@@ -260,12 +260,9 @@ fn observe(
     let all_rows_s: f64 = report.filesystems.iter().map(row_s).sum();
     let path_off = off_s[trapdetect_common::offcpu::CLASS_PATH as usize];
     let window_keys = k.window_keys();
-    let measured = s.window.measured_s.floor() as u64;
-    let in_window: Vec<&crate::trace::seconds::KernelSecond> = k
-        .seconds
-        .iter()
-        .filter(|x| x.t_s < measured.max(1))
-        .collect();
+    // Kernel sampling stops when the window ends: every sampled second is in it (the last
+    // one partial, its counts turned into rates below).
+    let in_window: Vec<&crate::trace::seconds::KernelSecond> = k.seconds.iter().collect();
     let answered_in = |secs: &[&crate::trace::seconds::KernelSecond]| -> u64 {
         s.series
             .iter()
@@ -295,14 +292,19 @@ fn observe(
             } else {
                 0.0
             };
-            let ops_per_s: Vec<u64> = match dev {
+            let counts: Vec<(u64, f64)> = match dev {
                 Some(d) => in_window
                     .iter()
-                    .map(|x| x.fuse_ops.get(&d).copied().unwrap_or(0))
+                    .map(|x| (x.fuse_ops.get(&d).copied().unwrap_or(0), x.dt_s.max(1e-3)))
                     .collect(),
                 None => vec![],
             };
-            let fuse: u64 = ops_per_s.iter().sum();
+            let fuse: u64 = counts.iter().map(|c| c.0).sum();
+            // Rates, not counts: the last second is partial.
+            let ops_per_s: Vec<u64> = counts
+                .iter()
+                .map(|(n, dt)| (*n as f64 / dt).round() as u64)
+                .collect();
             let (ops, ops_kind, ops_per_s) = if fuse > 0 {
                 (fuse, "FUSE requests", ops_per_s)
             } else {
