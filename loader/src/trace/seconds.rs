@@ -309,12 +309,13 @@ impl Sampler {
         }
     }
 
-    /// Threads that never waited for work at a sample are workers too; threads idle at every
-    /// sample (a master in epoll_wait) are not.
+    /// Threads found doing something other than waiting for work at half the samples or more
+    /// (a master in epoll_wait that wakes for its once-a-second timer is not a worker; a
+    /// worker of a saturated pool is busy at nearly every sample).
     pub fn workers(&self) -> usize {
         self.idle
             .values()
-            .filter(|(idle, n)| *n > 0 && idle < n)
+            .filter(|(idle, n)| *n > 0 && (n - idle) * 2 >= *n)
             .count()
     }
 
