@@ -10,6 +10,7 @@ pub mod counters;
 pub mod fuse;
 pub mod hist;
 pub mod names;
+pub mod offcpu;
 pub mod paths;
 pub mod process;
 pub mod records;

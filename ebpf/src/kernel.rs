@@ -14,7 +14,7 @@ macro_rules! global {
     ($($name:ident),*) => {
         $(
             #[unsafe(no_mangle)]
-            static $name: u32 = 0;
+            pub static $name: u32 = 0;
         )*
     };
 }
@@ -93,7 +93,7 @@ pub fn cwd_dev() -> u32 {
 
 /// The `struct file` behind the current task's file descriptor `fd`.
 #[inline(always)]
-fn fd_file(fd: u64) -> Option<u64> {
+pub fn fd_file(fd: u64) -> Option<u64> {
     let task = unsafe { bpf_get_current_task() };
     let files = read_ptr(task, global(&OFF_TASK_FILES))?;
     let fdt = read_ptr(files, global(&OFF_FILES_FDT))?;

@@ -6,6 +6,7 @@
 mod connect;
 mod fuse;
 mod kernel;
+mod offcpu;
 mod process;
 mod served;
 mod syscalls;

@@ -51,6 +51,10 @@ pub enum Command {
     /// Attach to a server and report the traps its requests walk into (same as no subcommand).
     #[command(after_help = EXIT_CODES)]
     Trace(cmd::trace::TraceArgs),
+    /// Open-loop load and tracing at once, joined second by second: what every thread waits
+    /// on when throughput goes flat, and a verdict (docs/run.md).
+    #[command(after_help = EXIT_CODES)]
+    Run(Box<cmd::run::RunArgs>),
     /// The open-loop load generator alone.
     Load(Box<cmd::load::LoadArgs>),
     /// Fast static check of the environment for harness scripts (no tracing).

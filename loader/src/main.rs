@@ -31,6 +31,7 @@ fn main() {
         Some(Command::Preflight(a)) => cmd::preflight::run(a),
         Some(Command::Report(a)) => cmd::report::run(a),
         Some(Command::Compare(a)) => cmd::compare::run(a),
+        Some(Command::Run(a)) => cmd::run::run(*a),
         Some(Command::WaitDrain(a)) => cmd::wait_drain::run(a),
         Some(Command::Version(a)) => cmd::version::run(a),
         Some(Command::NetCensus(a)) => cmd::net_census::run(a),

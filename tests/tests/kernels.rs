@@ -90,7 +90,7 @@ fn trace_pathload(mode: &str, dir: &Path) -> (Value, std::process::Output) {
 }
 
 /// Programs not attached, with the reason (excluding the connect probes, which attach only
-/// with --watch-client).
+/// with --watch-client, and the off-CPU probes, which attach only under `trapdetect run`).
 fn not_attached(r: &Value) -> Vec<(String, String)> {
     r["probes"]
         .as_array()
@@ -98,6 +98,12 @@ fn not_attached(r: &Value) -> Vec<(String, String)> {
         .iter()
         .filter(|p| p["attached"] == false)
         .filter(|p| !p["note"].as_str().unwrap().contains("--watch-client"))
+        .filter(|p| {
+            !p["note"]
+                .as_str()
+                .unwrap()
+                .contains("measured by `trapdetect run`")
+        })
         .filter(|p| p["note"] != "syscall not present on this architecture")
         .map(|p| {
             (

@@ -6,6 +6,7 @@ pub mod load;
 pub mod net_census;
 pub mod preflight;
 pub mod report;
+pub mod run;
 pub mod trace;
 pub mod version;
 pub mod wait_drain;

@@ -69,6 +69,9 @@ pub struct TraceArgs {
     /// measuring overhead). Leaving out a required one makes the measurement untrusted (exit 3).
     #[arg(long = "skip-probe", value_name = "PROGRAM", hide = true)]
     pub skip_probe: Vec<String>,
+    /// Also attach the off-CPU probes `trapdetect run` uses (for measuring their overhead).
+    #[arg(long, hide = true)]
+    pub offcpu: bool,
     /// No progress on stderr (errors, warnings and the start line remain).
     #[arg(long, short = 'q', conflicts_with = "progress")]
     pub quiet: bool,
@@ -113,6 +116,7 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         btf: args.btf.clone(),
         watch_clients: args.watch_client.clone(),
         skip_probes: args.skip_probe.clone(),
+        offcpu: args.offcpu,
     };
     // Validate and resolve the URL before attaching anything.
     let mut probe = match &args.url {

@@ -39,6 +39,11 @@ pub struct VersionArgs {
 
 /// Every helper the eBPF object may call, with the kernel that introduced it. A unit test
 /// checks that the object calls nothing missing from this list.
+/// Helpers only optional programs call (the off-CPU probes of `trapdetect run`, tp_btf): their
+/// absence degrades `run`'s classes, never `trace`.
+const OPTIONAL_HELPERS: &[(BpfHelper, &str, &str)] =
+    &[(BpfHelper::BPF_FUNC_task_pt_regs, "task_pt_regs", "5.15")];
+
 const HELPERS: &[(BpfHelper, &str, &str)] = &[
     (
         BpfHelper::BPF_FUNC_map_lookup_elem,
@@ -56,6 +61,11 @@ const HELPERS: &[(BpfHelper, &str, &str)] = &[
         "3.19",
     ),
     (BpfHelper::BPF_FUNC_ktime_get_ns, "ktime_get_ns", "4.1"),
+    (
+        BpfHelper::BPF_FUNC_probe_read_user,
+        "probe_read_user",
+        "5.5",
+    ),
     (
         BpfHelper::BPF_FUNC_get_current_pid_tgid,
         "get_current_pid_tgid",
@@ -195,6 +205,22 @@ fn kernel_checks(btf_file: Option<&std::path::Path>) -> Vec<(&'static str, Vec<C
     let used = version::helper_calls(probe::object());
     let mut helpers = vec![];
     for id in &used {
+        if let Some((h, name, since)) = OPTIONAL_HELPERS.iter().find(|(h, ..)| *h as u32 == *id) {
+            let r = is_helper_supported(ProgramType::Tracing, *h);
+            helpers.push(Check {
+                what: format!("bpf_{name} (from tp_btf programs, `run` only)"),
+                required: false,
+                ok: r.as_ref().ok().copied(),
+                note: match r {
+                    Ok(true) => String::new(),
+                    Ok(false) => {
+                        format!("Linux {since}+; without it `run` cannot say why threads wait")
+                    }
+                    Err(e) => format!("not probed: {e}"),
+                },
+            });
+            continue;
+        }
         let Some((h, name, since)) = HELPERS.iter().find(|(h, ..)| *h as u32 == *id) else {
             helpers.push(Check {
                 what: format!("helper #{id}"),
@@ -314,7 +340,10 @@ mod tests {
         let used = version::helper_calls(probe::object());
         for id in &used {
             assert!(
-                HELPERS.iter().any(|(h, ..)| *h as u32 == *id),
+                HELPERS
+                    .iter()
+                    .chain(OPTIONAL_HELPERS)
+                    .any(|(h, ..)| *h as u32 == *id),
                 "the eBPF object calls helper #{id}: add it to HELPERS with its kernel version"
             );
         }

@@ -380,6 +380,12 @@ impl Running {
         }
     }
 
+    /// Start of the measured window, CLOCK_MONOTONIC ns (`trapdetect run` joins kernel
+    /// seconds on it).
+    pub fn measured_start_ns(&self) -> u64 {
+        self.shared.measured_start_ns
+    }
+
     /// Whether the run (drain included) is over; `wait` then returns at once.
     pub fn is_finished(&self) -> bool {
         self.threads.iter().all(|t| t.is_finished())

@@ -5,6 +5,7 @@
 //! this kernel lacks is skipped and the report says so; a required one missing makes the
 //! measurement untrusted (exit 3).
 
+pub mod offcpu;
 pub mod tcp;
 pub mod tracefs;
 
@@ -114,6 +115,7 @@ fn table() -> Vec<Entry> {
         required: false,
         purpose: "connect() latency and errno of watched clients (--watch-client)",
     });
+    t.extend(offcpu::entries());
     t
 }
 
@@ -186,6 +188,9 @@ pub struct AttachOptions {
     pub skip: Vec<String>,
     /// Attach the connect() programs (only useful with `--watch-client`).
     pub watch_clients: bool,
+    /// Attach the off-CPU programs (`trapdetect run`: they cost a few map operations per
+    /// context switch of a traced thread).
+    pub offcpu: bool,
 }
 
 /// Offsets the socket probes use, from BTF; a missing one degrades them (the netns filter, the
@@ -310,6 +315,10 @@ pub struct Probes {
     pub socket_offsets_missing: Vec<String>,
     /// The namespace filter of the TCP state probe can be used.
     pub netns_filter: bool,
+    /// Kernel BTF the `tp_btf` programs are loaded against.
+    btf_path: std::path::PathBuf,
+    /// Why the off-CPU programs cannot run, when a kernel offset they need is missing.
+    offcpu_missing: Option<String>,
     /// Kept alive so tracefs stays mounted while attached.
     _tracefs: Tracefs,
 }
@@ -380,6 +389,7 @@ impl Probes {
             Btf::parse(&btf_data).map_err(|e| Error::Kernel(format!("{}: {e}", path.display())))?;
         let offs = offsets(&btf).map_err(|e| Error::Kernel(format!("kernel BTF: {e}")))?;
         let (sock_offs, socket_offsets_missing) = socket_offsets(&btf);
+        let (offcpu_offs, offcpu_missing) = offcpu::globals(&btf);
         let netns_filter = sock_offs
             .iter()
             .filter(|(g, _)| *g == GLOBAL_OFF_SK_NET || *g == GLOBAL_OFF_NET_INUM)
@@ -408,7 +418,7 @@ impl Probes {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(4_194_304);
         let mut loader = EbpfLoader::new();
-        for (name, v) in offs.iter().chain(&sock_offs) {
+        for (name, v) in offs.iter().chain(&sock_offs).chain(&offcpu_offs) {
             loader.override_global(name, v, true);
         }
         loader.override_global(GLOBAL_FORK_PARENT_OFF, &fork_parent, true);
@@ -450,6 +460,8 @@ impl Probes {
             missing_required: vec![],
             socket_offsets_missing,
             netns_filter,
+            btf_path: path.to_path_buf(),
+            offcpu_missing,
             _tracefs: tracefs,
         };
         // Attach exits before enters, so an enter never records a call whose exit is unseen.
@@ -459,6 +471,10 @@ impl Probes {
             let connect = e.program == PROG_SYS_ENTER_CONNECT || e.program == PROG_SYS_EXIT_CONNECT;
             let why_not = if want.skip.contains(&e.program) {
                 Some("skipped on request (--skip-probe)")
+            } else if e.attach[0].0 == offcpu::TP_BTF && !want.offcpu {
+                Some("not attached: off-CPU time is measured by `trapdetect run`")
+            } else if e.attach[0].0 == offcpu::TP_BTF && probes.offcpu_missing.is_some() {
+                Some("not attached: a kernel struct offset it needs is missing from BTF")
             } else if connect && !want.watch_clients {
                 Some("not attached: no --watch-client")
             } else if e.program == PROG_TCP_PROBE && probe_fields_missing {
@@ -513,7 +529,10 @@ impl Probes {
         let available: Vec<&(&str, String)> = e
             .attach
             .iter()
-            .filter(|(c, n)| self._tracefs.has_event(c, n))
+            .filter(|(c, n)| {
+                let c = if *c == offcpu::TP_BTF { "sched" } else { c };
+                self._tracefs.has_event(c, n)
+            })
             .collect();
         let attach_desc = e
             .attach
@@ -569,7 +588,11 @@ impl Probes {
             }
             return Ok(());
         }
+        let btf_tp = available[0].0 == offcpu::TP_BTF;
         let result: std::result::Result<(), String> = (|| {
+            if btf_tp {
+                return offcpu::attach(&mut self.ebpf, &e.program, &available[0].1, &self.btf_path);
+            }
             let prog: &mut TracePoint = self
                 .ebpf
                 .program_mut(&e.program)

@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod net;
 pub mod probe_load;
 pub mod requests;
+pub mod seconds;
 
 use std::{
     collections::HashMap,
@@ -57,6 +58,8 @@ pub struct Options {
     pub watch_clients: Vec<u32>,
     /// Programs not to attach (`--skip-probe`).
     pub skip_probes: Vec<String>,
+    /// Attach the off-CPU probes (`trapdetect run`).
+    pub offcpu: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -135,6 +138,11 @@ pub trait LoadDriver {
     fn request_ms(&self) -> Option<f64> {
         None
     }
+    /// Called every few tens of milliseconds during the window, with the probes to read
+    /// (`trapdetect run` samples its per-second kernel series here).
+    fn tick(&mut self, _probes: &Probes) {}
+    /// Called once when the window ends, before `finish`, with the probes still attached.
+    fn end(&mut self, _probes: &Probes) {}
 }
 
 /// Working directories of the traced processes, sampled through the window: a PHP worker
@@ -230,6 +238,7 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         &AttachOptions {
             skip: opts.skip_probes.clone(),
             watch_clients: !opts.watch_clients.is_empty(),
+            offcpu: opts.offcpu,
         },
     )?;
     // Mark the target first: from here on its forks are followed in the kernel. Then walk
@@ -292,6 +301,9 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         std::thread::sleep(
             Duration::from_millis(50).min(opts.duration.saturating_sub(start.elapsed())),
         );
+        if let Some(l) = load.as_deref_mut() {
+            l.tick(&probes);
+        }
         if !tree::alive(opts.pid, target.starttime) {
             exited_after = Some(start.elapsed().as_secs_f64());
             break;
@@ -319,6 +331,9 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         }
     }
     let window_s = start.elapsed().as_secs_f64();
+    if let Some(l) = load.as_deref_mut() {
+        l.end(&probes);
+    }
     opts.progress.clear();
     if STOP.load(Ordering::SeqCst) {
         eprintln!("interrupted after {window_s:.1} s: reporting what was gathered");

@@ -10,6 +10,7 @@ use anyhow::Result;
 
 mod net;
 mod net_probes;
+mod offcpu;
 mod preflight;
 mod trace;
 
@@ -24,6 +25,10 @@ fn all() -> Vec<Bench> {
         Bench {
             name: "trace",
             run: trace::run,
+        },
+        Bench {
+            name: "offcpu",
+            run: offcpu::run,
         },
         Bench {
             name: "load",

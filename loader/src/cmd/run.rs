@@ -1,0 +1,551 @@
+//! `trapdetect run --pid N --url URL --rate R`: the open-loop load and the tracing at once, on
+//! one clock, joined second by second, and a verdict on what the server's threads waited on
+//! when throughput went flat.
+
+use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
+
+use serde_json::json;
+use trapdetect_common::offcpu::{CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_NAMES, NUM_CLASSES};
+
+use crate::{
+    error::{Error, Result},
+    escape,
+    host::mounts::MountTable,
+    load::{self, Plan, Running, Summary},
+    probe::{Probes, offcpu::have_pt_regs, offcpu::kernel_release},
+    report::Report,
+    trace::{self, LoadDriver, seconds::Sampler},
+    traps::{
+        self,
+        run::{FsLoad, LockLoad, RunObs, RunSecond},
+    },
+};
+
+/// Flags of `trapdetect run`: the load generator's, plus the target.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Server to trace, with every process it forks (php-fpm's master covers its workers).
+    #[arg(long, short = 'p', value_name = "PID")]
+    pub pid: u32,
+    /// Kernel BTF to read struct offsets from, instead of /sys/kernel/btf/vmlinux.
+    #[arg(long, value_name = "FILE")]
+    pub btf: Option<PathBuf>,
+    /// The load: every flag of `trapdetect load`.
+    #[command(flatten)]
+    pub load: crate::cmd::load::LoadArgs,
+}
+
+/// Drives the full open-loop load during the trace and samples the kernel once a second.
+struct RunDriver {
+    pid: u32,
+    plan: Plan,
+    running: Option<Running>,
+    sampler: Option<Sampler>,
+    summary: Option<Summary>,
+}
+
+impl LoadDriver for RunDriver {
+    fn start(&mut self) -> Result<()> {
+        let r = load::start(self.plan.clone())?;
+        self.sampler = Some(Sampler::new(self.pid, r.measured_start_ns()));
+        self.running = Some(r);
+        Ok(())
+    }
+
+    fn progress(&self) -> Option<u64> {
+        self.running.as_ref().map(|r| r.live().completed)
+    }
+
+    fn tick(&mut self, probes: &Probes) {
+        if let Some(s) = self.sampler.as_mut() {
+            s.tick(probes);
+        }
+    }
+
+    fn end(&mut self, probes: &Probes) {
+        // The last, partial second.
+        if let Some(s) = self.sampler.as_mut() {
+            s.finish(probes);
+        }
+    }
+
+    fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>> {
+        let running = self
+            .running
+            .take()
+            .ok_or_else(|| Error::Untrusted("the load never started".into()))?;
+        let s = running.stop()?;
+        let json = serde_json::to_value(&s).unwrap_or_default();
+        report.add_section("load", json, load::render_text(&s));
+        report.findings.extend(load::findings(&s, &self.plan));
+        // Unlike the tracer's light probe, this load is the measurement: a generator that
+        // fell behind its schedule measured itself.
+        for p in load::problems(&s, &self.plan) {
+            report.measurement.trusted = false;
+            report.measurement.problems.push(p);
+        }
+        let answered = s.ok_2xx + s.non_2xx;
+        self.summary = Some(s);
+        Ok((answered > 0).then_some((answered, "run-load")))
+    }
+}
+
+/// Runs the command; returns the exit code.
+pub fn run(args: RunArgs) -> Result<i32> {
+    if args.load.closed_loop {
+        return Err(Error::usage(
+            "trapdetect run drives an open-loop load: drop --closed-loop",
+        ));
+    }
+    crate::cmd::check_ignore(&args.load.ignore)?;
+    let plan = crate::cmd::load::plan(&args.load)?;
+    plan.resolve()?;
+    // Output paths are refused now, before anything is attached.
+    crate::output::check_all(&[
+        ("--json-out", args.load.json_out.as_deref()),
+        ("--html", args.load.html.as_deref()),
+        ("--samples-out", args.load.samples_out.as_deref()),
+    ])?;
+    crate::output::check_all(&args.load.export.paths())?;
+    let opts = trace::Options {
+        pid: args.pid,
+        duration: args.load.duration,
+        top: 12,
+        loss_budget_pct: 1.0,
+        progress: crate::util::Progress::new(args.load.quiet, args.load.progress),
+        btf: args.btf.clone(),
+        watch_clients: vec![],
+        skip_probes: vec![],
+        offcpu: true,
+    };
+    let mut driver = RunDriver {
+        pid: args.pid,
+        plan,
+        running: None,
+        sampler: None,
+        summary: None,
+    };
+    let mut report = trace::run(&opts, Some(&mut driver))?;
+    report.command = "run";
+    let offcpu_attached = report
+        .probes
+        .iter()
+        .any(|p| p.program == trapdetect_common::offcpu::PROG_OFFCPU_SWITCH && p.attached);
+    let mounts = MountTable::of_pid(args.pid).unwrap_or_default();
+    if let (Some(summary), Some(sampler)) = (&driver.summary, &driver.sampler) {
+        if !offcpu_attached {
+            report.measurement.notes.push(
+                "the off-CPU probes did not attach (see the probes table): the timeline has no kernel columns and there is no wait verdict".into(),
+            );
+        }
+        let obs = observe(summary, sampler, &report, &mounts, offcpu_attached);
+        report.findings.extend(traps::run::rules(&obs));
+        let lost: u64 = sampler.seconds.iter().map(|s| s.lost).sum();
+        if lost > 0 {
+            report.measurement.notes.push(format!(
+                "{lost} off-CPU intervals were lost (thread slot collisions or a full map); the seconds are marked"
+            ));
+        }
+        report.add_section("run", section_json(&obs, sampler), render_text(&obs));
+    }
+    report.finish(&args.load.ignore, args.load.strict);
+    crate::cmd::trace::emit(
+        &report,
+        args.load.json,
+        args.load.json_out.as_deref(),
+        args.load.html.as_deref(),
+    )?;
+    args.load
+        .export
+        .write(&serde_json::to_value(&report).unwrap_or_default())?;
+    Ok(report.exit_code)
+}
+
+fn mount_name(mounts: &MountTable, dev: u32) -> String {
+    mounts
+        .by_dev(dev, &[])
+        .map(|i| mounts.mounts[i].mount_point_display())
+        .unwrap_or_else(|| format!("dev {}:{}", dev >> 20, dev & 0xfffff))
+}
+
+/// Joins the load's seconds with the kernel's and gathers the window totals.
+fn observe(
+    s: &Summary,
+    k: &Sampler,
+    report: &Report,
+    mounts: &MountTable,
+    attached: bool,
+) -> RunObs {
+    let lag_budget_us = s.plan.lag_budget_us;
+    let mut seconds: Vec<RunSecond> = s
+        .series
+        .iter()
+        .map(|p| {
+            let mut errors = BTreeMap::new();
+            for kind in load::ErrorKind::ALL {
+                let n = p.errors.get(kind);
+                if n > 0 {
+                    errors.insert(format!("{kind:?}").to_lowercase(), n);
+                }
+            }
+            let mut r = RunSecond {
+                t_s: p.t_s,
+                offered: p.scheduled,
+                ok_2xx: p.ok_2xx,
+                non_2xx: p.non_2xx,
+                errors,
+                p99_us: p.lat_2xx_p99_us,
+                in_flight: p.in_flight_max,
+                ..Default::default()
+            };
+            if p.sched_lag_max_us > lag_budget_us {
+                r.marks.push("generator-lag");
+            }
+            r
+        })
+        .collect();
+    for ks in &k.seconds {
+        let i = match seconds.iter().position(|r| r.t_s == ks.t_s) {
+            Some(i) => i,
+            None => {
+                seconds.push(RunSecond {
+                    t_s: ks.t_s,
+                    ..Default::default()
+                });
+                seconds.len() - 1
+            }
+        };
+        let r = &mut seconds[i];
+        let dt = ks.dt_s.max(1e-3);
+        r.cores_busy = traps::round(ks.cores_busy, 2);
+        r.target_cores = traps::round(ks.on_cpu_s / dt, 2);
+        r.run_queue = traps::round(ks.runq_s / dt, 2);
+        for (c, v) in CLASS_NAMES.iter().zip(ks.off_s.iter()) {
+            if *v > 0.0 {
+                r.off_cpu.insert(c, traps::round(v / dt, 2));
+            }
+        }
+        r.threads = ks.threads;
+        r.busy_threads = ks.busy_now;
+        r.path_calls = (ks.path_calls as f64 / dt).round() as u64;
+        for (d, n) in &ks.fuse_ops {
+            r.fs_ops
+                .insert(mount_name(mounts, *d), (*n as f64 / dt).round() as u64);
+        }
+        if ks.lost > 0 {
+            r.marks.push("lost-events");
+        }
+    }
+    for r in &mut seconds {
+        if attached && !k.seconds.iter().any(|ks| ks.t_s == r.t_s) {
+            r.marks.push("no-kernel-data");
+        }
+    }
+    seconds.sort_by_key(|r| r.t_s);
+    let mut off_s = vec![0.0; NUM_CLASSES as usize];
+    let (mut on, mut runq) = (0.0, 0.0);
+    for ks in &k.seconds {
+        for (i, v) in ks.off_s.iter().enumerate() {
+            off_s[i] += v;
+        }
+        on += ks.on_cpu_s;
+        runq += ks.runq_s;
+    }
+    let window_s = k
+        .seconds
+        .iter()
+        .map(|x| x.dt_s)
+        .sum::<f64>()
+        .max(s.window.measured_s.min(1e-3));
+    // Filesystems. Time: the kernel's path-class off-CPU time of this window, shared out
+    // between mounts as the tracer's per-path attribution shares its path syscall time (a
+    // blocked walk's filesystem needs the path string), plus file I/O blocked on the mount's
+    // device. Operations: FUSE requests in the sampled seconds, per 2xx completed in them (a
+    // request that timed out on the client or got a fast 502 is not a served request).
+    let requests = report.requests.as_ref().and_then(|q| q.count).unwrap_or(0) as f64;
+    let row_s =
+        |row: &crate::report::FsRow| row.syscall_ms_per_request.unwrap_or(0.0) * requests / 1e3;
+    let all_rows_s: f64 = report.filesystems.iter().map(row_s).sum();
+    let path_off = off_s[trapdetect_common::offcpu::CLASS_PATH as usize];
+    let window_keys = k.window_keys();
+    // Kernel sampling stops when the window ends: every sampled second is in it (the last
+    // one partial, its counts turned into rates below).
+    let in_window: Vec<&crate::trace::seconds::KernelSecond> = k.seconds.iter().collect();
+    let answered_in = |secs: &[&crate::trace::seconds::KernelSecond]| -> u64 {
+        s.series
+            .iter()
+            .filter(|p| secs.iter().any(|x| x.t_s == p.t_s))
+            .map(|p| p.ok_2xx)
+            .sum()
+    };
+    let answered_window = answered_in(&in_window);
+    let filesystems = report
+        .filesystems
+        .iter()
+        .map(|row| {
+            let dev = mounts
+                .mounts
+                .iter()
+                .find(|m| m.mount_point_display() == row.mount_point)
+                .map(|m| m.kernel_dev());
+            let file_io_s: f64 = window_keys
+                .iter()
+                .filter(|(key, _)| {
+                    key.class == trapdetect_common::offcpu::CLASS_FILE_IO && Some(key.dev) == dev
+                })
+                .map(|(_, (ns, _))| *ns as f64 / 1e9)
+                .sum();
+            let share = if all_rows_s > 0.0 {
+                row_s(row) / all_rows_s
+            } else {
+                0.0
+            };
+            let counts: Vec<(u64, f64)> = match dev {
+                Some(d) => in_window
+                    .iter()
+                    .map(|x| (x.fuse_ops.get(&d).copied().unwrap_or(0), x.dt_s.max(1e-3)))
+                    .collect(),
+                None => vec![],
+            };
+            let fuse: u64 = counts.iter().map(|c| c.0).sum();
+            // Rates, not counts: the last second is partial.
+            let ops_per_s: Vec<u64> = counts
+                .iter()
+                .map(|(n, dt)| (*n as f64 / dt).round() as u64)
+                .collect();
+            let (ops, ops_kind, ops_per_s) = if fuse > 0 {
+                (fuse, "FUSE requests", ops_per_s)
+            } else {
+                // Lookups are only known for the whole trace: scale them to this window.
+                let scale = if requests > 0.0 {
+                    answered_window as f64 / requests
+                } else {
+                    0.0
+                };
+                (
+                    (row.lookups as f64 * scale).round() as u64,
+                    "lookups",
+                    vec![],
+                )
+            };
+            FsLoad {
+                mount: row.mount_point.clone(),
+                fs_type: row.fs_type.clone(),
+                slow: row.slow.map(|x| x.describe().to_string()),
+                syscall_s: path_off * share + file_io_s,
+                ops,
+                ops_kind,
+                ops_per_s,
+            }
+        })
+        .collect();
+    let mut locks: BTreeMap<String, LockLoad> = BTreeMap::new();
+    for (key, (ns, count)) in k.window_keys() {
+        let object = match key.class {
+            CLASS_FILE_LOCK => match k.lock_names.get(&(key.dev, key.ino)) {
+                Some(p) => escape::bytes(p),
+                None => format!(
+                    "inode {} on device {}:{} (closed before it could be named)",
+                    key.ino,
+                    key.dev >> 20,
+                    key.dev & 0xfffff
+                ),
+            },
+            CLASS_FUTEX => "a futex in user space".to_string(),
+            _ => continue,
+        };
+        let e = locks.entry(object.clone()).or_insert(LockLoad {
+            object,
+            ..Default::default()
+        });
+        e.wait_s += ns as f64 / 1e9;
+        e.waits += count;
+    }
+    RunObs {
+        seconds,
+        window_s,
+        cores: std::thread::available_parallelism()
+            .map(|n| n.get() as f64)
+            .unwrap_or(1.0),
+        offered_rate: s.offered_rate_per_s,
+        // 2xx while the kernel was watched: the drain after the window is not the ceiling.
+        delivered_rate: answered_window as f64 / window_s,
+        answered: answered_window,
+        off_s,
+        on_cpu_s: on,
+        runq_s: runq,
+        workers: k.workers(),
+        filesystems,
+        locks: locks.into_values().collect(),
+        classified: attached && have_pt_regs(&kernel_release()),
+    }
+}
+
+fn section_json(o: &RunObs, k: &Sampler) -> serde_json::Value {
+    let by_class: serde_json::Map<String, serde_json::Value> = CLASS_NAMES
+        .iter()
+        .zip(&o.off_s)
+        .map(|(c, v)| (c.to_string(), json!(traps::round(*v, 3))))
+        .collect();
+    let totals = k.window_totals();
+    json!({
+        "window_s": traps::round(o.window_s, 3),
+        "cores": o.cores,
+        "workers": o.workers,
+        "classified": o.classified,
+        "thread_seconds": {
+            "on_cpu": traps::round(o.on_cpu_s, 3),
+            "run_queue": traps::round(o.runq_s, 3),
+            "off_cpu": by_class,
+        },
+        "switches": totals.get(trapdetect_common::offcpu::S_SWITCHES as usize).copied().unwrap_or(0),
+        "locks": o.locks.iter().map(|l| json!({
+            "object": l.object, "wait_s": traps::round(l.wait_s, 3), "waits": l.waits,
+        })).collect::<Vec<_>>(),
+        "timeline": o.seconds,
+    })
+}
+
+fn render_text(o: &RunObs) -> String {
+    let mut out = String::new();
+    let wall = o.wall_s().max(1e-9);
+    let _ = writeln!(
+        out,
+        "Where the threads' time went ({:.1} thread-seconds over {:.1} s; {} workers):",
+        wall, o.window_s, o.workers
+    );
+    let mut parts: Vec<(String, f64)> = vec![
+        ("on CPU".into(), o.on_cpu_s),
+        ("run queue".into(), o.runq_s),
+    ];
+    for (c, v) in CLASS_NAMES.iter().zip(&o.off_s) {
+        parts.push((format!("off CPU: {c}"), *v));
+    }
+    for (name, v) in parts.iter().filter(|(_, v)| *v > 0.0) {
+        let _ = writeln!(out, "  {name:<22} {v:9.2} s  {:5.1} %", v / wall * 100.0);
+    }
+    let _ = writeln!(
+        out,
+        "\nPer second (off-CPU columns: threads blocked, on average):"
+    );
+    let _ = writeln!(
+        out,
+        "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>9} {:>7} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5}  marks",
+        "t",
+        "offered",
+        "2xx",
+        "non2xx",
+        "errors",
+        "p99 ms",
+        "inflt",
+        "cores",
+        "tgt",
+        "runq",
+        "path",
+        "fileio",
+        "lock",
+        "futex",
+        "wait",
+        "sleep",
+        "busy"
+    );
+    for s in &o.seconds {
+        let g = |c: &str| s.off_cpu.get(c).copied().unwrap_or(0.0);
+        let _ = writeln!(
+            out,
+            "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>9} {:>7} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5}  {}",
+            s.t_s,
+            s.offered,
+            s.ok_2xx,
+            s.non_2xx,
+            s.errors.values().sum::<u64>(),
+            s.p99_us
+                .map(|v| format!("{:.1}", v / 1e3))
+                .unwrap_or_else(|| "-".into()),
+            s.in_flight,
+            s.cores_busy,
+            s.target_cores,
+            s.run_queue,
+            g("path"),
+            g("file_io"),
+            g("file_lock"),
+            g("futex"),
+            g("wait_work"),
+            g("sleep"),
+            s.busy_threads,
+            s.marks.join(",")
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn run_takes_the_load_flags() {
+        let cli = Cli::try_parse_from([
+            "trapdetect",
+            "run",
+            "--pid",
+            "42",
+            "--url",
+            "http://127.0.0.1:8080/",
+            "--rate",
+            "800",
+            "--duration",
+            "60s",
+            "--json-out",
+            "/tmp/x.json",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(Command::Run(r)) => {
+                assert_eq!(r.pid, 42);
+                assert_eq!(r.load.rate, Some(800.0));
+                assert_eq!(r.load.duration, std::time::Duration::from_secs(60));
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            vec![
+                "trapdetect",
+                "run",
+                "--url",
+                "http://127.0.0.1/",
+                "--rate",
+                "5",
+            ],
+            vec![
+                "trapdetect",
+                "run",
+                "--pid",
+                "x",
+                "--url",
+                "http://127.0.0.1/",
+            ],
+        ] {
+            assert_eq!(Cli::try_parse_from(&bad).unwrap_err().exit_code(), 2);
+        }
+    }
+
+    #[test]
+    fn a_closed_loop_or_a_bad_url_is_refused_before_anything_attaches() {
+        for args in [
+            vec!["--url", "http://127.0.0.1:1/", "--closed-loop", "-c", "4"],
+            vec!["--url", "ftp://127.0.0.1/", "--rate", "5"],
+            vec!["--url", "http://127.0.0.1:1/"],
+        ] {
+            let mut a = vec!["trapdetect", "run", "--pid", "1"];
+            a.extend(args.iter().copied());
+            let Some(Command::Run(r)) = Cli::try_parse_from(&a).unwrap().command else {
+                panic!("{a:?}");
+            };
+            let e = super::run(*r).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{a:?}: {e}");
+        }
+    }
+}

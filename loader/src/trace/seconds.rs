@@ -1,0 +1,368 @@
+//! The kernel half of `trapdetect run`'s timeline: once a second, on the load generator's
+//! clock (CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`), read the off-CPU sums and the
+//! host's CPU counters and keep one small record per second. Intervals still in progress at a
+//! boundary are split there (from each thread's slot), so a worker blocked for ten seconds
+//! shows in ten seconds, not in the one it wakes in. Memory is one record per second, whatever
+//! the request rate.
+
+use std::collections::{BTreeMap, HashMap};
+
+use trapdetect_common::offcpu::{
+    CLASS_FILE_LOCK, CLASS_WAIT_WORK, NUM_CLASSES, OffKey, S_KEY_INSERT_FAILS, S_ONCPU_NS,
+    S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE,
+};
+
+use crate::{
+    host::tree,
+    probe::{Probes, offcpu::OffcpuReading},
+};
+
+/// One second as the kernel saw it.
+#[derive(Clone, Debug, Default)]
+pub struct KernelSecond {
+    /// Second index from the load's measured start.
+    pub t_s: u64,
+    /// Length actually covered, s (sampling jitter).
+    pub dt_s: f64,
+    /// Host cores busy (all processes, from /proc/stat).
+    pub cores_busy: f64,
+    /// Cores trapdetect itself used (the built-in generator).
+    pub self_cores: f64,
+    /// On-CPU time of the traced threads, thread-seconds.
+    pub on_cpu_s: f64,
+    /// Run-queue delay of the traced threads, thread-seconds.
+    pub runq_s: f64,
+    /// Off-CPU time by class, thread-seconds.
+    pub off_s: [f64; NUM_CLASSES as usize],
+    /// Traced threads at the sample.
+    pub threads: usize,
+    /// Threads that were not waiting for work at the sample.
+    pub busy_now: usize,
+    /// Path syscalls completed in this second.
+    pub path_calls: u64,
+    /// FUSE requests in this second by connection device.
+    pub fuse_ops: BTreeMap<u32, u64>,
+    /// Intervals lost in this second (slot collisions, full map).
+    pub lost: u64,
+}
+
+/// Samples the probes once a second.
+pub struct Sampler {
+    root: u32,
+    start_ns: u64,
+    next: u64,
+    base: Option<OffcpuReading>,
+    prev: Option<OffcpuReading>,
+    /// tid → (bucket, credited ns) of the interval in progress at the last sample.
+    credit: HashMap<u32, (Bucket, u64)>,
+    prev_fuse: HashMap<u32, u64>,
+    prev_paths: u64,
+    prev_cpu: Option<(u64, u64)>,
+    prev_self: u64,
+    ncpu: f64,
+    /// tid → (samples idle, samples) to tell workers from threads that never work.
+    idle: HashMap<u32, (u32, u32)>,
+    /// Every second so far.
+    pub seconds: Vec<KernelSecond>,
+    /// Lock objects seen: (dev, ino) → name (resolved while the file was open).
+    pub lock_names: HashMap<(u32, u64), Vec<u8>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Bucket {
+    On,
+    Runq,
+    Off(OffKey),
+}
+
+fn bucket_of(state: u32, key: OffKey) -> Option<Bucket> {
+    match state {
+        ST_ON_CPU => Some(Bucket::On),
+        ST_RUNNABLE => Some(Bucket::Runq),
+        ST_OFF_CPU => Some(Bucket::Off(key)),
+        _ => None,
+    }
+}
+
+/// Host CPU jiffies (busy, total) from /proc/stat's first line.
+fn host_cpu() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_proc_stat(&text)
+}
+
+/// (busy, total) jiffies of the `cpu` line: busy excludes idle and iowait.
+pub fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() < 5 {
+        return None;
+    }
+    let total: u64 = v.iter().sum();
+    Some((total - v[3] - v[4], total))
+}
+
+/// utime + stime of this process, clock ticks.
+fn self_ticks() -> u64 {
+    let text = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = text.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let g = |i: usize| f.get(i).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+    g(11) + g(12)
+}
+
+/// Threads of the traced tree.
+fn threads_of(root: u32) -> (Vec<u32>, Vec<u32>) {
+    let pids = tree::descendants_of(root, &tree::all_parents());
+    let mut tids = vec![];
+    for p in &pids {
+        if let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) {
+            tids.extend(
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok())),
+            );
+        }
+    }
+    (pids, tids)
+}
+
+impl Sampler {
+    /// A sampler whose seconds count from `start_ns` (the load's measured start).
+    pub fn new(root: u32, start_ns: u64) -> Self {
+        Sampler {
+            root,
+            start_ns,
+            next: 1,
+            base: None,
+            prev: None,
+            credit: HashMap::new(),
+            prev_fuse: HashMap::new(),
+            prev_paths: 0,
+            prev_cpu: None,
+            prev_self: 0,
+            ncpu: std::thread::available_parallelism()
+                .map(|n| n.get() as f64)
+                .unwrap_or(1.0),
+            idle: HashMap::new(),
+            seconds: vec![],
+            lock_names: HashMap::new(),
+        }
+    }
+
+    /// Samples when a second boundary has passed (the first call takes the baseline).
+    pub fn tick(&mut self, probes: &Probes) {
+        if !probes.offcpu_attached() {
+            return;
+        }
+        let now = crate::load::mono_ns();
+        if self.base.is_some() && now < self.start_ns + self.next * 1_000_000_000 {
+            return;
+        }
+        self.sample(probes, false);
+    }
+
+    /// The last, partial second (call when the window ends).
+    pub fn finish(&mut self, probes: &Probes) {
+        if probes.offcpu_attached() && self.base.is_some() {
+            self.sample(probes, true);
+        }
+    }
+
+    /// Completed off-CPU time per key over the window.
+    pub fn window_keys(&self) -> HashMap<OffKey, (u64, u64)> {
+        let mut out = HashMap::new();
+        if let (Some(b), Some(p)) = (&self.base, &self.prev) {
+            for (k, v) in &p.keys {
+                let (bn, bc) = b.keys.get(k).map(|x| (x.ns, x.count)).unwrap_or((0, 0));
+                out.insert(*k, (v.ns.saturating_sub(bn), v.count.saturating_sub(bc)));
+            }
+        }
+        out
+    }
+
+    /// Self-monitoring totals over the window (`S_*` deltas).
+    pub fn window_totals(&self) -> Vec<u64> {
+        match (&self.base, &self.prev) {
+            (Some(b), Some(p)) => p
+                .totals
+                .iter()
+                .zip(&b.totals)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect(),
+            _ => vec![],
+        }
+    }
+
+    fn sample(&mut self, probes: &Probes, last: bool) {
+        let (pids, tids) = threads_of(self.root);
+        let Ok(reading) = probes.offcpu_read() else {
+            return;
+        };
+        let slots = probes.thread_slots(&tids).unwrap_or_default();
+        let fuse = probes.fuse_by_dev();
+        let paths = probes.path_calls();
+        let cpu = host_cpu();
+        let me = self_ticks();
+        let at = reading.at_ns;
+        self.name_locks(&reading, &pids);
+        let mut credit = HashMap::new();
+        for s in &slots {
+            if let Some(b) = bucket_of(s.state, s.key) {
+                credit.insert(s.tid, (b, at.saturating_sub(s.ts)));
+            }
+        }
+        let Some(prev) = self.prev.take() else {
+            self.base = Some(reading.clone());
+            self.prev = Some(reading);
+            self.credit = credit;
+            self.prev_fuse = fuse;
+            self.prev_paths = paths;
+            self.prev_cpu = cpu;
+            self.prev_self = me;
+            return;
+        };
+        let mut sec = KernelSecond {
+            t_s: self.next - 1,
+            dt_s: (at.saturating_sub(prev.at_ns)) as f64 / 1e9,
+            threads: tids.len(),
+            ..Default::default()
+        };
+        let mut on = 0i128;
+        let mut runq = 0i128;
+        let mut off = [0i128; NUM_CLASSES as usize];
+        for (k, v) in &reading.keys {
+            let before = prev.keys.get(k).map(|x| x.ns).unwrap_or(0);
+            if let Some(c) = off.get_mut(k.class as usize) {
+                *c += v.ns as i128 - before as i128;
+            }
+        }
+        let t = |r: &OffcpuReading, i: u32| r.totals.get(i as usize).copied().unwrap_or(0) as i128;
+        on += t(&reading, S_ONCPU_NS) - t(&prev, S_ONCPU_NS);
+        runq += t(&reading, S_RUNQ_NS) - t(&prev, S_RUNQ_NS);
+        sec.lost = (t(&reading, S_SLOT_COLLISIONS) - t(&prev, S_SLOT_COLLISIONS)
+            + t(&reading, S_KEY_INSERT_FAILS)
+            - t(&prev, S_KEY_INSERT_FAILS))
+        .max(0) as u64;
+        let mut apply = |b: Bucket, ns: i128| match b {
+            Bucket::On => on += ns,
+            Bucket::Runq => runq += ns,
+            Bucket::Off(k) => {
+                if let Some(c) = off.get_mut(k.class as usize) {
+                    *c += ns
+                }
+            }
+        };
+        for (b, ns) in credit.values() {
+            apply(*b, *ns as i128);
+        }
+        for (b, ns) in self.credit.values() {
+            apply(*b, -(*ns as i128));
+        }
+        let s = |ns: i128| (ns.max(0) as f64) / 1e9;
+        sec.on_cpu_s = s(on);
+        sec.runq_s = s(runq);
+        for (i, v) in off.iter().enumerate() {
+            sec.off_s[i] = s(*v);
+        }
+        // Who is waiting for work right now.
+        let mut busy = 0;
+        for s in &slots {
+            let idle = s.state == ST_OFF_CPU && s.key.class == CLASS_WAIT_WORK;
+            let e = self.idle.entry(s.tid).or_default();
+            e.1 += 1;
+            if idle {
+                e.0 += 1;
+            } else {
+                busy += 1;
+            }
+        }
+        sec.busy_now = busy;
+        sec.path_calls = paths.saturating_sub(self.prev_paths);
+        for (d, n) in &fuse {
+            let d0 = self.prev_fuse.get(d).copied().unwrap_or(0);
+            if *n > d0 {
+                sec.fuse_ops.insert(*d, n - d0);
+            }
+        }
+        if let (Some((b1, t1)), Some((b0, t0))) = (cpu, self.prev_cpu)
+            && t1 > t0
+        {
+            sec.cores_busy = (b1 - b0) as f64 / (t1 - t0) as f64 * self.ncpu;
+        }
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        if sec.dt_s > 0.0 {
+            sec.self_cores = (me.saturating_sub(self.prev_self)) as f64 / hz / sec.dt_s;
+        }
+        self.seconds.push(sec);
+        self.prev = Some(reading);
+        self.credit = credit;
+        self.prev_fuse = fuse;
+        self.prev_paths = paths;
+        self.prev_cpu = cpu;
+        self.prev_self = me;
+        if !last {
+            self.next += 1;
+        }
+    }
+
+    /// Threads found doing something other than waiting for work at half the samples or more
+    /// (a master in epoll_wait that wakes for its once-a-second timer is not a worker; a
+    /// worker of a saturated pool is busy at nearly every sample).
+    pub fn workers(&self) -> usize {
+        self.idle
+            .values()
+            .filter(|(idle, n)| *n > 0 && (n - idle) * 2 >= *n)
+            .count()
+    }
+
+    /// Names lock objects with time on them while their file is still open somewhere.
+    fn name_locks(&mut self, r: &OffcpuReading, pids: &[u32]) {
+        let want: Vec<(u32, u64)> = r
+            .keys
+            .keys()
+            .filter(|k| k.class == CLASS_FILE_LOCK && k.ino != 0)
+            .map(|k| (k.dev, k.ino))
+            .filter(|k| !self.lock_names.contains_key(k))
+            .collect();
+        if want.is_empty() {
+            return;
+        }
+        use std::os::unix::fs::MetadataExt;
+        for p in pids {
+            let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/fd")) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let Ok(md) = std::fs::metadata(e.path()) else {
+                    continue;
+                };
+                let dev = md.dev();
+                let kdev = ((libc::major(dev)) << 20) | (libc::minor(dev) & 0xfffff);
+                if want.contains(&(kdev, md.ino()))
+                    && let Ok(target) = std::fs::read_link(e.path())
+                {
+                    self.lock_names.insert(
+                        (kdev, md.ino()),
+                        target.as_os_str().as_encoded_bytes().to_vec(),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_busy_excludes_idle_and_iowait() {
+        let text = "cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 1 2 3 4 5 6 7 8\n";
+        assert_eq!(parse_proc_stat(text), Some((160, 1000)));
+        assert_eq!(parse_proc_stat("intr 1 2\n"), None);
+    }
+}

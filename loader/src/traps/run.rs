@@ -1,0 +1,571 @@
+//! Verdicts of `trapdetect run`: what the server's threads waited on while the load hit its
+//! ceiling, how much of their time each cause explains, and the ceiling it predicts beside the
+//! one delivered. Pure rules over the joined per-second timeline and window totals.
+
+use serde::Serialize;
+
+use super::{Finding, Severity, round};
+
+/// Off-CPU class names, in `trapdetect_common::offcpu` order.
+pub use trapdetect_common::offcpu::CLASS_NAMES;
+
+/// One second of the joined timeline (load side, then kernel side).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunSecond {
+    /// Second from the start of the measured window.
+    pub t_s: u64,
+    /// Arrivals intended in this second.
+    pub offered: u64,
+    /// 2xx completions.
+    pub ok_2xx: u64,
+    /// Other statuses.
+    pub non_2xx: u64,
+    /// Transport errors by kind (only kinds that occurred).
+    pub errors: std::collections::BTreeMap<String, u64>,
+    /// 99th percentile 2xx latency, µs.
+    pub p99_us: Option<f64>,
+    /// Highest in-flight count.
+    pub in_flight: u64,
+    /// Host cores busy (all processes).
+    pub cores_busy: f64,
+    /// Cores the traced threads ran on (on-CPU thread-seconds per second).
+    pub target_cores: f64,
+    /// Threads runnable but not running (run-queue delay, thread-seconds per second).
+    pub run_queue: f64,
+    /// Threads off the CPU, by why (thread-seconds per second), keyed by class name.
+    pub off_cpu: std::collections::BTreeMap<&'static str, f64>,
+    /// Traced threads.
+    pub threads: usize,
+    /// Threads not waiting for work at the sample.
+    pub busy_threads: usize,
+    /// Path syscalls per second (all filesystems).
+    pub path_calls: u64,
+    /// Filesystem requests per second by mount (FUSE requests where the tracepoint exists).
+    pub fs_ops: std::collections::BTreeMap<String, u64>,
+    /// Why this second's figures are partial: `lost-events`, `generator-lag`, `no-kernel-data`.
+    pub marks: Vec<&'static str>,
+}
+
+/// A filesystem's share of the run.
+#[derive(Clone, Debug, Default)]
+pub struct FsLoad {
+    /// Mount point (escaped).
+    pub mount: String,
+    /// Filesystem type.
+    pub fs_type: String,
+    /// Known slow kind, if any (a description).
+    pub slow: Option<String>,
+    /// Time the traced threads spent in path syscalls on it, thread-seconds over the window.
+    pub syscall_s: f64,
+    /// Operations on it over the window (FUSE requests where measured, else lookups).
+    pub ops: u64,
+    /// What `ops` counts.
+    pub ops_kind: &'static str,
+    /// Operations per second, per second of the window (empty when only a total is known).
+    pub ops_per_s: Vec<u64>,
+}
+
+/// A lock object and the time spent waiting for it.
+#[derive(Clone, Debug, Default)]
+pub struct LockLoad {
+    /// What is locked: a file path, or "a futex in user space".
+    pub object: String,
+    /// Waiting time, thread-seconds over the window.
+    pub wait_s: f64,
+    /// Waits.
+    pub waits: u64,
+}
+
+/// What a run observed, for the rules.
+#[derive(Clone, Debug, Default)]
+pub struct RunObs {
+    /// The joined timeline.
+    pub seconds: Vec<RunSecond>,
+    /// Window length, s.
+    pub window_s: f64,
+    /// CPUs available to the target.
+    pub cores: f64,
+    /// Offered and delivered (2xx) rates, per second.
+    pub offered_rate: f64,
+    /// 2xx per second.
+    pub delivered_rate: f64,
+    /// 2xx completions in the sampled seconds (the served requests costs are divided by).
+    pub answered: u64,
+    /// Threads' time over the window by class (thread-seconds), `CLASS_NAMES` order.
+    pub off_s: Vec<f64>,
+    /// On-CPU thread-seconds.
+    pub on_cpu_s: f64,
+    /// Run-queue thread-seconds.
+    pub runq_s: f64,
+    /// Threads that did work at some sample (workers).
+    pub workers: usize,
+    /// Per filesystem.
+    pub filesystems: Vec<FsLoad>,
+    /// Per lock object.
+    pub locks: Vec<LockLoad>,
+    /// The kernel could say which syscall blocked threads were in.
+    pub classified: bool,
+}
+
+fn class_s(o: &RunObs, name: &str) -> f64 {
+    CLASS_NAMES
+        .iter()
+        .position(|c| *c == name)
+        .and_then(|i| o.off_s.get(i).copied())
+        .unwrap_or(0.0)
+}
+
+impl RunObs {
+    /// All the threads' time (on CPU, runnable, off CPU).
+    pub fn wall_s(&self) -> f64 {
+        self.on_cpu_s + self.runq_s + self.off_s.iter().sum::<f64>()
+    }
+
+    /// The threads' time minus waiting for work: the time spent serving.
+    pub fn busy_s(&self) -> f64 {
+        (self.wall_s() - class_s(self, "wait_work")).max(0.0)
+    }
+
+    /// Seconds of the window with load (the drain after it excluded).
+    fn loaded(&self) -> Vec<&RunSecond> {
+        let n = self.window_s.floor() as u64;
+        self.seconds
+            .iter()
+            .filter(|s| s.t_s < n.max(1) && s.offered > 0)
+            .collect()
+    }
+
+    fn mean(&self, f: impl Fn(&RunSecond) -> f64) -> f64 {
+        let l = self.loaded();
+        if l.is_empty() {
+            0.0
+        } else {
+            l.iter().map(|s| f(s)).sum::<f64>() / l.len() as f64
+        }
+    }
+
+    /// Delivered under 90 % of offered: the load found a ceiling.
+    pub fn capped(&self) -> bool {
+        self.offered_rate > 0.0 && self.delivered_rate < 0.9 * self.offered_rate
+    }
+}
+
+fn pct(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        round(part / whole * 100.0, 1)
+    } else {
+        0.0
+    }
+}
+
+fn with_shares(f: Finding, part: f64, o: &RunObs) -> Finding {
+    f.with("share_of_busy_thread_time_pct", pct(part, o.busy_s()))
+        .with("share_of_thread_wall_time_pct", pct(part, o.wall_s()))
+        .with("mean_threads", round(part / o.window_s.max(1e-9), 2))
+}
+
+fn ceiling_severity(o: &RunObs) -> Severity {
+    if o.capped() {
+        Severity::Fail
+    } else {
+        Severity::Warn
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// All rules.
+pub fn rules(o: &RunObs) -> Vec<Finding> {
+    let mut out = vec![];
+    if o.window_s <= 0.0 || o.wall_s() <= 0.0 {
+        return out;
+    }
+    let cores_busy = o.mean(|s| s.cores_busy);
+    // Busy cores alone are not the server at capacity (other processes may hold them): its
+    // threads' busy time must be mostly on a CPU or waiting for one.
+    let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.busy_s();
+    let saturated_cpu = o.cores > 0.0 && cores_busy >= 0.85 * o.cores && cpu_bound;
+    if saturated_cpu {
+        out.push(
+            Finding::new(
+                "cpu.saturated",
+                Severity::Info,
+                format!(
+                    "no trap: the CPUs are busy ({:.2} of {} cores), the server is at its capacity on this machine",
+                    cores_busy, o.cores
+                ),
+            )
+            .with("cores_busy", round(cores_busy, 2))
+            .with("cores", o.cores)
+            .with("target_cores", round(o.mean(|s| s.target_cores), 2))
+            .with("delivered_per_s", round(o.delivered_rate, 1))
+            .with("offered_per_s", round(o.offered_rate, 1))
+            .with("share_of_busy_thread_time_pct", pct(o.on_cpu_s + o.runq_s, o.busy_s()))
+            .predict(format!(
+                "ceiling ≈ delivered {:.0} req/s: more throughput needs more CPU or cheaper requests",
+                o.delivered_rate
+            ))
+            .remedy("nothing to fix in the environment: profile the code (perf, a PHP profiler) or add cores"),
+        );
+    }
+    // Run-queue delay without saturated CPUs: a quota or pinning, not capacity.
+    if !saturated_cpu && o.runq_s >= 0.25 * o.busy_s() && o.runq_s / o.window_s >= 0.2 {
+        out.push(
+            with_shares(
+                Finding::new(
+                    "cpu.run-queue",
+                    ceiling_severity(o),
+                    format!(
+                        "threads wait for a CPU ({:.2} runnable on average) while the host's cores are {:.0} % busy",
+                        o.runq_s / o.window_s,
+                        pct(cores_busy, o.cores)
+                    ),
+                ),
+                o.runq_s,
+                o,
+            )
+            .with("cores_busy", round(cores_busy, 2))
+            .with("cores", o.cores)
+            .remedy("check the target's cgroup CPU quota (cpu.max / cpu.cfs_quota_us) and CPU affinity (taskset -p PID)"),
+        );
+    }
+    for fs in &o.filesystems {
+        let l = fs.syscall_s / o.window_s;
+        if fs.syscall_s < 0.2 * o.busy_s() || l < 0.3 {
+            continue;
+        }
+        let window_rate = fs.ops as f64 / o.window_s;
+        let loaded: Vec<f64> = fs.ops_per_s.iter().map(|&x| x as f64).collect();
+        // Capacity: when threads queue for it (L ≥ 1), the rate it sustained; below that, a
+        // serialized server is busy at most L of the time, so it could do rate ÷ L.
+        let rate = if loaded.len() >= 3 {
+            let steady = &loaded[1..];
+            steady.iter().sum::<f64>() / steady.len() as f64
+        } else {
+            window_rate
+        };
+        let capacity = if l >= 1.0 { rate } else { rate / l.max(1e-9) };
+        let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
+        let serialized = l > 1.2 && {
+            let m = median(loaded.clone());
+            let spread =
+                loaded.iter().map(|x| (x - m).abs()).sum::<f64>() / loaded.len().max(1) as f64;
+            m > 0.0 && spread <= 0.2 * m
+        };
+        let id = if serialized {
+            "fs.serialized"
+        } else {
+            "fs.slow-ops"
+        };
+        let mut f = with_shares(
+            Finding::new(
+                id,
+                ceiling_severity(o),
+                format!(
+                    "{:.1} threads on average wait on {} ({}{}){}",
+                    l,
+                    fs.mount,
+                    fs.fs_type,
+                    fs.slow.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
+                    if serialized {
+                        ": its operations are serialized (flat rate while waiters queue)"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            fs.syscall_s,
+            o,
+        )
+        .with("mount", fs.mount.clone())
+        .with("fs_type", fs.fs_type.clone())
+        .with("ops_kind", fs.ops_kind)
+        .with("ops_per_s", round(window_rate, 1))
+        .with("capacity_ops_per_s", round(capacity, 1))
+        .with_opt("ops_per_request", per_req.map(|v| round(v, 2)))
+        .with("delivered_per_s", round(o.delivered_rate, 1))
+        .remedy(format!(
+            "move what the requests touch off {} (code, working directory, sessions) to a native filesystem, or enable caching on the mount",
+            fs.mount
+        ));
+        if let Some(pr) = per_req.filter(|v| *v > 0.0) {
+            let predicted = capacity / pr;
+            f = f.with("predicted_ceiling_per_s", round(predicted, 1)).predict(format!(
+                "ceiling ≈ {:.0} {} /s ÷ {:.2} per request ≈ {:.0} req/s (delivered {:.0} req/s; Little's law: {:.1} threads ≈ {:.0} ops/s × {:.2} ms)",
+                capacity,
+                fs.ops_kind,
+                pr,
+                predicted,
+                o.delivered_rate,
+                l,
+                window_rate,
+                if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
+            ));
+        }
+        out.push(f);
+    }
+    for lock in &o.locks {
+        if lock.wait_s < 0.2 * o.busy_s() || lock.wait_s / o.window_s < 0.2 {
+            continue;
+        }
+        out.push(
+            with_shares(
+                Finding::new(
+                    "lock.contention",
+                    ceiling_severity(o),
+                    format!(
+                        "{:.1} threads on average wait for one lock: {}",
+                        lock.wait_s / o.window_s,
+                        lock.object
+                    ),
+                ),
+                lock.wait_s,
+                o,
+            )
+            .with("object", lock.object.clone())
+            .with("waits", lock.waits)
+            .with(
+                "mean_wait_ms",
+                round(lock.wait_s / lock.waits.max(1) as f64 * 1e3, 3),
+            )
+            .with("delivered_per_s", round(o.delivered_rate, 1))
+            .predict(format!(
+                "requests holding {} run one at a time: throughput stays near {:.0} req/s whatever the workers or cores",
+                lock.object, o.delivered_rate
+            ))
+            .remedy("shorten or remove the critical section (e.g. PHP: session_write_close() early, a non-locking session handler, distinct session ids per client)"),
+        );
+    }
+    let explained = out
+        .iter()
+        .any(|f| f.id.starts_with("fs.") || f.id.starts_with("lock.") || f.id == "cpu.run-queue");
+    // All workers busy, not on a CPU nor waiting for one, the load queued: the pool is the
+    // ceiling. The host's CPUs may be busy with others; what matters is that the workers'
+    // busy time is not CPU time.
+    let busy = o.mean(|s| s.busy_threads as f64);
+    let idle_threads_floor = o.mean(|s| s.threads as f64) - o.workers as f64;
+    let busy_workers = busy.min(o.workers as f64);
+    let cpu_part = o.on_cpu_s + o.runq_s;
+    if !explained
+        && o.capped()
+        && o.workers > 0
+        && busy_workers >= 0.9 * o.workers as f64
+        && cpu_part < 0.5 * o.busy_s()
+    {
+        let serve_s_per_req = o.busy_s() / o.answered.max(1) as f64;
+        let predicted = o.workers as f64 / serve_s_per_req.max(1e-9);
+        out.push(
+            Finding::new(
+                "pool.too-small",
+                Severity::Fail,
+                format!(
+                    "all {} workers are busy but only {:.0} % of their busy time is CPU: requests queue for a worker",
+                    o.workers,
+                    pct(cpu_part, o.busy_s())
+                ),
+            )
+            .with("workers", o.workers)
+            .with("busy_workers", round(busy_workers, 2))
+            .with("idle_threads", round(idle_threads_floor.max(0.0), 1))
+            .with("cores_busy", round(cores_busy, 2))
+            .with("cpu_share_of_busy_time_pct", pct(cpu_part, o.busy_s()))
+            .with("busy_ms_per_request", round(serve_s_per_req * 1e3, 2))
+            .with("predicted_ceiling_per_s", round(predicted, 1))
+            .with("delivered_per_s", round(o.delivered_rate, 1))
+            .with("share_of_thread_wall_time_pct", pct(o.busy_s(), o.wall_s()))
+            .predict(format!(
+                "ceiling ≈ {} workers ÷ {:.1} ms per request ≈ {:.0} req/s (delivered {:.0} req/s)",
+                o.workers,
+                serve_s_per_req * 1e3,
+                predicted,
+                o.delivered_rate
+            ))
+            .remedy("raise the worker count (php-fpm: pm.max_children; a thread pool's size) while CPU and memory allow"),
+        );
+    }
+    if !o.classified && o.wall_s() > 0.0 {
+        out.push(
+            Finding::new(
+                "run.classes-unavailable",
+                Severity::Info,
+                "this kernel cannot tell which syscall blocked threads are in (bpf_task_pt_regs needs Linux ≥ 5.15 on x86_64): off-CPU time is not split by cause",
+            )
+            .with("unknown_off_cpu_pct", pct(class_s(o, "unknown"), o.wall_s()))
+            .remedy("run on Linux 5.15 or later for fs, lock and pool verdicts"),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(n: u64, f: impl Fn(u64) -> RunSecond) -> Vec<RunSecond> {
+        (0..n).map(f).collect()
+    }
+
+    fn off(pairs: &[(&str, f64)]) -> Vec<f64> {
+        CLASS_NAMES
+            .iter()
+            .map(|c| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| n == c)
+                    .map(|p| p.1)
+                    .unwrap_or(0.0)
+            })
+            .collect()
+    }
+
+    /// Recorded shape of scenario 1: five php-fpm workers, cwd 7 levels deep in a serialized
+    /// 200 µs FUSE mount, flooded at 1,500 req/s; about 520 req/s delivered.
+    fn fuse_flood() -> RunObs {
+        RunObs {
+            seconds: secs(10, |t| RunSecond {
+                t_s: t,
+                offered: 1500,
+                ok_2xx: 520,
+                cores_busy: 0.4,
+                threads: 6,
+                busy_threads: 5,
+                ..Default::default()
+            }),
+            window_s: 10.0,
+            cores: 2.0,
+            offered_rate: 1500.0,
+            delivered_rate: 520.0,
+            answered: 5200,
+            off_s: off(&[("path", 46.0), ("wait_work", 10.5)]),
+            on_cpu_s: 3.0,
+            runq_s: 0.5,
+            workers: 5,
+            filesystems: vec![FsLoad {
+                mount: "/mnt/slow".into(),
+                fs_type: "fuse.slowfs".into(),
+                slow: Some("FUSE".into()),
+                syscall_s: 47.0,
+                ops: 5200 * 9,
+                ops_kind: "FUSE requests",
+                ops_per_s: vec![4680; 10],
+            }],
+            classified: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn serialized_fuse_predicts_the_delivered_ceiling() {
+        let f = rules(&fuse_flood());
+        assert_eq!(f.len(), 1, "{f:#?}");
+        let x = &f[0];
+        assert_eq!(x.id, "fs.serialized");
+        assert_eq!(x.severity, Severity::Fail);
+        assert_eq!(x.evidence["predicted_ceiling_per_s"], 520.0);
+        assert_eq!(x.evidence["mean_threads"], 4.7);
+        // 47 of 49.5 busy thread-seconds.
+        assert_eq!(x.evidence["share_of_busy_thread_time_pct"], 94.9);
+        assert!(x.predicted.as_ref().unwrap().contains("≈ 520 req/s"));
+    }
+
+    #[test]
+    fn busy_cpus_are_no_trap() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("wait_work", 2.0)]);
+        o.on_cpu_s = 12.0;
+        o.runq_s = 6.0;
+        for s in &mut o.seconds {
+            s.cores_busy = 1.97;
+        }
+        let f = rules(&o);
+        let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
+        assert_eq!(ids, ["cpu.saturated"]);
+        assert_eq!(f[0].severity, Severity::Info);
+        assert_eq!(f[0].evidence["cores_busy"], 1.97);
+    }
+
+    #[test]
+    fn a_locked_session_file_is_named() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("file_lock", 38.0), ("wait_work", 10.0)]);
+        o.locks = vec![LockLoad {
+            object: "/var/lib/php/sessions/sess_x".into(),
+            wait_s: 38.0,
+            waits: 4000,
+        }];
+        let f = rules(&o);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].id, "lock.contention");
+        assert_eq!(f[0].evidence["object"], "/var/lib/php/sessions/sess_x");
+        assert_eq!(f[0].evidence["mean_threads"], 3.8);
+        assert_eq!(f[0].evidence["mean_wait_ms"], 9.5);
+    }
+
+    #[test]
+    fn one_sleeping_worker_is_a_pool_ceiling() {
+        // pm.max_children = 1, a 50 ms sleep per request, 100 req/s offered, 20 delivered.
+        let o = RunObs {
+            seconds: secs(10, |t| RunSecond {
+                t_s: t,
+                offered: 100,
+                ok_2xx: 20,
+                cores_busy: 0.1,
+                threads: 2,
+                busy_threads: 1,
+                ..Default::default()
+            }),
+            window_s: 10.0,
+            cores: 2.0,
+            offered_rate: 100.0,
+            delivered_rate: 20.0,
+            answered: 200,
+            off_s: off(&[("sleep", 9.9), ("wait_work", 10.0)]),
+            on_cpu_s: 0.1,
+            workers: 1,
+            classified: true,
+            ..Default::default()
+        };
+        let f = rules(&o);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].id, "pool.too-small");
+        assert_eq!(f[0].evidence["predicted_ceiling_per_s"], 20.0);
+        assert_eq!(f[0].evidence["busy_ms_per_request"], 50.0);
+        // Other processes keeping the host's cores busy do not make it a CPU verdict.
+        let mut o = o;
+        for s in &mut o.seconds {
+            s.cores_busy = 2.0;
+        }
+        let ids: Vec<String> = rules(&o).into_iter().map(|f| f.id).collect();
+        assert_eq!(ids, ["pool.too-small"]);
+    }
+
+    #[test]
+    fn an_uncapped_run_with_idle_workers_has_no_pool_finding() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("wait_work", 50.0)]);
+        o.delivered_rate = 1500.0;
+        assert!(rules(&o).is_empty());
+    }
+
+    #[test]
+    fn without_pt_regs_the_report_says_so() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("unknown", 50.0)]);
+        o.classified = false;
+        let f = rules(&o);
+        assert!(
+            f.iter().any(|x| x.id == "run.classes-unavailable"),
+            "{f:#?}"
+        );
+    }
+}
