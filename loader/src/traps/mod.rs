@@ -8,6 +8,7 @@ pub mod fs_static;
 pub mod host;
 pub mod net;
 pub mod process;
+pub mod registry;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
