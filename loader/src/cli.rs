@@ -46,6 +46,8 @@ pub enum Command {
     Preflight(cmd::preflight::PreflightArgs),
     /// Wait until TIME_WAIT sockets on a port drain below a threshold (for harness scripts).
     WaitDrain(cmd::wait_drain::WaitDrainArgs),
+    /// What a finding id means: mechanism, evidence keys, remedy (`--list`: every id).
+    Explain(cmd::explain::ExplainArgs),
     /// Network census and net.* findings alone (debugging, end-to-end tests; docs/net.md).
     #[command(hide = true)]
     NetCensus(cmd::net_census::NetCensusArgs),

@@ -28,6 +28,7 @@ fn main() {
         Some(Command::Load(a)) => cmd::load::run(*a),
         Some(Command::Preflight(a)) => cmd::preflight::run(a),
         Some(Command::WaitDrain(a)) => cmd::wait_drain::run(a),
+        Some(Command::Explain(a)) => cmd::explain::run(a),
         Some(Command::NetCensus(a)) => cmd::net_census::run(a),
     };
     match result {
