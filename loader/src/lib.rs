@@ -9,7 +9,10 @@ pub mod cli;
 pub mod cmd;
 pub mod error;
 pub mod escape;
+pub mod figures;
 pub mod host;
+#[cfg(test)]
+mod layers;
 pub mod load;
 pub mod probe;
 pub mod report;
