@@ -115,6 +115,14 @@ mod tests {
     }
 
     #[test]
+    fn design_page_shows_the_real_output() {
+        let page = include_str!("../../../docs/DESIGN.md");
+        assert!(page.contains(&format!("$ trapdetect explain --list\n{}```", list())));
+        let one = explain(registry::lookup("host.tracer").unwrap());
+        assert!(page.contains(&format!("$ trapdetect explain host.tracer\n{one}$ ")));
+    }
+
+    #[test]
     fn unknown_ids_and_bad_usage_are_usage_errors() {
         let e = render(&args(&["cpu.qouta"])).unwrap_err();
         assert_eq!(e.exit_code(), exit::USAGE);
