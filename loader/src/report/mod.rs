@@ -12,7 +12,10 @@ use crate::{
     traps::{Finding, Severity},
 };
 
-pub use crate::figures::{Latency, latency, merge_hist, percentile_us};
+pub use crate::{
+    figures::{Latency, latency, merge_hist, percentile_us},
+    probe::ProbeRow,
+};
 
 /// Version of the JSON wire format (`schema` field). Bump on incompatible change.
 pub const SCHEMA: &str = "trapdetect.report/1";
@@ -139,19 +142,6 @@ pub struct PathRow {
     pub walk: String,
     /// Mean latency, µs.
     pub mean_us: f64,
-}
-
-/// Whether a probe is attached.
-#[derive(Clone, Debug, Serialize)]
-pub struct ProbeRow {
-    /// Program name.
-    pub program: String,
-    /// Where it attaches.
-    pub attach: String,
-    /// Attached?
-    pub attached: bool,
-    /// Why not, or what it is for.
-    pub note: String,
 }
 
 /// Can the numbers in this report be trusted?
