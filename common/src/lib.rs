@@ -9,6 +9,7 @@
 pub mod counters;
 pub mod fuse;
 pub mod hist;
+mod layout;
 pub mod names;
 pub mod offcpu;
 pub mod paths;

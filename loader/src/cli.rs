@@ -67,6 +67,8 @@ pub enum Command {
     WaitDrain(cmd::wait_drain::WaitDrainArgs),
     /// Version, git commit, build date, eBPF object hash; with --kernel, this kernel's support.
     Version(cmd::version::VersionArgs),
+    /// What a finding id means: mechanism, evidence keys, remedy (`--list`: every id).
+    Explain(cmd::explain::ExplainArgs),
     /// Network census and net.* findings alone (debugging, end-to-end tests; docs/net.md).
     #[command(hide = true)]
     NetCensus(cmd::net_census::NetCensusArgs),

@@ -9,10 +9,13 @@ pub mod cli;
 pub mod cmd;
 pub mod error;
 pub mod escape;
+pub mod figures;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod host;
 pub mod input;
+#[cfg(test)]
+mod layers;
 pub mod load;
 pub mod output;
 pub mod probe;

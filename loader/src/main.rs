@@ -34,6 +34,7 @@ fn main() {
         Some(Command::Run(a)) => cmd::run::run(*a),
         Some(Command::WaitDrain(a)) => cmd::wait_drain::run(a),
         Some(Command::Version(a)) => cmd::version::run(a),
+        Some(Command::Explain(a)) => cmd::explain::run(a),
         Some(Command::NetCensus(a)) => cmd::net_census::run(a),
         Some(Command::Generate(a)) => cmd::generate::run(a),
     };

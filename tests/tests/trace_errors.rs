@@ -393,6 +393,8 @@ fn bad_flag_values_are_one_line_usage_errors_for_every_command() {
         vec!["--pid", "1", "--watch-client", "x"],
         vec!["--pid", "1", "--watch-client", "4194303"],
         vec!["--pid", "1", "--skip-probe", "no_such_program"],
+        vec!["explain", "cpu.qouta"],
+        vec!["explain"],
     ] {
         let out = trapdetect(&args, Duration::from_secs(30));
         let err = String::from_utf8_lossy(&out.stderr);
@@ -404,6 +406,14 @@ fn bad_flag_values_are_one_line_usage_errors_for_every_command() {
     let out = trapdetect(&["--help"], Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Exit codes:"));
+    let out = trapdetect(&["explain", "fs.cwd-slow"], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("fs.cwd-slow: the server's working directory is on a slow or remote"),
+        "{text}"
+    );
+    assert!(text.contains("\nRemedy:\n  start the server from a native directory"));
 }
 
 #[test]

@@ -252,7 +252,7 @@ pub fn noise_from(
         busy.push(Busy {
             pid: a.pid,
             comm: crate::escape::bytes(&a.stat.comm),
-            cpus: crate::traps::round(d as f64 / ticks_per_s / window_s, 3),
+            cpus: crate::figures::round(d as f64 / ticks_per_s / window_s, 3),
         });
     }
     busy.sort_by(|a, b| b.cpus.total_cmp(&a.cpus).then(a.pid.cmp(&b.pid)));
@@ -260,12 +260,12 @@ pub fn noise_from(
     let machine = stat_after.since(&stat_before);
     let total = machine.total().max(1) as f64;
     NoiseSample {
-        window_s: crate::traps::round(window_s, 3),
+        window_s: crate::figures::round(window_s, 3),
         machine,
-        others_cpus: crate::traps::round(others as f64 / ticks_per_s / window_s, 3),
-        target_cpus: crate::traps::round(mine as f64 / ticks_per_s / window_s, 3),
+        others_cpus: crate::figures::round(others as f64 / ticks_per_s / window_s, 3),
+        target_cpus: crate::figures::round(mine as f64 / ticks_per_s / window_s, 3),
         top: busy,
-        steal_share: crate::traps::round(machine.steal as f64 / total, 4),
+        steal_share: crate::figures::round(machine.steal as f64 / total, 4),
     }
 }
 

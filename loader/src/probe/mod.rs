@@ -28,9 +28,22 @@ use trapdetect_common::{
 use crate::{
     btf::Btf,
     error::{Error, Result},
-    report::ProbeRow,
 };
+use serde::Serialize;
 use tracefs::Tracefs;
+
+/// Whether a probe is attached.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeRow {
+    /// Program name.
+    pub program: String,
+    /// Where it attaches.
+    pub attach: String,
+    /// Attached?
+    pub attached: bool,
+    /// Why not, or what it is for.
+    pub note: String,
+}
 
 /// The eBPF object, built by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/trapdetect"));

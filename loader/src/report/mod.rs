@@ -16,6 +16,11 @@ use crate::{
     traps::{Finding, Severity},
 };
 
+pub use crate::{
+    figures::{Latency, latency, merge_hist, percentile_us},
+    probe::ProbeRow,
+};
+
 /// Version of the JSON wire format (`schema` field). Bump on incompatible change.
 pub const SCHEMA: &str = "trapdetect.report/1";
 
@@ -56,21 +61,6 @@ pub struct Requests {
     /// Payload the server's ports received in the window, whatever client sent it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub served: Option<crate::trace::requests::Served>,
-}
-
-/// Latency summary; all in microseconds.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct Latency {
-    /// Mean (exact: summed latency ÷ count).
-    pub mean_us: f64,
-    /// Median, interpolated within a log2 bucket.
-    pub p50_us: f64,
-    /// 90th percentile.
-    pub p90_us: f64,
-    /// 99th percentile.
-    pub p99_us: f64,
-    /// Largest (exact).
-    pub max_us: f64,
 }
 
 /// One row of the syscall table: a syscall on the filesystem its final component lives on.
@@ -156,19 +146,6 @@ pub struct PathRow {
     pub walk: String,
     /// Mean latency, µs.
     pub mean_us: f64,
-}
-
-/// Whether a probe is attached.
-#[derive(Clone, Debug, Serialize)]
-pub struct ProbeRow {
-    /// Program name.
-    pub program: String,
-    /// Where it attaches.
-    pub attach: String,
-    /// Attached?
-    pub attached: bool,
-    /// Why not, or what it is for.
-    pub note: String,
 }
 
 /// Can the numbers in this report be trusted?
@@ -303,57 +280,6 @@ impl Report {
     /// JSON rendering (pretty).
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-    }
-}
-
-/// Percentile estimate from a log2 histogram: linear interpolation inside the bucket that holds
-/// the rank, clamped to the exact maximum.
-pub fn percentile_us(hist: &[u64], q: f64, max_ns: u64) -> f64 {
-    use trapdetect_common::hist::{bucket_high_ns, bucket_low_ns};
-    let total: u64 = hist.iter().sum();
-    if total == 0 {
-        return 0.0;
-    }
-    let rank = (q * total as f64).ceil().max(1.0);
-    let mut seen = 0u64;
-    for (b, &n) in hist.iter().enumerate() {
-        if n == 0 {
-            continue;
-        }
-        if (seen + n) as f64 >= rank {
-            let lo = bucket_low_ns(b as u32) as f64;
-            let hi = (bucket_high_ns(b as u32) as f64).min(max_ns as f64).max(lo);
-            let frac = (rank - seen as f64) / n as f64;
-            return (lo + (hi - lo) * frac) / 1000.0;
-        }
-        seen += n;
-    }
-    max_ns as f64 / 1000.0
-}
-
-/// Adds histogram `h` into `into` bucket by bucket (growing `into` if it is shorter).
-pub fn merge_hist(into: &mut Vec<u64>, h: &[u64]) {
-    if into.len() < h.len() {
-        into.resize(h.len(), 0);
-    }
-    for (i, v) in h.iter().enumerate() {
-        into[i] += v;
-    }
-}
-
-/// Builds a latency summary from a histogram and exact sum/max.
-pub fn latency(hist: &[u64], count: u64, sum_ns: u64, max_ns: u64) -> Latency {
-    let r = |v: f64| crate::traps::round(v, 2);
-    Latency {
-        mean_us: if count == 0 {
-            0.0
-        } else {
-            r(sum_ns as f64 / count as f64 / 1000.0)
-        },
-        p50_us: r(percentile_us(hist, 0.50, max_ns)),
-        p90_us: r(percentile_us(hist, 0.90, max_ns)),
-        p99_us: r(percentile_us(hist, 0.99, max_ns)),
-        max_us: r(max_ns as f64 / 1000.0),
     }
 }
 

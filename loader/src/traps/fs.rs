@@ -349,7 +349,7 @@ impl Cost {
         if self.calls == 0 || self.hist.iter().all(|&n| n == 0) {
             return self.sum_ns as f64;
         }
-        let p90 = crate::report::latency(&self.hist, self.calls, self.sum_ns, self.max_ns).p90_us;
+        let p90 = crate::figures::latency(&self.hist, self.calls, self.sum_ns, self.max_ns).p90_us;
         (p90 * 1000.0 * self.calls as f64).min(self.sum_ns as f64)
     }
 
@@ -358,7 +358,7 @@ impl Cost {
         self.lookups += c.count * lookups as u64;
         self.sum_ns += c.sum_ns;
         self.max_ns = self.max_ns.max(c.max_ns);
-        crate::report::merge_hist(&mut self.hist, &c.hist);
+        crate::figures::merge_hist(&mut self.hist, &c.hist);
         match self.by_syscall.iter_mut().find(|(s, _)| *s == c.syscall) {
             Some((_, n)) => *n += c.count,
             None => self.by_syscall.push((c.syscall, c.count)),
@@ -517,7 +517,7 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
             .with(&format!("walk_ms_{unit}"), round(ms_per, 4));
         f = w.evidence(f, obs);
         if cost.calls > 0 {
-            let lat = crate::report::latency(&cost.hist, cost.calls, cost.sum_ns, cost.max_ns);
+            let lat = crate::figures::latency(&cost.hist, cost.calls, cost.sum_ns, cost.max_ns);
             f = f
                 .with("walk_latency_mean_us", lat.mean_us)
                 .with("walk_latency_p99_us", lat.p99_us);

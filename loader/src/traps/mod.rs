@@ -8,8 +8,10 @@ pub mod fs_static;
 pub mod host;
 pub mod net;
 pub mod process;
+pub mod registry;
 pub mod run;
 
+pub use crate::figures::round;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -93,12 +95,6 @@ impl Finding {
         self.remedy = r.into();
         self
     }
-}
-
-/// Rounds for evidence: numbers are measured, but 17 significant digits help nobody.
-pub fn round(v: f64, decimals: i32) -> f64 {
-    let m = 10f64.powi(decimals);
-    (v * m).round() / m
 }
 
 /// Sorts findings fail first, then by id (stable output for diffs and tests).

@@ -258,15 +258,10 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
                 loaded.iter().map(|x| (x - m).abs()).sum::<f64>() / loaded.len().max(1) as f64;
             m > 0.0 && spread <= 0.2 * m
         };
-        let id = if serialized {
-            "fs.serialized"
-        } else {
-            "fs.slow-ops"
-        };
         let mut f = with_shares(
-            Finding::new(
-                id,
-                ceiling_severity(o),
+            {
+                let (sev, title) = (
+                    ceiling_severity(o),
                 format!(
                     "{:.1} threads on average wait on {} ({}{}){}",
                     l,
@@ -279,7 +274,14 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
                         ""
                     }
                 ),
-            ),
+                );
+                // Two literals: the rule registry finds every id where it is emitted.
+                if serialized {
+                    Finding::new("fs.serialized", sev, title)
+                } else {
+                    Finding::new("fs.slow-ops", sev, title)
+                }
+            },
             fs.syscall_s,
             o,
         )

@@ -1038,7 +1038,7 @@ pub fn census_in(
     obs.plan = plan.map(|(r, t)| Plan::new(r, t));
     notes.append(&mut obs.notes);
     obs.notes = notes;
-    obs.census_ms = crate::traps::round(t0.elapsed().as_secs_f64() * 1000.0, 2);
+    obs.census_ms = crate::figures::round(t0.elapsed().as_secs_f64() * 1000.0, 2);
     Ok(obs)
 }
 

@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use serde::Serialize;
 
 use super::{Ephemeral, fmt_count};
-use crate::report::Latency;
+use crate::figures::Latency;
 
 /// Counts of the TCP events the kernel side classifies (see `trapdetect_common::tcp`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -1,0 +1,768 @@
+//! The rule registry: one typed table of every finding id trapdetect can emit, with the commands
+//! that evaluate it and its documentation (`trapdetect explain ID`). Ids were copied by hand into
+//! help texts, `--ignore` lists and man pages; the tests below hold those lists to this table.
+//!
+//! Adding a finding? Add its entry to [`RULES`] (the unit test `every_emitted_id_is_registered`
+//! scans loader/src for the id literals passed to `Finding::new` and fails on an unregistered id), name it in its doc
+//! page, and see docs/DESIGN.md.
+
+/// A command that evaluates rules (its name on the command line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `trapdetect [trace] --pid N`.
+    Trace,
+    /// `trapdetect preflight`.
+    Preflight,
+    /// `trapdetect load`.
+    Load,
+    /// `trapdetect net-census` (hidden).
+    NetCensus,
+    /// `trapdetect run`.
+    Run,
+}
+
+impl Command {
+    /// Name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Command::Trace => "trace",
+            Command::Preflight => "preflight",
+            Command::Load => "load",
+            Command::NetCensus => "net-census",
+            Command::Run => "run",
+        }
+    }
+}
+
+/// One registered rule: what `explain` prints and what the consistency tests check.
+#[derive(Debug)]
+pub struct Rule {
+    /// Stable id (`area.name`), as in the JSON `findings[].id` and `--ignore`.
+    pub id: &'static str,
+    /// One line: the trap.
+    pub title: &'static str,
+    /// Commands that evaluate it.
+    pub commands: &'static [Command],
+    /// Why it falsifies a benchmark.
+    pub mechanism: &'static str,
+    /// Main evidence keys (JSON `evidence` object; units are in the names).
+    pub evidence: &'static [&'static str],
+    /// What to do about it.
+    pub remedy: &'static str,
+    /// The page documenting it in full (relative to the repository root).
+    pub doc: &'static str,
+}
+
+use Command::{Load, NetCensus, Preflight, Run, Trace};
+
+const NET: &[Command] = &[Preflight, Trace, NetCensus];
+const PRE: &[Command] = &[Preflight];
+
+/// Every finding id, sorted by id. New findings of any branch must be registered here: the
+/// `every_emitted_id_is_registered` test fails otherwise.
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "cpu.affinity",
+        title: "the server may run on fewer CPUs than the machine has",
+        commands: PRE,
+        mechanism: "Cpus_allowed (taskset, cpuset cgroup, container limits) covers fewer CPUs than \
+                    are online: the server's ceiling is set by the mask, not by the machine, and a \
+                    load generator sharing those CPUs competes with it.",
+        evidence: &["cpus_allowed_list", "allowed_cpus", "online_cpus"],
+        remedy: "widen the mask (taskset -pc 0-N PID, the cpuset of its cgroup) or pin the server \
+                 and the load generator on disjoint CPUs on purpose, and say so in the results.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "cpu.frequency",
+        title: "CPU frequency governor, turbo or SMT make results vary",
+        commands: PRE,
+        mechanism: "a governor other than `performance` ramps the clock with load, turbo/boost \
+                    depends on temperature and the other cores, and SMT siblings share a core: \
+                    the same run gives different numbers from one minute to the next.",
+        evidence: &[
+            "governors",
+            "scaling_driver",
+            "turbo",
+            "turbo_source",
+            "smt_active",
+        ],
+        remedy: "set the `performance` governor, disable turbo/boost and SMT for the run (as \
+                 benchmark harnesses do), or report them with the results.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "cpu.quota",
+        title: "a cgroup CPU quota caps or throttles the server",
+        commands: PRE,
+        mechanism: "the tightest quota from the process's cgroup up to the root (v2 cpu.max, v1 \
+                    cpu.cfs_quota_us/cfs_period_us) throttles the group each period once used: a \
+                    flat ceiling below the core count with the CPUs idle.",
+        evidence: &[
+            "cgroup_version",
+            "cgroup_dir",
+            "quota_us",
+            "period_us",
+            "quota_cpus",
+            "usable_cpus",
+            "nr_throttled",
+            "throttled_us",
+            "throttled_share",
+        ],
+        remedy: "raise or remove the quota (cpu.max `max`, docker --cpus, systemd CPUQuota=) for \
+                 the benchmark, or report the quota as the machine size.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "cpu.run-queue",
+        title: "the server's threads wait for a CPU (runnable, not running)",
+        commands: &[Run],
+        mechanism: "threads that are runnable but not on a CPU queue behind other work or a CPU \
+                    quota: the ceiling is CPU time, while the server's own CPU use looks modest.",
+        evidence: &["share_of_busy_thread_time_pct", "cores_busy", "cores"],
+        remedy: "find what else holds the CPUs (host.noise, the load generator on the same cores) \
+                 or the quota (cpu.quota), and give the server CPUs of its own.",
+        doc: "docs/run.md",
+    },
+    Rule {
+        id: "cpu.saturated",
+        title: "no trap: the CPUs are busy and the server is at its capacity",
+        commands: &[Run],
+        mechanism: "when the cores are busy and the server's threads spend their busy time on a CPU \
+                    or waiting for one, the flat ceiling is the machine's capacity, not a trap.",
+        evidence: &["cores_busy", "cores", "cpu_share_of_busy_time_pct"],
+        remedy: "nothing to fix in the environment: profile the server's CPU use, or add cores.",
+        doc: "docs/run.md",
+    },
+    Rule {
+        id: "fpm.alert-patterns",
+        title: "PHP-FPM reached max_children during earlier runs",
+        commands: PRE,
+        mechanism: "FPM logs `server reached pm.max_children setting` (dynamic) or `server \
+                    reached max_children setting` (ondemand) when requests queue for a worker: \
+                    the run measured the pool size, not the application.",
+        evidence: &[
+            "dynamic_pattern",
+            "ondemand_pattern",
+            "pools",
+            "error_log",
+            "dynamic_lines",
+            "ondemand_lines",
+            "last_line",
+        ],
+        remedy: "size pm.max_children for the planned load (and memory), and grep the error log \
+                 for these lines after each run.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "fpm.memory",
+        title: "PHP-FPM pools can grow beyond the memory available",
+        commands: PRE,
+        mechanism: "FPM never multiplies max_children by a worker's size: under load the pool \
+                    forks up to max_children, and Σ max_children × peak worker RSS beyond the \
+                    budget swaps or gets OOM-killed mid-run.",
+        evidence: &[
+            "max_children",
+            "peak_worker_rss_bytes",
+            "peak_worker_pid",
+            "product_bytes",
+            "mem_available_bytes",
+            "mem_budget_bytes",
+            "headroom_bytes",
+            "compared_against",
+        ],
+        remedy: "lower pm.max_children to budget ÷ peak worker RSS, or give the machine the \
+                 memory.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "fpm.oversized",
+        title: "PHP-FPM max_children well above the CPUs",
+        commands: PRE,
+        mechanism: "more workers than the master's CPUs can run turn CPU-bound requests into \
+                    queueing in the scheduler: latency grows with no throughput gained.",
+        evidence: &["max_children", "cpus", "workers_per_cpu"],
+        remedy: "size max_children to the CPUs for CPU-bound pages (more only for I/O waits you \
+                 measured).",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "fpm.ramp",
+        title: "PHP-FPM needs seconds of load to fork up to max_children",
+        commands: PRE,
+        mechanism: "`pm = dynamic` forks at most pm.max_spawn_rate workers per maintenance second \
+                    from start_servers; `pm = ondemand` forks on arrival and retires idle \
+                    workers: the first seconds of a run measure the ramp.",
+        evidence: &[
+            "seconds_to_max_children",
+            "workers_per_second",
+            "process_idle_timeout_s",
+        ],
+        remedy: "warm up for at least seconds_to_max_children, or use `pm = static` for \
+                 benchmarks.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "fpm.socket-path",
+        title: "a PHP-FPM unix socket path is too long and silently truncated",
+        commands: PRE,
+        mechanism: "sun_path holds 107 bytes + NUL; FPM truncates a longer `listen` path instead \
+                    of refusing, so the web server connects to a socket that does not exist.",
+        evidence: &["listen", "length_bytes", "fpm_listens_on"],
+        remedy: "use a socket path under 108 bytes (e.g. /run/php/NAME.sock).",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "fpm.spare-servers",
+        title: "PHP-FPM spare-server settings FPM itself rejects",
+        commands: PRE,
+        mechanism: "FPM validates start/min/max spare servers of dynamic pools at start and \
+                    refuses to run: the benchmark measures an error page or a pool that never \
+                    came up.",
+        evidence: &["fpm_alert"],
+        remedy: "fix the pool so min_spare ≤ start_servers ≤ max_spare ≤ max_children.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "fs.cwd-slow",
+        title: "the server's working directory is on a slow or remote filesystem",
+        commands: &[Preflight, Trace],
+        mechanism: "PHP chdirs around every request and the way back resolves the old cwd \
+                    component by component; on WSL2 DrvFs, 9p, NFS, SMB, FUSE or virtiofs each \
+                    component can be a round trip, and DrvFs serializes them machine-wide.",
+        evidence: &[
+            "cwd",
+            "fs_type",
+            "mount_point",
+            "cwd_depth_below_mount",
+            "lookups_per_request",
+            "walk_ms_per_request",
+            "share_of_request_time",
+            "predicted_ceiling_rps_if_serialized",
+        ],
+        remedy: "start the server from a native directory: `( cd <native dir> && exec <exe> \
+                 <args> )`; refuse such run directories in the harness (`trapdetect preflight \
+                 --dir \"$RUN\" || exit 1`).",
+        doc: "docs/trace.md",
+    },
+    Rule {
+        id: "fs.dir-slow",
+        title: "a run directory (--dir) is on a slow or remote filesystem",
+        commands: PRE,
+        mechanism: "a server started from, or reading files under, that directory pays the \
+                    filesystem's round trips per lookup (see fs.cwd-slow).",
+        evidence: &[
+            "dir",
+            "fs_type",
+            "mount_point",
+            "depth_below_mount",
+            "mount_source",
+            "mount_options",
+        ],
+        remedy: "move the run directory to a native filesystem; guard the harness with `case \
+                 \"$RUN\" in <mount>/*)`.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "fs.hot-path-slow",
+        title: "files the server uses per request are on a slow filesystem",
+        commands: &[Preflight, Trace],
+        mechanism: "docroot, includes, sessions, databases or logs on a slow or remote mount: \
+                    every stat, open and read of them pays a round trip.",
+        evidence: &["files", "exe_on_mount", "paths"],
+        remedy: "move those files to a native filesystem (or a cache directory on one).",
+        doc: "docs/trace.md",
+    },
+    Rule {
+        id: "fs.serialized",
+        title: "metadata operations serialized behind one filesystem",
+        commands: &[Run],
+        mechanism: "the filesystem's operation rate stays flat while the number of threads waiting \
+                    in it grows (Little's law: waiters = rate × latency): one FUSE daemon thread, \
+                    DrvFs under concurrency; throughput ≈ its capacity ÷ operations per request.",
+        evidence: &[
+            "mount",
+            "mean_threads",
+            "ops_per_s",
+            "capacity_ops_per_s",
+            "predicted_ceiling_per_s",
+        ],
+        remedy: "move what the requests touch (code, working directory, sessions) to a native \
+                 filesystem, or enable caching on the mount.",
+        doc: "docs/run.md",
+    },
+    Rule {
+        id: "fs.slow-ops",
+        title: "the server's threads wait on a slow filesystem",
+        commands: &[Run],
+        mechanism: "threads spend their time blocked in operations on one filesystem; its rate is \
+                    not (yet) seen to be flat, so it may scale, but the time is spent there.",
+        evidence: &[
+            "mount",
+            "mean_threads",
+            "ops_per_s",
+            "share_of_thread_wall_time_pct",
+        ],
+        remedy: "move what the requests touch (code, working directory, sessions) to a native \
+                 filesystem, or enable caching on the mount.",
+        doc: "docs/run.md",
+    },
+    Rule {
+        id: "gen.closed-loop",
+        title: "the load generator ran closed-loop",
+        commands: &[Load, Trace],
+        mechanism: "with at most N requests in flight, a slow server slows the generator down \
+                    (coordinated omission): overload shows only as latency, never as lost \
+                    arrivals.",
+        evidence: &["concurrency", "in_flight_max", "rate_x_timeout"],
+        remedy: "run open-loop (--rate without --concurrency) with a timeout, and read the \
+                 status mix.",
+        doc: "docs/load.md",
+    },
+    Rule {
+        id: "gen.lag",
+        title: "the load generator fell behind its schedule",
+        commands: &[Load, Trace],
+        mechanism: "arrivals went out late or not at all, so the offered load was lower and \
+                    burstier than planned: the numbers measure the generator (exit 3).",
+        evidence: &[
+            "sched_lag_p99_us",
+            "sched_lag_max_us",
+            "lag_budget_us",
+            "unsent",
+        ],
+        remedy: "give the generator its own CPUs, lower the rate, or run it on another machine.",
+        doc: "docs/load.md",
+    },
+    Rule {
+        id: "host.kernel-log",
+        title: "the kernel logged trouble during or before the run",
+        commands: PRE,
+        mechanism: "OOM kills, SYN flooding, a full conntrack table, hung tasks, lockups, \
+                    thermal throttling or I/O errors change what the benchmark measured without \
+                    the server saying so.",
+        evidence: &["since", "lines", "kinds", "lost_lines", "lines_shown"],
+        remedy: "fix the cause the line names, then re-run; mark the log before each run \
+                 (--kmsg-mark) to see only its lines.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "host.kernel-support",
+        title: "what this kernel offers the tracer (BTF, syscall tracepoints, fuse tracepoint)",
+        commands: PRE,
+        mechanism: "trace needs BTF and syscall tracepoints (Linux 5.8+); without them it cannot \
+                    attach, and without the fuse tracepoint (6.13+) FUSE requests are estimated.",
+        evidence: &["kernel_release", "btf"],
+        remedy: "run on a kernel with BTF (CONFIG_DEBUG_INFO_BTF) and syscall tracepoints, or pass \
+                 --btf FILE.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "host.memory",
+        title: "swap in use, memory pressure or OOM kills",
+        commands: PRE,
+        mechanism: "pages swapped out or reclaimed under pressure add page-fault latency to \
+                    requests at random; an OOM kill removes a worker mid-run.",
+        evidence: &[
+            "swap_used_bytes",
+            "memory_pressure_some_avg10_pct",
+            "oom_kills_since_mark",
+        ],
+        remedy: "free memory or add it; `swapoff -a` for the run; size pools to the memory.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "host.noise",
+        title: "other processes use the CPUs",
+        commands: PRE,
+        mechanism: "CPU time taken by other processes, CPU pressure or hypervisor steal is time \
+                    the server and the generator do not get: results vary run to run.",
+        evidence: &[
+            "others_cpus",
+            "target_cpus",
+            "top_others",
+            "load_1m",
+            "cpu_pressure_some_avg10_pct",
+            "steal_pct",
+        ],
+        remedy: "stop the other work (the top consumers are named) or run on a quiet machine.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "host.tracer",
+        title: "a tracer is attached to the server",
+        commands: PRE,
+        mechanism: "a thread with a TracerPid (strace, gdb left running) stops at every syscall \
+                    or signal: it costs a server most of its throughput.",
+        evidence: &[
+            "tracer_pid",
+            "tracer_comm",
+            "tracer_cmdline",
+            "traced_threads",
+        ],
+        remedy: "detach the tracer (kill it or quit the debugger) before the run.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "host.virt",
+        title: "the machine is virtual (WSL2, a hypervisor)",
+        commands: PRE,
+        mechanism: "relative results transfer from a virtual machine, absolute numbers do not: \
+                    I/O, timers and shared folders cost more than on bare metal.",
+        evidence: &["wsl", "vendor", "hypervisor_flag"],
+        remedy: "compare only runs on the same machine; state the virtualisation with results.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "load.ceiling",
+        title: "the server's delivered ceiling, below the offered rate",
+        commands: &[Load, Run],
+        mechanism: "above the server's capacity arrivals queue for a connection and are dropped \
+                    after --max-wait: the 2xx per second inside the window is the server's \
+                    ceiling, a result rather than a trap.",
+        evidence: &[
+            "offered_per_s",
+            "delivered_2xx_per_s",
+            "dropped",
+            "queue_wait_p99_us",
+            "busy_max",
+        ],
+        remedy: "read the delivered rate as the ceiling; raise --max-connections to check the \
+                 budget is not what caps it.",
+        doc: "docs/load.md",
+    },
+    Rule {
+        id: "load.errors",
+        title: "errors above the --max-errors threshold",
+        commands: &[Load, Run],
+        mechanism: "arrivals that got no status (timeouts, resets, EOFs, refusals) above the \
+                    threshold mean the run measured failures, not service.",
+        evidence: &["errors_total", "errors_pct", "max_errors_pct", "sent"],
+        remedy: "lower the rate, fix what the error kinds point at, or raise --max-errors on \
+                 purpose.",
+        doc: "docs/load.md",
+    },
+    Rule {
+        id: "load.refusal",
+        title: "the server refused connections (EOF or reset before any byte)",
+        commands: &[Load, Run],
+        mechanism: "a fresh connection closed before any response byte is the server refusing it \
+                    (nginx beyond worker_connections, a full accept queue), not a generic error.",
+        evidence: &["refused", "listen_overflows", "listen_drops", "sent"],
+        remedy: "raise the server's connection limit and listen backlog, or lower the generator's \
+                 --max-connections.",
+        doc: "docs/load.md",
+    },
+    Rule {
+        id: "load.status-mix",
+        title: "a share of the arrivals did not get a 2xx",
+        commands: &[Load, Trace, Run],
+        mechanism: "a request rate counts errors too: 503s, timeouts and resets are fast and \
+                    cheap, so the rate rises as the server fails.",
+        evidence: &["sent", "delivered_2xx_per_s"],
+        remedy: "compare goodput (2xx per second), and read the mix: 503 = said no, 429 = rate \
+                 limit, timeout = said nothing, refused = process gone.",
+        doc: "docs/load.md",
+    },
+    Rule {
+        id: "lock.contention",
+        title: "the server's threads wait on one lock",
+        commands: &[Run],
+        mechanism: "off-CPU time dominated by waits on one lock object (a flock'd file such as a \
+                    PHP session, or a futex) serializes the workers whatever their number.",
+        evidence: &["object", "mean_threads", "share_of_thread_wall_time_pct"],
+        remedy: "remove the shared lock from the request path (per-user sessions, a lock-free \
+                 store) or shorten what runs under it.",
+        doc: "docs/run.md",
+    },
+    Rule {
+        id: "net.ephemeral-ports",
+        title: "ephemeral ports run out for one flow group",
+        commands: &[Preflight, Trace, NetCensus, Load],
+        mechanism: "ports run out per (client IP, server IP, server port), not per host: \
+                    connect() searches longer as the range fills, and EADDRNOTAVAIL ends it.",
+        evidence: &[
+            "ephemeral_range",
+            "ports_usable",
+            "flow_group",
+            "ports_used",
+            "time_wait_ports",
+            "headroom_ports",
+            "planned_in_flight_connections",
+        ],
+        remedy: "`sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\"` in the client's \
+                 namespace, keep-alive, tcp_tw_reuse=1, more server ports or client addresses.",
+        doc: "docs/net.md",
+    },
+    Rule {
+        id: "net.fd-limit",
+        title: "the descriptor limit is below what the run needs",
+        commands: &[Preflight, Trace, NetCensus, Load],
+        mechanism: "an open-loop flood legitimately holds rate × timeout connections; past the \
+                    soft RLIMIT_NOFILE, accept() or connect() fails with EMFILE.",
+        evidence: &[
+            "pid",
+            "role",
+            "in_flight_needed_connections",
+            "open_fds",
+            "soft_limit_fds",
+            "hard_limit_fds",
+            "headroom_fds",
+        ],
+        remedy: "`prlimit --pid P --nofile=N:N` for the running process, `ulimit -n N` or \
+                 systemd LimitNOFILE=N at start (N = need + 25 %).",
+        doc: "docs/net.md",
+    },
+    Rule {
+        id: "net.listen-overflow",
+        title: "the accept queue overflows",
+        commands: NET,
+        mechanism: "when the accept loop cannot keep up the listen backlog fills: arrivals never \
+                    reach the server's limiter and dials hang until the client gives up.",
+        evidence: &[
+            "listen_overflows",
+            "listen_drops",
+            "listener",
+            "accept_queue_connections",
+            "backlog_connections",
+            "somaxconn",
+        ],
+        remedy: "`sysctl -w net.core.somaxconn=4096` and a larger listen() backlog; an accept \
+                 loop that keeps up; a fast 503 instead of the kernel queue.",
+        doc: "docs/net.md",
+    },
+    Rule {
+        id: "net.time-wait",
+        title: "TIME_WAIT sockets left from earlier runs or building up",
+        commands: NET,
+        mechanism: "TIME_WAIT sockets hold ports and kernel buckets for 60 s: back-to-back \
+                    points inherit tens of thousands and reruns differ by up to 8× in goodput.",
+        evidence: &[
+            "time_wait_sockets",
+            "top_local_port",
+            "closed_first_by_server_sockets",
+            "closed_first_by_client_sockets",
+            "top_flow_group",
+            "drain_all_s",
+            "below_1000_in_s",
+            "time_wait_growth_per_s",
+        ],
+        remedy: "keep-alive, a fresh instance or port per point, and between points `trapdetect \
+                 wait-drain --port P --below 1000 --timeout T`.",
+        doc: "docs/net.md",
+    },
+    Rule {
+        id: "pool.too-small",
+        title: "every worker is busy while the CPUs are idle",
+        commands: &[Run],
+        mechanism: "all workers busy, requests queueing, CPUs idle: the pool size, not the machine, \
+                    caps throughput at workers ÷ busy time per request.",
+        evidence: &[
+            "workers",
+            "busy_workers",
+            "busy_ms_per_request",
+            "predicted_ceiling_per_s",
+        ],
+        remedy: "raise the pool (pm.max_children, worker count) or shorten what a worker waits \
+                 on.",
+        doc: "docs/run.md",
+    },
+    Rule {
+        id: "proc.not-fresh",
+        title: "the server instance carries an earlier run",
+        commands: PRE,
+        mechanism: "a high-water RSS far above the current one, a long uptime or many open \
+                    descriptors mean an earlier flood left caches, queues and heap behind: the \
+                    next point does not start from the same state.",
+        evidence: &["uptime_s", "vm_rss_bytes", "vm_hwm_bytes", "fd_count"],
+        remedy: "restart the server before each point.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "proc.provenance",
+        title: "which binary runs",
+        commands: PRE,
+        mechanism: "results belong to one build: a binary replaced on disk (`(deleted)`) or a \
+                    different libc (musl vs glibc: 3-4× on allocation-heavy loops) changes them.",
+        evidence: &["exe", "sha256", "build_id", "libc", "interpreter"],
+        remedy: "record the sha256 and build id with the results; restart a server whose binary \
+                 was replaced.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "run.classes-unavailable",
+        title: "this kernel cannot say why threads wait",
+        commands: &[Run],
+        mechanism: "without bpf_task_pt_regs (Linux 5.15+, x86_64) the syscall a thread blocked in \
+                    is unknown: off-CPU time is measured but not classified.",
+        evidence: &["unknown_off_cpu_pct"],
+        remedy: "run on Linux 5.15 or newer to see off-CPU time by class.",
+        doc: "docs/run.md",
+    },
+];
+
+/// The rule with this id.
+pub fn lookup(id: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| r.id == id)
+}
+
+/// Every registered id, sorted.
+pub fn ids() -> impl Iterator<Item = &'static str> {
+    RULES.iter().map(|r| r.id)
+}
+
+/// Ids a command evaluates, sorted.
+pub fn ids_of(c: Command) -> impl Iterator<Item = &'static str> {
+    RULES
+        .iter()
+        .filter(move |r| r.commands.contains(&c))
+        .map(|r| r.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use std::path::{Path, PathBuf};
+
+    fn root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// Id literals passed to `Finding::new(` outside test modules (the first `#[cfg(test)]`
+    /// ends a file's product code).
+    fn emitted_ids() -> Vec<(String, PathBuf)> {
+        let mut files = vec![];
+        rust_files(&root().join("loader/src"), &mut files);
+        let mut out = vec![];
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap();
+            for (i, _) in code.match_indices("Finding::new(") {
+                let rest = code[i + "Finding::new(".len()..].trim_start();
+                if let Some(lit) = rest.strip_prefix('"') {
+                    let id = &lit[..lit.find('"').unwrap()];
+                    out.push((id.to_string(), f.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn rules_are_sorted_unique_and_complete() {
+        let ids: Vec<_> = ids().collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(
+            ids, sorted,
+            "RULES must be sorted by id, without duplicates"
+        );
+        for r in RULES {
+            let (area, name) = r.id.split_once('.').expect("ids are area.name");
+            assert!(!area.is_empty() && !name.is_empty(), "{}", r.id);
+            assert!(!r.commands.is_empty(), "{}: no command", r.id);
+            for s in [r.title, r.mechanism, r.remedy] {
+                assert!(!s.trim().is_empty(), "{}: empty text", r.id);
+            }
+            assert!(!r.evidence.is_empty(), "{}: no evidence key", r.id);
+        }
+    }
+
+    #[test]
+    fn every_emitted_id_is_registered() {
+        let emitted = emitted_ids();
+        // The scan must see the rules, or it proves nothing.
+        assert!(emitted.len() >= RULES.len(), "{emitted:?}");
+        for (id, file) in &emitted {
+            assert!(
+                lookup(id).is_some(),
+                "{id} ({}) is emitted but not in traps::registry::RULES",
+                file.display()
+            );
+        }
+        for r in RULES {
+            assert!(
+                emitted.iter().any(|(id, _)| id == r.id),
+                "{} is registered but no code emits it",
+                r.id
+            );
+        }
+    }
+
+    #[test]
+    fn evidence_keys_exist_in_the_code() {
+        let mut files = vec![];
+        rust_files(&root().join("loader/src"), &mut files);
+        let code: String = files
+            .iter()
+            .filter(|f| !f.ends_with("traps/registry.rs"))
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect();
+        for r in RULES {
+            for k in r.evidence {
+                assert!(
+                    code.contains(&format!("\"{k}\"")),
+                    "{}: evidence key {k} appears nowhere in loader/src",
+                    r.id
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn each_rule_is_documented_on_its_page() {
+        for r in RULES {
+            let page = std::fs::read_to_string(root().join(r.doc)).unwrap();
+            assert!(
+                page.contains(&format!("**{}**", r.id))
+                    || page.contains(&format!("`{}`", r.id))
+                    || page.contains(&format!("### {}", r.id)),
+                "{} is not listed in {}",
+                r.id,
+                r.doc
+            );
+        }
+    }
+
+    #[test]
+    fn preflight_lists_match_the_registry() {
+        let mut listed: Vec<&str> = crate::cmd::preflight::IDS.to_vec();
+        listed.extend(crate::traps::net::IDS);
+        listed.sort();
+        let registered: Vec<_> = ids_of(Command::Preflight).collect();
+        assert_eq!(listed, registered);
+        let help = crate::cli::Cli::command()
+            .find_subcommand_mut("preflight")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for id in &registered {
+            assert!(help.contains(id), "{id} missing from preflight --help");
+        }
+        let page = std::fs::read_to_string(root().join("docs/preflight.md")).unwrap();
+        for id in &registered {
+            assert!(page.contains(id), "{id} missing from docs/preflight.md");
+        }
+    }
+
+    #[test]
+    fn net_ids_match_the_registry() {
+        let mut net: Vec<&str> = crate::traps::net::IDS.to_vec();
+        net.sort();
+        let registered: Vec<_> = ids_of(Command::NetCensus).collect();
+        assert_eq!(net, registered);
+    }
+}
