@@ -16,6 +16,10 @@ const APT: &[&str] = &[
     "zlib1g-dev",
     "php8.2-fpm",
     "nginx-light",
+    // Debian's full nginx: the TLS and HTTP/2 listeners `load https://` and `--http2` are
+    // tested against (nginx -V: --with-http_ssl_module --with-http_v2_module).
+    "nginx",
+    "openssl",
     "fuse3",
     "iproute2",
     "strace",

@@ -26,9 +26,18 @@ use crate::{
                         failed requests itself (the numbers measure the generator)."
 )]
 pub struct LoadArgs {
-    /// Target, `http://host[:port]/path` (loopback only unless --allow-remote).
+    /// Target, `http[s]://host[:port]/path` (loopback only unless --allow-remote).
     #[arg(long, value_name = "URL")]
     pub url: String,
+    /// https: accept any certificate (a self-signed test server); signatures still checked.
+    #[arg(long, short = 'k')]
+    pub insecure: bool,
+    /// https: trust the CA certificates in this PEM file instead of the system bundle.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Connect to this unix socket; the URL still gives the Host header (and TLS name).
+    #[arg(long, value_name = "PATH")]
+    pub unix_socket: Option<PathBuf>,
     /// Arrivals per second, fired on schedule whatever is still outstanding (open loop).
     /// With --closed-loop it caps the workers' rate instead.
     #[arg(long, short = 'r', value_name = "REQ/S", value_parser = parse_rate)]
@@ -193,6 +202,11 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
     }
     p.lag_budget = a.lag_budget;
     p.allow_remote = a.allow_remote;
+    p.tls = load::TlsOptions {
+        insecure: a.insecure,
+        cacert: a.cacert.clone(),
+    };
+    p.unix_socket = a.unix_socket.clone();
     p.check()?;
     Ok(p)
 }

@@ -1,4 +1,5 @@
-//! The one HTTP/1.1 client in trapdetect: tokio TCP streams, a keep-alive pool sized for floods
+//! The one HTTP/1.1 client in trapdetect: TCP or unix streams, with or without TLS (see
+//! [`super::transport`]), a keep-alive pool sized for floods
 //! (thousands in flight), requests prebuilt once, responses read with [`super::http`], and
 //! every failure classified from its errno (see [`super::classify`]).
 //!
@@ -7,23 +8,18 @@
 //! answers cost little more than their sockets, and a response that arrives whole allocates
 //! nothing.
 
-use std::{
-    net::SocketAddr,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
+use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicU64, Ordering},
 };
 
-use tokio::{
-    io::{AsyncRead, AsyncWriteExt},
-    net::TcpStream,
-};
+use tokio::io::{AsyncRead, AsyncWriteExt};
 
 use super::{
     classify::{ErrorKind, classify},
     clock::mono_ns,
     http::ResponseReader,
+    transport::{Connector, Stream},
 };
 
 /// What a request got as far as, kept outside the request future so a timeout still knows it.
@@ -31,8 +27,12 @@ use super::{
 pub struct Progress {
     /// When the request's first byte was written (0: never sent).
     pub sent_ns: u64,
-    /// Time to establish a new connection, when one was opened.
+    /// Time to establish a new connection (socket connect), when one was opened.
     pub connect_ns: Option<u64>,
+    /// TLS handshake time of that new connection.
+    pub tls_ns: Option<u64>,
+    /// That handshake resumed an earlier session.
+    pub tls_resumed: bool,
     /// Response bytes read so far.
     pub bytes_in: u64,
     /// Sent on a pooled connection.
@@ -51,11 +51,11 @@ pub struct Answer {
 /// Connection pool and prebuilt requests for one target address.
 #[derive(Debug)]
 pub struct Client {
-    addr: SocketAddr,
+    connector: Connector,
     keepalive: bool,
     head: bool,
     requests: Arc<[Box<[u8]>]>,
-    pool: Mutex<Vec<TcpStream>>,
+    pool: Mutex<Vec<Stream>>,
     pool_cap: usize,
     /// Connections opened.
     pub opened: AtomicU64,
@@ -65,16 +65,17 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `addr` sending `requests[target]`; `pool_cap` idle connections are kept.
+    /// A client opening connections with `connector` and sending `requests[target]`;
+    /// `pool_cap` idle connections are kept.
     pub fn new(
-        addr: SocketAddr,
+        connector: Connector,
         requests: Arc<[Box<[u8]>]>,
         keepalive: bool,
         head: bool,
         pool_cap: usize,
     ) -> Self {
         Client {
-            addr,
+            connector,
             keepalive,
             head,
             requests,
@@ -85,11 +86,11 @@ impl Client {
         }
     }
 
-    fn take(&self) -> Option<TcpStream> {
+    fn take(&self) -> Option<Stream> {
         self.pool.lock().ok()?.pop()
     }
 
-    fn put(&self, s: TcpStream) {
+    fn put(&self, s: Stream) {
         if let Ok(mut p) = self.pool.lock()
             && p.len() < self.pool_cap
         {
@@ -104,15 +105,12 @@ impl Client {
         }
     }
 
-    async fn connect(&self, p: &mut Progress) -> Result<TcpStream, ErrorKind> {
-        let t0 = mono_ns();
-        let s = TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| classify(&e))?;
+    async fn connect(&self, p: &mut Progress) -> Result<Stream, ErrorKind> {
+        let (s, o) = self.connector.open().await?;
         self.opened.fetch_add(1, Ordering::Relaxed);
-        p.connect_ns = Some(mono_ns() - t0);
-        // One write per request already; no reason to let Nagle hold a body back.
-        let _ = s.set_nodelay(true);
+        p.connect_ns = Some(o.connect_ns);
+        p.tls_ns = o.tls_ns;
+        p.tls_resumed = o.resumed;
         Ok(s)
     }
 
@@ -148,13 +146,16 @@ impl Client {
 
     async fn once(
         &self,
-        s: &mut TcpStream,
+        s: &mut Stream,
         target: u32,
         p: &mut Progress,
     ) -> Result<(Answer, bool), ErrorKind> {
         let req = &self.requests[target as usize];
         p.sent_ns = mono_ns();
         s.write_all(req).await.map_err(|e| classify(&e))?;
+        if s.buffered() {
+            s.flush().await.map_err(|e| classify(&e))?;
+        }
         let mut r = ResponseReader::new(self.head);
         // Bytes of a response head or chunk-size line split across reads; empty (no heap)
         // for the usual response that arrives whole.

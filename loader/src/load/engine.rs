@@ -192,6 +192,7 @@ pub fn raise_fd_limit() -> Result<FdLimit> {
 pub fn start(plan: Plan) -> Result<Running> {
     plan.check()?;
     let addr = plan.resolve()?;
+    let connector = plan.connector(addr.clone())?;
     let fd = raise_fd_limit()?;
     let need = plan.closed_loop.map_or(0, |n| n as u64) + FD_RESERVE;
     if fd.soft < need {
@@ -272,7 +273,7 @@ pub fn start(plan: Plan) -> Result<Running> {
         let lane = Arc::new(Lane {
             shared: shared.clone(),
             client: Client::new(
-                addr,
+                connector.clone(),
                 requests.clone(),
                 plan.keepalive,
                 plan.method == "HEAD",
@@ -310,7 +311,7 @@ pub fn start(plan: Plan) -> Result<Running> {
     }
     Ok(Running {
         statics: Some(Static {
-            echo: plan.echo(addr),
+            echo: plan.echo(&addr),
             fd,
             rate_x_timeout: plan
                 .rate

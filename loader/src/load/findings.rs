@@ -355,7 +355,7 @@ mod tests {
 
     fn summary(scheduled: u64) -> (Summary, Plan) {
         let plan = Plan::new("http://127.0.0.1:8080/", 100.0, Duration::from_secs(10)).unwrap();
-        let addr = "127.0.0.1:8080".parse().unwrap();
+        let addr: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
         let rec = crate::load::stats::Recorder::new(0);
         let mut s = build(
             &rec,

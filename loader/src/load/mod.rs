@@ -33,6 +33,8 @@ mod render;
 mod schedule;
 mod stats;
 mod summary;
+mod tls;
+mod transport;
 
 pub use classify::ErrorKind;
 pub use clock::mono_ns;
@@ -43,6 +45,8 @@ pub use render::render_text;
 pub use schedule::{Arrival, Schedule};
 pub use stats::Sample;
 pub use summary::{Errors, FdLimit, Percentiles, Point, SCHEMA, Summary};
+pub use tls::TlsOptions;
+pub use transport::Address;
 
 /// Fewest file descriptors a run needs beyond its connections (stdio, runtime, output files).
 const FD_RESERVE: u64 = 64;

@@ -144,6 +144,9 @@ pub fn render_text(s: &Summary) -> String {
     pct_line(&mut o, "latency non-2xx", &s.latency_non_2xx);
     pct_line(&mut o, "service time 2xx (sent)", &s.service_time_2xx);
     pct_line(&mut o, "connect", &s.connect_time);
+    if s.tls_handshake_time.is_some() {
+        pct_line(&mut o, "tls handshake", &s.tls_handshake_time);
+    }
     pct_line(&mut o, "scheduling lag", &s.sched_lag);
     let _ = writeln!(o);
     let _ = writeln!(
@@ -163,6 +166,13 @@ pub fn render_text(s: &Summary) -> String {
         s.generator.cpu_user_s + s.generator.cpu_sys_s,
         s.generator.rss_max_mib
     );
+    if s.connections.tls_handshakes > 0 {
+        let _ = writeln!(
+            o,
+            "  tls: {} handshakes, {} resumed a session",
+            s.connections.tls_handshakes, s.connections.tls_resumed
+        );
+    }
     if s.warmup.scheduled > 0 {
         let _ = writeln!(
             o,
