@@ -28,6 +28,35 @@ pub enum Behaviour {
     /// Answers 200 until this long after start, then closes its listener and every
     /// connection (the process "died": later connects are refused).
     DieAfter(Duration),
+    /// Answers 200 after `service` of work on one of `workers` (requests queue for a free
+    /// worker, as in a php-fpm pool): a planted capacity of `workers / service` per second.
+    Capacity {
+        /// Requests served at once.
+        workers: usize,
+        /// Time each request holds a worker.
+        service: Duration,
+    },
+}
+
+/// A counting semaphore for [`Behaviour::Capacity`]'s workers.
+#[derive(Default)]
+struct Pool {
+    busy: Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl Pool {
+    fn work(&self, workers: usize, service: Duration) {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        while *busy >= workers {
+            busy = self.freed.wait(busy).unwrap_or_else(|e| e.into_inner());
+        }
+        *busy += 1;
+        drop(busy);
+        std::thread::sleep(service);
+        *self.busy.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        self.freed.notify_one();
+    }
 }
 
 /// A running misbehaving server.
@@ -107,6 +136,7 @@ fn accept_loop(
             close_all(&conns);
         });
     }
+    let pool = Arc::new(Pool::default());
     let mut handlers = vec![];
     for stream in listener.incoming() {
         if stop.load(Ordering::SeqCst) || dead.load(Ordering::SeqCst) {
@@ -120,15 +150,17 @@ fn accept_loop(
             // No second descriptor: the close must really close the socket.
             Behaviour::CloseAfterRequest | Behaviour::ResetAfterRequest => {
                 let dead = dead.clone();
-                handlers.push(std::thread::spawn(move || serve(stream, b, &dead)));
+                let pool = pool.clone();
+                handlers.push(std::thread::spawn(move || serve(stream, b, &dead, &pool)));
             }
             // A clone so a crash (or Drop) can shut the connection under its handler.
-            Behaviour::Status(_) | Behaviour::DieAfter(_) => {
+            Behaviour::Status(_) | Behaviour::DieAfter(_) | Behaviour::Capacity { .. } => {
                 if let Ok(c) = stream.try_clone() {
                     keep(c);
                 }
                 let dead = dead.clone();
-                handlers.push(std::thread::spawn(move || serve(stream, b, &dead)));
+                let pool = pool.clone();
+                handlers.push(std::thread::spawn(move || serve(stream, b, &dead, &pool)));
             }
         }
     }
@@ -156,7 +188,7 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
     }
 }
 
-fn serve(mut s: TcpStream, b: Behaviour, dead: &AtomicBool) {
+fn serve(mut s: TcpStream, b: Behaviour, dead: &AtomicBool, pool: &Pool) {
     let mut buf = vec![];
     let _ = s.set_nodelay(true);
     while read_request(&mut s, &mut buf) {
@@ -171,6 +203,14 @@ fn serve(mut s: TcpStream, b: Behaviour, dead: &AtomicBool) {
                 if dead.load(Ordering::SeqCst) {
                     return;
                 }
+                if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Behaviour::Capacity { workers, service } => {
+                pool.work(workers, service);
                 if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
                     .is_err()
                 {

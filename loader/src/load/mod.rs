@@ -32,6 +32,7 @@ mod plan;
 mod render;
 mod schedule;
 mod stats;
+pub mod steps;
 mod summary;
 mod tls;
 mod transport;
