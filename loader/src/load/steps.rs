@@ -186,7 +186,9 @@ pub fn judge(s: &Summary, problems: &[String], rate: f64, slo: Option<Duration>)
     let p99 = s.latency_2xx.as_ref().map(|p| p.p99_us);
     let mut why: Vec<String> = problems.iter().map(|p| format!("generator: {p}")).collect();
     let valid = why.is_empty();
-    if ratio < DELIVERED_MIN {
+    // One answer short is the resolution of whole seconds (an answer that crossed the step's
+    // end by a hair), not a server falling behind: it matters only at low rates.
+    if ratio < DELIVERED_MIN && arrived.saturating_sub(ok) > 1 {
         why.push(format!(
             "delivered {:.2}% of arrivals (< {:.0}%)",
             ratio * 100.0,
