@@ -1,5 +1,6 @@
 //! `trapdetect load` over the transports users benchmark with: TLS (rustls) against Debian's
-//! nginx with a certificate made in the test, and a unix socket. Each run must deliver every
+//! nginx with a certificate made in the test, HTTP/2 (over TLS with ALPN, and h2c), and a unix
+//! socket. Each run must deliver every
 //! arrival as a 2xx, and the TLS figures (handshakes, resumptions, SNI) must be the ones the
 //! connection pattern implies.
 
@@ -187,6 +188,20 @@ fn bad_transport_flags_are_one_line_exit_2() {
             vec!["--url", "http://localhost/", "--unix-socket", f],
             "not a unix socket",
         ),
+        (
+            vec!["--url", "http://127.0.0.1:9/", "--http2", "--no-keepalive"],
+            "--no-keepalive has no meaning",
+        ),
+        (
+            vec![
+                "--url",
+                "http://127.0.0.1:9/",
+                "--http2",
+                "--max-streams",
+                "0",
+            ],
+            "--max-streams 1-100,000",
+        ),
     ] {
         let mut a = vec!["load", "--rate", "10", "--duration", "1s"];
         a.extend_from_slice(&args);
@@ -199,4 +214,79 @@ fn bad_transport_flags_are_one_line_exit_2() {
             "{args:?}: {err}"
         );
     }
+}
+
+#[test]
+fn http2_over_tls_multiplexes_streams_on_the_connections_asked_for() {
+    let ng = Nginx::start();
+    let url = format!("https://localhost:{}/", ng.h2_port);
+    let ca = ng.ca.to_str().unwrap();
+    let (code, v) = load(&[
+        "--url",
+        &url,
+        "--cacert",
+        ca,
+        "--http2",
+        "--connections",
+        "2",
+        "--max-streams",
+        "50",
+        "--rate",
+        "500",
+        "--duration",
+        "2s",
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    all_2xx(&v);
+    assert_eq!(v["plan"]["protocol"], "h2");
+    assert_eq!(v["plan"]["h2_connections"], 2);
+    assert_eq!(v["plan"]["h2_max_streams"], 50);
+    // Two connections (ALPN chose h2 on both), every other request a stream on one of them.
+    let sched = n(&v, &["scheduled"]);
+    assert_eq!(n(&v, &["connections", "opened"]), 2, "{}", v["connections"]);
+    assert_eq!(n(&v, &["connections", "tls_handshakes"]), 2);
+    assert_eq!(n(&v, &["connections", "reused_requests"]), sched - 2);
+    assert_eq!(n(&v, &["body_bytes"]), n(&v, &["ok_2xx"]) * 2);
+}
+
+#[test]
+fn h2c_prior_knowledge() {
+    let ng = Nginx::start();
+    let url = format!("http://127.0.0.1:{}/", ng.h2c_port);
+    let (code, v) = load(&[
+        "--url",
+        &url,
+        "--http2",
+        "--rate",
+        "500",
+        "--duration",
+        "2s",
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    all_2xx(&v);
+    assert_eq!(n(&v, &["connections", "opened"]), 1);
+    assert_eq!(n(&v, &["body_bytes"]), n(&v, &["ok_2xx"]) * 2);
+    assert!(v["tls_handshake_time"].is_null());
+}
+
+#[test]
+fn http2_to_a_tls_listener_without_h2_fails_the_negotiation() {
+    let ng = Nginx::start();
+    let url = format!("https://localhost:{}/", ng.tls_port);
+    let (code, v) = load(&[
+        "--url",
+        &url,
+        "--insecure",
+        "--http2",
+        "--rate",
+        "20",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(n(&v, &["errors", "tls"]), n(&v, &["scheduled"]));
 }

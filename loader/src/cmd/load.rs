@@ -38,6 +38,16 @@ pub struct LoadArgs {
     /// https: trust the CA certificates in this PEM file instead of the system bundle.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
+    /// HTTP/2: h2c (prior knowledge) for http://, ALPN h2 for https://; requests are streams
+    /// multiplexed on --connections connections per lane.
+    #[arg(long)]
+    pub http2: bool,
+    /// HTTP/2 connections per generator lane.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "http2")]
+    pub connections: usize,
+    /// HTTP/2 concurrent streams per connection, at most (the server's limit also applies).
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "http2")]
+    pub max_streams: usize,
     /// Connect to this unix socket; the URL still gives the Host header (and TLS name).
     #[arg(long, value_name = "PATH")]
     pub unix_socket: Option<PathBuf>,
@@ -226,6 +236,10 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
         cacert: a.cacert.clone(),
     };
     p.unix_socket = a.unix_socket.clone();
+    p.http2 = a.http2.then_some(load::H2Settings {
+        connections: a.connections,
+        max_streams: a.max_streams,
+    });
     p.check()?;
     Ok(p)
 }

@@ -61,7 +61,10 @@ pub struct Client {
     pub opened: AtomicU64,
     /// Requests retried once because a pooled connection had been closed by the server while
     /// idle (no byte of a response was read): the server's keep-alive timeout, not an error.
+    /// With HTTP/2: streams the server refused before processing them (GOAWAY).
     pub stale_retries: AtomicU64,
+    /// HTTP/2 connections, when the run speaks HTTP/2.
+    h2: Option<super::h2::H2Pool>,
 }
 
 impl Client {
@@ -74,7 +77,16 @@ impl Client {
         head: bool,
         pool_cap: usize,
     ) -> Self {
+        let h2 = connector.http2.and_then(|settings| {
+            let scheme = if connector.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            super::h2::H2Pool::new(connector.clone(), &requests, scheme, settings)
+        });
         Client {
+            h2,
             connector,
             keepalive,
             head,
@@ -103,6 +115,9 @@ impl Client {
         if let Ok(mut p) = self.pool.lock() {
             p.clear();
         }
+        if let Some(h2) = &self.h2 {
+            h2.close();
+        }
     }
 
     async fn connect(&self, p: &mut Progress) -> Result<Stream, ErrorKind> {
@@ -117,6 +132,11 @@ impl Client {
     /// Sends request `target` and reads its response. A pooled connection the server closed
     /// while idle gets one retry on a fresh connection (counted in `stale_retries`).
     pub async fn exchange(&self, target: u32, p: &mut Progress) -> Result<Answer, ErrorKind> {
+        if let Some(h2) = &self.h2 {
+            return h2
+                .exchange(target, p, &self.opened, &self.stale_retries)
+                .await;
+        }
         let mut retried = false;
         loop {
             let pooled = if self.keepalive { self.take() } else { None };

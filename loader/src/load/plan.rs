@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::{
     Sample,
+    h2::H2Settings,
     schedule::Arrival,
     tls::{self, TlsOptions},
     transport::{self, Address, Connector},
@@ -155,6 +156,8 @@ pub struct Plan {
     pub lag_budget: Duration,
     /// Trust settings for `https://` targets.
     pub tls: TlsOptions,
+    /// HTTP/2 (h2c for `http://`, ALPN h2 for `https://`) instead of HTTP/1.1.
+    pub http2: Option<H2Settings>,
     /// Connect to this unix socket instead of the URL's host and port (which still give the
     /// Host header and the TLS server name).
     pub unix_socket: Option<PathBuf>,
@@ -201,6 +204,12 @@ pub struct PlanEcho {
     pub tls: bool,
     /// `--insecure`: the server's certificate was not checked.
     pub tls_insecure: bool,
+    /// `http/1.1` or `h2`.
+    pub protocol: &'static str,
+    /// HTTP/2 connections per lane (`null` for HTTP/1.1).
+    pub h2_connections: Option<usize>,
+    /// HTTP/2 concurrent streams per connection, at most (`null` for HTTP/1.1).
+    pub h2_max_streams: Option<usize>,
 }
 
 /// One entry of the path mix.
@@ -236,6 +245,7 @@ impl Plan {
             threads: default_threads(),
             lag_budget: Duration::from_millis(10),
             tls: TlsOptions::default(),
+            http2: None,
             unix_socket: None,
             samples: None,
         })
@@ -321,6 +331,18 @@ impl Plan {
                 "--insecure and --cacert apply to https:// URLs only",
             ));
         }
+        if let Some(h) = self.http2 {
+            if !self.keepalive {
+                return Err(Error::usage(
+                    "--no-keepalive has no meaning with --http2 (streams share connections)",
+                ));
+            }
+            if !(1..=10_000).contains(&h.connections) || !(1..=100_000).contains(&h.max_streams) {
+                return Err(Error::usage(
+                    "--connections must be 1-10,000 and --max-streams 1-100,000",
+                ));
+            }
+        }
         if self.tls.insecure && self.tls.cacert.is_some() {
             return Err(Error::usage(
                 "--insecure and --cacert contradict each other: pick one",
@@ -383,18 +405,25 @@ impl Plan {
         Ok(Address::Tcp(addr))
     }
 
-    /// How connections to `address` are opened: with TLS (ALPN `http/1.1`, SNI from the
-    /// URL's host) for `https://`. Reads `--cacert` here, before anything starts.
+    /// How connections to `address` are opened: with TLS (ALPN `http/1.1`, or `h2` with
+    /// HTTP/2; SNI from the URL's host) for `https://`. Reads `--cacert` here, before anything starts.
     pub fn connector(&self, address: Address) -> Result<Connector> {
         let tls = if self.target.tls {
             Some((
-                tls::config(&self.tls, &[b"http/1.1"])?,
+                tls::config(
+                    &self.tls,
+                    if self.http2.is_some() {
+                        &[b"h2"]
+                    } else {
+                        &[b"http/1.1"]
+                    },
+                )?,
                 tls::server_name(&self.target.host)?,
             ))
         } else {
             None
         };
-        Ok(transport::connector(address, tls))
+        Ok(transport::connector(address, tls, self.http2))
     }
 
     /// Every request the run can send, prebuilt: index `host * paths + path`.
@@ -482,6 +511,13 @@ impl Plan {
             lag_budget_us: self.lag_budget.as_secs_f64() * 1e6,
             tls: self.target.tls,
             tls_insecure: self.target.tls && self.tls.insecure,
+            protocol: if self.http2.is_some() {
+                "h2"
+            } else {
+                "http/1.1"
+            },
+            h2_connections: self.http2.map(|h| h.connections),
+            h2_max_streams: self.http2.map(|h| h.max_streams),
         }
     }
 }

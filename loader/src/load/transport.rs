@@ -57,6 +57,8 @@ pub struct Connector {
     pub address: Address,
     /// TLS, if any.
     pub tls: Option<Tls>,
+    /// HTTP/2 instead of HTTP/1.1.
+    pub http2: Option<super::h2::H2Settings>,
 }
 
 impl fmt::Debug for Connector {
@@ -238,13 +240,15 @@ impl AsyncWrite for Stream {
     }
 }
 
-/// A connector for `address`, with TLS when `tls` is given.
+/// A connector for `address`, with TLS when `tls` is given, speaking HTTP/2 with `http2`.
 pub fn connector(
     address: Address,
     tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
+    http2: Option<super::h2::H2Settings>,
 ) -> Connector {
     Connector {
         address,
+        http2,
         tls: tls.map(|(cfg, name)| Tls {
             connector: TlsConnector::from(cfg),
             name,
