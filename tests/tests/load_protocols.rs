@@ -128,6 +128,17 @@ fn https_with_an_untrusted_certificate_fails_every_handshake() {
     assert_eq!(n(&v, &["errors", "tls"]), sched, "{}", v["errors"]);
     assert_eq!(n(&v, &["ok_2xx"]), 0);
     assert!(v["tls_handshake_time"].is_null());
+    let mix = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "gen.status-mix")
+        .expect("gen.status-mix");
+    let predicted = mix["predicted"].as_str().unwrap_or_default();
+    assert!(
+        predicted.contains("TLS handshakes failed") && predicted.contains("--cacert"),
+        "{mix}"
+    );
 }
 
 #[test]

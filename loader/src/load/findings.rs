@@ -255,6 +255,13 @@ fn status_mix(s: &Summary) -> Option<Finding> {
             None => format!("{} refused: nothing listening", s.errors.conn_refused),
         });
     }
+    if s.errors.tls > 0 {
+        says.push(format!(
+            "{} TLS handshakes failed: the certificate is not trusted (--cacert FILE, or \
+             --insecure for a self-signed server) or the server refused the protocol asked for",
+            s.errors.tls
+        ));
+    }
     if s.errors.conn_reset + s.errors.eof > 0 {
         says.push(format!(
             "{} reset/eof: connections died mid-request",
