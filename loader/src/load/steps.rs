@@ -596,6 +596,86 @@ mod tests {
         assert!(short.check().is_err());
     }
 
+    /// A 3 s step at 100/s whose per-second 2xx completions are `ok` (drain rows included).
+    fn summary(ok: &[u64], p99_us: f64) -> Summary {
+        use crate::load::summary::{FdLimit, Percentiles, Totals, build};
+        let plan = Plan::new("http://127.0.0.1:8080/", 100.0, Duration::from_secs(3)).unwrap();
+        let rec = crate::load::stats::Recorder::new(0);
+        let mut s = build(
+            &rec,
+            Totals {
+                plan: plan.echo("127.0.0.1:8080"),
+                scheduled: 300,
+                unsent: 0,
+                warmup_scheduled: 0,
+                window_ns: 3_000_000_000,
+                window_end_ns: 3_000_000_000,
+                stopped_early: false,
+                in_flight_max: 0,
+                rate_x_timeout: None,
+                fd_limit: FdLimit::default(),
+                opened: 1,
+                stale_retries: 0,
+                generator: Default::default(),
+            },
+        );
+        s.series = ok
+            .iter()
+            .enumerate()
+            .map(|(t, &n)| Point {
+                t_s: t as u64,
+                scheduled: if t < 3 { 100 } else { 0 },
+                ok_2xx: n,
+                non_2xx: 0,
+                errors: Errors::default(),
+                lat_2xx_mean_us: None,
+                lat_2xx_p99_us: None,
+                in_flight_max: 0,
+                sched_lag_max_us: 0.0,
+            })
+            .collect();
+        s.ok_2xx = ok.iter().sum();
+        s.latency_2xx = Some(Percentiles {
+            count: s.ok_2xx,
+            mean_us: p99_us / 2.0,
+            p50_us: p99_us / 2.0,
+            p90_us: p99_us,
+            p99_us,
+            p99_9_us: p99_us,
+            max_us: p99_us,
+        });
+        s
+    }
+
+    #[test]
+    fn a_step_is_judged_inside_it_after_its_ramp() {
+        let slo = Some(Duration::from_millis(600));
+        // Healthy with 0.5 s latency: half of the first second's answers trail into the
+        // second, half of the last second's into the drain. Delivered inside: 250 of 300,
+        // but 2xx per arrival after the ramp is 1: it passes.
+        let st = judge(&summary(&[50, 100, 100, 50], 500_000.0), &[], 100.0, slo);
+        assert!(st.passed && st.valid, "{:?}", st.why);
+        assert_eq!((st.delivered_in_step, st.ok_2xx_after_step), (250, 50));
+        assert_eq!(st.delivered_ratio, 1.0);
+        assert!((st.delivered_per_s - 250.0 / 3.0).abs() < 0.01);
+        // A server that answers 80/s: 80 % however the seconds fall, and the backlog is
+        // answered after the step, reported apart.
+        let st = judge(&summary(&[80, 80, 80, 60], 400_000.0), &[], 100.0, slo);
+        assert!(!st.passed && st.valid);
+        assert_eq!((st.delivered_ratio, st.ok_2xx_after_step), (0.8, 60));
+        assert_eq!(st.why, ["delivered 80.00% of arrivals (< 99%)"]);
+        // One answer short is whole-second resolution, not a server falling behind.
+        let st = judge(&summary(&[100, 100, 99, 1], 1_000.0), &[], 100.0, slo);
+        assert!(st.passed, "{:?}", st.why);
+        // Over the SLO; and a lagging generator makes the step invalid, whatever else.
+        let st = judge(&summary(&[100, 100, 100], 700_000.0), &[], 100.0, slo);
+        assert_eq!(st.why, ["p99 700.0 ms > SLO 600.0 ms"]);
+        let lag = vec!["scheduling lag p99 20 ms > budget".to_string()];
+        let st = judge(&summary(&[100, 100, 100], 1_000.0), &lag, 100.0, slo);
+        assert!(!st.valid && !st.passed);
+        assert!(st.why[0].starts_with("generator: "), "{:?}", st.why);
+    }
+
     #[test]
     fn the_knee_is_the_last_pass_before_the_first_failure() {
         let k = knee(
