@@ -45,8 +45,8 @@ const LADDER: &[u64] = &[
     10_000, 20_000, 30_000, 40_000, 50_000, 60_000, 70_000, 80_000, 90_000, 100_000, 120_000,
 ];
 /// Seconds judged per step, after one second of warm-up.
-const STEP_S: u64 = 3;
-const WARMUP_S: u64 = 1;
+pub(super) const STEP_S: u64 = 3;
+pub(super) const WARMUP_S: u64 = 1;
 /// The strict criterion: scheduling lag p99 under this.
 const LAG_P99_US: f64 = 1_000.0;
 /// The oha release installed when it is missing (builds with Rust 1.95).
@@ -60,14 +60,14 @@ enum Proto {
     H2,
 }
 
-struct Settings {
-    fifo: bool,
+pub(super) struct Settings {
+    pub(super) fifo: bool,
     tries: usize,
     proto: Proto,
 }
 
 impl Settings {
-    fn from_env() -> Settings {
+    pub(super) fn from_env() -> Settings {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         let fifo =
@@ -114,7 +114,7 @@ impl Settings {
     }
 }
 
-struct Nginx {
+pub(super) struct Nginx {
     child: Child,
     dir: PathBuf,
     port: u16,
@@ -123,7 +123,7 @@ struct Nginx {
 
 impl Nginx {
     /// One nginx process (no master: the process that serves is the one whose CPU is read).
-    fn start(s: &Settings) -> Result<Nginx> {
+    pub(super) fn start(s: &Settings) -> Result<Nginx> {
         let dir =
             std::env::temp_dir().join(format!("trapdetect-bench-load-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
@@ -171,10 +171,17 @@ impl Nginx {
              http {{ access_log off; keepalive_requests 10000000; keepalive_timeout 300s;\n\
                client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};\n\
                uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-               ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;\n\
-               ssl_session_cache shared:SSL:8m; http2_max_concurrent_streams 1024;\n\
-               server {{ listen 127.0.0.1:{port}{tls} backlog=4096; root {d}; }} }}\n",
-            d = dir.display()
+               {certs}server {{ listen 127.0.0.1:{port}{tls} backlog=4096; root {d}; }} }}\n",
+            d = dir.display(),
+            certs = if tls.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;\n  \
+                     ssl_session_cache shared:SSL:8m; http2_max_concurrent_streams 1024;\n  ",
+                    d = dir.display()
+                )
+            }
         );
         let https = s.proto != Proto::Http;
         std::fs::write(dir.join("nginx.conf"), conf)?;
@@ -203,7 +210,7 @@ impl Nginx {
         Ok(n)
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         let scheme = if self.https { "https" } else { "http" };
         format!("{scheme}://127.0.0.1:{}/index.html", self.port)
     }
@@ -262,7 +269,7 @@ fn children_cpu_s() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
-fn target_dir() -> PathBuf {
+pub(super) fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| util::root().join("target"))
@@ -295,13 +302,13 @@ fn ensure_oha() -> Option<PathBuf> {
 
 /// One try of one tool at one rate, judged on the measured window.
 #[derive(Default)]
-struct Step {
-    delivered_per_s: f64,
+pub(super) struct Step {
+    pub(super) delivered_per_s: f64,
     /// Requests that got no 2xx (errors and other statuses), and generator-side failures
     /// (fd_limit, ports_exhausted, unsent arrivals).
-    failed: u64,
-    lag_us: Option<[f64; 3]>,
-    cpu_per_req_us: f64,
+    pub(super) failed: u64,
+    pub(super) lag_us: Option<[f64; 3]>,
+    pub(super) cpu_per_req_us: f64,
     nginx_per_req_us: f64,
     others_cores: f64,
     note: String,
@@ -367,7 +374,7 @@ fn measured(cmd: &mut Command, nginx: &Nginx) -> Result<(String, f64, f64, f64, 
     ))
 }
 
-fn trapdetect_step(s: &Settings, bin: &Path, nginx: &Nginx, rate: u64) -> Result<Step> {
+pub(super) fn trapdetect_step(s: &Settings, bin: &Path, nginx: &Nginx, rate: u64) -> Result<Step> {
     let (out, cpu, ng, others, _) = measured(
         s.command(bin)
             .args([
