@@ -11,6 +11,9 @@ pub mod fuse;
 pub mod hist;
 pub mod names;
 pub mod paths;
+pub mod process;
+pub mod records;
+pub mod served;
 pub mod syscalls;
 pub mod tcp;
 

@@ -12,6 +12,8 @@ pub const PROG_SCHED_PROCESS_EXIT: &str = "sched_process_exit";
 pub const PROG_FUSE_REQUEST_SEND: &str = "fuse_request_send";
 /// Counts TCP state changes by port (`sock/inet_sock_set_state`).
 pub const PROG_INET_SOCK_SET_STATE: &str = "inet_sock_set_state";
+/// Counts payload the server's sockets receive on its ports (`tcp/tcp_probe`).
+pub const PROG_TCP_PROBE: &str = "tcp_probe";
 /// Starts timing connect() of watched clients.
 pub const PROG_SYS_ENTER_CONNECT: &str = "sys_enter_connect";
 /// Times and classifies connect() of watched clients.
@@ -37,6 +39,12 @@ pub const MAP_NETNS: &str = "NETNS";
 pub const MAP_TCP_TOTALS: &str = "TCP_TOTALS";
 /// TCP events per watched port and direction (per-CPU array).
 pub const MAP_TCP_PORTS: &str = "TCP_PORTS";
+/// port-indexed array: non-zero for the ports whose received payload counts (`tcp_probe`).
+pub const MAP_SERVED_PORT: &str = "SERVED_PORT";
+/// Payload bytes, data segments and requests received on those ports (per-CPU array).
+pub const MAP_SERVED: &str = "SERVED";
+/// Socket → its `snd_nxt` at its last data segment (LRU hash): where requests start.
+pub const MAP_SERVED_LAST: &str = "SERVED_LAST";
 /// connect() count and latency of watched clients, by class (per-CPU array).
 pub const MAP_CONNECT_STATS: &str = "CONNECT_STATS";
 /// connect() results of watched clients by errno (per-CPU array).
@@ -66,6 +74,8 @@ pub const GLOBAL_OFF_INODE_SB: &str = "OFF_INODE_SB";
 pub const GLOBAL_FORK_PARENT_OFF: &str = "FORK_PARENT_OFF";
 /// Global: offset of `child_pid` in the `sched_process_fork` record.
 pub const GLOBAL_FORK_CHILD_OFF: &str = "FORK_CHILD_OFF";
+/// Global: offset of `group_dead` in the `sched_process_exit` record (0: the record has none).
+pub const GLOBAL_EXIT_GROUP_DEAD_OFF: &str = "EXIT_GROUP_DEAD_OFF";
 /// Global: `offsetof(struct file, private_data)` (the `struct socket` of a socket file).
 pub const GLOBAL_OFF_FILE_PRIVATE: &str = "OFF_FILE_PRIVATE";
 /// Global: `offsetof(struct socket, sk)`.
@@ -76,3 +86,11 @@ pub const GLOBAL_OFF_SK_PROTOCOL: &str = "OFF_SK_PROTOCOL";
 pub const GLOBAL_OFF_SK_NET: &str = "OFF_SK_NET";
 /// Global: `offsetof(struct net, ns.inum)`.
 pub const GLOBAL_OFF_NET_INUM: &str = "OFF_NET_INUM";
+/// Global: offset of `sport` in the `tcp_probe` record.
+pub const GLOBAL_PROBE_SPORT_OFF: &str = "PROBE_SPORT_OFF";
+/// Global: offset of `data_len` in the `tcp_probe` record.
+pub const GLOBAL_PROBE_DATA_LEN_OFF: &str = "PROBE_DATA_LEN_OFF";
+/// Global: offset of `skaddr` in the `tcp_probe` record.
+pub const GLOBAL_PROBE_SKADDR_OFF: &str = "PROBE_SKADDR_OFF";
+/// Global: offset of `snd_nxt` in the `tcp_probe` record.
+pub const GLOBAL_PROBE_SND_NXT_OFF: &str = "PROBE_SND_NXT_OFF";

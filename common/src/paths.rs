@@ -20,6 +20,19 @@ pub const PF_TRUNCATED: u16 = 16;
 /// The path could not be read from user memory.
 pub const PF_UNREADABLE: u16 = 32;
 
+/// Length in bytes (without the NUL) of a string `bpf_probe_read_user_str` returned `n` for,
+/// or `None` when the read failed. The helper counts the NUL, but returns 0 instead of 1 for an
+/// empty string on kernels before 6.18 (5.10, 6.1, 6.12 measured): glibc's `fstat(fd)` is
+/// `newfstatat(fd, "", AT_EMPTY_PATH)`, so 0 is a valid empty path, not a lost one.
+#[inline(always)]
+pub fn user_str_len(n: i64) -> Option<usize> {
+    if n < 0 {
+        None
+    } else {
+        Some((n.max(1) - 1) as usize)
+    }
+}
+
 /// Key of the `PATH_STATS` map.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -122,4 +135,19 @@ pub fn hash_path(bytes: &[u8]) -> u64 {
         h = mix(h, u64::from_le_bytes(w));
     }
     mix(h, bytes.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: kernels 5.10-6.12 return 0 for `""` (6.18 returns 1); both are an empty
+    /// path, which `fstat(3)` passes on every call. Only a negative return is a failed read.
+    #[test]
+    fn empty_string_reads_are_valid_on_old_and_new_kernels() {
+        assert_eq!(user_str_len(0), Some(0), "5.10-6.12");
+        assert_eq!(user_str_len(1), Some(0), "6.18");
+        assert_eq!(user_str_len(5), Some(4));
+        assert_eq!(user_str_len(-14), None, "EFAULT");
+    }
 }

@@ -49,12 +49,6 @@ pub fn tp_u64(ctx: &TracePointContext, off: usize) -> u64 {
     unsafe { core::ptr::read_volatile(ctx.as_ptr().cast::<u8>().add(off).cast::<u64>()) }
 }
 
-/// One byte of a tracepoint record.
-#[inline(always)]
-pub fn tp_u8(ctx: &TracePointContext, off: usize) -> u8 {
-    unsafe { core::ptr::read_volatile(ctx.as_ptr().cast::<u8>().add(off)) }
-}
-
 /// Aligned 32-bit read of a tracepoint record.
 #[inline(always)]
 pub fn tp_u32(ctx: &TracePointContext, off: usize) -> u32 {

@@ -7,6 +7,7 @@ mod connect;
 mod fuse;
 mod kernel;
 mod process;
+mod served;
 mod syscalls;
 mod tcp;
 

@@ -10,9 +10,10 @@ use aya_ebpf::{
 use trapdetect_common::{
     TRACED_CLIENT, TRACED_TARGET,
     counters::{C_EXITS, C_FORKS_FOLLOWED, NUM_COUNTERS},
+    process::exit_action,
 };
 
-use crate::kernel::{add, global, tp_u8};
+use crate::kernel::{add, global};
 
 /// tgid-indexed flags: `TRACED_TARGET` when traced, `TRACED_CLIENT` when a watched client. An
 /// array (sized to pid_max by the loader) because array lookups are inlined by the JIT: this
@@ -86,20 +87,32 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// Offset of `group_dead` in the `sched_process_exit` record, 0 where the kernel's record has
+/// no such field (it ends at `prio` on 5.10, 6.1 and 6.12): the loader reads it from tracefs.
+#[unsafe(no_mangle)]
+static EXIT_GROUP_DEAD_OFF: u32 = 0;
+
 /// sched/sched_process_exit: forget exited processes (pid numbers are reused).
-/// Record: pid @24, group_dead @32 (a 1-byte bool: the record ends at 33, so read one byte).
 #[tracepoint(category = "sched", name = "sched_process_exit")]
 pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
-    let group_dead = tp_u8(&ctx, 32) != 0;
-    if tid != tgid {
-        // A thread: followed threads were added by tid at clone time.
+    let off = global(&EXIT_GROUP_DEAD_OFF);
+    // Never read past the record: only where tracefs said the field exists (a computed
+    // offset, so through bpf_probe_read like the fork probe). Not hot.
+    let group_dead = if off == 0 {
+        None
+    } else {
+        Some(unsafe { ctx.read_at::<u8>(off) }.unwrap_or(0) != 0)
+    };
+    let act = exit_action(tgid, tid, group_dead);
+    if act.forget_thread {
         if let Some(p) = TRACED.get_ptr_mut(tid) {
             unsafe { *p = 0 };
         }
-    } else if group_dead {
+    }
+    if act.forget_process {
         let f = flags(tgid);
         if f != 0 {
             if let Some(p) = TRACED.get_ptr_mut(tgid) {

@@ -17,7 +17,7 @@ use trapdetect_common::{
     hist::bucket_of,
     paths::{
         HASH_SEED, INFLIGHT_SLOTS, Inflight, PATH_CAP, PF_ABSOLUTE, PF_DIRFD, PF_NO_PATH,
-        PF_NOFOLLOW, PF_TRUNCATED, PF_UNREADABLE, PathEvent, PathKey, PathStat, mix,
+        PF_NOFOLLOW, PF_TRUNCATED, PF_UNREADABLE, PathEvent, PathKey, PathStat, mix, user_str_len,
     },
     syscalls::*,
 };
@@ -70,16 +70,16 @@ fn hash_user_path(uptr: u64) -> (u64, u16) {
             uptr as *const _,
         )
     };
-    if n <= 0 {
+    let Some(len) = user_str_len(n) else {
         add(&COUNTERS, C_PATH_READ_FAILS, 1);
         return (0, PF_UNREADABLE);
-    }
+    };
     let mut flags = 0u16;
     if n as usize >= PATH_CAP {
         flags |= PF_TRUNCATED;
     }
-    // Bytes without the NUL, bounded for the verifier.
-    let len = ((n - 1) as usize) & (PATH_CAP - 1);
+    // Bounded for the verifier.
+    let len = len & (PATH_CAP - 1);
     if len == 0 {
         return (0, flags | PF_NO_PATH);
     }

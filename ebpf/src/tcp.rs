@@ -45,26 +45,38 @@ fn slot_of(port: u32) -> u32 {
     PORT_SLOT.get(port).map(|s| *s as u32).unwrap_or(0)
 }
 
-/// Whether socket `sk` lives in a watched namespace.
+/// Whether socket `sk` lives in a watched namespace (`None`: its namespace could not be read).
 #[inline(always)]
-fn in_watched_netns(sk: u64) -> bool {
+pub fn netns_watched(sk: u64) -> Option<bool> {
     let first = NETNS.get(0).copied().unwrap_or(0);
     if first == 0 {
-        return true;
+        return Some(true);
     }
-    let Some(inum) = sock_netns(sk) else {
-        add(&COUNTERS, C_TCP_NETNS_READ_FAILS, 1);
-        return false;
-    };
+    let inum = sock_netns(sk)?;
     let mut i = 0;
     while i < MAX_NETNS {
         if NETNS.get(i).copied().unwrap_or(0) == inum {
-            return true;
+            return Some(true);
         }
         i += 1;
     }
-    add(&COUNTERS, C_TCP_OTHER_NETNS, 1);
-    false
+    Some(false)
+}
+
+/// Whether socket `sk` lives in a watched namespace, counting why not.
+#[inline(always)]
+fn in_watched_netns(sk: u64) -> bool {
+    match netns_watched(sk) {
+        Some(true) => true,
+        Some(false) => {
+            add(&COUNTERS, C_TCP_OTHER_NETNS, 1);
+            false
+        }
+        None => {
+            add(&COUNTERS, C_TCP_NETNS_READ_FAILS, 1);
+            false
+        }
+    }
 }
 
 /// sock/inet_sock_set_state. Record: skaddr @8, oldstate @16, newstate @20, sport @24 and

@@ -10,7 +10,7 @@ pub const EXIT_CODES: &str = "\
 Exit codes:
   0  no `fail` finding
   1  at least one `fail` finding (with --strict: or a `warn` finding)
-  2  bad usage or bad input
+  2  bad usage or bad input, or a report that could not be written (stdout, an output file)
   3  the measurement itself cannot be trusted (probes missing, events lost beyond the budget,
      the load generator fell behind its schedule)
   4  insufficient privilege or kernel support (the missing capability is named)";
@@ -21,6 +21,7 @@ Exit codes:
 #[command(
     name = "trapdetect",
     version,
+    long_version = crate::version::LONG,
     after_help = EXIT_CODES,
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
@@ -32,6 +33,16 @@ pub struct Cli {
     /// Trace a running server (the default command).
     #[command(flatten)]
     pub trace: cmd::trace::TraceArgs,
+    /// Colour FAIL/WARN/ok in text output: `auto` (on a terminal, unless NO_COLOR is set),
+    /// `always`, `never`.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    pub color: crate::report::color::Choice,
 }
 
 /// Subcommands.
@@ -44,11 +55,20 @@ pub enum Command {
     Load(Box<cmd::load::LoadArgs>),
     /// Fast static check of the environment for harness scripts (no tracing).
     Preflight(cmd::preflight::PreflightArgs),
+    /// Re-render a saved JSON report (any command's) as text, HTML, CSV, OpenMetrics or .hgrm.
+    Report(cmd::report::ReportArgs),
+    /// Two saved runs side by side: each change, and whether it exceeds the runs' own noise.
+    Compare(cmd::compare::CompareArgs),
     /// Wait until TIME_WAIT sockets on a port drain below a threshold (for harness scripts).
     WaitDrain(cmd::wait_drain::WaitDrainArgs),
+    /// Version, git commit, build date, eBPF object hash; with --kernel, this kernel's support.
+    Version(cmd::version::VersionArgs),
     /// Network census and net.* findings alone (debugging, end-to-end tests; docs/net.md).
     #[command(hide = true)]
     NetCensus(cmd::net_census::NetCensusArgs),
+    /// Write the man pages and shell completions (packaging: `cargo xtask dist`).
+    #[command(hide = true)]
+    Generate(cmd::generate::GenerateArgs),
 }
 
 #[cfg(test)]
@@ -75,6 +95,16 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn color_is_accepted_before_and_after_the_subcommand() {
+        use crate::report::color::Choice;
+        let cli = Cli::try_parse_from(["trapdetect", "preflight", "--color", "never"]).unwrap();
+        assert_eq!(cli.color, Choice::Never);
+        let cli = Cli::try_parse_from(["trapdetect", "--color", "always", "--pid", "1"]).unwrap();
+        assert_eq!(cli.color, Choice::Always);
+        assert!(Cli::try_parse_from(["trapdetect", "load", "--color", "red"]).is_err());
     }
 
     #[test]

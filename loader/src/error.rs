@@ -1,6 +1,7 @@
 //! One error type for the binary, each variant mapped to the exit code harness scripts rely on.
 //!
-//! Exit codes: 0 no `fail` finding · 1 at least one `fail` finding · 2 bad usage or bad input ·
+//! Exit codes: 0 no `fail` finding · 1 at least one `fail` finding · 2 bad usage, bad input or
+//! a report that could not be written ·
 //! 3 the measurement itself cannot be trusted · 4 insufficient privilege or kernel support.
 
 use std::io;
@@ -50,13 +51,27 @@ pub enum Error {
     /// The measurement cannot be trusted and there is nothing to report (exit 3).
     #[error("{0}")]
     Untrusted(String),
+    /// A report (stdout or an output file) could not be written (exit 2): a harness must never
+    /// read a lost report as a pass.
+    #[error("cannot write {what}: {source}")]
+    Output {
+        /// The flag and path, or "the report on stdout".
+        what: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The measurement was printed or kept, but some of its outputs were lost (exit 2).
+    #[error("{0}")]
+    ReportLost(String),
 }
 
 impl Error {
     /// The exit code for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Usage(_) | Error::Input { .. } => exit::USAGE,
+            Error::Usage(_) | Error::Input { .. } | Error::Output { .. } | Error::ReportLost(_) => {
+                exit::USAGE
+            }
             Error::Privilege(_) | Error::Kernel(_) => exit::PRIVILEGE,
             Error::Syscall { .. } | Error::Untrusted(_) => exit::UNTRUSTED,
         }
@@ -70,6 +85,16 @@ impl Error {
     /// Shorthand for an unreadable input.
     pub fn input(what: impl Into<String>, source: io::Error) -> Self {
         Error::Input {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+impl Error {
+    /// Shorthand for an output that could not be written.
+    pub fn output(what: impl Into<String>, source: io::Error) -> Self {
+        Error::Output {
             what: what.into(),
             source,
         }

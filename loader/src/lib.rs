@@ -9,10 +9,15 @@ pub mod cli;
 pub mod cmd;
 pub mod error;
 pub mod escape;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod host;
+pub mod input;
 pub mod load;
+pub mod output;
 pub mod probe;
 pub mod report;
 pub mod trace;
 pub mod traps;
 pub mod util;
+pub mod version;

@@ -1,6 +1,51 @@
 //! Small parsers and helpers shared by the commands.
 
-use std::{io::Write, time::Duration};
+use std::{io::IsTerminal, time::Duration};
+
+/// Where progress goes, the same in every command: a single updating line on a terminal; on
+/// anything else (a CI log) nothing unless asked with `--progress`, then one line per update;
+/// never with `-q`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Progress {
+    /// No progress.
+    #[default]
+    Off,
+    /// One line, rewritten in place (stderr is a terminal).
+    Line,
+    /// A line per update (`--progress` into a file or pipe).
+    Lines,
+}
+
+impl Progress {
+    /// From `-q` and `--progress`.
+    pub fn new(quiet: bool, forced: bool) -> Self {
+        if quiet {
+            Progress::Off
+        } else if std::io::stderr().is_terminal() {
+            Progress::Line
+        } else if forced {
+            Progress::Lines
+        } else {
+            Progress::Off
+        }
+    }
+
+    /// Shows `text` as the current progress.
+    pub fn show(&self, text: &str) {
+        match self {
+            Progress::Off => {}
+            Progress::Line => eprint!("\r{text}\x1b[K"),
+            Progress::Lines => eprintln!("{text}"),
+        }
+    }
+
+    /// Clears the updating line before other output.
+    pub fn clear(&self) {
+        if *self == Progress::Line {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
 
 /// Parses `10s`, `500ms`, `2m`, `1h`, `1.5s` or a plain number of seconds. Zero and values
 /// above a day are refused (a typo, not a benchmark).
@@ -51,20 +96,36 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// Writes to stdout; a closed pipe (`trapdetect ... | head`) ends the program quietly.
-pub fn print(s: &str) {
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(s.as_bytes()).and_then(|_| out.flush())
-        && e.kind() == std::io::ErrorKind::BrokenPipe
-    {
-        std::process::exit(0);
-    }
+/// Writes to stdout; a closed pipe (`trapdetect ... | head`) ends the program quietly, any
+/// other failure is a lost report (see [`crate::output::stdout`]).
+pub fn print(s: &str) -> crate::error::Result<()> {
+    crate::output::stdout(s)
 }
 
-/// Writes a file, naming it on failure.
-pub fn write_file(path: &std::path::Path, body: &str) -> crate::error::Result<()> {
-    std::fs::write(path, body)
-        .map_err(|e| crate::error::Error::input(format!("write {}", path.display()), e))
+/// The descriptor limit (soft, hard).
+pub fn nofile_limit() -> (u64, u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
+    (r.rlim_cur, r.rlim_max)
+}
+
+/// Raises the soft descriptor limit to the hard one: every eBPF map and program is a
+/// descriptor, and so is every load-generator connection; a low soft limit (a harness's
+/// `ulimit -n 64`) would otherwise fail halfway through setup.
+pub fn raise_nofile_limit() {
+    let (soft, hard) = nofile_limit();
+    if soft < hard {
+        let r = libc::rlimit {
+            rlim_cur: hard,
+            rlim_max: hard,
+        };
+        // SAFETY: setrlimit reads the struct we own; raising soft up to hard needs no privilege.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) };
+    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use std::{
     io::{Read, Write},
     net::{Shutdown, TcpListener, TcpStream},
     sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        Arc, Condvar, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     thread::JoinHandle,
     time::{Duration, Instant},
@@ -28,33 +28,76 @@ pub enum Behaviour {
     /// Answers 200 until this long after start, then closes its listener and every
     /// connection (the process "died": later connects are refused).
     DieAfter(Duration),
-    /// Answers 200 after `service` of work on one of `workers` (requests queue for a free
-    /// worker, as in a php-fpm pool): a planted capacity of `workers / service` per second.
+    /// Answers 200, keep-alive, with a known capacity: `workers` workers, each busy `service`
+    /// per request, so at most `workers / service` answers a second. A worker's next request
+    /// starts from when its previous one was due to end (not from a late wake-up), so the
+    /// capacity holds on a loaded machine; requests beyond it wait for a worker.
     Capacity {
         /// Requests served at once.
         workers: usize,
-        /// Time each request holds a worker.
+        /// Time per request.
         service: Duration,
     },
 }
 
-/// A counting semaphore for [`Behaviour::Capacity`]'s workers.
-#[derive(Default)]
-struct Pool {
-    busy: Mutex<usize>,
-    freed: std::sync::Condvar,
+/// What a server saw, counted on its side.
+#[derive(Debug, Default)]
+pub struct Counters {
+    open: AtomicU64,
+    open_max: AtomicU64,
+    accepted: AtomicU64,
+    requests: AtomicU64,
 }
 
-impl Pool {
-    fn work(&self, workers: usize, service: Duration) {
-        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
-        while *busy >= workers {
-            busy = self.freed.wait(busy).unwrap_or_else(|e| e.into_inner());
-        }
-        *busy += 1;
-        drop(busy);
-        std::thread::sleep(service);
-        *self.busy.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+/// How far behind its schedule a worker may catch up (see [`Workers::serve`]).
+const CATCH_UP: Duration = Duration::from_millis(250);
+
+/// The workers of a [`Behaviour::Capacity`] server: when each is next free.
+struct Workers {
+    /// When each worker is next free (`None`: never used yet).
+    free_at: Mutex<Vec<Option<Instant>>>,
+    /// Requests waiting for a worker.
+    waiting: AtomicU64,
+    freed: Condvar,
+    service: Duration,
+}
+
+impl Workers {
+    /// Takes a worker, waits out one service time from when it was due to be free, gives it
+    /// back.
+    fn serve(&self) {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut g = self.free_at.lock().unwrap_or_else(|e| e.into_inner());
+        let w = loop {
+            // A worker is free once its due time has come (a busy one is marked far ahead);
+            // waiters sleep until a worker hands itself back (no timed wake-ups: hundreds of
+            // waiting connections would otherwise wake together).
+            let now = Instant::now();
+            if let Some((i, _)) = g
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.is_none_or(|t| t <= now))
+                .min_by_key(|(_, t)| **t)
+            {
+                break i;
+            }
+            g = self.freed.wait(g).unwrap_or_else(|e| e.into_inner());
+        };
+        // Back-to-back requests chain from the due time, so a worker thread that was not
+        // scheduled for a while (a loaded machine) catches up on the requests waiting for it,
+        // up to CATCH_UP; a worker that went idle (nobody waiting) starts now: idleness is
+        // not banked.
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        let now = Instant::now();
+        let begin = g[w].map_or(now, |t| t.max(now - self.service.max(CATCH_UP)));
+        let done = begin + self.service;
+        g[w] = Some(now + Duration::from_secs(3600));
+        drop(g);
+        std::thread::sleep(done.saturating_duration_since(Instant::now()));
+        let mut g = self.free_at.lock().unwrap_or_else(|e| e.into_inner());
+        // With nobody waiting the worker goes idle: its next request starts when it comes.
+        g[w] = (self.waiting.load(Ordering::SeqCst) > 0).then_some(done);
+        drop(g);
         self.freed.notify_one();
     }
 }
@@ -65,6 +108,7 @@ pub struct Server {
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<Vec<TcpStream>>>,
     accept: Option<JoinHandle<()>>,
+    counters: Arc<Counters>,
 }
 
 impl Server {
@@ -74,14 +118,32 @@ impl Server {
         let port = listener.local_addr().expect("addr").port();
         let stop = Arc::new(AtomicBool::new(false));
         let conns: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
-        let (s, c) = (stop.clone(), conns.clone());
-        let accept = std::thread::spawn(move || accept_loop(listener, b, s, c));
+        let counters: Arc<Counters> = Arc::default();
+        let (s, c, n) = (stop.clone(), conns.clone(), counters.clone());
+        let accept = std::thread::spawn(move || accept_loop(listener, b, s, c, n));
         Server {
             port,
             stop,
             conns,
             accept: Some(accept),
+            counters,
         }
+    }
+
+    /// Most connections open at once, counted by the server (accepted, not yet closed by the
+    /// client). Counted for [`Behaviour::Capacity`] only.
+    pub fn open_max(&self) -> u64 {
+        self.counters.open_max.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted ([`Behaviour::Capacity`] only).
+    pub fn accepted(&self) -> u64 {
+        self.counters.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Requests read ([`Behaviour::Capacity`] only).
+    pub fn requests(&self) -> u64 {
+        self.counters.requests.load(Ordering::SeqCst)
     }
 
     /// Its port.
@@ -120,8 +182,18 @@ fn accept_loop(
     b: Behaviour,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<Vec<TcpStream>>>,
+    counters: Arc<Counters>,
 ) {
     let started = Instant::now();
+    let workers = match b {
+        Behaviour::Capacity { workers, service } => Some(Arc::new(Workers {
+            free_at: Mutex::new(vec![None; workers.max(1)]),
+            waiting: AtomicU64::new(0),
+            freed: Condvar::new(),
+            service,
+        })),
+        _ => None,
+    };
     let dead = Arc::new(AtomicBool::new(false));
     if let Behaviour::DieAfter(after) = b {
         // The "crash": at `after`, close the listener (below) and every open connection.
@@ -136,7 +208,6 @@ fn accept_loop(
             close_all(&conns);
         });
     }
-    let pool = Arc::new(Pool::default());
     let mut handlers = vec![];
     for stream in listener.incoming() {
         if stop.load(Ordering::SeqCst) || dead.load(Ordering::SeqCst) {
@@ -150,17 +221,26 @@ fn accept_loop(
             // No second descriptor: the close must really close the socket.
             Behaviour::CloseAfterRequest | Behaviour::ResetAfterRequest => {
                 let dead = dead.clone();
-                let pool = pool.clone();
-                handlers.push(std::thread::spawn(move || serve(stream, b, &dead, &pool)));
+                handlers.push(std::thread::spawn(move || serve(stream, b, &dead)));
             }
             // A clone so a crash (or Drop) can shut the connection under its handler.
-            Behaviour::Status(_) | Behaviour::DieAfter(_) | Behaviour::Capacity { .. } => {
+            Behaviour::Capacity { .. } => {
+                if let Ok(c) = stream.try_clone() {
+                    keep(c);
+                }
+                let (n, w) = (counters.clone(), workers.clone());
+                handlers.push(std::thread::spawn(move || {
+                    if let Some(w) = w {
+                        serve_capacity(stream, &w, &n);
+                    }
+                }));
+            }
+            Behaviour::Status(_) | Behaviour::DieAfter(_) => {
                 if let Ok(c) = stream.try_clone() {
                     keep(c);
                 }
                 let dead = dead.clone();
-                let pool = pool.clone();
-                handlers.push(std::thread::spawn(move || serve(stream, b, &dead, &pool)));
+                handlers.push(std::thread::spawn(move || serve(stream, b, &dead)));
             }
         }
     }
@@ -188,7 +268,25 @@ fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
     }
 }
 
-fn serve(mut s: TcpStream, b: Behaviour, dead: &AtomicBool, pool: &Pool) {
+fn serve_capacity(mut s: TcpStream, w: &Workers, n: &Counters) {
+    n.accepted.fetch_add(1, Ordering::SeqCst);
+    let open = n.open.fetch_add(1, Ordering::SeqCst) + 1;
+    n.open_max.fetch_max(open, Ordering::SeqCst);
+    let mut buf = vec![];
+    let _ = s.set_nodelay(true);
+    while read_request(&mut s, &mut buf) {
+        n.requests.fetch_add(1, Ordering::SeqCst);
+        w.serve();
+        if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            .is_err()
+        {
+            break;
+        }
+    }
+    n.open.fetch_sub(1, Ordering::SeqCst);
+}
+
+fn serve(mut s: TcpStream, b: Behaviour, dead: &AtomicBool) {
     let mut buf = vec![];
     let _ = s.set_nodelay(true);
     while read_request(&mut s, &mut buf) {
@@ -203,14 +301,6 @@ fn serve(mut s: TcpStream, b: Behaviour, dead: &AtomicBool, pool: &Pool) {
                 if dead.load(Ordering::SeqCst) {
                     return;
                 }
-                if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            Behaviour::Capacity { workers, service } => {
-                pool.work(workers, service);
                 if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
                     .is_err()
                 {
@@ -238,7 +328,7 @@ fn serve(mut s: TcpStream, b: Behaviour, dead: &AtomicBool, pool: &Pool) {
                 }
                 return; // dropping the stream with linger 0 sends RST
             }
-            Behaviour::Never => return,
+            Behaviour::Never | Behaviour::Capacity { .. } => return,
         }
     }
 }

@@ -179,7 +179,9 @@ impl PhpStack {
         let log = stack.dir.path().join("fpm.log");
         wait_until(
             "php-fpm and nginx to answer 200",
-            Duration::from_secs(20),
+            // Generous: in the kernel matrix's TCG guests (three side by side) php-fpm loads its
+            // extensions over 9p; a bound on startup, not a timing.
+            Duration::from_secs(300),
             || {
                 assert!(
                     stack.fpm.running(),
@@ -242,6 +244,82 @@ pub fn drive(port: u16, n: u32, rate: f64) -> std::thread::JoinHandle<u32> {
         }
         ok
     })
+}
+
+/// nginx alone, serving static files from its docroot on 127.0.0.1 with keep-alive on (as
+/// shipped): the server a benchmark floods over kept-alive connections.
+pub struct StaticNginx {
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The nginx master.
+    pub nginx: Proc,
+    /// Config, logs and docroot.
+    pub dir: TempDir,
+}
+
+impl StaticNginx {
+    /// Starts nginx (one worker) serving `files` (name, content) from a fresh docroot.
+    pub fn start(files: &[(&str, &[u8])]) -> StaticNginx {
+        let dir = TempDir::new("nginx");
+        let d = dir.path().to_path_buf();
+        let docroot = d.join("www");
+        std::fs::create_dir_all(&docroot).unwrap();
+        std::fs::create_dir_all(d.join("nginx-tmp")).unwrap();
+        for (name, body) in files {
+            std::fs::write(docroot.join(name), body).unwrap();
+        }
+        let port = free_port();
+        let conf = d.join("nginx.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "daemon off;\nmaster_process on;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\n\
+                 error_log {d}/nginx-error.log;\nevents {{ worker_connections 1024; }}\n\
+                 http {{\n  access_log off;\n  keepalive_requests 1000000;\n  client_body_temp_path {d}/nginx-tmp/body;\n\
+                   fastcgi_temp_path {d}/nginx-tmp/fcgi;\n  proxy_temp_path {d}/nginx-tmp/proxy;\n\
+                   uwsgi_temp_path {d}/nginx-tmp/uwsgi;\n  scgi_temp_path {d}/nginx-tmp/scgi;\n\
+                   server {{\n    listen 127.0.0.1:{port} backlog=1024;\n    root {root};\n  }}\n}}\n",
+                d = d.display(),
+                root = docroot.display()
+            ),
+        )
+        .unwrap();
+        let mut nginx = Proc::spawn(
+            "nginx",
+            Command::new("nginx")
+                .arg("-p")
+                .arg(&d)
+                .arg("-c")
+                .arg(&conf)
+                .arg("-e")
+                .arg(d.join("nginx-error.log"))
+                .current_dir(&d)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        let first = format!("/{}", files.first().map(|f| f.0).unwrap_or(""));
+        wait_until("nginx to answer 200", Duration::from_secs(20), || {
+            assert!(nginx.running(), "nginx exited");
+            matches!(http_get(port, &first), Ok((200, _)))
+        });
+        StaticNginx { port, nginx, dir }
+    }
+}
+
+/// A bounded keep-alive flood from `wrk` (1 thread, `connections` connections, `seconds`
+/// long) on loopback; stopped on drop.
+pub fn wrk_flood(url: &str, connections: u32, seconds: u32) -> Proc {
+    Proc::spawn(
+        "wrk",
+        Command::new("wrk")
+            .args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s")])
+            .args(["--timeout", "2s"])
+            .arg(url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
 }
 
 /// Debian's nginx answering every request with a fixed 200 (`ok`), on every transport the load

@@ -35,9 +35,15 @@ pub fn is_mounted(path: &Path) -> bool {
 }
 
 impl SlowFs {
-    /// Mounts a slowfs with `delay_us` per operation. `setup` populates the backing directory
-    /// before the mount (through ext4, so it costs nothing).
+    /// Mounts a slowfs with `delay_us` per operation and no kernel caching. `setup` populates
+    /// the backing directory before the mount (through ext4, so it costs nothing).
     pub fn mount(delay_us: u64, setup: impl FnOnce(&Path)) -> SlowFs {
+        SlowFs::mount_with(delay_us, 0, setup)
+    }
+
+    /// Mounts a slowfs with `delay_us` per operation whose entries and attributes the kernel
+    /// may cache for `ttl_ms` (0: it asks again on every walk).
+    pub fn mount_with(delay_us: u64, ttl_ms: u64, setup: impl FnOnce(&Path)) -> SlowFs {
         let dir = TempDir::new("slowfs");
         let backing = dir.path().join("backing");
         let mount = dir.path().join("mnt");
@@ -52,6 +58,8 @@ impl SlowFs {
             .arg(&mount)
             .arg("--delay-us")
             .arg(delay_us.to_string())
+            .arg("--ttl-ms")
+            .arg(ttl_ms.to_string())
             .arg("--stats")
             .arg(&stats)
             .stdin(Stdio::null());

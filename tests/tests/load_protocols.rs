@@ -132,8 +132,8 @@ fn https_with_an_untrusted_certificate_fails_every_handshake() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["id"] == "gen.status-mix")
-        .expect("gen.status-mix");
+        .find(|f| f["id"] == "load.status-mix")
+        .expect("load.status-mix");
     let predicted = mix["predicted"].as_str().unwrap_or_default();
     assert!(
         predicted.contains("TLS handshakes failed") && predicted.contains("--cacert"),

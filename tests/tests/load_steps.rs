@@ -90,6 +90,21 @@ fn steps_find_a_planted_knee_within_one_step() {
         .map(|p| p["ok_2xx"].as_u64().unwrap())
         .sum();
     assert_eq!(last["delivered_in_step"].as_u64(), Some(series_2xx));
+    // The server's own count: every request the steps accounted for (2xx inside and after
+    // each step, other statuses, requests that ended without one) reached it exactly once,
+    // over no more connections at once than the budget the report echoes.
+    let sum = |k: &str| -> u64 { steps.iter().map(|s| s[k].as_u64().unwrap()).sum() };
+    assert_eq!(
+        srv.requests(),
+        sum("delivered_in_step") + sum("ok_2xx_after_step") + sum("non_2xx") + sum("errors_total"),
+        "requests the server read vs those the report accounts for"
+    );
+    let budget = v["plan"]["max_connections"].as_u64().unwrap();
+    assert!(
+        (1..=budget).contains(&srv.open_max()),
+        "server saw {} connections open at most, budget {budget}",
+        srv.open_max()
+    );
 }
 
 #[test]

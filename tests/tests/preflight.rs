@@ -91,7 +91,10 @@ fn cpu_quota_of_a_test_cgroup_fails_with_the_exact_quota_and_period() {
         return;
     }
     let Some(cg) = CpuCgroup::create(30_000, 100_000) else {
-        eprintln!("SKIP: no usable cpu controller");
+        trapdetect_e2e::skip(
+            "cpu_quota_of_a_test_cgroup_fails_with_the_exact_quota_and_period",
+            "no usable cpu controller",
+        );
         return;
     };
     // The shell joins the group, then becomes a bounded busy loop.
@@ -126,7 +129,10 @@ fn cpu_quota_of_a_test_cgroup_fails_with_the_exact_quota_and_period() {
 fn taskset_pinning_names_one_of_the_online_cpus_and_ignore_keeps_it_listed() {
     let online = std::thread::available_parallelism().unwrap().get();
     if online < 2 {
-        eprintln!("SKIP: one CPU: pinning cannot be staged");
+        trapdetect_e2e::skip(
+            "taskset_pinning_names_one_of_the_online_cpus_and_ignore_keeps_it_listed",
+            "one CPU: pinning cannot be staged",
+        );
         return;
     }
     let dir = TempDir::new("pin");
@@ -566,8 +572,8 @@ fn fpm_spare_servers_rule_matches_what_php_fpm_itself_refuses() {
 // ---- filesystems ----
 
 #[test]
-fn dir_and_cwd_inside_the_slow_fuse_mount_fail() {
-    if !require_root("dir_and_cwd_inside_the_slow_fuse_mount_fail") {
+fn dir_and_cwd_inside_the_slow_fuse_mount_warn_with_the_reason() {
+    if !require_root("dir_and_cwd_inside_the_slow_fuse_mount_warn_with_the_reason") {
         return;
     }
     let fs = SlowFs::mount(200, |_| {});
@@ -580,9 +586,18 @@ fn dir_and_cwd_inside_the_slow_fuse_mount_fail() {
         native.path().to_str().unwrap(),
         "--no-sample",
     ]);
-    assert_eq!(code(&out), 1, "{j:#}");
+    // A FUSE mount's cost depends on its cache (TTLs), which preflight cannot measure: a
+    // warning that says so, not a failure (issue 16).
+    assert_eq!(code(&out), 0, "{j:#}");
     let f = one(&j, "fs.dir-slow");
-    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["severity"], "warn");
+    assert!(
+        f["evidence"]["severity_because"]
+            .as_str()
+            .unwrap()
+            .contains("trapdetect --pid"),
+        "{f:#}"
+    );
     assert_eq!(f["evidence"]["dir"], deep.to_str().unwrap());
     assert_eq!(f["evidence"]["fs_type"], "fuse.slowfs");
     assert_eq!(f["evidence"]["mount_point"], fs.mount.to_str().unwrap());
@@ -595,7 +610,7 @@ fn dir_and_cwd_inside_the_slow_fuse_mount_fail() {
             .contains(&format!("case \"$RUN\" in {}/*)", fs.mount.display())),
         "{f:#}"
     );
-    // A server started from inside the mount: its cwd fails, with the restart command.
+    // A server started from inside the mount: its cwd warns, with the restart command.
     let server = sleeper(&deep);
     let (out, j) = preflight(&[
         "--pid",
@@ -604,8 +619,9 @@ fn dir_and_cwd_inside_the_slow_fuse_mount_fail() {
         native.path().to_str().unwrap(),
         "--no-sample",
     ]);
-    assert_eq!(code(&out), 1, "{j:#}");
+    assert_eq!(code(&out), 0, "{j:#}");
     let f = one(&j, "fs.cwd-slow");
+    assert_eq!(f["severity"], "warn");
     assert_eq!(f["evidence"]["cwd"], deep.to_str().unwrap());
     assert_eq!(f["evidence"]["cwd_depth_below_mount"], 3);
     assert_eq!(f["evidence"]["fs_type"], "fuse.slowfs");

@@ -158,7 +158,13 @@ fn time_wait_entries_on_the_servers_port_are_counted_exactly() {
         entries >= window && entries <= window + 1.01,
         "one entry per second begun: {entries} for {window} s"
     );
-    assert_eq!(tr["missed_events"], 0);
+    // The kernel reports runs it skipped (fdinfo `recursion_misses`) from 5.12 on; before,
+    // the report says it cannot know (null), never a made-up 0.
+    if trapdetect_e2e::kernel_version() >= (5, 12) {
+        assert_eq!(tr["missed_events"], 0);
+    } else {
+        assert_eq!(tr["missed_events"], Value::Null);
+    }
     assert_eq!(tr["connect"], Value::Null, "no --watch-client");
 
     let f = finding(&r, "net.time-wait");

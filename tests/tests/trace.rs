@@ -8,7 +8,7 @@ use std::{path::Path, process::Command, time::Duration};
 use serde_json::Value;
 use trapdetect_e2e::{
     Tracer, free_port, require_root,
-    servers::{PhpStack, Proc, http_get},
+    servers::{PhpStack, Proc, StaticNginx, http_get, wrk_flood},
     slowfs::SlowFs,
     wait_until,
 };
@@ -120,7 +120,22 @@ fn php_fpm_with_cwd_deep_in_slow_fuse_is_named_with_exact_lookups() {
     );
     // Each lookup sleeps 200 µs in slowfs: the walk cannot take less than 7 × 200 µs.
     assert!(e["walk_latency_mean_us"].as_f64().unwrap() >= 1400.0, "{e}");
-    assert!(e["predicted_ceiling_rps_if_serialized"].as_f64().unwrap() > 0.0);
+    // Fails on its cost, not its type: the walk's share of request time is past the limit,
+    // and the report gives the ceiling it implies (1000 ms ÷ walk ms per request).
+    let share = e["share_of_request_time"].as_f64().unwrap();
+    assert!(share >= e["share_limit"].as_f64().unwrap(), "{e}");
+    let walk_ms = e["walk_ms_per_request"].as_f64().unwrap();
+    assert!(walk_ms >= 1.4, "{e}");
+    assert_eq!(
+        e["predicted_ceiling_rps_if_serialized"].as_f64().unwrap(),
+        (1000.0 / walk_ms).round(),
+        "{e}"
+    );
+    assert!(
+        f["title"].as_str().unwrap().contains("of request time"),
+        "{}",
+        f["title"]
+    );
     assert!(
         f["remedy"]
             .as_str()
@@ -179,6 +194,68 @@ fn php_fpm_started_from_ext4_has_no_fs_finding() {
     assert_eq!(calls_on(&r, "chdir", "ext4"), 2 * N as u64);
 }
 
+#[test]
+fn fast_cached_fuse_cwd_is_a_warning_not_a_failure() {
+    if !require_root("fast_cached_fuse_cwd_is_a_warning_not_a_failure") {
+        return;
+    }
+    // What most FUSE filesystems do (sshfs included): answer at once, let the kernel cache
+    // names and attributes for a second. Each request still walks 5 components, from cache.
+    let fs = SlowFs::mount_with(0, 1000, |_| {});
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 5);
+    let stack = PhpStack::start(&deep, 2, "<?php echo \"ok\\n\";");
+    let (r, out) = trace_json(stack.fpm.pid(), || drive_exactly(stack.port, N));
+    assert_eq!(r["requests"]["count"], N);
+    let f = finding(&r, "fs.cwd-slow").expect("fs.cwd-slow");
+    let e = &f["evidence"];
+    assert_eq!(f["severity"], "warn", "{f:#}");
+    assert_eq!(out.status.code(), Some(0), "no fail finding: {f:#}");
+    assert_eq!(e["lookups_per_request"], 5.0);
+    assert_eq!(e["walk_syscalls"], "chdir:1");
+    // The filesystem itself saw almost none of those 5 × N lookups: the kernel's cache
+    // answered them (a TTL expiry or two during the window at most).
+    let fuse = e["fuse_requests_per_request"].as_f64().unwrap_or(0.0);
+    assert!(fuse < 1.0, "FUSE requests per request: {fuse}");
+    let share = e["share_of_request_time"].as_f64().unwrap();
+    assert!(share < e["share_limit"].as_f64().unwrap(), "{e}");
+    let title = f["title"].as_str().unwrap();
+    assert!(title.contains("cheaply now"), "{title}");
+    assert!(title.contains("from its cache"), "{title}");
+    assert!(title.contains("cold start"), "{title}");
+}
+
+#[test]
+fn slow_mount_costing_a_few_percent_of_request_time_is_a_warning() {
+    if !require_root("slow_mount_costing_a_few_percent_of_request_time_is_a_warning") {
+        return;
+    }
+    // Uncached and slow (2 ms per operation), 4 components below the mount: each request
+    // walks it, ≥ 8 ms; but the script burns several hundred ms of CPU per request. One worker,
+    // requests one at a time, so the FUSE daemon has a CPU to answer on.
+    let fs = SlowFs::mount(2000, |_| {});
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 4);
+    let burn =
+        "<?php $x = 0; for ($i = 0; $i < 60000000; $i++) { $x += $i % 7; } echo \"ok $x\\n\";";
+    let stack = PhpStack::start(&deep, 1, burn);
+    let (r, out) = trace_json(stack.fpm.pid(), || drive_exactly(stack.port, 3));
+    assert_eq!(r["requests"]["count"], 3);
+    let f = finding(&r, "fs.cwd-slow").expect("fs.cwd-slow");
+    let e = &f["evidence"];
+    assert_eq!(e["lookups_per_request"], 4.0, "{e}");
+    assert!(e["walk_ms_per_request"].as_f64().unwrap() >= 8.0, "{e}");
+    assert!(
+        e["cpu_ms_in_window"].as_f64().unwrap() >= 3.0 * 200.0,
+        "{e}"
+    );
+    let share = e["share_of_request_time"].as_f64().unwrap();
+    assert!(
+        share >= 0.005 && share < e["share_limit"].as_f64().unwrap(),
+        "a few percent: {e}"
+    );
+    assert_eq!(f["severity"], "warn", "{f:#}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
 fn walkserver(mode: &str, cwd: &Path) -> (Proc, u16) {
     let port = free_port();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/walkserver.py");
@@ -207,6 +284,12 @@ fn non_php_server_that_chdirs_per_request_is_detected_too() {
     let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
     let (server, port) = walkserver("chdir", &deep);
     let (r, _) = trace_json(server.pid(), || drive_exactly(port, N));
+    // No --url, a TCP port of its own: the requests that port received, exactly.
+    assert_eq!(
+        r["requests"]["basis"], "served-requests",
+        "{}",
+        r["requests"]
+    );
     assert_eq!(r["requests"]["count"], N);
     let f = finding(&r, "fs.cwd-slow").expect("fs.cwd-slow");
     assert_eq!(f["severity"], "fail");
@@ -275,6 +358,143 @@ fn probe_load_gives_exact_per_request_figures() {
     assert_eq!(f["severity"], "fail");
     assert_eq!(f["evidence"]["lookups_per_request"], 7.0);
     assert_eq!(r["measurement"]["trusted"], true, "{}", r["measurement"]);
+}
+
+/// Traces `pid` for 3 s with a 25/s probe load on `url`.
+fn trace_with_probe(pid: u32, url: &str) -> Value {
+    trace_with_probe_at(pid, url, "25")
+}
+
+/// Traces `pid` for 3 s with a probe load of `rate` per second on `url`.
+fn trace_with_probe_at(pid: u32, url: &str, rate: &str) -> Value {
+    let pid = pid.to_string();
+    let mut args = vec![
+        "--pid",
+        &pid,
+        "--url",
+        url,
+        "--rate",
+        rate,
+        "--duration",
+        "3s",
+        "--json",
+        "--quiet",
+    ];
+    args.extend(IGNORE_NET);
+    let out = Tracer::start(&args).wait();
+    report(&out)
+}
+
+/// openat calls over the window, by the report's own denominator (`None`: declined).
+fn openat_per_request(r: &Value) -> Option<f64> {
+    let rows: Vec<&Value> = r["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["syscall"] == "openat")
+        .collect();
+    assert!(!rows.is_empty(), "openat rows: {}", r["syscalls"]);
+    if rows.iter().any(|s| s["per_request"].is_null()) {
+        assert!(rows.iter().all(|s| s["per_request"].is_null()));
+        return None;
+    }
+    Some(
+        rows.iter()
+            .map(|s| s["per_request"].as_f64().unwrap())
+            .sum(),
+    )
+}
+
+/// Asserts the report saw other clients' traffic and divided by `basis` instead of the probe's
+/// requests.
+fn assert_other_traffic(r: &Value, basis: &str, what: &str) -> u64 {
+    let q = &r["requests"];
+    assert_eq!(q["basis"], basis, "{what}: {q}");
+    let note = q["note"].as_str().unwrap();
+    assert!(
+        note.contains("another client's traffic shares the window"),
+        "{what}: {note}"
+    );
+    let probe = r["load"]["ok_2xx"].as_u64().unwrap();
+    let n = q["count"].as_u64().unwrap();
+    assert!(n > 10 * probe, "{what}: {n} requests, the probe's {probe}");
+    n
+}
+
+#[test]
+fn per_request_figures_stay_true_under_a_keep_alive_flood() {
+    if !require_root("per_request_figures_stay_true_under_a_keep_alive_flood") {
+        return;
+    }
+    let nginx = StaticNginx::start(&[("f.txt", b"hello\n"), ("g.txt", b"other\n")]);
+    let url = format!("http://127.0.0.1:{}/f.txt", nginx.port);
+    let pid = nginx.nginx.pid();
+
+    // Alone: the probe's count; the port received its requests and nothing else.
+    let r = trace_with_probe(pid, &url);
+    assert_eq!(r["requests"]["basis"], "probe-load", "{}", r["requests"]);
+    let n = r["requests"]["count"].as_u64().unwrap();
+    assert!((70..=76).contains(&n), "25/s for 3 s: {n}");
+    // Truth: nginx opens the file once per request.
+    let per = openat_per_request(&r).unwrap();
+    assert!(
+        (0.9..=1.1).contains(&per),
+        "openat per request {per}, truth 1"
+    );
+    let served = &r["requests"]["served"];
+    assert_eq!(served["own_ports"], serde_json::json!([nginx.port]));
+    assert_eq!(
+        served["requests"], n,
+        "requests counted at the port: {served}"
+    );
+    let bytes = served["payload_bytes"].as_u64().unwrap();
+    assert!(
+        bytes > 0 && bytes <= served["probe_bytes_max"].as_u64().unwrap(),
+        "{served}"
+    );
+    assert_eq!(r["measurement"]["trusted"], true, "{}", r["measurement"]);
+
+    // A keep-alive flood (connections opened before the trace: no accept in the window) on
+    // the same URL, then on another one: every request the port received is the count, and
+    // the figures per request stay true.
+    for path in ["/f.txt", "/g.txt"] {
+        let flood_url = format!("http://127.0.0.1:{}{path}", nginx.port);
+        let _wrk = wrk_flood(&flood_url, 4, 8);
+        std::thread::sleep(Duration::from_millis(500));
+        let r = trace_with_probe(pid, &url);
+        assert_other_traffic(&r, "served-requests", path);
+        let per = openat_per_request(&r).unwrap();
+        assert!(
+            (0.9..=1.1).contains(&per),
+            "{path}: openat per request {per}, truth 1"
+        );
+    }
+}
+
+#[test]
+fn php_fpm_behind_nginx_stays_true_under_a_keep_alive_flood() {
+    if !require_root("php_fpm_behind_nginx_stays_true_under_a_keep_alive_flood") {
+        return;
+    }
+    let native = trapdetect_e2e::TempDir::new("native-run");
+    let stack = PhpStack::start(native.path(), 2, "<?php echo \"ok\\n\";");
+    let url = stack.url();
+    // Alone: chdir to the docroot and back, per request, exactly.
+    let r = trace_with_probe(stack.fpm.pid(), &url);
+    assert_eq!(r["requests"]["basis"], "probe-load", "{}", r["requests"]);
+    let n = r["requests"]["count"].as_u64().unwrap();
+    assert_eq!(calls_on(&r, "chdir", ""), 2 * n);
+    // The flood reaches php-fpm through nginx: nginx's port shows the bytes, php-fpm's FastCGI
+    // accepts count its requests, whatever client caused them.
+    let _wrk = wrk_flood(&url, 4, 8);
+    std::thread::sleep(Duration::from_millis(500));
+    let r = trace_with_probe(stack.fpm.pid(), &url);
+    let n = assert_other_traffic(&r, "accepted-connections", "php-fpm");
+    let chdir = calls_on(&r, "chdir", "") as f64 / n as f64;
+    assert!(
+        (1.8..=2.2).contains(&chdir),
+        "chdir per request {chdir}, truth 2"
+    );
 }
 
 #[test]

@@ -2,16 +2,10 @@
 //! hostile path bytes, and a measurement that overflows its tables (exit 3). Every run must
 //! leave nothing attached.
 
-use std::{
-    io::{BufRead, BufReader, Write},
-    os::unix::process::CommandExt,
-    path::Path,
-    process::{Child, ChildStdin, Command, Stdio},
-    time::Duration,
-};
+use std::{os::unix::process::CommandExt, process::Command, time::Duration};
 
 use serde_json::Value;
-use trapdetect_e2e::{TempDir, Tracer, require_root, run_bounded, trapdetect};
+use trapdetect_e2e::{TempDir, Tracer, pathload::PathLoad, require_root, run_bounded, trapdetect};
 
 fn json(out: &std::process::Output) -> Value {
     trapdetect_e2e::trace_report(out)
@@ -111,59 +105,6 @@ impl Loaded {
             Vec::<u32>::new(),
             "programs left loaded after trapdetect exited"
         );
-    }
-}
-
-struct PathLoad {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl PathLoad {
-    fn start(args: &[&str]) -> PathLoad {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pathload.py");
-        let mut cmd = Command::new("python3");
-        cmd.arg(script)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().expect("python3");
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready");
-        PathLoad {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Runs the workload and waits until it is done.
-    fn go(&mut self) {
-        writeln!(self.stdin, "go").unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "done");
-    }
-}
-
-impl Drop for PathLoad {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -3,8 +3,11 @@
 
 mod bench;
 mod demo;
+mod dist;
+mod fuzz;
 mod setup;
 mod util;
+mod vm;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -19,18 +22,52 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Install what is missing (apt packages, rust-src, bpf-linker); says what it installs.
-    Setup,
+    Setup {
+        /// Only what building needs (LLVM for bpf-linker, rust-src, bpf-linker), not the
+        /// servers and tools the tests exercise.
+        #[arg(long)]
+        build_only: bool,
+    },
     /// setup, then build the release binary (target/release/trapdetect).
     Build,
-    /// setup, build, then run every test, the privileged end-to-end ones included.
+    /// setup, build, then run every test, the privileged end-to-end ones included, and (with
+    /// no filter) every fuzz target for a few seconds on its seed corpus.
     Test {
         /// Extra arguments for `cargo test` (e.g. a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// setup, build, then boot each Debian kernel of the matrix (5.10, 6.1, 6.12) under qemu
+    /// and run the focused end-to-end set inside it. Part of `test`.
+    Kernels {
+        /// Only these kernels (e.g. `6.1`).
+        names: Vec<String>,
+        /// Boot nothing: print README's "Kernels" table from the last run's consoles.
+        #[arg(long)]
+        table: bool,
+    },
     /// setup, build, then trace a php-fpm whose working directory is deep in a slow FUSE
     /// mount, and the same server started from a native directory, side by side.
     Demo,
+    /// Build the static binary (musl), man pages, completions, a tarball and a .deb into
+    /// target/dist, and check them: static, runs, installs and removes, traces.
+    Dist {
+        /// Rust target (repeatable): x86_64-unknown-linux-musl (default),
+        /// aarch64-unknown-linux-musl.
+        #[arg(long = "target", default_value = "x86_64-unknown-linux-musl")]
+        targets: Vec<String>,
+        /// Skip the trace check (it needs root and builds the end-to-end tests).
+        #[arg(long)]
+        no_trace_check: bool,
+    },
+    /// setup, build, then run the cargo-fuzz targets on their seed corpus, one after another.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Only this target.
+        target: Option<String>,
+    },
     /// setup, build, then measure overhead and speed side by side with the peer tools.
     Bench {
         /// Only run benchmarks whose name contains this.
@@ -41,25 +78,64 @@ enum Cmd {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Setup => setup::run(),
+        Cmd::Setup { build_only } => setup::run(if build_only {
+            setup::Scope::Build
+        } else {
+            setup::Scope::All
+        }),
         Cmd::Build => {
-            setup::run()?;
+            setup::run(setup::Scope::Build)?;
             util::cargo(&["build", "--release"])
         }
         Cmd::Test { args } => {
-            setup::run()?;
+            setup::run(setup::Scope::All)?;
             util::cargo(&["build", "--release"])?;
             let mut a: Vec<&str> = vec!["test", "--release"];
             a.extend(args.iter().map(String::as_str));
-            util::cargo(&a)
+            util::cargo(&a)?;
+            if args.is_empty() {
+                // 9 targets x 8 s: the fuzzers stay exercised in CI within ~2 minutes.
+                fuzz::run(8, None)?;
+                // A filtered run is someone narrowing down one test: the matrix only runs in full.
+                vm::run(&[])?;
+            }
+            Ok(())
+        }
+        Cmd::Kernels { names, table } => {
+            setup::run(setup::Scope::All)?;
+            util::cargo(&["build", "--release"])?;
+            if table {
+                vm::table_from_last_run()
+            } else {
+                vm::run(&names)
+            }
+        }
+        Cmd::Fuzz { seconds, target } => {
+            setup::run(setup::Scope::All)?;
+            util::cargo(&["build", "--release"])?;
+            fuzz::run(seconds, target.as_deref()).map(drop)
         }
         Cmd::Demo => {
-            setup::run()?;
+            setup::run(setup::Scope::All)?;
             util::cargo(&["build", "--release"])?;
             demo::run()
         }
+        Cmd::Dist {
+            targets,
+            no_trace_check,
+        } => {
+            setup::run(if no_trace_check {
+                setup::Scope::Build
+            } else {
+                setup::Scope::All
+            })?;
+            dist::run(&dist::Options {
+                targets,
+                no_trace_check,
+            })
+        }
         Cmd::Bench { filter } => {
-            setup::run()?;
+            setup::run(setup::Scope::All)?;
             util::cargo(&["build", "--release"])?;
             bench::run(filter.as_deref())
         }

@@ -7,39 +7,124 @@ use anyhow::{Context, Result, bail};
 
 use crate::util::{self, has};
 
-/// Debian packages: the LLVM that bpf-linker links against, and the real components the
-/// end-to-end tests exercise (php-fpm, nginx, FUSE, iproute2 for namespaces, the peers).
-const APT: &[&str] = &[
-    "llvm-22-dev",
-    "libpolly-22-dev",
-    "libzstd-dev",
-    "zlib1g-dev",
-    "php8.2-fpm",
-    "nginx-light",
-    // Debian's full nginx: the TLS and HTTP/2 listeners `load https://` and `--http2` are
-    // tested against (nginx -V: --with-http_ssl_module --with-http_v2_module).
-    "nginx",
-    "openssl",
-    "fuse3",
-    "iproute2",
-    "strace",
-    "bpftool",
-    "wrk",
-    "hey",
-    "procps",
-    "python3",
-    "sqlite3",
-    "util-linux",
+/// What a command needs installed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Building only (`build`, `dist --no-trace-check`, `setup --build-only`).
+    Build,
+    /// Building and the real components the tests, demo and benches exercise.
+    All,
+}
+
+/// Packages for building: the LLVM that bpf-linker links against. Each entry lists
+/// alternatives, first match wins (Debian and Ubuntu share these names).
+const APT_BUILD: &[&[&str]] = &[
+    &["llvm-22-dev"],
+    &["libpolly-22-dev"],
+    &["libzstd-dev"],
+    &["zlib1g-dev"],
 ];
 
-fn missing_packages() -> Vec<&'static str> {
-    APT.iter()
-        .copied()
-        .filter(|p| {
-            let out = Command::new("dpkg-query").args(["-W", "-f=${Status}", p]).output();
-            !matches!(out, Ok(o) if String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+/// Packages for the tests: the real components the end-to-end tests exercise (php-fpm, nginx,
+/// FUSE, iproute2 for namespaces, the peers). Alternatives where Ubuntu's names differ:
+/// php-fpm is php8.2-fpm on Debian 12, the distribution's default (`php-fpm`) elsewhere;
+/// nginx-light is gone from newer releases (`nginx`).
+const APT_TEST: &[&[&str]] = &[
+    &["php8.2-fpm", "php-fpm"],
+    &["nginx-light", "nginx"],
+    // Debian's full nginx: the TLS and HTTP/2 listeners `load https://` and `--http2` are
+    // tested against (nginx -V: --with-http_ssl_module --with-http_v2_module).
+    &["nginx"],
+    &["openssl"],
+    &["fuse3"],
+    &["iproute2"],
+    &["strace"],
+    &["bpftool", "linux-tools-common"],
+    &["wrk"],
+    &["hey"],
+    &["procps"],
+    &["python3"],
+    &["sqlite3"],
+    &["util-linux"],
+    // The HTML reports are rendered in a real browser in the tests; the OpenMetrics export is
+    // checked with the reference Python parser.
+    &["chromium"],
+    &["python3-prometheus-client"],
+    // The kernel matrix (xtask/src/vm.rs): qemu for TCG guests, a static busybox for their
+    // initramfs, xz for compressed modules, the archive keys for the older suites.
+    &["qemu-system-x86"],
+    &["busybox-static"],
+    &["xz-utils"],
+    &["debian-archive-keyring"],
+];
+
+fn installed(p: &str) -> bool {
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", p])
+        .output();
+    matches!(out, Ok(o) if String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+}
+
+/// Whether apt knows a package it could install.
+fn available(p: &str) -> bool {
+    Command::new("apt-cache")
+        .args(["policy", p])
+        .output()
+        .is_ok_and(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.trim().starts_with("Candidate:") && !l.contains("(none)"))
+        })
+}
+
+/// For each entry not satisfied by an installed alternative: the first alternative apt
+/// offers (or the first one, so apt names it when it fails).
+fn missing_packages(scope: Scope) -> Vec<&'static str> {
+    let lists: &[&[&[&str]]] = match scope {
+        Scope::Build => &[APT_BUILD],
+        Scope::All => &[APT_BUILD, APT_TEST],
+    };
+    lists
+        .iter()
+        .flat_map(|l| l.iter())
+        .filter(|alts| !alts.iter().any(|p| installed(p)))
+        .map(|alts| {
+            alts.iter()
+                .copied()
+                .find(|p| available(p))
+                .unwrap_or(alts[0])
         })
         .collect()
+}
+
+/// `ID` and `VERSION_CODENAME` from /etc/os-release.
+fn os_release() -> (String, String) {
+    let text = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    let get = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim_matches('"').to_string())
+            .unwrap_or_default()
+    };
+    (get("ID="), get("VERSION_CODENAME="))
+}
+
+/// Ubuntu has no LLVM 22 in its archive: add LLVM's own apt repository (apt.llvm.org, same
+/// package names) for this release, once.
+fn ensure_llvm_repo() -> Result<()> {
+    let (id, codename) = os_release();
+    if id != "ubuntu" || available("llvm-22-dev") || codename.is_empty() {
+        return Ok(());
+    }
+    eprintln!("xtask: adding apt.llvm.org (llvm-toolchain-{codename}-22) for llvm-22-dev");
+    util::run(Command::new("sh").arg("-c").arg(format!(
+        "set -e; apt-get install -y -q --no-install-recommends curl ca-certificates; \
+         install -d /etc/apt/keyrings; \
+         curl -fsSL https://apt.llvm.org/llvm-snapshot.gpg.key -o /etc/apt/keyrings/apt.llvm.org.asc; \
+         echo 'deb [signed-by=/etc/apt/keyrings/apt.llvm.org.asc] http://apt.llvm.org/{codename}/ llvm-toolchain-{codename}-22 main' \
+           > /etc/apt/sources.list.d/llvm-22.list; \
+         apt-get update -q"
+    )))
 }
 
 fn apt_install(pkgs: &[&str]) -> Result<()> {
@@ -77,9 +162,10 @@ fn bpf_linker_works() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Installs everything missing.
-pub fn run() -> Result<()> {
-    let missing = missing_packages();
+/// Installs everything `scope` needs that is missing.
+pub fn run(scope: Scope) -> Result<()> {
+    ensure_llvm_repo()?;
+    let missing = missing_packages(scope);
     if !missing.is_empty() {
         apt_install(&missing)?;
     }

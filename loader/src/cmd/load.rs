@@ -17,17 +17,22 @@ use crate::{
         self, Arrival, Plan, Sample, Summary,
         steps::{RateRange, StepSpec},
     },
+    output::OutputFile,
     traps::{Finding, Severity},
     util::{parse_duration, parse_rate},
 };
 
 /// Flags of `trapdetect load`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(
-    after_help = "Exit codes: 0 ok · 1 a `fail` finding (e.g. under half the arrivals \
-                        got a 2xx) · 2 bad input · 3 the generator fell behind its schedule or \
-                        failed requests itself (the numbers measure the generator)."
-)]
+#[command(after_help = "Exit codes:
+  0  no `fail` finding (a server at its ceiling is a warning)
+  1  a `fail` finding (errors above --max-errors, or under half the arrivals got a 2xx; with
+     --strict: or a `warn`)
+  2  bad usage or bad input
+  3  the generator fell behind its schedule or failed requests itself (the numbers measure
+     the generator)
+A step run (--rate FROM..TO --step N): 0 knee found or above the range, 1 the first step
+already failed, 3 a step measured the generator before the server failed one, or Ctrl-C")]
 pub struct LoadArgs {
     /// Target, `http[s]://host[:port]/path` (loopback only unless --allow-remote).
     #[arg(long, value_name = "URL")]
@@ -120,6 +125,22 @@ pub struct LoadArgs {
     /// Scheduling lag p99 beyond which the run is untrusted (exit 3).
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
     pub lag_budget: Duration,
+    /// Most connections open at once (default 512, or -c in a closed loop; capped by the fd
+    /// limit). An arrival that finds every one busy waits for one (its latency still counts
+    /// from its intended instant) and is dropped, counted, after --max-wait.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Longest an arrival waits for a free connection before it is dropped (at most --timeout).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_warmup)]
+    pub max_wait: Duration,
+    /// New connections per second at most (default: 4 × --max-connections with keep-alive,
+    /// unbounded with --no-keepalive).
+    #[arg(long, value_name = "N/S", value_parser = parse_rate)]
+    pub max_connect_rate: Option<f64>,
+    /// Arrivals that may end without a status (resets, EOFs, timeouts...), % of those sent,
+    /// before the run fails (load.errors, exit 1).
+    #[arg(long, value_name = "PCT", default_value_t = load::DEFAULT_MAX_ERRORS_PCT)]
+    pub max_errors: f64,
     /// Allow a target outside loopback (only a server you own: this is a flood).
     #[arg(long)]
     pub allow_remote: bool,
@@ -129,6 +150,12 @@ pub struct LoadArgs {
     /// Also write the JSON report to FILE.
     #[arg(long, value_name = "FILE")]
     pub json_out: Option<PathBuf>,
+    /// Write the report as a self-contained HTML page (charts included) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// CSV, OpenMetrics and .hgrm exports.
+    #[command(flatten)]
+    pub export: crate::report::export::ExportArgs,
     /// Write one JSON line per request (intended/start/sent/end instants in CLOCK_MONOTONIC
     /// ns, status or error kind, bytes) to FILE, for joining with kernel data.
     #[arg(long, value_name = "FILE")]
@@ -139,9 +166,12 @@ pub struct LoadArgs {
     /// Treat warnings as failures for the exit code.
     #[arg(long)]
     pub strict: bool,
-    /// No start line and no progress on stderr.
-    #[arg(long, short = 'q')]
+    /// No progress on stderr (errors, warnings and the start line remain).
+    #[arg(long, short = 'q', conflicts_with = "progress")]
     pub quiet: bool,
+    /// Progress on stderr even when it is not a terminal (one line a second, for a log).
+    #[arg(long)]
+    pub progress: bool,
 }
 
 fn parse_warmup(s: &str) -> std::result::Result<Duration, String> {
@@ -198,8 +228,10 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
         p.hosts = load::expand_hosts(pat)?;
     }
     if let Some(f) = &a.hosts {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| Error::input(format!("--hosts {}", f.display()), e))?;
+        let what = format!("--hosts {}", f.display());
+        let bytes = crate::input::read_capped(&what, f, crate::input::HOSTS_CAP)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::usage(format!("{what}: not UTF-8 text")))?;
         p.hosts = text
             .lines()
             .map(str::trim)
@@ -221,7 +253,11 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
     p.body = match a.body.as_deref() {
         None => vec![],
         Some(b) => match b.strip_prefix('@') {
-            Some(f) => std::fs::read(f).map_err(|e| Error::input(format!("--body @{f}"), e))?,
+            Some(f) => crate::input::read_capped(
+                &format!("--body @{f}"),
+                std::path::Path::new(f),
+                crate::input::BODY_CAP,
+            )?,
             None => b.as_bytes().to_vec(),
         },
     };
@@ -240,6 +276,10 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
         connections: a.connections,
         max_streams: a.max_streams,
     });
+    p.max_connections = a.max_connections;
+    p.max_wait = a.max_wait;
+    p.connect_rate = a.max_connect_rate;
+    p.max_errors_pct = a.max_errors;
     p.check()?;
     Ok(p)
 }
@@ -311,6 +351,12 @@ pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
             "--samples-out is for one run; a step run reports per-step series instead",
         ));
     }
+    if a.html.is_some() || a.export != Default::default() {
+        return Err(Error::usage(
+            "--html and the exports are for one run; a step run reports its steps with --json \
+             or --json-out",
+        ));
+    }
     let spec = StepSpec {
         from: range.0,
         to: range.1,
@@ -329,9 +375,7 @@ fn run_steps(args: &LoadArgs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
     let json_out = args
         .json_out
         .as_ref()
-        .map(|p| {
-            std::fs::File::create(p).map_err(|e| Error::input(format!("create {}", p.display()), e))
-        })
+        .map(|p| OutputFile::create("--json-out", p))
         .transpose()?;
     catch_interrupts();
     let rates = spec.rates();
@@ -367,51 +411,72 @@ fn run_steps(args: &LoadArgs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
     })?;
     let json = serde_json::to_string_pretty(&report)
         .map_err(|e| Error::Untrusted(format!("serialize the report: {e}")))?;
-    if let (Some(mut f), Some(p)) = (json_out, &args.json_out) {
-        f.write_all(json.as_bytes())
+    // The run is measured: a file that cannot be written is reported after the report is
+    // printed, never instead of it.
+    let mut lost = vec![];
+    if let (Some(mut f), Some(p)) = (json_out, &args.json_out)
+        && let Err(e) = f
+            .write_all(json.as_bytes())
             .and_then(|_| f.write_all(b"\n"))
-            .map_err(|e| Error::input(format!("write {}", p.display()), e))?;
+            .map_err(|e| Error::output(format!("--json-out {}", p.display()), e))
+            .and_then(|_| f.commit())
+    {
+        lost.push(e.to_string());
     }
-    if args.json {
-        crate::util::print(&(json + "\n"));
+    let shown = if args.json {
+        json + "\n"
     } else {
-        crate::util::print(&load::steps::render(&report));
+        load::steps::render(&report)
+    };
+    if let Err(e) = crate::util::print(&shown) {
+        lost.insert(0, e.to_string());
+    }
+    if !lost.is_empty() {
+        return Err(Error::ReportLost(lost.join("; ")));
     }
     Ok(report.exit_code)
 }
 
 /// Runs the command; returns the exit code.
 pub fn run(args: LoadArgs) -> Result<i32> {
+    crate::cmd::check_ignore(&args.ignore)?;
     let plan = plan(&args)?;
     if let Some(spec) = step_spec(&args)? {
         return run_steps(&args, &plan, &spec);
     }
     let mut run_plan = plan.clone();
-    let create = |p: &PathBuf| {
-        std::fs::File::create(p).map_err(|e| Error::input(format!("create {}", p.display()), e))
-    };
-    let json_out = args.json_out.as_ref().map(create).transpose()?;
+    crate::output::check_all(&[("--html", args.html.as_deref())])?;
+    crate::output::check_all(&args.export.paths())?;
+    // Both files are created (as hidden temporaries) before the first arrival, so a bad path
+    // costs no run; they are put in place only once complete.
+    let json_out = args
+        .json_out
+        .as_ref()
+        .map(|p| OutputFile::create("--json-out", p))
+        .transpose()?;
     let writer = match &args.samples_out {
         Some(path) => {
-            let file = create(path)?;
+            let mut file = OutputFile::create("--samples-out", path)?;
             let (tx, rx) = std::sync::mpsc::channel::<Sample>();
             run_plan.samples = Some(tx);
             let path = path.clone();
-            Some(std::thread::spawn(move || -> Result<()> {
-                let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-                let fail = |e: std::io::Error| Error::input(format!("write {}", path.display()), e);
+            Some(std::thread::spawn(move || -> Result<OutputFile> {
+                let fail = |e: std::io::Error| {
+                    Error::output(format!("--samples-out {}", path.display()), e)
+                };
                 for s in rx {
-                    serde_json::to_writer(&mut w, &s).map_err(|e| fail(e.into()))?;
-                    w.write_all(b"\n").map_err(fail)?;
+                    serde_json::to_writer(&mut file, &s).map_err(|e| fail(e.into()))?;
+                    file.write_all(b"\n").map_err(fail)?;
                 }
-                w.flush().map_err(fail)
+                Ok(file)
             }))
         }
         None => None,
     };
     catch_interrupts();
     let running = load::start(run_plan)?;
-    if !args.quiet {
+    let progress = crate::util::Progress::new(args.quiet, args.progress);
+    {
         eprintln!(
             "trapdetect load: {} to {} for {}s{}, timeout {}s; Ctrl-C ends early.",
             match (plan.rate, plan.closed_loop) {
@@ -435,9 +500,8 @@ pub fn run(args: LoadArgs) -> Result<i32> {
     let mut next_tick = 1.0;
     let summary = loop {
         if INTERRUPTED.load(Ordering::Relaxed) {
-            if !args.quiet {
-                eprintln!("trapdetect load: stopping; waiting for requests in flight");
-            }
+            progress.clear();
+            eprintln!("trapdetect load: stopping; waiting for requests in flight");
             break running.stop()?;
         }
         if running.is_finished() {
@@ -445,17 +509,28 @@ pub fn run(args: LoadArgs) -> Result<i32> {
         }
         std::thread::sleep(Duration::from_millis(50));
         let l = running.live();
-        if !args.quiet && l.elapsed_s >= next_tick {
-            eprintln!(
+        if l.elapsed_s >= next_tick {
+            progress.show(&format!(
                 "  t={:>4.0}s  scheduled {:>9}  ended {:>9}  2xx {:>9}  in flight {:>6}",
                 l.elapsed_s, l.scheduled, l.completed, l.ok_2xx, l.in_flight
-            );
+            ));
             next_tick = l.elapsed_s.floor() + 1.0;
         }
     };
+    progress.clear();
+    // From here on the run is measured: a file that cannot be written is reported after the
+    // report is printed, never instead of it.
+    let mut lost = vec![];
     if let Some(w) = writer {
-        w.join()
-            .map_err(|_| Error::Untrusted("the samples writer panicked".into()))??;
+        match w
+            .join()
+            .map_err(|_| Error::Untrusted("the samples writer panicked".into()))
+            .and_then(|r| r)
+            .and_then(OutputFile::commit)
+        {
+            Ok(()) => {}
+            Err(e) => lost.push(e.to_string()),
+        }
     }
     let (findings, ignored, measurement, code) =
         verdict(&summary, &plan, &args.ignore, args.strict);
@@ -468,15 +543,36 @@ pub fn run(args: LoadArgs) -> Result<i32> {
     };
     let json = serde_json::to_string_pretty(&doc)
         .map_err(|e| Error::Untrusted(format!("serialize the report: {e}")))?;
-    if let (Some(mut f), Some(p)) = (json_out, &args.json_out) {
-        f.write_all(json.as_bytes())
+    if let (Some(mut f), Some(p)) = (json_out, &args.json_out)
+        && let Err(e) = f
+            .write_all(json.as_bytes())
             .and_then(|_| f.write_all(b"\n"))
-            .map_err(|e| Error::input(format!("write {}", p.display()), e))?;
+            .map_err(|e| Error::output(format!("--json-out {}", p.display()), e))
+            .and_then(|_| f.commit())
+    {
+        lost.push(e.to_string());
     }
-    if args.json {
-        crate::util::print(&(json + "\n"));
-    } else {
-        crate::util::print(&text(&doc));
+    if args.html.is_some() || args.export != Default::default() {
+        let value = serde_json::to_value(&doc).unwrap_or_default();
+        if let Some(p) = &args.html
+            && let Err(e) = crate::output::write(
+                "--html",
+                p,
+                crate::report::html::render_value(&value, &[]).as_bytes(),
+            )
+        {
+            lost.push(e.to_string());
+        }
+        if let Err(e) = args.export.write(&value) {
+            lost.push(e.to_string());
+        }
+    }
+    let shown = if args.json { json + "\n" } else { text(&doc) };
+    if let Err(e) = crate::util::print(&shown) {
+        lost.insert(0, e.to_string());
+    }
+    if !lost.is_empty() {
+        return Err(Error::ReportLost(lost.join("; ")));
     }
     Ok(code)
 }
@@ -495,10 +591,15 @@ pub fn text(doc: &Document) -> String {
         o.push_str(&format!("ignored: {} {}\n", f.id, f.title));
     }
     if doc.measurement.trusted {
-        o.push_str(&format!("\nmeasurement trusted · exit {}\n", doc.exit_code));
+        o.push_str(&format!(
+            "\n{} · exit {}\n",
+            crate::report::color::verdict("measurement trusted", doc.exit_code),
+            doc.exit_code
+        ));
     } else {
         o.push_str(&format!(
-            "\nMEASUREMENT UNTRUSTED: {} · exit {}\n",
+            "\n{}: {} · exit {}\n",
+            crate::report::color::verdict("MEASUREMENT UNTRUSTED", doc.exit_code),
             doc.measurement.problems.join("; "),
             doc.exit_code
         ));
@@ -555,6 +656,14 @@ mod tests {
             "5ms",
             "--json",
             "--strict",
+            "--max-connections",
+            "64",
+            "--max-wait",
+            "250ms",
+            "--max-connect-rate",
+            "100",
+            "--max-errors",
+            "5",
         ])
         .unwrap();
         assert_eq!(a.rate.map(|r| r.from), Some(800.0));
@@ -568,6 +677,18 @@ mod tests {
         assert!(!p.keepalive);
         assert_eq!(p.seed, 9);
         assert_eq!(p.lag_budget, Duration::from_millis(5));
+        assert_eq!(p.max_connections, Some(64));
+        assert_eq!(p.max_wait, Duration::from_millis(250));
+        assert_eq!((p.connect_rate, p.max_errors_pct), (Some(100.0), 5.0));
+        // Defaults: 512 connections, 1 s wait, 4 × 512 connects/s with keep-alive, 1 % errors.
+        let d = plan(&parse(&["--rate", "10"]).unwrap()).unwrap();
+        assert_eq!(d.budget(u64::MAX), 512);
+        assert_eq!(d.budget(100), 100, "capped by the descriptors");
+        assert_eq!(d.connect_rate_for(512), Some(2048.0));
+        assert_eq!(
+            (d.max_wait, d.max_errors_pct),
+            (Duration::from_secs(1), 1.0)
+        );
         let a = parse(&["--closed-loop", "-c", "8"]).unwrap();
         let p = plan(&a).unwrap();
         assert_eq!((p.closed_loop, p.rate), (Some(8), None));
@@ -590,6 +711,8 @@ mod tests {
             &["--closed-loop"],
             &["-c", "4", "--rate", "1"],
             &["--rate", "1", "--host-header", "a", "--hosts", "/dev/null"],
+            &["--rate", "1", "--max-errors", "-1"],
+            &["--rate", "1", "--max-connections", "x"],
         ] {
             assert_eq!(parse(extra).unwrap_err().exit_code(), 2, "{extra:?}");
         }
@@ -602,6 +725,8 @@ mod tests {
             &["--rate", "1", "--path-mix", "nopath=1"],
             &["--rate", "1", "--threads", "0"],
             &["--rate", "1", "--warmup", "23h", "--duration", "2h"],
+            &["--rate", "1", "--max-connections", "0"],
+            &["--rate", "1", "--max-errors", "101"],
         ] {
             let a = parse(extra).unwrap();
             assert_eq!(plan(&a).unwrap_err().exit_code(), 2, "{extra:?}");

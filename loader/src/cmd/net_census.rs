@@ -15,6 +15,12 @@ use crate::{
 
 /// Flags of `trapdetect net-census`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Exit codes:
+  0  no `fail` finding
+  1  at least one `fail` finding (with --strict: or a `warn` finding)
+  2  bad usage or bad input (no such process or namespace, unreadable --baseline)
+  3  the sockets could not be counted
+  4  no privilege to enter the namespace (CAP_SYS_ADMIN)")]
 pub struct NetCensusArgs {
     /// The server: its namespace, listeners and descriptors.
     #[arg(long, short = 'p', value_name = "PID")]
@@ -45,8 +51,9 @@ pub struct NetCensusArgs {
     pub strict: bool,
 }
 
-fn baseline(path: &PathBuf) -> Result<TcpExtSnapshot> {
-    let body = std::fs::read(path).map_err(|e| Error::input(path.display().to_string(), e))?;
+fn baseline(path: &std::path::Path) -> Result<TcpExtSnapshot> {
+    let body =
+        crate::input::read_capped(&path.display().to_string(), path, crate::input::REPORT_CAP)?;
     let v: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| Error::usage(format!("{}: not JSON ({e})", path.display())))?;
     let snap = v.pointer("/network/tcp_ext").or_else(|| v.get("tcp_ext"));
@@ -112,13 +119,14 @@ pub fn check(
 
 /// Runs the command; returns the exit code.
 pub fn run(a: NetCensusArgs) -> Result<i32> {
+    crate::cmd::check_ignore(&a.ignore)?;
     let ns = a
         .netns
         .as_deref()
         .map(Netns::named)
         .transpose()
         .map_err(Error::usage)?;
-    let base = a.baseline.as_ref().map(baseline).transpose()?;
+    let base = a.baseline.as_deref().map(baseline).transpose()?;
     let c = check(
         ns.as_ref(),
         a.pid,
@@ -152,9 +160,9 @@ pub fn run(a: NetCensusArgs) -> Result<i32> {
     r.add_section("network", c.json, c.text);
     r.finish(&a.ignore, a.strict);
     if a.json {
-        print(&format!("{}\n", r.to_json()));
+        print(&format!("{}\n", r.to_json()))?;
     } else {
-        print(&text::render(&r));
+        print(&text::render(&r))?;
     }
     Ok(r.exit_code)
 }

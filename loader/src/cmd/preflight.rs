@@ -11,10 +11,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::{
-    error::{Error, Result},
+    error::{Error, Result, exit},
     escape,
     host::{
         cpu::{self, CpuHost},
@@ -44,6 +44,7 @@ pub const IDS: &[&str] = &[
     "fs.dir-slow",
     "fs.hot-path-slow",
     "host.kernel-log",
+    "host.kernel-support",
     "host.memory",
     "host.noise",
     "host.tracer",
@@ -59,7 +60,8 @@ const LOG_TAIL: u64 = 8 << 20;
 
 const AFTER_HELP: &str = "\
 Checks (ids for --ignore): fs.cwd-slow fs.dir-slow fs.hot-path-slow cpu.quota cpu.affinity
-cpu.frequency host.noise host.tracer host.virt host.memory host.kernel-log proc.not-fresh
+cpu.frequency host.noise host.tracer host.virt host.memory host.kernel-log
+host.kernel-support proc.not-fresh
 proc.provenance fpm.memory fpm.ramp fpm.oversized fpm.socket-path fpm.alert-patterns
 fpm.spare-servers net.time-wait net.ephemeral-ports net.listen-overflow net.fd-limit
 (see docs/preflight.md and docs/net.md).
@@ -70,6 +72,7 @@ In a harness:
 Exit codes:
   0  no `fail` finding
   1  at least one `fail` finding (with --strict: or a `warn` finding)
+  1  also with --strict: a check that could fail was skipped (listed as INCOMPLETE)
   2  bad usage or bad input (missing pid or dir, unreadable or malformed FPM config)
 Checks that need a privilege this run lacks are listed as `skipped`, with the reason.";
 
@@ -86,7 +89,7 @@ pub struct PreflightArgs {
     #[arg(long, value_name = "PATH")]
     pub dir: Vec<PathBuf>,
     /// Port the server listens on (for the network census).
-    #[arg(long, value_name = "PORT")]
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
     /// Planned offered load, requests per second (with --timeout: the census sizes for
     /// rate × timeout connections).
@@ -131,6 +134,12 @@ pub struct PreflightArgs {
     /// Also write an HTML report to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// CSV, OpenMetrics and .hgrm exports.
+    #[command(flatten)]
+    pub export: crate::report::export::ExportArgs,
+    /// No progress on stderr (preflight shows none; accepted so `-q` works in every command).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     /// Text: show each finding's evidence and the host facts under the one-line summary.
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -230,24 +239,39 @@ struct Observed {
     cpu_psi: Option<hostinfo::Psi>,
     memory: hostinfo::Memory,
     virt: hostinfo::Virt,
+    kernel: hostinfo::KernelSupport,
     self_mounts: Option<MountTable>,
     target_mounts: Option<MountTable>,
 }
 
 /// Runs the command; returns the exit code.
 pub fn run(args: PreflightArgs) -> Result<i32> {
+    crate::output::check_all(&[
+        ("--json-out", args.json_out.as_deref()),
+        ("--html", args.html.as_deref()),
+    ])?;
+    crate::output::check_all(&args.export.paths())?;
     let report = check(&args)?;
-    if args.json {
-        crate::util::print(&(report.to_json() + "\n"));
+    let j = report.to_json() + "\n";
+    let shown = if args.json {
+        j.clone()
     } else {
-        crate::util::print(&render_text(&report, args.verbose));
-    }
-    if let Some(p) = &args.json_out {
-        crate::util::write_file(p, &(report.to_json() + "\n"))?;
-    }
-    if let Some(p) = &args.html {
-        crate::util::write_file(p, &crate::report::html::render(&report))?;
-    }
+        render_text(&report, args.verbose)
+    };
+    let h = args
+        .html
+        .as_ref()
+        .map(|_| crate::report::html::render(&report))
+        .unwrap_or_default();
+    crate::output::emit(
+        &shown,
+        &[
+            ("--json-out", args.json_out.as_deref(), j.as_bytes()),
+            ("--html", args.html.as_deref(), h.as_bytes()),
+        ],
+    )?;
+    args.export
+        .write(&serde_json::to_value(&report).unwrap_or_default())?;
     Ok(report.exit_code)
 }
 
@@ -259,12 +283,22 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     // Inputs first, so bad ones fail before any time is spent.
     if let Some(pid) = args.pid {
         process::read_basic(pid)?;
+        if crate::host::mounts::is_zombie(pid) {
+            return Err(Error::usage(format!(
+                "--pid {pid} is a zombie (it exited and its parent has not reaped it): nothing to check"
+            )));
+        }
     }
     let given_cfg = match &args.fpm_config {
         Some(p) => Some(load_fpm_config(p)?),
         None => None,
     };
     let mark_path = args.mark_file.clone().or_else(hostinfo::default_mark_path);
+    if args.mark
+        && let Some(p) = &mark_path
+    {
+        crate::output::check_target("--mark-file", p)?;
+    }
     if args.mark && mark_path.is_none() {
         return Err(Error::usage(
             "--mark: no place for the mark ($XDG_RUNTIME_DIR and $HOME unset); give --mark-file",
@@ -305,6 +339,7 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
         cpu_psi: hostinfo::read_psi(root, "cpu"),
         memory: hostinfo::read_memory(root),
         virt: hostinfo::read_virt(root),
+        kernel: hostinfo::read_kernel_support(root),
         self_mounts: MountTable::read(Path::new("/proc/self/mountinfo")).ok(),
         target_mounts: args.pid.and_then(|p| MountTable::of_pid(p).ok()),
         target,
@@ -394,6 +429,7 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
 
     // ---- host ----
     findings.extend(traps::host::virt(&obs.virt));
+    findings.push(traps::host::kernel_support(&obs.kernel));
     let kmsg = kernel_log(args, mark_path.as_deref(), &obs, &mut skipped)?;
     let oom_since_mark = kmsg
         .as_ref()
@@ -453,7 +489,43 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
         format!("  elapsed {elapsed_ms} ms\n"),
     );
     r.finish(&args.ignore, args.strict);
+    mark_incomplete(&mut r, &args.ignore, args.strict);
     Ok(r)
+}
+
+/// Checks whose rule can return `fail`: when one is skipped (another user's /proc without
+/// CAP_SYS_PTRACE, a census that could not run), a clean result is not a clean environment.
+const CAN_FAIL: &[&str] = &[
+    "fs.cwd-slow",
+    "fs.dir-slow",
+    "fs.hot-path-slow",
+    "cpu.quota",
+    "host.tracer",
+    "fpm.memory",
+    "fpm.socket-path",
+    "fpm.spare-servers",
+    "net.time-wait",
+    "net.ephemeral-ports",
+    "net.listen-overflow",
+    "net.fd-limit",
+];
+
+/// Records the skipped checks that could have failed in the `preflight` section
+/// (`incomplete`); with `--strict` they fail the run (exit 1), as a failed check would. A check
+/// the user ignores (`--ignore ID`) is not missed.
+fn mark_incomplete(r: &mut Report, ignore: &[String], strict: bool) {
+    let incomplete: Vec<String> = r
+        .skipped
+        .iter()
+        .filter(|s| CAN_FAIL.contains(&s.check.as_str()) && !ignore.contains(&s.check))
+        .map(|s| s.check.clone())
+        .collect();
+    if strict && !incomplete.is_empty() && r.exit_code == exit::OK {
+        r.exit_code = exit::FAIL;
+    }
+    if let Some(p) = r.sections.get_mut("preflight") {
+        p["incomplete"] = json!(incomplete);
+    }
 }
 
 /// The cgroup CPU bandwidth of `pid`, read through our own mount table: /proc/PID/cgroup
@@ -575,16 +647,13 @@ fn target_checks(
 }
 
 fn load_fpm_config(p: &Path) -> Result<fpm::FpmConfig> {
-    // A directory or an unreadable file is bad input (exit 2), said in one line.
-    std::fs::File::open(p)
-        .and_then(|f| {
-            if f.metadata()?.is_dir() {
-                Err(std::io::Error::from(std::io::ErrorKind::IsADirectory))
-            } else {
-                Ok(())
-            }
-        })
-        .map_err(|e| Error::input(format!("--fpm-config {}", p.display()), e))?;
+    // A directory, a device, a FIFO, an oversized or unreadable file is bad input (exit 2),
+    // said in one line.
+    crate::input::read_capped(
+        &format!("--fpm-config {}", p.display()),
+        p,
+        crate::input::FPM_CONFIG_CAP,
+    )?;
     fpm::load(p, fpm::DEFAULT_PREFIX)
         .map_err(|e| Error::usage(format!("malformed FPM config: {e}")))
 }
@@ -651,8 +720,7 @@ fn kernel_log(
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
         };
-        hostinfo::write_mark(path, &new)
-            .map_err(|e| Error::input(format!("--mark {}", path.display()), e))?;
+        hostinfo::write_mark(path, &new)?;
     }
     Ok(log)
 }
@@ -996,8 +1064,32 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
     }
     out.push_str(&head);
     out.push('\n');
+    let incomplete: Vec<&str> = r
+        .sections
+        .get("preflight")
+        .and_then(|p| p["incomplete"].as_array())
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !incomplete.is_empty() {
+        out.push_str(&format!(
+            "INCOMPLETE: {} that could fail did not run: {} (why: the `skipped` lines below). \
+             A pass does not clear {}; run with the privilege named, or --strict to fail on it.\n",
+            if incomplete.len() == 1 {
+                "1 check".to_string()
+            } else {
+                format!("{} checks", incomplete.len())
+            },
+            incomplete.join(", "),
+            if incomplete.len() == 1 { "it" } else { "them" }
+        ));
+    }
     for f in &r.findings {
-        out.push_str(&format!("{} {}: {}", f.severity.label(), f.id, f.title));
+        out.push_str(&format!(
+            "{} {}: {}",
+            crate::report::color::severity(f.severity),
+            f.id,
+            f.title
+        ));
         if !f.remedy.is_empty() {
             out.push_str(&format!(" — fix: {}", f.remedy));
         }
@@ -1142,6 +1234,49 @@ mod tests {
             assert!(!msg.contains('\n'), "{msg}");
         }
         assert!(validate(&parse(&["--ignore", "net.time-wait"])).is_ok());
+    }
+
+    #[test]
+    fn a_skipped_check_that_could_fail_is_prominent_and_fails_strict() {
+        for strict in [false, true] {
+            let mut r = Report::new("preflight");
+            r.add_section("preflight", json!({ "strict": strict }), String::new());
+            r.skipped.push(Skipped {
+                check: "fs.cwd-slow".into(),
+                reason: "/proc/42/cwd: permission denied (needs CAP_SYS_PTRACE)".into(),
+            });
+            // cpu.frequency cannot fail: skipping it leaves the verdict whole.
+            r.skipped.push(Skipped {
+                check: "cpu.frequency".into(),
+                reason: "no cpufreq".into(),
+            });
+            r.finish(&[], strict);
+            mark_incomplete(&mut r, &[], strict);
+            assert_eq!(r.exit_code, if strict { 1 } else { 0 });
+            assert_eq!(
+                r.sections["preflight"]["incomplete"],
+                json!(["fs.cwd-slow"])
+            );
+            let t = render_text(&r, false);
+            assert!(
+                t.lines().nth(1).unwrap().starts_with(
+                    "INCOMPLETE: 1 check that could fail did not run: fs.cwd-slow (why:"
+                ),
+                "{t}"
+            );
+        }
+        // Ignored by the user: not missed.
+        let mut r = Report::new("preflight");
+        r.add_section("preflight", json!({ "strict": true }), String::new());
+        r.skipped.push(Skipped {
+            check: "net.fd-limit".into(),
+            reason: "census failed".into(),
+        });
+        let ignore = ["net.fd-limit".to_string()];
+        r.finish(&ignore, true);
+        mark_incomplete(&mut r, &ignore, true);
+        assert_eq!(r.exit_code, 0);
+        assert_eq!(r.sections["preflight"]["incomplete"], json!([]));
     }
 
     #[test]

@@ -5,9 +5,10 @@ use std::{path::PathBuf, time::Duration};
 
 use crate::{
     error::{Error, Result},
+    output,
     report::{self, Report},
     trace,
-    util::{parse_duration, parse_rate, print, write_file},
+    util::{parse_duration, parse_rate},
 };
 
 /// Flags of the trace command.
@@ -36,6 +37,9 @@ pub struct TraceArgs {
     /// Also write an HTML report to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// CSV, OpenMetrics and .hgrm exports.
+    #[command(flatten)]
+    pub export: crate::report::export::ExportArgs,
     /// Paths to list in the report (most called first).
     #[arg(long, value_name = "N", default_value_t = 12)]
     pub top: usize,
@@ -65,9 +69,12 @@ pub struct TraceArgs {
     /// measuring overhead). Leaving out a required one makes the measurement untrusted (exit 3).
     #[arg(long = "skip-probe", value_name = "PROGRAM", hide = true)]
     pub skip_probe: Vec<String>,
-    /// No progress line on stderr.
-    #[arg(long, short = 'q')]
+    /// No progress on stderr (errors, warnings and the start line remain).
+    #[arg(long, short = 'q', conflicts_with = "progress")]
     pub quiet: bool,
+    /// Progress on stderr even when it is not a terminal (one line a second, for a log).
+    #[arg(long)]
+    pub progress: bool,
 }
 
 /// Runs the trace; returns the exit code.
@@ -87,15 +94,22 @@ pub fn run(args: TraceArgs) -> Result<i32> {
             crate::escape::text(bad)
         )));
     }
+    crate::cmd::check_ignore(&args.ignore)?;
     if args.watch_client.contains(&0) {
         return Err(Error::usage("--watch-client 0: not a process id"));
     }
+    // Output paths are refused now, before anything is attached.
+    output::check_all(&[
+        ("--json-out", args.json_out.as_deref()),
+        ("--html", args.html.as_deref()),
+    ])?;
+    output::check_all(&args.export.paths())?;
     let opts = trace::Options {
         pid,
         duration: args.duration,
         top: args.top,
         loss_budget_pct: args.loss_budget,
-        progress: !args.quiet,
+        progress: crate::util::Progress::new(args.quiet, args.progress),
         btf: args.btf.clone(),
         watch_clients: args.watch_client.clone(),
         skip_probes: args.skip_probe.clone(),
@@ -121,28 +135,35 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         args.json_out.as_deref(),
         args.html.as_deref(),
     )?;
+    args.export
+        .write(&serde_json::to_value(&report).unwrap_or_default())?;
     Ok(report.exit_code)
 }
 
-/// Prints the report (text or JSON) and writes the requested files.
+/// Prints the report (text or JSON) and writes the requested files; a file that cannot be
+/// written never stops the others or the printed report (see [`output::emit`]).
 pub fn emit(
     report: &Report,
     json: bool,
     json_out: Option<&std::path::Path>,
     html: Option<&std::path::Path>,
 ) -> Result<()> {
-    if let Some(p) = json_out {
-        write_file(p, &(report.to_json() + "\n"))?;
-    }
-    if let Some(p) = html {
-        write_file(p, &report::html::render(report))?;
-    }
-    if json {
-        print(&(report.to_json() + "\n"));
+    let j = report.to_json() + "\n";
+    let shown = if json {
+        j.clone()
     } else {
-        print(&report::text::render(report));
-    }
-    Ok(())
+        report::text::render(report)
+    };
+    let h = html
+        .map(|_| report::html::render(report))
+        .unwrap_or_default();
+    output::emit(
+        &shown,
+        &[
+            ("--json-out", json_out, j.as_bytes()),
+            ("--html", html, h.as_bytes()),
+        ],
+    )
 }
 
 #[cfg(test)]

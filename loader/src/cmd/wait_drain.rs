@@ -44,9 +44,12 @@ pub struct WaitDrainArgs {
     /// Print the outcome as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-    /// No progress lines on stderr.
-    #[arg(long, short = 'q')]
+    /// No progress on stderr (errors, warnings and the start line remain).
+    #[arg(long, short = 'q', conflicts_with = "progress")]
     pub quiet: bool,
+    /// Progress on stderr even when it is not a terminal (a line per change, for a log).
+    #[arg(long)]
+    pub progress: bool,
 }
 
 /// Runs the command; returns the exit code (0 drained, 1 timed out).
@@ -62,7 +65,8 @@ pub fn run(a: WaitDrainArgs) -> Result<i32> {
         (None, None) => Netns::Own,
     };
     let mut watch = TimeWaitWatch::open(&ns)?;
-    if !a.quiet {
+    let progress = crate::util::Progress::new(a.quiet, a.progress);
+    {
         eprintln!(
             "wait-drain: TIME_WAIT on port {} in netns {} ({}): waiting for fewer than {}, at most {:.1} s",
             a.port,
@@ -82,6 +86,7 @@ pub fn run(a: WaitDrainArgs) -> Result<i32> {
         let eta = s.until_below(a.below);
         let drained = s.count < a.below;
         if drained || elapsed >= a.timeout {
+            progress.clear();
             let line = if drained {
                 format!(
                     "wait-drain: port {}: {} TIME_WAIT, fewer than {} after {:.1} s\n",
@@ -109,12 +114,13 @@ pub fn run(a: WaitDrainArgs) -> Result<i32> {
                     "elapsed_s": elapsed.as_secs_f64(),
                     "expected_below_in_s": eta.as_secs_f64(),
                     "samples": samples,
-                    "netns": ns.label(),
+                    // The text label quotes a name in backticks; JSON carries it bare.
+                    "netns": ns.label().trim_matches('`'),
                     "source": watch.source,
                 });
-                print(&format!("{v}\n"));
+                print(&format!("{v}\n"))?;
             } else {
-                print(&line);
+                print(&line)?;
             }
             return Ok(if drained { exit::OK } else { exit::FAIL });
         }
@@ -125,15 +131,15 @@ pub fn run(a: WaitDrainArgs) -> Result<i32> {
                     && (c != s.count || t.elapsed() >= Duration::from_secs(5))
             }
         };
-        if !a.quiet && due {
-            eprintln!(
+        if due {
+            progress.show(&format!(
                 "wait-drain: {:5.1} s  port {}: {} TIME_WAIT; fewer than {} in {:.1} s by their timers",
                 elapsed.as_secs_f64(),
                 a.port,
                 s.count,
                 a.below,
                 eta.as_secs_f64()
-            );
+            ));
             last = Some((Instant::now(), s.count));
         }
         std::thread::sleep(a.interval.min(a.timeout.saturating_sub(elapsed)));

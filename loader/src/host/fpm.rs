@@ -125,16 +125,24 @@ pub fn parse_line(raw: &str) -> Result<Option<IniLine>, String> {
         return Ok(Some(IniLine::Section(name.to_string())));
     }
     let Some(eq) = line.find('=') else {
-        return Err(format!(
-            "`{line}` has no `=` (FPM: value is NULL for a ZEND_INI_PARSER_ENTRY)"
-        ));
+        // Echo the line only when it looks like a key: an include of a file that is not an
+        // FPM config (a secret) must not print its content.
+        let looks_like_key = line.len() <= 64
+            && line
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-[]".contains(c));
+        return Err(if looks_like_key {
+            format!("`{line}` has no `=` (FPM: value is NULL for a ZEND_INI_PARSER_ENTRY)")
+        } else {
+            "a line with no `=`: not an FPM configuration".to_string()
+        });
     };
     let key = line[..eq].trim();
     if key.is_empty() {
         return Err("syntax error: `=` without a key".into());
     }
     if key.contains(char::is_whitespace) {
-        return Err(format!("syntax error: key `{key}` contains whitespace"));
+        return Err("syntax error: a key containing whitespace".to_string());
     }
     if key.contains('[') != key.ends_with(']') {
         return Err(format!("syntax error: unbalanced brackets in `{key}`"));
@@ -266,7 +274,8 @@ fn load_file(
     if depth > 16 {
         return Err(err(0, "includes nested more than 16 deep (a loop?)".into()));
     }
-    let bytes = std::fs::read(path).map_err(|e| err(0, e.to_string()))?;
+    let bytes = crate::input::read_capped_io(path, crate::input::FPM_CONFIG_CAP)
+        .map_err(|e| err(0, e.to_string()))?;
     let text = String::from_utf8(bytes).map_err(|_| err(0, "not UTF-8 text".into()))?;
     cfg.files.push(path.to_path_buf());
     for (n, raw) in text.lines().enumerate() {

@@ -531,14 +531,19 @@ pub fn read_mark(path: &Path) -> io::Result<Option<Mark>> {
     }
 }
 
-/// Writes a mark atomically (temp file + rename, so a concurrent reader never sees half).
-pub fn write_mark(path: &Path, mark: &Mark) -> io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+/// Writes a mark atomically through [`crate::output`] (unpredictable temporary name, no
+/// symlink followed, renamed into place, so a concurrent reader never sees half).
+pub fn write_mark(path: &Path, mark: &Mark) -> crate::error::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            crate::error::Error::output(format!("--mark-file {}", path.display()), e)
+        })?;
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_string(mark).unwrap_or_default())?;
-    std::fs::rename(&tmp, path)
+    crate::output::write(
+        "--mark-file",
+        path,
+        serde_json::to_string(mark).unwrap_or_default().as_bytes(),
+    )
 }
 
 /// Kernel log records that preflight shows.
@@ -753,5 +758,56 @@ mod tests {
         .unwrap();
         assert_eq!((r.prio, r.seq, r.ts_us), (4, 77, 5000));
         assert_eq!(r.msg, "php-fpm8.2[4242]: segfault at 0 ip \\x1b[31m");
+    }
+}
+
+/// What this kernel offers `trapdetect --pid`: BTF for struct offsets, syscall tracepoints for
+/// the path probes, and the optional tracepoints whose absence degrades a probe.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct KernelSupport {
+    /// `uname -r`.
+    pub release: String,
+    /// /sys/kernel/btf/vmlinux exists.
+    pub btf: bool,
+    /// `syscalls/sys_enter_openat` exists; `None` when neither tracefs nor the kernel config
+    /// could be read.
+    pub syscall_tracepoints: Option<bool>,
+    /// `fuse/fuse_request_send` exists (upstream since 6.13); `None` when not knowable.
+    pub fuse_tracepoint: Option<bool>,
+    /// Where the tracepoint answers come from (`tracefs`, `/boot/config-…`, or nothing).
+    pub basis: String,
+}
+
+/// Reads what the kernel offers the tracer: tracefs when it is mounted and readable, else the
+/// kernel's config file (which cannot tell optional tracepoints apart).
+pub fn read_kernel_support(root: &Path) -> KernelSupport {
+    let release = read_trim(&under(root, "/proc/sys/kernel/osrelease")).unwrap_or_default();
+    let btf = under(root, "/sys/kernel/btf/vmlinux").exists();
+    for t in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        let events = under(root, t).join("events");
+        if events.join("sched").is_dir() {
+            return KernelSupport {
+                release,
+                btf,
+                syscall_tracepoints: Some(events.join("syscalls/sys_enter_openat").is_dir()),
+                fuse_tracepoint: Some(events.join("fuse/fuse_request_send").is_dir()),
+                basis: t.into(),
+            };
+        }
+    }
+    let config = format!("/boot/config-{release}");
+    let (syscall_tracepoints, basis) = match std::fs::read_to_string(under(root, &config)) {
+        Ok(text) => (
+            Some(text.lines().any(|l| l.trim() == "CONFIG_FTRACE_SYSCALLS=y")),
+            config,
+        ),
+        Err(_) => (None, String::new()),
+    };
+    KernelSupport {
+        release,
+        btf,
+        syscall_tracepoints,
+        fuse_tracepoint: None,
+        basis,
     }
 }

@@ -193,6 +193,16 @@ fn unescape(field: &str) -> Vec<u8> {
     out
 }
 
+/// The process is in state Z (`/proc/PID/stat`'s third field, after the last `)`).
+pub fn is_zombie(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.iter()
+            .rposition(|&b| b == b')')
+            .and_then(|i| s.get(i + 2))
+            == Some(&b'Z')
+    })
+}
+
 impl MountTable {
     /// Parses the text of a mountinfo file.
     pub fn parse(text: &str) -> std::result::Result<Self, ParseError> {
@@ -238,7 +248,16 @@ impl MountTable {
 
     /// Reads `/proc/<pid>/mountinfo` (the process's own mount namespace).
     pub fn of_pid(pid: u32) -> Result<Self> {
-        Self::read(&Path::new("/proc").join(pid.to_string()).join("mountinfo"))
+        Self::read(&Path::new("/proc").join(pid.to_string()).join("mountinfo")).map_err(|e| {
+            // A zombie has no mount namespace left (EINVAL): say what the process is.
+            if is_zombie(pid) {
+                Error::usage(format!(
+                    "pid {pid} is a zombie (it exited and its parent has not reaped it): nothing to inspect"
+                ))
+            } else {
+                e
+            }
+        })
     }
 
     /// Reads a mountinfo file.

@@ -110,6 +110,19 @@ impl Client {
         }
     }
 
+    /// Idle pooled connections (a request sent now opens a new one when there is none). With
+    /// HTTP/2 requests share connections as streams: 1 when the next request's connection is
+    /// open, else 0.
+    pub fn idle(&self) -> usize {
+        if let Some(h2) = &self.h2 {
+            return usize::from(h2.next_is_open());
+        }
+        if !self.keepalive {
+            return 0;
+        }
+        self.pool.lock().map_or(0, |p| p.len())
+    }
+
     /// Closes every idle connection.
     pub fn close_idle(&self) {
         if let Ok(mut p) = self.pool.lock() {

@@ -14,12 +14,13 @@ use std::{
 
 use super::{
     FD_RESERVE, Plan, Sample, Summary,
+    budget::{Budget, Slot},
     classify::ErrorKind,
     client::{Client, Progress},
     clock::{self, Ticker, mono_ns},
     schedule::{Picker, Schedule, Ticket},
-    stats::{Outcome, Recorder, Seconds},
-    summary::{self, FdLimit, GeneratorCost},
+    stats::{Outcome, Recorder, Seconds, Timing},
+    summary::{self, FdLimit, GeneratorCost, Listen},
 };
 use crate::error::{Error, Result};
 
@@ -55,6 +56,8 @@ pub struct Live {
 /// two lanes write on the hot path; its high-water mark must be exact).
 struct Shared {
     timeout: Duration,
+    /// Longest wait for a connection of the budget before an arrival is dropped.
+    wait_bound: Duration,
     lag_budget_ns: u64,
     samples: Option<std::sync::mpsc::Sender<Sample>>,
     stop: AtomicBool,
@@ -76,6 +79,14 @@ fn raise(a: &AtomicU64, n: u64) {
 }
 
 impl Shared {
+    /// Where the measured window ends (earlier when stopped).
+    fn window_end_ns(&self) -> u64 {
+        match self.stop_ns.load(Ordering::Acquire) {
+            0 => self.end_ns,
+            s => s.min(self.end_ns),
+        }
+    }
+
     fn peak(&self, n: u64, now: u64) {
         raise(&self.in_flight_max, n);
         if now >= self.measured_start_ns {
@@ -93,6 +104,9 @@ struct Lane {
     shared: Arc<Shared>,
     client: Client,
     rec: Mutex<Recorder>,
+    budget: Budget,
+    /// Most slots of the budget in use at once.
+    busy_max: AtomicU64,
     in_flight: AtomicU64,
     drained: tokio::sync::Notify,
     dispatched: AtomicU64,
@@ -138,6 +152,8 @@ struct Static {
     echo: super::PlanEcho,
     fd: FdLimit,
     rate_x_timeout: Option<f64>,
+    /// TcpExt counters when the run started (None: /proc/net/netstat unreadable).
+    netstat: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// A generator that has started. Dropping it stops scheduling without waiting.
@@ -202,10 +218,22 @@ pub fn start(plan: Plan) -> Result<Running> {
             fd.soft, fd.hard
         )));
     }
+    let usable = fd.soft.saturating_sub(FD_RESERVE);
+    let budget = plan.budget(usable);
+    if budget as u64 > usable {
+        return Err(Error::usage(format!(
+            "--max-connections {budget} exceeds the file descriptor limit: RLIMIT_NOFILE is {} \
+             (hard {}), {FD_RESERVE} are kept for the rest; raise it (ulimit -n, LimitNOFILE=) \
+             or lower --max-connections",
+            fd.soft, fd.hard
+        )));
+    }
+    let connect_rate = plan.connect_rate_for(budget);
     let lanes_n = match plan.closed_loop {
         Some(c) => plan.threads.min(c),
         None => plan.threads,
-    };
+    }
+    .min(budget);
     let setup = |call: &str, source: std::io::Error| Error::Syscall {
         call: call.into(),
         source,
@@ -220,7 +248,6 @@ pub fn start(plan: Plan) -> Result<Running> {
         );
     }
     let requests: Arc<[Box<[u8]>]> = plan.requests().into();
-    let pool_cap = (fd.soft.saturating_sub(FD_RESERVE).min(65_536) as usize / lanes_n).max(1);
     let warmup_ns = clock::ns(plan.warmup);
     let span_ns = warmup_ns + clock::ns(plan.duration);
     let seconds = (clock::ns(plan.duration + plan.timeout) / 1_000_000_000 + 3) as usize;
@@ -228,6 +255,7 @@ pub fn start(plan: Plan) -> Result<Running> {
     let start_ns = mono_ns() + 5_000_000;
     let shared = Arc::new(Shared {
         timeout: plan.timeout,
+        wait_bound: plan.wait_bound(),
         lag_budget_ns: clock::ns(plan.lag_budget),
         samples: plan.samples.clone(),
         stop: AtomicBool::new(false),
@@ -270,6 +298,10 @@ pub fn start(plan: Plan) -> Result<Running> {
         let workers = plan
             .closed_loop
             .map(|c| c / lanes_n + usize::from(k < c % lanes_n));
+        // The budget and its connect rate split across lanes like the arrivals.
+        let slots = budget / lanes_n + usize::from(k < budget % lanes_n);
+        let lane_connect_rate = connect_rate.map(|r| r * slots as f64 / budget as f64);
+        let pool_cap = slots;
         let lane = Arc::new(Lane {
             shared: shared.clone(),
             client: Client::new(
@@ -284,6 +316,8 @@ pub fn start(plan: Plan) -> Result<Running> {
                 shared.seconds.clone(),
                 k,
             )),
+            budget: Budget::new(slots, lane_connect_rate),
+            busy_max: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             drained: tokio::sync::Notify::new(),
             dispatched: AtomicU64::new(0),
@@ -309,10 +343,14 @@ pub fn start(plan: Plan) -> Result<Running> {
             }
         }
     }
+    let mut echo = plan.echo(&addr);
+    echo.max_connections = budget;
+    echo.connect_rate_per_s = connect_rate;
     Ok(Running {
         statics: Some(Static {
-            echo: plan.echo(&addr),
+            echo,
             fd,
+            netstat: read_netstat(),
             rate_x_timeout: plan
                 .rate
                 .filter(|_| plan.closed_loop.is_none())
@@ -419,6 +457,26 @@ impl Running {
             .iter()
             .map(|l| l.client.stale_retries.load(Ordering::Relaxed))
             .sum();
+        let busy_max = self
+            .lanes
+            .iter()
+            .map(|l| l.busy_max.load(Ordering::Relaxed))
+            .sum();
+        let listen = match (&st.netstat, read_netstat()) {
+            (Some(a), Some(b)) => {
+                let d = |k: &str| {
+                    b.get(k)
+                        .copied()
+                        .unwrap_or(0)
+                        .saturating_sub(a.get(k).copied().unwrap_or(0))
+                };
+                Some(Listen {
+                    overflows: d("ListenOverflows"),
+                    drops: d("ListenDrops"),
+                })
+            }
+            _ => None,
+        };
         Ok(summary::build(
             &rec,
             summary::Totals {
@@ -434,6 +492,8 @@ impl Running {
                 fd_limit: st.fd,
                 opened,
                 stale_retries,
+                busy_max,
+                listen,
                 generator: rusage(),
             },
         ))
@@ -585,17 +645,23 @@ async fn request(lane: &Lane, t: Ticket) {
     let sh = &lane.shared;
     let start = mono_ns();
     let mut p = Progress::default();
-    let r = tokio::time::timeout(sh.timeout, lane.client.exchange(t.target, &mut p)).await;
+    let (o, queue_ns) = match lane.budget.slot(sh.wait_bound).await {
+        Slot::Dropped => (Outcome::Dropped, 0),
+        // The slot is held until the connection is back in the pool (or closed).
+        Slot::Now(_slot) => (exchange(lane, &t, start, 0, &mut p).await, 0),
+        Slot::Waited(_slot, waited) => (exchange(lane, &t, start, waited, &mut p).await, waited),
+    };
     let end = mono_ns();
-    let o = match r {
-        Ok(Ok(a)) => Outcome::Answered(a),
-        Ok(Err(k)) => Outcome::Failed(k),
-        Err(_) => Outcome::Failed(ErrorKind::Timeout),
+    let tm = Timing {
+        start_ns: start,
+        queue_ns,
+        end_ns: end,
+        in_window: end < sh.window_end_ns(),
     };
     lane.rec
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .record(&t, start, end, &p, o);
+        .record(&t, tm, &p, o);
     bump(&lane.completed);
     let (status, error, body_bytes) = match o {
         Outcome::Answered(a) => {
@@ -605,6 +671,7 @@ async fn request(lane: &Lane, t: Ticket) {
             (Some(a.status), None, a.body_bytes)
         }
         Outcome::Failed(k) => (None, Some(k), 0),
+        Outcome::Dropped => (None, None, 0),
     };
     if let Some(tx) = &sh.samples {
         let _ = tx.send(Sample {
@@ -616,6 +683,8 @@ async fn request(lane: &Lane, t: Ticket) {
             end_ns: end,
             status,
             error,
+            dropped: matches!(o, Outcome::Dropped),
+            queue_ns,
             body_bytes,
             reused: p.reused,
             target: t.target,
@@ -626,6 +695,45 @@ async fn request(lane: &Lane, t: Ticket) {
     if lane.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
         lane.drained.notify_one();
     }
+}
+
+/// Sends one request holding a slot of the budget: waits for a connect token first when it
+/// will need a new connection (dropped if that comes after the wait bound), then sends within
+/// what is left of the timeout (which counts from `start`, the queueing included).
+async fn exchange(lane: &Lane, t: &Ticket, start: u64, waited: u64, p: &mut Progress) -> Outcome {
+    let sh = &lane.shared;
+    raise(&lane.busy_max, lane.budget.busy() as u64);
+    let mut now = start + waited;
+    if lane.client.idle() == 0 {
+        now = mono_ns();
+        let latest = start + clock::ns(sh.wait_bound);
+        match lane.budget.connect_at(now, latest) {
+            None => return Outcome::Dropped,
+            Some(at) if at > now => {
+                tokio::time::sleep(Duration::from_nanos(at - now)).await;
+                now = mono_ns();
+            }
+            Some(_) => {}
+        }
+    }
+    let left = (start + clock::ns(sh.timeout)).saturating_sub(now).max(1);
+    match tokio::time::timeout(
+        Duration::from_nanos(left),
+        lane.client.exchange(t.target, p),
+    )
+    .await
+    {
+        Ok(Ok(a)) => Outcome::Answered(a),
+        Ok(Err(k)) => Outcome::Failed(k),
+        Err(_) => Outcome::Failed(ErrorKind::Timeout),
+    }
+}
+
+/// The TcpExt counters of this network namespace (the listener's overflow counters, for a
+/// target on loopback); `None` when unreadable.
+fn read_netstat() -> Option<std::collections::BTreeMap<String, u64>> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/netstat").ok()?;
+    Some(crate::host::net::procfs::parse_netstat(&text))
 }
 
 fn rusage() -> GeneratorCost {

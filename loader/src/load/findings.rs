@@ -1,19 +1,24 @@
-//! Rules about the run itself (gen.lag, gen.closed-loop, gen.status-mix, net.fd-limit,
-//! net.ephemeral-ports): did the generator measure the server, or itself? Pure functions of a
-//! [`Summary`], so they are tested with hand-made summaries.
+//! Rules about the run itself: did the generator measure the server, or itself? `gen.*` only
+//! when the generator was the bottleneck (gen.lag, gen.closed-loop); `load.*` what the server
+//! did (load.ceiling at overload, load.errors above --max-errors, load.refusal, load.status-mix);
+//! `net.*` the generator's descriptors and ports. Pure functions of a [`Summary`], so they are
+//! tested with hand-made summaries.
 
 use serde_json::{Map, Value};
 
 use super::{Plan, Summary, classify::ErrorKind};
 use crate::traps::{Finding, Severity, round};
 
-/// Share of arrivals that may fail (non-2xx or no status) before gen.status-mix warns.
+/// Share of sent arrivals that may fail (non-2xx or no status) before load.status-mix warns.
 pub const STATUS_MIX_WARN: f64 = 0.01;
-/// Success ratio below which gen.status-mix is a failure: the run measured errors.
+/// Success ratio (of sent arrivals) below which load.status-mix is a failure: the run measured errors.
 pub const STATUS_MIX_FAIL: f64 = 0.5;
 /// In-flight below this share of rate × timeout, while the server timed out, is a throttled
 /// generator.
 pub const CLOSED_LOOP_SHARE: f64 = 0.5;
+/// Share of arrivals that waited for a connection of the budget beyond which, even without a
+/// drop, the server is at its ceiling.
+pub const CEILING_WAITED: f64 = 0.01;
 
 /// Why the measurement cannot be trusted (exit 3); empty when it can.
 pub fn problems(s: &Summary, _plan: &Plan) -> Vec<String> {
@@ -49,6 +54,9 @@ pub fn findings(s: &Summary, plan: &Plan) -> Vec<Finding> {
     let mut out = vec![];
     out.extend(lag(s));
     out.extend(closed_loop(s));
+    out.extend(ceiling(s));
+    out.extend(errors(s));
+    out.extend(refusal(s));
     out.extend(status_mix(s));
     out.extend(fd_limit(s, plan));
     out.extend(ports(s));
@@ -137,7 +145,14 @@ fn closed_loop(s: &Summary) -> Option<Finding> {
             )),
         );
     }
-    let expected = s.in_flight.rate_x_timeout?.min(s.scheduled as f64);
+    // With the budget full, arrivals queue and are dropped after max_wait: in flight then
+    // stays near budget + rate × max_wait, by design.
+    let queued_cap = s.connections.budget as f64 + s.plan.rate_per_s? * s.queue.max_wait_s;
+    let expected = s
+        .in_flight
+        .rate_x_timeout?
+        .min(s.scheduled as f64)
+        .min(queued_cap);
     if s.scheduled == 0 || (timeouts as f64) < 0.01 * s.scheduled as f64 {
         return None;
     }
@@ -163,27 +178,174 @@ fn closed_loop(s: &Summary) -> Option<Finding> {
     )
 }
 
-fn status_mix(s: &Summary) -> Option<Finding> {
-    if s.scheduled == 0 {
+/// Arrivals that were sent (not dropped for want of a connection).
+fn sent(s: &Summary) -> u64 {
+    s.scheduled.saturating_sub(s.dropped)
+}
+
+/// Above the server's capacity: every connection of the budget busy, arrivals queued or
+/// dropped. The delivered rate is then the server's ceiling, and that is the result.
+fn ceiling(s: &Summary) -> Option<Finding> {
+    if s.scheduled == 0 || s.plan.concurrency.is_some() {
         return None;
     }
-    let failed = s.scheduled.saturating_sub(s.ok_2xx);
-    let share = failed as f64 / s.scheduled as f64;
+    let waited_share = s.queue.waited as f64 / s.scheduled as f64;
+    if s.dropped == 0 && waited_share < CEILING_WAITED {
+        return None;
+    }
+    let mut f = Finding::new(
+        "load.ceiling",
+        Severity::Warn,
+        format!(
+            "the server's ceiling: {:.0}/s delivered (2xx inside the window) of {:.0}/s offered",
+            s.delivered_rate_per_s, s.offered_rate_per_s
+        ),
+    )
+    .with("offered_per_s", s.offered_rate_per_s)
+    .with("delivered_2xx_per_s", s.delivered_rate_per_s)
+    .with(
+        "delivered_pct",
+        round(
+            100.0 * s.delivered_rate_per_s / s.offered_rate_per_s.max(1e-9),
+            1,
+        ),
+    )
+    .with("max_connections", s.connections.budget)
+    .with("busy_max", s.connections.busy_max)
+    .with("waited", s.queue.waited)
+    .with("dropped", s.dropped)
+    .with("max_wait_s", s.queue.max_wait_s);
+    if let Some(w) = &s.queue.wait {
+        f = f
+            .with("queue_wait_p50_us", w.p50_us)
+            .with("queue_wait_p99_us", w.p99_us);
+    }
+    if let Some(l) = &s.latency_2xx {
+        f = f.with("latency_2xx_p99_us", l.p99_us);
+    }
+    Some(
+        f.with("drain_ok_2xx", s.drain.ok_2xx)
+            .predict(format!(
+                "all {} connections were busy: arrivals beyond what the server answers waited \
+                 for one (the wait is inside their latency, from the intended instant) and {} \
+                 were dropped after {}s; more offered load only lengthens the queue",
+                s.connections.budget, s.dropped, s.queue.max_wait_s
+            ))
+            .remedy(
+                "read delivered_2xx_per_s as the server's capacity with this many connections; \
+                 if the server accepts more (worker_connections, pool sizes), raise \
+                 --max-connections to see whether it was concurrency-bound; for latency under \
+                 load, offer less than the ceiling",
+            ),
+    )
+}
+
+/// Arrivals that were sent but got no status, above `--max-errors`.
+fn errors(s: &Summary) -> Option<Finding> {
+    let sent = sent(s);
+    if sent == 0 || s.errors_total == 0 {
+        return None;
+    }
+    let pct = 100.0 * s.errors_total as f64 / sent as f64;
+    if pct <= s.plan.max_errors_pct {
+        return None;
+    }
+    let mut f = Finding::new(
+        "load.errors",
+        Severity::Fail,
+        format!(
+            "{:.2}% of the sent arrivals got no answer (above --max-errors {}%)",
+            pct, s.plan.max_errors_pct
+        ),
+    )
+    .with("sent", sent)
+    .with("errors_total", s.errors_total)
+    .with("errors_pct", round(pct, 2))
+    .with("max_errors_pct", s.plan.max_errors_pct);
+    for k in ErrorKind::ALL {
+        let n = s.errors.get(k);
+        if n > 0 {
+            f = f.with(k.name(), n);
+        }
+    }
+    Some(
+        f.predict(
+            "errors are not throughput and not latency: these arrivals are in neither figure, \
+             so the run describes the server's failure, not its performance",
+        )
+        .remedy(
+            "see load.refusal and load.status-mix for who closed what; raise --max-errors only \
+             if failures are the point of the run",
+        ),
+    )
+}
+
+/// EOFs and resets on fresh connections before any response byte: the server refused.
+fn refusal(s: &Summary) -> Option<Finding> {
+    let n = s.connections.refused_fresh;
+    let sent = sent(s);
+    if n == 0 || (n as f64) < STATUS_MIX_WARN * sent as f64 {
+        return None;
+    }
+    let mut f = Finding::new(
+        "load.refusal",
+        Severity::Warn,
+        format!(
+            "the server refused connections: {n} fresh connections were closed or reset before \
+             any answer"
+        ),
+    )
+    .with("refused", n)
+    .with("eof", s.errors.eof)
+    .with("conn_reset", s.errors.conn_reset)
+    .with("connections_opened", s.connections.opened)
+    .with("max_connections", s.connections.budget);
+    let mut why = "the server closes connections it will not serve (nginx beyond \
+                   worker_connections, a process at its connection limit)"
+        .to_string();
+    if let Some(l) = &s.listen {
+        f = f
+            .with("listen_overflows", l.overflows)
+            .with("listen_drops", l.drops);
+        if l.overflows > 0 {
+            why.push_str(&format!(
+                "; the accept queue overflowed {} times (ListenOverflows, this namespace)",
+                l.overflows
+            ));
+        }
+    }
+    Some(
+        f.predict(format!(
+            "{why}: the server's refusal, not a generator failure and not a timeout"
+        ))
+        .remedy(format!(
+            "keep --max-connections (now {}) below the server's connection limit, or raise that \
+             limit (worker_connections, listen backlog, somaxconn)",
+            s.connections.budget
+        )),
+    )
+}
+
+fn status_mix(s: &Summary) -> Option<Finding> {
+    let sent = sent(s);
+    if sent == 0 {
+        return None;
+    }
+    let failed = sent.saturating_sub(s.ok_2xx);
+    let share = failed as f64 / sent as f64;
     if share < STATUS_MIX_WARN {
         return None;
     }
-    let sev = if s.ok_2xx == 0 || s.success_ratio < STATUS_MIX_FAIL {
+    let success = s.ok_2xx as f64 / sent as f64;
+    let sev = if s.ok_2xx == 0 || success < STATUS_MIX_FAIL {
         Severity::Fail
     } else {
         Severity::Warn
     };
     let mut ev = Map::new();
-    ev.insert("scheduled".into(), s.scheduled.into());
+    ev.insert("sent".into(), sent.into());
     ev.insert("ok_2xx".into(), s.ok_2xx.into());
-    ev.insert(
-        "success_pct".into(),
-        Value::from(round(s.success_ratio * 100.0, 2)),
-    );
+    ev.insert("success_pct".into(), Value::from(round(success * 100.0, 2)));
     for (code, n) in &s.status {
         if !code.starts_with('2') {
             ev.insert(format!("status_{code}"), (*n).into());
@@ -262,18 +424,26 @@ fn status_mix(s: &Summary) -> Option<Finding> {
             s.errors.tls
         ));
     }
-    if s.errors.conn_reset + s.errors.eof > 0 {
+    let reset_eof = s.errors.conn_reset + s.errors.eof;
+    let refused = s.connections.refused_fresh.min(reset_eof);
+    if refused > 0 {
+        says.push(format!(
+            "{refused} reset/eof on fresh connections before any answer: the server refused them"
+        ));
+    }
+    if reset_eof > refused {
         says.push(format!(
             "{} reset/eof: connections died mid-request",
-            s.errors.conn_reset + s.errors.eof
+            reset_eof - refused
         ));
     }
     let mut f = Finding::new(
-        "gen.status-mix",
+        "load.status-mix",
         sev,
         format!(
-            "only {:.2}% of arrivals succeeded (2xx): trust the status mix, not the request rate",
-            s.success_ratio * 100.0
+            "only {:.2}% of the sent arrivals succeeded (2xx): trust the status mix, not the \
+             request rate",
+            success * 100.0
         ),
     );
     f.evidence = ev;
@@ -383,6 +553,8 @@ mod tests {
                 },
                 opened: 3,
                 stale_retries: 0,
+                busy_max: 3,
+                listen: None,
                 generator: Default::default(),
             },
         );
@@ -439,7 +611,7 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(
             (f[0].id.as_str(), f[0].severity),
-            ("gen.status-mix", Severity::Warn)
+            ("load.status-mix", Severity::Warn)
         );
         assert_eq!(f[0].evidence["status_503"], 300);
         assert!(f[0].predicted.as_ref().unwrap().contains("said no"));
@@ -449,12 +621,100 @@ mod tests {
         s.success_ratio = 0.0;
         s.errors.timeout = 1000;
         s.in_flight.max = 1000;
+        s.errors_total = 1000;
         let f = findings(&s, &p);
         assert_eq!(
             ids(&s, &p),
-            [("gen.status-mix".to_string(), Severity::Fail)]
+            [
+                ("load.errors".to_string(), Severity::Fail),
+                ("load.status-mix".to_string(), Severity::Fail)
+            ]
         );
-        assert!(f[0].predicted.as_ref().unwrap().contains("said nothing"));
+        assert!(f[1].predicted.as_ref().unwrap().contains("said nothing"));
+    }
+
+    #[test]
+    fn errors_above_the_threshold_fail_below_it_do_not() {
+        let (mut s, p) = summary(1000);
+        s.ok_2xx = 985;
+        s.success_ratio = 0.985;
+        s.errors.conn_reset = 15;
+        s.errors_total = 15;
+        // 1.5 % > 1 %: load.errors fails, the mix warns.
+        let got = ids(&s, &p);
+        assert!(
+            got.contains(&("load.errors".to_string(), Severity::Fail)),
+            "{got:?}"
+        );
+        s.plan.max_errors_pct = 2.0;
+        let got = ids(&s, &p);
+        assert!(!got.iter().any(|(id, _)| id == "load.errors"), "{got:?}");
+        // Errors count against the arrivals sent, not the dropped ones.
+        s.plan.max_errors_pct = 1.0;
+        s.scheduled = 3000;
+        s.dropped = 2000;
+        assert!(ids(&s, &p).contains(&("load.errors".to_string(), Severity::Fail)));
+    }
+
+    #[test]
+    fn queueing_and_drops_state_the_ceiling_not_a_generator_problem() {
+        let (mut s, p) = summary(2000);
+        s.offered_rate_per_s = 200.0;
+        s.delivered_rate_per_s = 100.0;
+        s.ok_2xx = 1000;
+        s.dropped = 1000;
+        s.queue.waited = 1200;
+        s.queue.dropped = 1000;
+        s.success_ratio = 0.5;
+        let f = findings(&s, &p);
+        assert_eq!(
+            f.iter()
+                .map(|f| (f.id.as_str(), f.severity))
+                .collect::<Vec<_>>(),
+            [("load.ceiling", Severity::Warn)]
+        );
+        assert!(f[0].title.contains("100/s delivered"), "{}", f[0].title);
+        assert_eq!(f[0].evidence["dropped"], 1000);
+        // Waiting alone (1 % of arrivals or more) is the ceiling too; less is not.
+        s.dropped = 0;
+        s.queue.dropped = 0;
+        s.ok_2xx = 2000;
+        s.queue.waited = 20;
+        assert_eq!(ids(&s, &p), [("load.ceiling".to_string(), Severity::Warn)]);
+        s.queue.waited = 19;
+        assert!(ids(&s, &p).is_empty());
+    }
+
+    #[test]
+    fn fresh_connections_closed_unanswered_are_the_servers_refusal() {
+        let (mut s, p) = summary(1000);
+        s.ok_2xx = 900;
+        s.errors.eof = 100;
+        s.errors_total = 100;
+        s.connections.refused_fresh = 100;
+        s.listen = Some(crate::load::Listen {
+            overflows: 7,
+            drops: 7,
+        });
+        let f = findings(&s, &p);
+        let r = f
+            .iter()
+            .find(|f| f.id == "load.refusal")
+            .expect("load.refusal");
+        assert_eq!(r.evidence["listen_overflows"], 7);
+        assert!(
+            r.predicted
+                .as_ref()
+                .unwrap()
+                .contains("accept queue overflowed 7")
+        );
+        let m = f.iter().find(|f| f.id == "load.status-mix").unwrap();
+        assert!(
+            m.predicted
+                .as_ref()
+                .unwrap()
+                .contains("the server refused them")
+        );
     }
 
     #[test]
@@ -500,6 +760,7 @@ mod tests {
         assert_eq!(problems(&s, &p).len(), 1);
         let (mut s, p) = summary(1000);
         s.errors.ports_exhausted = 2;
+        s.errors_total = 2;
         s.ok_2xx = 998;
         s.success_ratio = 0.998;
         assert_eq!(

@@ -161,6 +161,16 @@ impl H2Pool {
         })
     }
 
+    /// Whether the next request will find its connection open (or being opened by another
+    /// request): it then needs no connect of its own, so no token of the connect rate.
+    pub fn next_is_open(&self) -> bool {
+        let k = self.next.load(Ordering::Relaxed) % self.slots.len();
+        match self.slots[k].try_lock() {
+            Ok(g) => g.as_ref().is_some_and(|c| !c.dead.load(Ordering::Acquire)),
+            Err(_) => true,
+        }
+    }
+
     /// Closes every connection (the drivers end once their handles are gone).
     pub fn close(&self) {
         for s in &self.slots {

@@ -22,13 +22,14 @@
 //! # Ok(()) }
 //! ```
 
+mod budget;
 mod classify;
 mod client;
 mod clock;
 mod engine;
 mod findings;
 mod h2;
-mod http;
+pub mod http;
 mod plan;
 mod render;
 mod schedule;
@@ -43,11 +44,14 @@ pub use clock::mono_ns;
 pub use engine::{Live, Running, raise_fd_limit, start};
 pub use findings::{findings, problems};
 pub use h2::H2Settings;
-pub use plan::{Plan, PlanEcho, Url, default_threads, expand_hosts, parse_path_mix};
+pub use plan::{
+    CONNECT_RATE_PER_BUDGET, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ERRORS_PCT, DEFAULT_MAX_WAIT,
+    Plan, PlanEcho, Url, default_threads, expand_hosts, parse_path_mix,
+};
 pub use render::render_text;
 pub use schedule::{Arrival, Schedule};
 pub use stats::Sample;
-pub use summary::{Errors, FdLimit, Percentiles, Point, SCHEMA, Summary};
+pub use summary::{Drain, Errors, FdLimit, Listen, Percentiles, Point, Queue, SCHEMA, Summary};
 pub use tls::TlsOptions;
 pub use transport::Address;
 

@@ -163,7 +163,30 @@ pub struct Plan {
     pub unix_socket: Option<PathBuf>,
     /// Receives one [`Sample`] per request, warm-up included (for `--samples-out` and joins).
     pub samples: Option<std::sync::mpsc::Sender<Sample>>,
+    /// Most connections open at once (`None`: [`DEFAULT_MAX_CONNECTIONS`], or -c in a closed
+    /// loop, capped by the fd limit). An arrival that finds all of them busy waits for one.
+    pub max_connections: Option<usize>,
+    /// Longest an arrival waits for a free connection (or a connect token) before it is
+    /// dropped; capped at the timeout.
+    pub max_wait: Duration,
+    /// New connections per second (`None`: [`CONNECT_RATE_PER_BUDGET`] × the budget with
+    /// keep-alive, unbounded without it: every request then needs one).
+    pub connect_rate: Option<f64>,
+    /// Share of sent arrivals, %, that may end without a status before `load.errors` fails.
+    pub max_errors_pct: f64,
 }
+
+/// Default connection budget: below nginx's default `worker_connections` (512 upstream, 768 in
+/// Debian), so a one-worker server is not pushed into refusing connections, and far below a
+/// usual descriptor limit.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Default new-connection rate, per connection of the budget per second: the whole budget may
+/// be reopened four times a second, a reconnect storm no faster.
+pub const CONNECT_RATE_PER_BUDGET: f64 = 4.0;
+/// Default `--max-wait`.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
+/// Default `--max-errors`, %.
+pub const DEFAULT_MAX_ERRORS_PCT: f64 = 1.0;
 
 /// What the report echoes of the plan.
 #[derive(Clone, Debug, Serialize)]
@@ -210,6 +233,14 @@ pub struct PlanEcho {
     pub h2_connections: Option<usize>,
     /// HTTP/2 concurrent streams per connection, at most (`null` for HTTP/1.1).
     pub h2_max_streams: Option<usize>,
+    /// Connection budget in effect (all lanes).
+    pub max_connections: usize,
+    /// Longest wait for a free connection before an arrival is dropped, s.
+    pub max_wait_s: f64,
+    /// New connections per second allowed (`null`: unbounded).
+    pub connect_rate_per_s: Option<f64>,
+    /// Errors (no status) above this share of sent arrivals, %, fail the run.
+    pub max_errors_pct: f64,
 }
 
 /// One entry of the path mix.
@@ -248,6 +279,10 @@ impl Plan {
             http2: None,
             unix_socket: None,
             samples: None,
+            max_connections: None,
+            max_wait: DEFAULT_MAX_WAIT,
+            connect_rate: None,
+            max_errors_pct: DEFAULT_MAX_ERRORS_PCT,
         })
     }
 
@@ -284,6 +319,15 @@ impl Plan {
         if self.duration.is_zero() {
             return Err(Error::usage("--duration must be positive"));
         }
+        // An open-loop window with no arrival in it measures nothing and must not pass.
+        if let (Some(rate), None) = (self.rate, self.closed_loop)
+            && rate * self.duration.as_secs_f64() < 1.0
+        {
+            return Err(Error::usage(format!(
+                "--rate {rate} for {} s schedules no request; raise --rate or --duration",
+                self.duration.as_secs_f64()
+            )));
+        }
         if self.duration + self.warmup > MAX_SPAN {
             return Err(Error::usage(
                 "--warmup plus --duration exceed a day; that is a typo, not a benchmark",
@@ -297,6 +341,25 @@ impl Plan {
         }
         if self.threads == 0 || self.threads > 256 {
             return Err(Error::usage("--threads must be 1-256"));
+        }
+        if self.max_connections == Some(0) {
+            return Err(Error::usage("--max-connections must be at least 1"));
+        }
+        if self.max_wait > MAX_TIMEOUT {
+            return Err(Error::usage("--max-wait must be at most 1 h"));
+        }
+        if let Some(r) = self.connect_rate
+            && (!r.is_finite() || r <= 0.0)
+        {
+            return Err(Error::usage(format!(
+                "--max-connect-rate {r}: must be greater than 0"
+            )));
+        }
+        if !(0.0..=100.0).contains(&self.max_errors_pct) {
+            return Err(Error::usage(format!(
+                "--max-errors {}: a percentage, 0-100",
+                self.max_errors_pct
+            )));
         }
         if !is_token(&self.method) {
             return Err(Error::usage(format!(
@@ -466,6 +529,31 @@ impl Plan {
         out
     }
 
+    /// The connection budget with `usable` descriptors: the one asked for, else -c for a
+    /// closed loop, else the default, the last two capped at `usable`.
+    pub fn budget(&self, usable: u64) -> usize {
+        let cap = usize::try_from(usable).unwrap_or(usize::MAX).max(1);
+        match (self.max_connections, self.closed_loop) {
+            (Some(n), _) => n,
+            (None, Some(c)) => c.min(cap),
+            (None, None) => DEFAULT_MAX_CONNECTIONS.min(cap),
+        }
+    }
+
+    /// New connections allowed per second with `budget` connections (`None`: unbounded).
+    pub fn connect_rate_for(&self, budget: usize) -> Option<f64> {
+        match self.connect_rate {
+            Some(r) => Some(r),
+            None if self.keepalive => Some(CONNECT_RATE_PER_BUDGET * budget as f64),
+            None => None,
+        }
+    }
+
+    /// How long an arrival may wait for a connection: `max_wait`, at most the timeout.
+    pub fn wait_bound(&self) -> Duration {
+        self.max_wait.min(self.timeout)
+    }
+
     /// Path weights (1 when no mix is given).
     pub fn weights(&self) -> Vec<u32> {
         if self.path_mix.is_empty() {
@@ -518,6 +606,10 @@ impl Plan {
             },
             h2_connections: self.http2.map(|h| h.connections),
             h2_max_streams: self.http2.map(|h| h.max_streams),
+            max_connections: self.budget(u64::MAX),
+            max_wait_s: self.wait_bound().as_secs_f64(),
+            connect_rate_per_s: self.connect_rate_for(self.budget(u64::MAX)),
+            max_errors_pct: self.max_errors_pct,
         }
     }
 }
@@ -617,6 +709,12 @@ pub fn parse_path_mix(s: &str) -> Result<Vec<(String, u32)>> {
                 w.parse::<u32>()
                     .map_err(|_| Error::usage(format!("--path-mix: weight `{w}` is too large")))?,
             ),
+            // `/=-1`, `/=1.5`: a weight that is not a whole number, not a path ending in `=…`.
+            Some((_, w)) if w.trim().parse::<f64>().is_ok() => {
+                return Err(Error::usage(format!(
+                    "--path-mix: weight `{w}` in `{item}` is not a whole number ≥ 0"
+                )));
+            }
             _ => (item, 1),
         };
         out.push((path.to_string(), w));

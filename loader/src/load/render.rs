@@ -45,6 +45,7 @@ fn pct_line(out: &mut String, label: &str, p: &Option<Percentiles>) {
 
 /// Renders the summary (findings are rendered by the caller, with the report's renderer).
 pub fn render_text(s: &Summary) -> String {
+    use crate::report::units::seconds;
     let mut o = String::new();
     let p = &s.plan;
     let pace = match (p.mode, p.rate_per_s, p.concurrency) {
@@ -61,16 +62,16 @@ pub fn render_text(s: &Summary) -> String {
     };
     let _ = writeln!(
         o,
-        "load: {} ({}) · {pace} · {}s measured{} · timeout {}s · {}",
+        "load: {} ({}) · {pace} · {} measured{} · timeout {} · {}",
         p.url,
         p.address,
-        s.window.measured_s,
+        seconds(s.window.measured_s),
         if p.warmup_s > 0.0 {
-            format!(" after {}s warm-up", p.warmup_s)
+            format!(" after {} warm-up", seconds(p.warmup_s))
         } else {
             String::new()
         },
-        p.timeout_s,
+        seconds(p.timeout_s),
         if p.keepalive {
             "keep-alive"
         } else {
@@ -78,7 +79,7 @@ pub fn render_text(s: &Summary) -> String {
         },
     );
     if s.window.stopped_early {
-        let _ = writeln!(o, "  stopped early at {}s", s.window.measured_s);
+        let _ = writeln!(o, "  stopped early at {}", seconds(s.window.measured_s));
     }
     let _ = writeln!(o);
     let pct = |n: u64| {
@@ -95,10 +96,11 @@ pub fn render_text(s: &Summary) -> String {
     );
     let _ = writeln!(
         o,
-        "  2xx        {:>10}   delivered {:>10.1}/s   {} success",
+        "  2xx        {:>10}   delivered {:>10.1}/s   {} success   (2xx inside the window; {} more in the drain)",
         s.ok_2xx,
         s.delivered_rate_per_s,
-        pct(s.ok_2xx)
+        pct(s.ok_2xx),
+        s.drain.ok_2xx
     );
     let codes: Vec<String> = s
         .status
@@ -127,6 +129,13 @@ pub fn render_text(s: &Summary) -> String {
         s.errors_total,
         kinds.join("  ")
     );
+    if s.queue.waited > 0 {
+        let _ = writeln!(
+            o,
+            "  dropped    {:>10}   {} waited for one of {} connections; dropped after {}s",
+            s.dropped, s.queue.waited, s.connections.budget, s.queue.max_wait_s
+        );
+    }
     if s.unsent > 0 {
         let _ = writeln!(
             o,
@@ -147,12 +156,15 @@ pub fn render_text(s: &Summary) -> String {
     if s.tls_handshake_time.is_some() {
         pct_line(&mut o, "tls handshake", &s.tls_handshake_time);
     }
+    if s.queue.wait.is_some() {
+        pct_line(&mut o, "queued for a connection", &s.queue.wait);
+    }
     pct_line(&mut o, "scheduling lag", &s.sched_lag);
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "  generator: in-flight max {}{} · fd limit {} (hard {}) · connections {} opened, {} \
-         reused, {} stale retries · cpu {:.2}s · rss max {:.1} MiB",
+        "  generator: in-flight max {}{} · fd limit {} (hard {}) · connections {} opened (at most \
+         {} busy of {}), {} reused, {} stale retries · cpu {} · rss max {:.1} MiB",
         s.in_flight.max,
         s.in_flight
             .rate_x_timeout
@@ -161,9 +173,11 @@ pub fn render_text(s: &Summary) -> String {
         s.fd_limit.soft,
         s.fd_limit.hard,
         s.connections.opened,
+        s.connections.busy_max,
+        s.connections.budget,
         s.connections.reused_requests,
         s.connections.stale_retries,
-        s.generator.cpu_user_s + s.generator.cpu_sys_s,
+        crate::report::units::seconds(s.generator.cpu_user_s + s.generator.cpu_sys_s),
         s.generator.rss_max_mib
     );
     if s.connections.tls_handshakes > 0 {
@@ -176,8 +190,9 @@ pub fn render_text(s: &Summary) -> String {
     if s.warmup.scheduled > 0 {
         let _ = writeln!(
             o,
-            "  warm-up: {} scheduled, {} ended, {} 2xx (not counted above)",
-            s.warmup.scheduled, s.warmup.completed, s.warmup.ok_2xx
+            "  warm-up: {} scheduled, {} ended, {} 2xx (not counted above, except the {} answered \
+             inside the window, in the delivered rate)",
+            s.warmup.scheduled, s.warmup.completed, s.warmup.ok_2xx, s.warmup.ok_2xx_in_window
         );
     }
     let _ = writeln!(o);
@@ -192,13 +207,13 @@ fn series(o: &mut String, s: &Summary) {
     let step = s.series.len().div_ceil(MAX_ROWS).max(1);
     let _ = writeln!(
         o,
-        "  per {} (t from the window start; rows at or after {}s are the drain):",
+        "  per {} (t from the window start; rows at or after {} are the drain):",
         if step == 1 {
             "second".to_string()
         } else {
             format!("{step} seconds, summed (max for in-flight and lag)")
         },
-        s.window.measured_s
+        crate::report::units::seconds(s.window.measured_s)
     );
     let kinds: Vec<ErrorKind> = ErrorKind::ALL
         .into_iter()
@@ -206,6 +221,14 @@ fn series(o: &mut String, s: &Summary) {
         .collect();
     let mut header = vec!["t_s", "sched", "2xx", "non2xx"];
     header.extend(kinds.iter().map(|k| k.name()));
+    let dropped = s.dropped > 0;
+    if dropped {
+        header.push("dropped");
+    }
+    let warm = s.warmup.ok_2xx_in_window > 0;
+    if warm {
+        header.push("warmup2xx");
+    }
     header.extend(["mean_ms", "p99_ms", "inflight", "lag_max_ms"]);
     let mut rows = vec![];
     for chunk in s.series.chunks(step) {
@@ -219,6 +242,12 @@ fn series(o: &mut String, s: &Summary) {
         ];
         for k in &kinds {
             r.push(sum(&|p| p.errors.get(*k)).to_string());
+        }
+        if dropped {
+            r.push(sum(&|p| p.dropped).to_string());
+        }
+        if warm {
+            r.push(sum(&|p| p.warmup_ok_2xx).to_string());
         }
         let mean = if ok > 0 {
             let w: f64 = chunk

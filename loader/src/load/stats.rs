@@ -29,6 +29,21 @@ pub enum Outcome {
     Answered(Answer),
     /// No status.
     Failed(ErrorKind),
+    /// Never sent: no connection came free within the wait bound (the connection budget).
+    Dropped,
+}
+
+/// When a request started and ended, and what the window made of it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timing {
+    /// When a worker took the arrival.
+    pub start_ns: u64,
+    /// Time it waited for a connection of the budget (0: one was free at once).
+    pub queue_ns: u64,
+    /// When it ended.
+    pub end_ns: u64,
+    /// Ended before the measured window closed (else: answered in the drain).
+    pub in_window: bool,
 }
 
 /// One second of the measured window (and of the drain after it).
@@ -50,6 +65,11 @@ pub struct Second {
     pub in_flight_max: u64,
     /// Worst scheduling lag of the arrivals intended in this second, ns.
     pub lag_max_ns: u64,
+    /// Arrivals dropped in this second (no connection within the wait bound).
+    pub dropped: u64,
+    /// 2xx answers to warm-up arrivals that ended in this second (a queue built in the
+    /// warm-up is served in the window: the server's output, not a measured arrival's).
+    pub warmup_ok_2xx: u64,
 }
 
 /// One line of `--samples-out` (and of `Plan::samples`): everything needed to join a request
@@ -72,6 +92,10 @@ pub struct Sample {
     pub status: Option<u16>,
     /// Error kind, if none did.
     pub error: Option<ErrorKind>,
+    /// Never sent: no connection came free within `--max-wait`.
+    pub dropped: bool,
+    /// Time it waited for a free connection, ns.
+    pub queue_ns: u64,
     /// Response body bytes.
     pub body_bytes: u64,
     /// Sent on a reused (keep-alive) connection.
@@ -94,6 +118,22 @@ pub struct Recorder {
     pub status: BTreeMap<u16, u64>,
     /// Per error kind.
     pub errors: [u64; ErrorKind::ALL.len()],
+    /// Dropped: no connection came free within the wait bound.
+    pub dropped: u64,
+    /// Arrivals that waited for a connection (dropped ones included).
+    pub queued: u64,
+    /// How long those that got one waited, ns.
+    pub queue_wait: Histogram<u64>,
+    /// Errors on a fresh connection before any response byte (EOF, reset): the server
+    /// closed what it would not serve.
+    pub refused_fresh: u64,
+    /// Of the totals above, what ended after the window (the drain): 2xx, other statuses,
+    /// errors.
+    pub drain_ok_2xx: u64,
+    /// See `drain_ok_2xx`.
+    pub drain_non_2xx: u64,
+    /// See `drain_ok_2xx`.
+    pub drain_errors: u64,
     /// Latency of 2xx from the intended instant, ns.
     pub lat_2xx: Histogram<u64>,
     /// Latency of non-2xx answers from the intended instant, ns.
@@ -116,6 +156,8 @@ pub struct Recorder {
     pub warmup_completed: u64,
     /// Warm-up 2xx.
     pub warmup_ok_2xx: u64,
+    /// Warm-up 2xx that ended inside the measured window (in the delivered rate).
+    pub warmup_ok_2xx_in_window: u64,
     /// Per second from the start of the measured window.
     pub series: Vec<Second>,
     cur_sec: usize,
@@ -199,6 +241,13 @@ impl Recorder {
             non_2xx: 0,
             status: BTreeMap::new(),
             errors: [0; ErrorKind::ALL.len()],
+            dropped: 0,
+            queued: 0,
+            queue_wait: hist(3),
+            refused_fresh: 0,
+            drain_ok_2xx: 0,
+            drain_non_2xx: 0,
+            drain_errors: 0,
             lat_2xx: hist(3),
             lat_non_2xx: hist(3),
             service_2xx: hist(3),
@@ -210,6 +259,7 @@ impl Recorder {
             reused: 0,
             warmup_completed: 0,
             warmup_ok_2xx: 0,
+            warmup_ok_2xx_in_window: 0,
             series: vec![],
             cur_sec: 0,
             // Two digits are plenty for a per-second p99 and keep the rollover cheap.
@@ -252,12 +302,18 @@ impl Recorder {
     }
 
     /// Records how one arrival ended.
-    pub fn record(&mut self, t: &Ticket, start_ns: u64, end_ns: u64, p: &Progress, o: Outcome) {
+    pub fn record(&mut self, t: &Ticket, tm: Timing, p: &Progress, o: Outcome) {
+        let (start_ns, end_ns) = (tm.start_ns, tm.end_ns);
         self.last_end_ns = self.last_end_ns.max(end_ns);
         if !t.measured {
             self.warmup_completed += 1;
             if matches!(o, Outcome::Answered(a) if (200..300).contains(&a.status)) {
                 self.warmup_ok_2xx += 1;
+                if end_ns >= self.measured_start_ns && tm.in_window {
+                    self.warmup_ok_2xx_in_window += 1;
+                    let es = self.second(end_ns);
+                    self.series[es].warmup_ok_2xx += 1;
+                }
             }
             return;
         }
@@ -267,6 +323,12 @@ impl Recorder {
         let is = self.second(t.intended_ns);
         let l = &mut self.series[is].lag_max_ns;
         *l = (*l).max(lag);
+        if tm.queue_ns > 0 || matches!(o, Outcome::Dropped) {
+            self.queued += 1;
+        }
+        if tm.queue_ns > 0 && !matches!(o, Outcome::Dropped) {
+            self.queue_wait.saturating_record(tm.queue_ns);
+        }
         if let Some(c) = p.connect_ns {
             self.connect.saturating_record(c.max(1));
         }
@@ -288,6 +350,7 @@ impl Recorder {
                 *self.status.entry(a.status).or_default() += 1;
                 if (200..300).contains(&a.status) {
                     self.ok_2xx += 1;
+                    self.drain_ok_2xx += u64::from(!tm.in_window);
                     self.lat_2xx.saturating_record(latency);
                     if p.sent_ns > 0 {
                         self.service_2xx
@@ -303,13 +366,25 @@ impl Recorder {
                     }
                 } else {
                     self.non_2xx += 1;
+                    self.drain_non_2xx += u64::from(!tm.in_window);
                     self.lat_non_2xx.saturating_record(latency);
                     self.series[es].non_2xx += 1;
                 }
             }
             Outcome::Failed(k) => {
                 self.errors[k.index()] += 1;
+                self.drain_errors += u64::from(!tm.in_window);
                 self.series[es].errors[k.index()] += 1;
+                if matches!(k, ErrorKind::Eof | ErrorKind::ConnReset)
+                    && !p.reused
+                    && p.bytes_in == 0
+                {
+                    self.refused_fresh += 1;
+                }
+            }
+            Outcome::Dropped => {
+                self.dropped += 1;
+                self.series[es].dropped += 1;
             }
         }
     }
@@ -351,6 +426,12 @@ impl Recorder {
         for (a, b) in self.errors.iter_mut().zip(&o.errors) {
             *a += b;
         }
+        self.dropped += o.dropped;
+        self.queued += o.queued;
+        self.refused_fresh += o.refused_fresh;
+        self.drain_ok_2xx += o.drain_ok_2xx;
+        self.drain_non_2xx += o.drain_non_2xx;
+        self.drain_errors += o.drain_errors;
         // Same bounds by construction, so `add` cannot fail.
         for (a, b) in [
             (&mut self.lat_2xx, &o.lat_2xx),
@@ -359,6 +440,7 @@ impl Recorder {
             (&mut self.lag, &o.lag),
             (&mut self.connect, &o.connect),
             (&mut self.tls, &o.tls),
+            (&mut self.queue_wait, &o.queue_wait),
         ] {
             let _ = a.add(b);
         }
@@ -367,6 +449,7 @@ impl Recorder {
         self.tls_resumed += o.tls_resumed;
         self.warmup_completed += o.warmup_completed;
         self.warmup_ok_2xx += o.warmup_ok_2xx;
+        self.warmup_ok_2xx_in_window += o.warmup_ok_2xx_in_window;
         self.last_end_ns = self.last_end_ns.max(o.last_end_ns);
         if self.series.len() < o.series.len() {
             self.series.resize(o.series.len(), Second::default());
@@ -381,6 +464,8 @@ impl Recorder {
             a.lat_2xx_sum_ns += b.lat_2xx_sum_ns;
             a.in_flight_max = a.in_flight_max.max(b.in_flight_max);
             a.lag_max_ns = a.lag_max_ns.max(b.lag_max_ns);
+            a.dropped += b.dropped;
+            a.warmup_ok_2xx += b.warmup_ok_2xx;
         }
         for (sec, v) in p99 {
             if let Some(a) = self.series.get_mut(*sec) {
@@ -403,6 +488,15 @@ mod tests {
         }
     }
 
+    fn timing(start_ns: u64, end_ns: u64) -> Timing {
+        Timing {
+            start_ns,
+            end_ns,
+            queue_ns: 0,
+            in_window: true,
+        }
+    }
+
     #[test]
     fn every_arrival_lands_in_one_bucket_and_series_sum() {
         let s0 = 1_000_000_000_000;
@@ -420,7 +514,7 @@ mod tests {
             ..Default::default()
         };
         // Warm-up arrival: counted apart.
-        r.record(&ticket(0, s0 - 5, false), s0 - 5, s0 + 10, &p, ok);
+        r.record(&ticket(0, s0 - 5, false), timing(s0 - 5, s0 + 10), &p, ok);
         for i in 0..30u64 {
             let intended = s0 + i * 100_000_000; // 10/s for 3 s
             r.add_scheduled((i / 10) as usize, 1);
@@ -432,8 +526,7 @@ mod tests {
             };
             r.record(
                 &ticket(i + 1, intended, true),
-                intended + 20_000,
-                end,
+                timing(intended + 20_000, end),
                 &p,
                 o,
             );
@@ -478,8 +571,8 @@ mod tests {
                 ok
             };
             let t = ticket(i, intended, true);
-            one.record(&t, intended + 7, end, &p, o);
-            lanes[(i % 2) as usize].record(&t, intended + 7, end, &p, o);
+            one.record(&t, timing(intended + 7, end), &p, o);
+            lanes[(i % 2) as usize].record(&t, timing(intended + 7, end), &p, o);
         }
         one.finish();
         let mut merged = Recorder::new(s0);

@@ -198,6 +198,14 @@ pub fn judge(s: &Summary, problems: &[String], rate: f64, slo: Option<Duration>)
     if s.errors_total > 0 {
         why.push(format!("{} errors", s.errors_total));
     }
+    // A dropped arrival was never sent: the server held every connection of the budget past
+    // --max-wait, which is falling behind whatever the ratio says.
+    if s.dropped > 0 {
+        why.push(format!(
+            "{} arrivals dropped (no connection free within --max-wait)",
+            s.dropped
+        ));
+    }
     if let Some(slo) = slo {
         let limit = slo.as_secs_f64() * 1e6;
         match p99 {
@@ -616,6 +624,8 @@ mod tests {
                 fd_limit: FdLimit::default(),
                 opened: 1,
                 stale_retries: 0,
+                busy_max: 0,
+                listen: None,
                 generator: Default::default(),
             },
         );
@@ -632,6 +642,8 @@ mod tests {
                 lat_2xx_p99_us: None,
                 in_flight_max: 0,
                 sched_lag_max_us: 0.0,
+                dropped: 0,
+                warmup_ok_2xx: 0,
             })
             .collect();
         s.ok_2xx = ok.iter().sum();

@@ -53,6 +53,61 @@ impl Percentiles {
     }
 }
 
+/// A latency distribution as HdrHistogram prints it (`outputPercentileDistribution`, 5 ticks
+/// per half distance): enough to write a `.hgrm` file and draw a histogram from a saved JSON
+/// report, without keeping the ~300 KiB histogram.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Distribution {
+    /// Values recorded.
+    pub count: u64,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// Standard deviation, µs.
+    pub stdev_us: f64,
+    /// Largest, µs.
+    pub max_us: f64,
+    /// Steps: `[value_us, percentile (0..1), count at or below value]`, percentile ascending.
+    pub steps: Vec<[f64; 3]>,
+}
+
+impl Distribution {
+    /// From a histogram in ns; `None` when empty.
+    pub fn of(h: &Histogram<u64>) -> Option<Distribution> {
+        if h.is_empty() {
+            return None;
+        }
+        let mut total = 0u64;
+        let steps = h
+            .iter_quantiles(5)
+            .map(|v| {
+                total += v.count_since_last_iteration();
+                [
+                    round3(h.highest_equivalent(v.value_iterated_to()) as f64 / 1e3),
+                    crate::traps::round(v.quantile_iterated_to(), 12),
+                    total as f64,
+                ]
+            })
+            .collect();
+        Some(Distribution {
+            count: h.len(),
+            mean_us: round3(h.mean() / 1e3),
+            stdev_us: round3(h.stdev() / 1e3),
+            max_us: round3(h.max() as f64 / 1e3),
+            steps,
+        })
+    }
+}
+
+/// Latency distributions per status class (from the intended send instant).
+#[derive(Clone, Debug, Serialize)]
+pub struct Distributions {
+    /// 2xx answers.
+    #[serde(rename = "2xx")]
+    pub ok_2xx: Option<Distribution>,
+    /// Any other status.
+    pub non_2xx: Option<Distribution>,
+}
+
 fn round3(v: f64) -> f64 {
     crate::traps::round(v, 3)
 }
@@ -145,6 +200,10 @@ pub struct Point {
     pub in_flight_max: u64,
     /// Worst scheduling lag of arrivals intended in this second, µs.
     pub sched_lag_max_us: f64,
+    /// Arrivals dropped in this second (no connection within `--max-wait`).
+    pub dropped: u64,
+    /// 2xx answers to warm-up arrivals that ended in this second (in the delivered rate).
+    pub warmup_ok_2xx: u64,
 }
 
 impl Point {
@@ -160,6 +219,8 @@ impl Point {
             lat_2xx_p99_us: (s.ok_2xx > 0).then(|| round3(s.lat_2xx_p99_ns as f64 / 1e3)),
             in_flight_max: s.in_flight_max,
             sched_lag_max_us: round3(s.lag_max_ns as f64 / 1e3),
+            dropped: s.dropped,
+            warmup_ok_2xx: s.warmup_ok_2xx,
         }
     }
 }
@@ -208,6 +269,49 @@ pub struct Connections {
     pub tls_handshakes: u64,
     /// Of which resumed an earlier session (no certificate exchange).
     pub tls_resumed: u64,
+    /// The budget: never more connections open at once (`--max-connections`).
+    pub budget: u64,
+    /// Most connections of the budget in use at once.
+    pub busy_max: u64,
+    /// Measured requests that failed with EOF or reset on a fresh connection before any
+    /// response byte: the server closed connections it would not serve (a refusal).
+    pub refused_fresh: u64,
+}
+
+/// Arrivals that found every connection of the budget busy.
+#[derive(Clone, Debug, Serialize)]
+pub struct Queue {
+    /// Waited for a connection (dropped ones included).
+    pub waited: u64,
+    /// Dropped: no connection within `max_wait_s` (never sent; in no other bucket).
+    pub dropped: u64,
+    /// The wait bound, s.
+    pub max_wait_s: f64,
+    /// How long those that got a connection waited (inside their latency, which counts from
+    /// the intended instant).
+    pub wait: Option<Percentiles>,
+}
+
+/// Answers to window arrivals that came after the window closed (in the totals, not in the
+/// delivered rate).
+#[derive(Clone, Debug, Serialize)]
+pub struct Drain {
+    /// 2xx.
+    pub ok_2xx: u64,
+    /// Other statuses.
+    pub non_2xx: u64,
+    /// Errors.
+    pub errors: u64,
+}
+
+/// The listener's overflow counters over the run (TcpExt, namespace-wide: the generator's
+/// namespace, so the target's only when it listens on loopback here).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Listen {
+    /// ListenOverflows increments: SYNs or handshakes dropped on a full accept queue.
+    pub overflows: u64,
+    /// ListenDrops increments.
+    pub drops: u64,
 }
 
 /// Warm-up arrivals (not in any other figure).
@@ -219,6 +323,9 @@ pub struct Warmup {
     pub completed: u64,
     /// 2xx.
     pub ok_2xx: u64,
+    /// Of which ended inside the measured window (counted in the delivered rate: the server
+    /// served them then).
+    pub ok_2xx_in_window: u64,
 }
 
 /// What the generator itself cost (from getrusage over the run).
@@ -256,14 +363,24 @@ pub struct Summary {
     pub non_2xx: u64,
     /// Arrivals that got no status.
     pub errors_total: u64,
+    /// Arrivals never sent: no connection within the wait bound (`queue.dropped`).
+    pub dropped: u64,
     /// ok_2xx ÷ scheduled.
     pub success_ratio: f64,
     /// Arrivals per second of the window.
     pub offered_rate_per_s: f64,
-    /// 2xx per second of the window (goodput).
+    /// 2xx that ended inside the window, per second of the window (goodput; the server's
+    /// ceiling at overload), warm-up arrivals answered inside it included (a queue built in
+    /// the warm-up is served in the window). Answers in the drain are in `drain`, not here.
     pub delivered_rate_per_s: f64,
-    /// Responses of any status per second of the window.
+    /// Responses of any status that ended inside the window, per second of the window.
     pub answered_rate_per_s: f64,
+    /// Answers after the window.
+    pub drain: Drain,
+    /// Arrivals that waited for a connection of the budget.
+    pub queue: Queue,
+    /// The listener's overflow counters over the run (`null`: unreadable).
+    pub listen: Option<Listen>,
     /// Responses per status code.
     pub status: BTreeMap<String, u64>,
     /// Transport errors per kind.
@@ -296,6 +413,8 @@ pub struct Summary {
     pub generator: GeneratorCost,
     /// Per second, measured window then drain.
     pub series: Vec<Point>,
+    /// Latency distributions per status class (HdrHistogram percentile steps).
+    pub latency_histograms: Distributions,
 }
 
 /// Inputs besides the recorder.
@@ -324,6 +443,10 @@ pub struct Totals {
     pub opened: u64,
     /// Stale retries.
     pub stale_retries: u64,
+    /// Most slots of the budget in use at once.
+    pub busy_max: u64,
+    /// Listener counters over the run.
+    pub listen: Option<Listen>,
     /// Cost.
     pub generator: GeneratorCost,
 }
@@ -350,6 +473,7 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
     while series.len() < window_secs {
         series.push(Point::of(series.len(), &Second::default()));
     }
+    let (max_wait_s, budget) = (t.plan.max_wait_s, t.plan.max_connections as u64);
     Summary {
         schema: SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
@@ -368,14 +492,27 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
         ok_2xx: r.ok_2xx,
         non_2xx: r.non_2xx,
         errors_total: errors.total(),
+        dropped: r.dropped,
         success_ratio: if t.scheduled > 0 {
             crate::traps::round(r.ok_2xx as f64 / t.scheduled as f64, 6)
         } else {
             0.0
         },
         offered_rate_per_s: per_s(t.scheduled),
-        delivered_rate_per_s: per_s(r.ok_2xx),
-        answered_rate_per_s: per_s(r.ok_2xx + r.non_2xx),
+        delivered_rate_per_s: per_s(r.ok_2xx - r.drain_ok_2xx + r.warmup_ok_2xx_in_window),
+        answered_rate_per_s: per_s(r.ok_2xx + r.non_2xx - r.drain_ok_2xx - r.drain_non_2xx),
+        drain: Drain {
+            ok_2xx: r.drain_ok_2xx,
+            non_2xx: r.drain_non_2xx,
+            errors: r.drain_errors,
+        },
+        queue: Queue {
+            waited: r.queued,
+            dropped: r.dropped,
+            max_wait_s,
+            wait: Percentiles::of(&r.queue_wait),
+        },
+        listen: t.listen,
         status: r.status.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         errors,
         latency_2xx: Percentiles::of(&r.lat_2xx),
@@ -395,14 +532,22 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
             stale_retries: t.stale_retries,
             tls_handshakes: r.tls.len(),
             tls_resumed: r.tls_resumed,
+            budget,
+            busy_max: t.busy_max,
+            refused_fresh: r.refused_fresh,
         },
         body_bytes: r.body_bytes,
         warmup: Warmup {
             scheduled: t.warmup_scheduled,
             completed: r.warmup_completed,
             ok_2xx: r.warmup_ok_2xx,
+            ok_2xx_in_window: r.warmup_ok_2xx_in_window,
         },
         generator: t.generator,
         series,
+        latency_histograms: Distributions {
+            ok_2xx: Distribution::of(&r.lat_2xx),
+            non_2xx: Distribution::of(&r.lat_non_2xx),
+        },
     }
 }

@@ -97,6 +97,12 @@ fn table() -> Vec<Entry> {
         purpose: "TCP state changes by port: TIME_WAIT entries, new connections, aborts (tracepoint since Linux 4.16; the network section's traced series)",
     });
     t.push(Entry {
+        program: PROG_TCP_PROBE.into(),
+        attach: vec![("tcp", "tcp_probe".into())],
+        required: false,
+        purpose: "payload received on the server's ports, whatever client sent it (tracepoint since Linux 4.16): tells other clients' traffic from the probe load's, so per-request figures are never inflated",
+    });
+    t.push(Entry {
         program: PROG_SYS_ENTER_CONNECT.into(),
         attach: vec![("syscalls", "sys_enter_connect".into())],
         required: false,
@@ -109,6 +115,63 @@ fn table() -> Vec<Entry> {
         purpose: "connect() latency and errno of watched clients (--watch-client)",
     });
     t
+}
+
+/// One row of the compatibility table, for `trapdetect version --kernel`.
+#[derive(Clone, Debug)]
+pub struct CompatRow {
+    /// Program name.
+    pub program: String,
+    /// Tracepoints it attaches to, `(category, name)`.
+    pub attach: Vec<(&'static str, String)>,
+    /// Whether a trace means anything without it.
+    pub required: bool,
+    /// Why it exists.
+    pub purpose: &'static str,
+}
+
+/// The compatibility table as data (what `trace` would attach, and whether it must).
+pub fn compat_table() -> Vec<CompatRow> {
+    table()
+        .into_iter()
+        .map(|e| CompatRow {
+            program: e.program,
+            attach: e.attach,
+            required: e.required,
+            purpose: e.purpose,
+        })
+        .collect()
+}
+
+/// Whether the kernel struct fields `trace` reads through BTF resolve here: the path-walk
+/// ones (a trace fails without them), then the socket ones (they only degrade the network
+/// probes). `Err` carries what is missing.
+pub fn btf_fields(btf: &Btf) -> [(&'static str, bool, std::result::Result<(), String>); 2] {
+    let walk = offsets(btf).map(|_| ()).map_err(|e| e.to_string());
+    let (_, missing) = socket_offsets(btf);
+    let sock = if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(missing.join("; "))
+    };
+    [
+        (
+            "task, fs, dentry, super_block, fdtable, file, inode fields",
+            true,
+            walk,
+        ),
+        (
+            "socket, sock, net fields (netns filter, TCP check)",
+            false,
+            sock,
+        ),
+    ]
+}
+
+/// The embedded eBPF object (its hash is in `--version`; its helper calls are probed by
+/// `version --kernel`).
+pub fn object() -> &'static [u8] {
+    OBJECT
 }
 
 /// Every program name in the table (for `--skip-probe` validation).
@@ -264,19 +327,54 @@ pub(crate) fn sum_slot<T: std::borrow::Borrow<MapData>>(
 }
 
 fn map_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Untrusted(format!("{what}: {e}"))
+    let msg = e.to_string();
+    fd_limit(what, &msg).unwrap_or_else(|| Error::Untrusted(format!("{what}: {msg}")))
+}
+
+/// An error with its sources (aya's map and program errors keep the errno in `source()`,
+/// which `{:#}` does not print for non-anyhow errors).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// EMFILE named for what it is: the process's descriptor limit, not the kernel (exit 4).
+pub fn fd_limit(what: &str, msg: &str) -> Option<Error> {
+    (msg.contains("Too many open files") || msg.contains("EMFILE")).then(|| {
+        let (soft, hard) = crate::util::nofile_limit();
+        Error::Privilege(format!(
+            "{what}: out of file descriptors (EMFILE: RLIMIT_NOFILE soft {soft}, hard {hard}); \
+             raise the limit (ulimit -n 4096) and run again"
+        ))
+    })
 }
 
 impl Probes {
     /// Loads the object and attaches every program the kernel supports.
     pub fn attach(btf_file: Option<&std::path::Path>, want: &AttachOptions) -> Result<Self> {
         let path = btf_file.unwrap_or(std::path::Path::new("/sys/kernel/btf/vmlinux"));
-        let btf_data = std::fs::read(path).map_err(|e| {
-            Error::Kernel(format!(
-                "no kernel BTF at {} ({e}); trapdetect needs BTF (CONFIG_DEBUG_INFO_BTF=y) to find kernel \
-                 struct offsets, or a BTF file for this kernel with --btf",
-                path.display()
-            ))
+        let btf_data = crate::input::read_capped_io(path, crate::input::BTF_CAP).map_err(|e| {
+            use std::io::ErrorKind as K;
+            match (btf_file, e.kind()) {
+                // A device, FIFO, directory or oversized file given by the user: bad input.
+                (Some(p), K::InvalidInput | K::FileTooLarge | K::IsADirectory) => {
+                    Error::input(format!("--btf {}", p.display()), e)
+                }
+                _ => Error::Kernel(format!(
+                    "no kernel BTF at {} ({e}); trapdetect needs BTF (CONFIG_DEBUG_INFO_BTF=y) to find kernel \
+                     struct offsets, or a BTF file for this kernel with --btf",
+                    path.display()
+                )),
+            }
         })?;
         let btf =
             Btf::parse(&btf_data).map_err(|e| Error::Kernel(format!("{}: {e}", path.display())))?;
@@ -298,6 +396,13 @@ impl Probes {
         let fork_child = tracefs
             .field_offset("sched", "sched_process_fork", "child_pid")
             .unwrap_or(20);
+        // tcp_probe's record changed between kernels (mark, sock_cookie): offsets from tracefs,
+        // and no program at all when a field is missing.
+        let probe_offs = ["sport", "data_len", "skaddr", "snd_nxt"]
+            .map(|f| tracefs.field_offset("tcp", "tcp_probe", f));
+        let exit_group_dead = tracefs
+            .format("sched", "sched_process_exit")
+            .map_or(0, |f| tracefs::exit_group_dead_offset(&f));
         let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
             .ok()
             .and_then(|s| s.trim().parse().ok())
@@ -308,15 +413,35 @@ impl Probes {
         }
         loader.override_global(GLOBAL_FORK_PARENT_OFF, &fork_parent, true);
         loader.override_global(GLOBAL_FORK_CHILD_OFF, &fork_child, true);
+        if let [Some(sport), Some(len), Some(sk), Some(nxt)] = &probe_offs {
+            loader.override_global(GLOBAL_PROBE_SPORT_OFF, sport, true);
+            loader.override_global(GLOBAL_PROBE_DATA_LEN_OFF, len, true);
+            loader.override_global(GLOBAL_PROBE_SKADDR_OFF, sk, true);
+            loader.override_global(GLOBAL_PROBE_SND_NXT_OFF, nxt, true);
+        }
+        let probe_fields_missing =
+            probe_offs.iter().any(Option::is_none) && tracefs.has_event("tcp", "tcp_probe");
+        loader.override_global(GLOBAL_EXIT_GROUP_DEAD_OFF, &exit_group_dead, true);
         loader.map_max_entries(MAP_TRACED, pid_max + 1);
         let ebpf = loader.load(OBJECT).map_err(|e| {
-            let msg = format!("{e:#}");
-            if msg.contains("EPERM") || msg.contains("Operation not permitted") {
+            let msg = chain(&e);
+            if let Some(e) = fd_limit("loading the eBPF object", &msg) {
+                e
+            } else if msg.contains("EPERM") || msg.contains("Operation not permitted") {
                 Error::Privilege(format!(
                     "loading eBPF maps was refused ({msg}); run as root or grant CAP_BPF"
                 ))
             } else {
-                Error::Kernel(format!("loading the eBPF object failed: {msg}"))
+                let release =
+                    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+                Error::Kernel(format!(
+                    "loading the eBPF object failed on kernel {}: {msg} (trapdetect needs Linux \
+                     {}.{} or later: BPF ring buffer; tested from {})",
+                    release.trim(),
+                    crate::traps::host::MIN_KERNEL.0,
+                    crate::traps::host::MIN_KERNEL.1,
+                    crate::traps::host::OLDEST_TESTED
+                ))
             }
         })?;
         let mut probes = Probes {
@@ -336,6 +461,10 @@ impl Probes {
                 Some("skipped on request (--skip-probe)")
             } else if connect && !want.watch_clients {
                 Some("not attached: no --watch-client")
+            } else if e.program == PROG_TCP_PROBE && probe_fields_missing {
+                Some(
+                    "tcp_probe's record has no sport, data_len, skaddr or snd_nxt on this kernel: other clients' traffic cannot be told from the probe load's",
+                )
             } else {
                 None
             };
@@ -343,6 +472,17 @@ impl Probes {
                 Some(note) => probes.not_attached(&e, note),
                 None => probes.attach_entry(&e)?,
             }
+        }
+        if exit_group_dead == 0
+            && let Some(r) = probes
+                .rows
+                .iter_mut()
+                .find(|r| r.program == PROG_SCHED_PROCESS_EXIT && r.attached)
+        {
+            r.note = "forget exited processes; this kernel's record has no group_dead \
+                      (present on 6.18, absent on 6.12 and older): a process ends when its \
+                      thread group leader exits"
+                .into();
         }
         Ok(probes)
     }
@@ -399,6 +539,36 @@ impl Probes {
             }
             return Ok(());
         }
+        // A record whose layout differs from what the program reads would be misread: not
+        // attached, and said so (a required one makes the trace untrusted).
+        let mut layout: Vec<String> = vec![];
+        for f in trapdetect_common::records::FIXED_FIELDS {
+            if f.program != e.program {
+                continue;
+            }
+            for (c, n) in &available {
+                if *c != f.category || !(f.event.is_empty() || f.event == n) {
+                    continue;
+                }
+                if let Some(format) = self._tracefs.format(c, n)
+                    && let Some(m) = tracefs::layout_mismatch(&format, f)
+                {
+                    layout.push(format!("{c}/{n}: {m}"));
+                }
+            }
+        }
+        if !layout.is_empty() {
+            self.rows.push(ProbeRow {
+                program: e.program.clone(),
+                attach: attach_desc,
+                attached: false,
+                note: format!("record layout differs: {}", layout.join("; ")),
+            });
+            if e.required {
+                self.missing_required.push(e.program.clone());
+            }
+            return Ok(());
+        }
         let result: std::result::Result<(), String> = (|| {
             let prog: &mut TracePoint = self
                 .ebpf
@@ -406,10 +576,11 @@ impl Probes {
                 .ok_or_else(|| format!("program {} not in the object", e.program))?
                 .try_into()
                 .map_err(|err| format!("{err}"))?;
-            prog.load().map_err(|err| format!("load: {err:#}"))?;
+            prog.load()
+                .map_err(|err| format!("load: {}", chain(&err)))?;
             for (c, n) in &available {
                 prog.attach(c, n)
-                    .map_err(|err| format!("attach {c}/{n}: {err:#}"))?;
+                    .map_err(|err| format!("attach {c}/{n}: {}", chain(&err)))?;
             }
             Ok(())
         })();
@@ -421,6 +592,9 @@ impl Probes {
                 note: e.purpose.into(),
             }),
             Err(msg) => {
+                if let Some(err) = fd_limit(&format!("attaching {}", e.program), &msg) {
+                    return Err(err);
+                }
                 if msg.contains("EPERM") || msg.contains("Operation not permitted") {
                     return Err(Error::Privilege(format!(
                         "attaching {} was refused ({msg}); run as root (CAP_BPF + CAP_PERFMON)",

@@ -14,6 +14,10 @@ use trapdetect_common::{
     },
 };
 
+use trapdetect_common::served::{
+    PORT_FRONT, PORT_OWN, SRV_BYTES, SRV_REQUESTS, SRV_SEGMENTS, SRV_SLOTS,
+};
+
 use super::{Probes, map_err, sum_slot};
 use crate::error::Result;
 
@@ -164,6 +168,43 @@ impl Probes {
             ports: take(MAP_TCP_PORTS)?,
             slots: slots as u32,
         }))
+    }
+
+    /// Counts the payload that sockets bound to these ports receive (`tcp_probe`), and the
+    /// requests on the target's `own` ports; returns false when that program is not attached.
+    pub fn watch_served_ports(&mut self, own: &[u16], front: &[u16]) -> Result<bool> {
+        if !self.is_attached(PROG_TCP_PROBE) || (own.is_empty() && front.is_empty()) {
+            return Ok(false);
+        }
+        let mut m: Array<&mut MapData, u8> = Array::try_from(
+            self.ebpf
+                .map_mut(MAP_SERVED_PORT)
+                .ok_or_else(|| map_err(MAP_SERVED_PORT, "missing"))?,
+        )
+        .map_err(|e| map_err(MAP_SERVED_PORT, e))?;
+        let tagged = front
+            .iter()
+            .map(|&p| (p, PORT_FRONT))
+            .chain(own.iter().map(|&p| (p, PORT_OWN)));
+        for (p, kind) in tagged {
+            m.set(p as u32, kind, 0)
+                .map_err(|e| map_err(&format!("{MAP_SERVED_PORT}[{p}]"), e))?;
+        }
+        Ok(true)
+    }
+
+    /// Payload bytes, data segments (all watched ports) and requests (the target's own
+    /// ports) received (`None`: not attached).
+    pub fn served(&self) -> Result<Option<[u64; 3]>> {
+        if !self.is_attached(PROG_TCP_PROBE) {
+            return Ok(None);
+        }
+        let v = self.sums(MAP_SERVED, SRV_SLOTS)?;
+        Ok(Some([
+            v[SRV_BYTES as usize],
+            v[SRV_SEGMENTS as usize],
+            v[SRV_REQUESTS as usize],
+        ]))
     }
 
     /// The connect() counts (None when the connect programs are not attached).

@@ -84,22 +84,67 @@ impl Tracefs {
         self.root.join("events").join(category).join(name).is_dir()
     }
 
-    /// Offset of `field` in the record of `category/name`, from its `format` file.
-    pub fn field_offset(&self, category: &str, name: &str, field: &str) -> Option<u32> {
-        let text = std::fs::read_to_string(
+    /// The `format` file of `category/name` (None when the event or the file is missing).
+    pub fn format(&self, category: &str, name: &str) -> Option<String> {
+        std::fs::read_to_string(
             self.root
                 .join("events")
                 .join(category)
                 .join(name)
                 .join("format"),
         )
-        .ok()?;
-        parse_field_offset(&text, field)
+        .ok()
     }
+
+    /// Offset of `field` in the record of `category/name`, from its `format` file.
+    pub fn field_offset(&self, category: &str, name: &str, field: &str) -> Option<u32> {
+        parse_field_offset(&self.format(category, name)?, field)
+    }
+}
+
+/// Offset of `group_dead` in a `sched_process_exit` format, 0 when the record has none (the
+/// eBPF side then takes the thread group leader's exit as the process leaving). The field is a
+/// one-byte bool; any other size is treated as absent rather than misread.
+pub fn exit_group_dead_offset(format: &str) -> u32 {
+    match (
+        parse_field_offset(format, "group_dead"),
+        parse_field_size(format, "group_dead"),
+    ) {
+        (Some(off), Some(1)) => off,
+        _ => 0,
+    }
+}
+
+/// Why a program's fixed-offset read of `f` would misread this format, if it would: the field
+/// is missing, moved, or has another size.
+pub fn layout_mismatch(
+    format: &str,
+    f: &trapdetect_common::records::RecordField,
+) -> Option<String> {
+    match (
+        parse_field_offset(format, f.field),
+        parse_field_size(format, f.field),
+    ) {
+        (Some(off), Some(size)) if off == f.offset && size == f.size => None,
+        (Some(off), Some(size)) => Some(format!(
+            "{} is at offset {off} size {size} on this kernel, the program reads offset {} size {}",
+            f.field, f.offset, f.size
+        )),
+        _ => Some(format!("this kernel's record has no {}", f.field)),
+    }
+}
+
+/// Size of `field` in a tracepoint format file.
+pub fn parse_field_size(format: &str, field: &str) -> Option<u32> {
+    parse_field_attr(format, field, "size:")
 }
 
 /// Parses `field:<decl> <name>;\toffset:N;` lines of a tracepoint format file.
 pub fn parse_field_offset(format: &str, field: &str) -> Option<u32> {
+    parse_field_attr(format, field, "offset:")
+}
+
+fn parse_field_attr(format: &str, field: &str, attr: &str) -> Option<u32> {
     for line in format.lines() {
         let line = line.trim();
         let Some(rest) = line.strip_prefix("field:") else {
@@ -113,9 +158,7 @@ pub fn parse_field_offset(format: &str, field: &str) -> Option<u32> {
         if name != field {
             continue;
         }
-        let off = tail
-            .split(';')
-            .find_map(|p| p.trim().strip_prefix("offset:"))?;
+        let off = tail.split(';').find_map(|p| p.trim().strip_prefix(attr))?;
         return off.trim().parse().ok();
     }
     None
@@ -145,8 +188,113 @@ mod tests {
         assert_eq!(parse_field_offset(old, "child_pid"), Some(44));
         assert_eq!(parse_field_offset(old, "parent_comm"), Some(8));
         assert_eq!(parse_field_offset(old, "nope"), None);
+        // tcp_probe: the eBPF program's defaults are this kernel's offsets.
+        let probe = include_str!("../../fixtures/tracefs/tcp_probe-6.18.format");
+        assert_eq!(parse_field_offset(probe, "sport"), Some(64));
+        assert_eq!(parse_field_offset(probe, "data_len"), Some(76));
+        assert_eq!(parse_field_offset(probe, "snd_nxt"), Some(80));
+        assert_eq!(parse_field_offset(probe, "skaddr"), Some(128));
         let openat = include_str!("../../fixtures/tracefs/sys_enter_openat.format");
         assert_eq!(parse_field_offset(openat, "filename"), Some(24));
         assert_eq!(parse_field_offset(openat, "dfd"), Some(16));
+    }
+
+    /// Every fixed-offset read of the programs matches the record on each recorded kernel, and
+    /// a moved field is caught rather than misread.
+    #[test]
+    fn fixed_offsets_match_the_records_of_5_10_to_6_18() {
+        use trapdetect_common::{names::*, records::FIXED_FIELDS};
+        let check = |program: &str, format: &str, kernel: &str| {
+            let fields: Vec<_> = FIXED_FIELDS
+                .iter()
+                .filter(|f| f.program == program)
+                .collect();
+            assert!(!fields.is_empty(), "{program}");
+            for f in fields {
+                assert_eq!(
+                    layout_mismatch(format, f),
+                    None,
+                    "{kernel} {program} {}",
+                    f.field
+                );
+            }
+        };
+        for (kernel, format) in [
+            (
+                "5.10",
+                include_str!("../../fixtures/tracefs/inet_sock_set_state-5.10.format"),
+            ),
+            (
+                "6.1",
+                include_str!("../../fixtures/tracefs/inet_sock_set_state-6.1.format"),
+            ),
+            (
+                "6.12",
+                include_str!("../../fixtures/tracefs/inet_sock_set_state-6.12.format"),
+            ),
+            (
+                "6.18",
+                include_str!("../../fixtures/tracefs/inet_sock_set_state-6.18.format"),
+            ),
+        ] {
+            check(PROG_INET_SOCK_SET_STATE, format, kernel);
+        }
+        for (kernel, format) in [
+            (
+                "6.12",
+                include_str!("../../fixtures/tracefs/fuse_request_send-6.12.format"),
+            ),
+            (
+                "6.18",
+                include_str!("../../fixtures/tracefs/fuse_request_send-6.18.format"),
+            ),
+        ] {
+            check(PROG_FUSE_REQUEST_SEND, format, kernel);
+        }
+        let exit = include_str!("../../fixtures/tracefs/sys_exit_newfstatat-6.1.format");
+        check(PROG_SYS_EXIT_PATH, exit, "6.1");
+        let moved = include_str!("../../fixtures/tracefs/inet_sock_set_state-6.18.format")
+            .replace("protocol;\toffset:30", "protocol;\toffset:32");
+        let protocol = FIXED_FIELDS.iter().find(|f| f.field == "protocol").unwrap();
+        let why = layout_mismatch(&moved, protocol).expect("a moved field is caught");
+        assert!(why.contains("offset 32"), "{why}");
+        let skaddr = FIXED_FIELDS.iter().find(|f| f.field == "skaddr").unwrap();
+        let gone = moved.replace("skaddr", "sk");
+        assert_eq!(
+            layout_mismatch(&gone, skaddr).as_deref(),
+            Some("this kernel's record has no skaddr")
+        );
+    }
+
+    /// Regression (issue 8): the exit probe read `group_dead` at offset 32 on every kernel;
+    /// 5.10, 6.1 and 6.12 end the record at `prio` (28), and the attach failed there.
+    #[test]
+    fn exit_group_dead_only_where_the_record_has_it() {
+        for (kernel, format, want) in [
+            (
+                "5.10",
+                include_str!("../../fixtures/tracefs/sched_process_exit-5.10.format"),
+                0,
+            ),
+            (
+                "6.1",
+                include_str!("../../fixtures/tracefs/sched_process_exit-6.1.format"),
+                0,
+            ),
+            (
+                "6.12",
+                include_str!("../../fixtures/tracefs/sched_process_exit-6.12.format"),
+                0,
+            ),
+            (
+                "6.18",
+                include_str!("../../fixtures/tracefs/sched_process_exit-6.18.format"),
+                32,
+            ),
+        ] {
+            assert_eq!(exit_group_dead_offset(format), want, "{kernel}");
+            assert_eq!(parse_field_offset(format, "pid"), Some(24), "{kernel}");
+            assert_eq!(parse_field_size(format, "pid"), Some(4), "{kernel}");
+        }
     }
 }

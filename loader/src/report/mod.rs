@@ -1,8 +1,12 @@
 //! One report model, rendered as text, JSON and HTML. Every command that reports findings
 //! builds a [`Report`]; sections a command does not fill are left out of every format.
 
+pub mod chart;
+pub mod color;
+pub mod export;
 pub mod html;
 pub mod text;
+pub mod units;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -39,14 +43,19 @@ pub struct Requests {
     /// Number of requests in the window (`None`: no request basis, figures are per second).
     pub count: Option<u64>,
     /// `probe-load` (trapdetect drove the load and counted responses), `accepted-connections`
-    /// (accept() returns in the target), or `none`.
+    /// (accept() returns in the target), `served-requests` (requests the target's own ports
+    /// received, whatever client sent them), `declined` (other clients' requests share the
+    /// window and cannot be counted: see `note`), or `none`.
     pub basis: &'static str,
     /// Requests per second over the window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_per_s: Option<f64>,
-    /// Caveat shown next to per-request figures.
+    /// Caveat shown next to per-request figures, or why they were declined.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Payload the server's ports received in the window, whatever client sent it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served: Option<crate::trace::requests::Served>,
 }
 
 /// Latency summary; all in microseconds.

@@ -29,12 +29,29 @@ fn value(v: &Value) -> String {
     }
 }
 
+/// An evidence value: numbers whose key names a time or size unit in human units.
+fn evidence(key: &str, v: &Value) -> String {
+    let timed = ["_us", "_ms", "_s", "_bytes"]
+        .iter()
+        .any(|u| key.ends_with(u) && !key.ends_with("_per_s"));
+    match v.as_f64() {
+        Some(f) if timed => super::units::by_key(key, f),
+        _ => value(v),
+    }
+}
+
 /// Renders one finding as an indented block.
 pub fn finding(out: &mut String, f: &Finding) {
-    let _ = writeln!(out, "{} {}  {}", f.severity.label(), f.id, f.title);
+    let _ = writeln!(
+        out,
+        "{} {}  {}",
+        super::color::severity(f.severity),
+        f.id,
+        f.title
+    );
     let width = f.evidence.keys().map(|k| k.len()).max().unwrap_or(0);
     for (k, v) in &f.evidence {
-        let _ = writeln!(out, "     {k:width$}  {}", value(v));
+        let _ = writeln!(out, "     {k:width$}  {}", evidence(k, v));
     }
     if let Some(p) = &f.predicted {
         let _ = writeln!(out, "     predicted: {p}");
@@ -315,8 +332,150 @@ pub fn render(r: &Report) -> String {
         .count();
     let _ = writeln!(
         out,
-        "verdict: {fails} fail, {warns} warn -> exit {}",
+        "verdict: {} -> exit {}",
+        super::color::verdict(&format!("{fails} fail, {warns} warn"), r.exit_code),
         r.exit_code
+    );
+    out
+}
+
+/// Renders any saved trapdetect JSON document (`trapdetect report FILE --text`): the verdict
+/// and findings as the live command prints them, then the load figures and the tables, each
+/// with the columns the JSON has.
+pub fn render_value(doc: &Value) -> String {
+    let mut out = String::new();
+    let is_load = doc["schema"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("trapdetect.load"));
+    let command = if is_load {
+        "load"
+    } else {
+        doc["command"].as_str().unwrap_or("report")
+    };
+    let mut head = format!(
+        "trapdetect {} {command}",
+        doc["version"].as_str().unwrap_or("?")
+    );
+    if let Some(t) = doc.get("target").filter(|t| t.is_object()) {
+        let _ = write!(
+            head,
+            ": pid {} ({})",
+            t["pid"],
+            t["comm"].as_str().unwrap_or("?")
+        );
+    }
+    if is_load {
+        let _ = write!(head, ": {}", doc["plan"]["url"].as_str().unwrap_or("?"));
+    }
+    if let Some(w) = doc["window_s"].as_f64() {
+        let _ = write!(head, ", {} window", super::chart::duration_us(w * 1e6));
+    }
+    let _ = writeln!(out, "{head} (re-rendered from JSON)");
+    if let Some(t) = doc.get("target").filter(|t| t.is_object()) {
+        let _ = writeln!(
+            out,
+            "  exe {}  cwd {}  processes traced {}",
+            t["exe"].as_str().unwrap_or("?"),
+            t["cwd"].as_str().unwrap_or("?"),
+            t["processes"]
+        );
+    }
+    if let Some(q) = doc.get("requests").filter(|q| q.is_object()) {
+        let _ = writeln!(
+            out,
+            "  requests {} ({})",
+            value(&q["count"]),
+            q["basis"].as_str().unwrap_or("")
+        );
+    }
+    if let Some(l) = super::export::load_of(doc) {
+        let d = |k: &str| super::chart::duration_us(l["latency_2xx"][k].as_f64().unwrap_or(0.0));
+        let _ = writeln!(
+            out,
+            "  load: offered {}/s, delivered (2xx) {}/s, success {:.1} %, errors {}, non-2xx {}",
+            num(l["offered_rate_per_s"].as_f64()),
+            num(l["delivered_rate_per_s"].as_f64()),
+            l["success_ratio"].as_f64().unwrap_or(0.0) * 100.0,
+            value(&l["errors_total"]),
+            value(&l["non_2xx"])
+        );
+        if l["latency_2xx"].is_object() {
+            let _ = writeln!(
+                out,
+                "  2xx latency: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+                d("p50_us"),
+                d("p90_us"),
+                d("p99_us"),
+                d("p99_9_us"),
+                d("max_us")
+            );
+        }
+    }
+    out.push('\n');
+    let findings = doc["findings"].as_array().cloned().unwrap_or_default();
+    if findings.is_empty() {
+        let _ = writeln!(out, "No traps found.");
+    } else {
+        let _ = writeln!(out, "FINDINGS");
+    }
+    for f in &findings {
+        let _ = writeln!(
+            out,
+            "{} {}  {}",
+            f["severity"].as_str().unwrap_or("?").to_uppercase(),
+            f["id"].as_str().unwrap_or("?"),
+            f["title"].as_str().unwrap_or("")
+        );
+        if let Some(ev) = f["evidence"].as_object() {
+            let width = ev.keys().map(|k| k.len()).max().unwrap_or(0);
+            for (k, v) in ev {
+                let _ = writeln!(out, "     {k:width$}  {}", evidence(k, v));
+            }
+        }
+        if let Some(p) = f["predicted"].as_str() {
+            let _ = writeln!(out, "     predicted: {p}");
+        }
+        if let Some(r) = f["remedy"].as_str().filter(|r| !r.is_empty()) {
+            let _ = writeln!(out, "     remedy: {r}");
+        }
+    }
+    for key in ["filesystems", "syscalls", "paths"] {
+        let Some(rows) = doc[key].as_array().filter(|r| !r.is_empty()) else {
+            continue;
+        };
+        let _ = writeln!(out, "\n{}", key.to_uppercase());
+        let cols: Vec<&String> = rows[0]
+            .as_object()
+            .map(|m| {
+                m.keys()
+                    .filter(|k| !rows[0][*k].is_object() && !rows[0][*k].is_array())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let header: Vec<&str> = cols.iter().map(|c| c.as_str()).collect();
+        let body: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| cols.iter().map(|c| value(&r[c.as_str()])).collect())
+            .collect();
+        table(&mut out, &header, &body);
+    }
+    let m = &doc["measurement"];
+    let _ = writeln!(out);
+    if m["trusted"] == Value::Bool(false) {
+        let _ = writeln!(out, "measurement: NOT TRUSTED");
+        for p in m["problems"].as_array().into_iter().flatten() {
+            let _ = writeln!(out, "  - {}", p.as_str().unwrap_or(""));
+        }
+    } else {
+        let _ = writeln!(out, "measurement: trusted");
+    }
+    let count = |s: &str| findings.iter().filter(|f| f["severity"] == s).count();
+    let _ = writeln!(
+        out,
+        "verdict: {} fail, {} warn -> exit {}",
+        count("fail"),
+        count("warn"),
+        value(&doc["exit_code"])
     );
     out
 }

@@ -4,10 +4,10 @@
 pub mod aggregate;
 pub mod net;
 pub mod probe_load;
+pub mod requests;
 
 use std::{
     collections::HashMap,
-    io::IsTerminal,
     os::fd::AsRawFd,
     sync::{
         Arc,
@@ -19,7 +19,7 @@ use std::{
 use aya::maps::{MapData, RingBuf};
 use trapdetect_common::{
     counters::*,
-    names::PROG_INET_SOCK_SET_STATE,
+    names::{PROG_FUSE_REQUEST_SEND, PROG_INET_SOCK_SET_STATE},
     paths::{PATH_CAP, PF_TRUNCATED, PathEvent, PathKey},
 };
 
@@ -34,7 +34,7 @@ use crate::{
     report::{Measurement, Report, Requests, Target},
     traps::{
         self,
-        fs::{CwdObs, FsObservation},
+        fs::{CwdObs, FsObservation, Work},
         round,
     },
 };
@@ -49,8 +49,8 @@ pub struct Options {
     pub top: usize,
     /// Allowed share of calls with unknown path strings, percent.
     pub loss_budget_pct: f64,
-    /// Show a progress line on stderr (only if it is a terminal).
-    pub progress: bool,
+    /// Progress on stderr (`util::Progress`: a terminal, or `--progress`).
+    pub progress: crate::util::Progress,
     /// BTF file to use instead of the kernel's.
     pub btf: Option<std::path::PathBuf>,
     /// Watched clients (`--watch-client`): their connect() calls are timed.
@@ -122,6 +122,19 @@ pub trait LoadDriver {
     /// the window and its basis label (`None`: no usable count). It records its own section,
     /// findings and trust problems in `report`.
     fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>>;
+    /// The server port the load is sent to, so what that port receives from other clients
+    /// is counted too.
+    fn server_port(&self) -> Option<u16> {
+        None
+    }
+    /// After `finish`: the most request bytes the load can have written in the window.
+    fn sent_bytes_max(&self) -> Option<u64> {
+        None
+    }
+    /// After `finish`: the mean time its answered requests took, ms.
+    fn request_ms(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// Working directories of the traced processes, sampled through the window: a PHP worker
@@ -152,8 +165,58 @@ impl CwdSampler {
     }
 }
 
+/// On-CPU time of every thread of `pids`, ns by thread id (`/proc/PID/task/TID/schedstat`,
+/// first field: the scheduler's own account, not the 10 ms ticks of `stat`). `None` when no
+/// thread's could be read (a kernel without CONFIG_SCHED_INFO).
+fn thread_cpu_ns(pids: &[u32]) -> Option<HashMap<u32, u64>> {
+    let mut out = HashMap::new();
+    for p in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some(ns) = std::fs::read_to_string(t.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            {
+                out.insert(tid, ns);
+            }
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The traced threads' CPU time between two readings (threads born in between count whole;
+/// threads that exited in between are lost, which only overstates a filesystem's share).
+fn work_between(
+    before: Option<&HashMap<u32, u64>>,
+    after: Option<&HashMap<u32, u64>>,
+    request_ms: Option<f64>,
+) -> Work {
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    let cpu_ns = match (before, after) {
+        (Some(b), Some(a)) => Some(
+            a.iter()
+                .map(|(t, ns)| ns.saturating_sub(b.get(t).copied().unwrap_or(0)))
+                .sum(),
+        ),
+        _ => None,
+    };
+    Work {
+        cpu_ns,
+        threads: after.map(|a| a.len()).unwrap_or(1),
+        cpus,
+        request_ms,
+    }
+}
+
 /// Runs a session and returns its report (exit code computed by the caller's `finish`).
 pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Report> {
+    // First: a Ctrl-C during setup must end the window, not be lost.
+    install_signal_handlers();
     let target = tree::info(opts.pid)?;
     for &c in &opts.watch_clients {
         tree::info(c)?;
@@ -185,10 +248,20 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     let done = Arc::new(AtomicBool::new(false));
     let reader = spawn_ring_reader(ring, done.clone());
 
-    install_signal_handlers();
     // The sampler's baseline is read here, before the start line a caller may wait for.
     let mut armed = net::arm(&net_start, &mut probes)?;
-    let tty = opts.progress && std::io::stderr().is_terminal();
+    // Payload on the server's ports, whatever client sent it: its listening ports and the
+    // probe's.
+    let mut own_ports = net::listening_ports(&net_start);
+    own_ports.sort_unstable();
+    own_ports.dedup();
+    let front_ports: Vec<u16> = load
+        .as_deref()
+        .and_then(|l| l.server_port())
+        .filter(|p| !own_ports.contains(p))
+        .into_iter()
+        .collect();
+    let served_on = probes.watch_served_ports(&own_ports, &front_ports)?;
     eprintln!(
         "Tracing pid {} ({}) and its children for {:.1} s... Ctrl-C to end.",
         opts.pid,
@@ -204,6 +277,7 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     let mut cwds = CwdSampler::default();
     cwds.rescan(opts.pid);
     cwds.sample();
+    let cpu_before = thread_cpu_ns(&cwds.tree);
     let mut last_sample = Instant::now();
     let mut last_rescan = Instant::now();
     while start.elapsed() < opts.duration && !STOP.load(Ordering::SeqCst) {
@@ -222,37 +296,57 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
             exited_after = Some(start.elapsed().as_secs_f64());
             break;
         }
-        if tty && last_progress.elapsed() >= Duration::from_millis(250) {
+        if opts.progress != crate::util::Progress::Off
+            && last_progress.elapsed()
+                >= if opts.progress == crate::util::Progress::Line {
+                    Duration::from_millis(250)
+                } else {
+                    Duration::from_secs(1)
+                }
+        {
             last_progress = Instant::now();
             let req = load
                 .as_deref()
                 .and_then(|l| l.progress())
                 .map(|r| format!(", {r} requests"))
                 .unwrap_or_default();
-            eprint!(
-                "\r  {:5.1}/{:.1} s  {} path calls{req}   ",
+            opts.progress.show(&format!(
+                "  {:5.1}/{:.1} s  {} path calls{req}",
                 start.elapsed().as_secs_f64(),
                 opts.duration.as_secs_f64(),
                 probes.path_calls()
-            );
+            ));
         }
     }
     let window_s = start.elapsed().as_secs_f64();
-    if tty {
-        eprint!("\r{}\r", " ".repeat(70));
-    }
+    opts.progress.clear();
     if STOP.load(Ordering::SeqCst) {
         eprintln!("interrupted after {window_s:.1} s: reporting what was gathered");
     }
     // Stop the probe load first (in-flight requests finish) so its last requests' syscalls
     // are in the counts read next.
     let mut report = Report::new("trace");
-    let request_basis = match load {
-        Some(l) => l.finish(&mut report)?,
-        None => None,
+    let (request_basis, sent_bytes_max, request_ms) = match load {
+        Some(l) => (l.finish(&mut report)?, l.sent_bytes_max(), l.request_ms()),
+        None => (None, None, None),
     };
     let readings = net::stop(&mut armed);
     let counts = probes.read()?;
+    let served = if served_on {
+        probes
+            .served()?
+            .map(|[payload_bytes, data_segments, reqs]| requests::Served {
+                ports: own_ports.iter().chain(&front_ports).copied().collect(),
+                own_ports: own_ports.clone(),
+                payload_bytes,
+                data_segments,
+                requests: (!own_ports.is_empty()).then_some(reqs),
+                probe_bytes_max: sent_bytes_max,
+            })
+    } else {
+        None
+    };
+    let cpu_after = thread_cpu_ns(&tree::descendants_of(opts.pid, &tree::all_parents()));
     let connect = probes.connect_counts()?;
     let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
     done.store(true, Ordering::SeqCst);
@@ -262,6 +356,7 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         .keys()
         .filter(|k| k.flags & PF_TRUNCATED != 0)
         .count() as u64;
+    let fuse_measured = probes.is_attached(PROG_FUSE_REQUEST_SEND);
     let probe_rows = std::mem::take(&mut probes.rows);
     let missing_required = std::mem::take(&mut probes.missing_required);
     // Detach now: everything below is user-space work.
@@ -291,26 +386,19 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     });
     let hints: Vec<Vec<u8>> = cwds.iter().map(|c| c.path.clone()).collect();
 
-    // Requests: the probe load's responses, else accepted connections, else none.
+    // Requests: the probe load's responses, else accepted connections, else none; declined
+    // when the server's ports show other clients' requests in the window.
     let accepts = counts
         .counters
         .get(C_ACCEPTS as usize)
         .copied()
         .unwrap_or(0);
-    let (requests, basis, note) = match request_basis {
-        Some((n, basis)) => {
-            let note = (accepts > n + n / 10 + 2).then(|| {
-                format!("the target accepted {accepts} connections but the probe load made {n} requests: other traffic inflates per-request figures")
-            });
-            (Some(n), basis, note)
-        }
-        None if accepts > 0 => (
-            Some(accepts),
-            "accepted-connections",
-            Some("one request per accepted connection assumed (true for php-fpm behind nginx without keep-alive to FPM); pass --url for exact figures".to_string()),
-        ),
-        None => (None, "none", Some("no --url and no accepted connections: pass --url to drive a light probe load".to_string())),
-    };
+    let probe = request_basis.map(|(answered, _)| requests::ProbeCount {
+        answered,
+        sent_bytes_max,
+    });
+    let denominator = requests::decide(probe, accepts, served.as_ref());
+    let requests = denominator.count;
     let resolved = aggregate::resolve(&counts.paths, &strings, &mounts, &hints);
     let fuse = aggregate::fuse_obs(&counts.fuse, &mounts);
     let obs = FsObservation {
@@ -320,8 +408,15 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         requests,
         window_s,
         fuse,
+        fuse_measured,
         cmdline: target.cmdline.clone(),
         exe: target.exe.clone(),
+        // The probe's request time means something only when its requests are the count.
+        work: work_between(
+            cpu_before.as_ref(),
+            cpu_after.as_ref(),
+            request_ms.filter(|_| denominator.basis == "probe-load"),
+        ),
     };
 
     report.target = Some(Target {
@@ -335,9 +430,10 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     report.window_s = Some(round(window_s, 3));
     report.requests = Some(Requests {
         count: requests,
-        basis,
+        basis: denominator.basis,
         rate_per_s: requests.map(|r| round(r as f64 / window_s.max(1e-9), 2)),
-        note,
+        note: denominator.note,
+        served,
     });
     report.findings.extend(traps::fs::rules(&obs));
     report.syscalls = aggregate::syscall_rows(&obs.calls, &mounts, requests, window_s);

@@ -124,6 +124,15 @@ pub fn start(pid: u32, clients: &[u32]) -> NetStart {
     }
 }
 
+/// The target's listening TCP ports, from the census (empty when it failed).
+pub fn listening_ports(start: &NetStart) -> Vec<u16> {
+    start
+        .census
+        .as_ref()
+        .map(|o| o.ports.clone())
+        .unwrap_or_default()
+}
+
 /// What was set up in the kernel for the window.
 pub struct Armed {
     ports: Vec<u16>,

@@ -15,6 +15,8 @@ use super::LoadDriver;
 pub struct ProbeLoad {
     plan: Plan,
     running: Option<Running>,
+    sent_bytes_max: Option<u64>,
+    request_ms: Option<f64>,
 }
 
 impl ProbeLoad {
@@ -30,6 +32,8 @@ impl ProbeLoad {
         Ok(ProbeLoad {
             plan,
             running: None,
+            sent_bytes_max: None,
+            request_ms: None,
         })
     }
 }
@@ -38,6 +42,18 @@ impl LoadDriver for ProbeLoad {
     fn start(&mut self) -> Result<()> {
         self.running = Some(load::start(self.plan.clone())?);
         Ok(())
+    }
+
+    fn server_port(&self) -> Option<u16> {
+        Some(self.plan.target.port)
+    }
+
+    fn sent_bytes_max(&self) -> Option<u64> {
+        self.sent_bytes_max
+    }
+
+    fn request_ms(&self) -> Option<f64> {
+        self.request_ms
     }
 
     fn progress(&self) -> Option<u64> {
@@ -50,6 +66,17 @@ impl LoadDriver for ProbeLoad {
             .take()
             .ok_or_else(|| Error::Untrusted("the probe load never started".into()))?;
         let s = running.stop()?;
+        // Every arrival written at most once, plus one resend per stale pooled connection.
+        self.request_ms = s.service_time_2xx.as_ref().map(|p| p.mean_us / 1000.0);
+        let longest = self
+            .plan
+            .requests()
+            .iter()
+            .map(|r| r.len())
+            .max()
+            .unwrap_or(0) as u64;
+        self.sent_bytes_max =
+            Some(longest * (s.scheduled + s.warmup.scheduled + s.connections.stale_retries));
         // Requests the server answered, whatever the status: each one ran through the server.
         let answered = s.ok_2xx + s.non_2xx;
         let json = serde_json::to_value(&s).unwrap_or_default();

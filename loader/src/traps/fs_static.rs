@@ -8,6 +8,51 @@ use crate::{
     host::mounts::{Mount, MountTable, SlowKind},
 };
 
+/// Severity of a slow-kind mount when its cost cannot be measured (preflight: no tracing), and
+/// why. Whether a walk pays a round trip depends on the kernel's cache (FUSE entry TTLs, NFS
+/// attribute caching, 9p cache modes), so a mount's type alone is a warning; it fails only for
+/// kinds no cache rescues:
+/// - WSL2 DrvFs: the seed measured one shared, serialized resource (~20,000 lookups/s for the
+///   whole machine) whatever the mount options.
+/// - 9p without a metadata cache (`cache=none`, the default, or `mmap`/`readahead`, which
+///   cache file data only): the kernel sends every lookup to the server.
+pub fn static_severity(m: &Mount) -> (Severity, String) {
+    if m.is_drvfs() {
+        return (
+            Severity::Fail,
+            "WSL2 DrvFs is one shared, serialized resource whatever the cache (the seed measured ~20,000 lookups/s for the whole machine)".into(),
+        );
+    }
+    if m.slow_kind() == Some(SlowKind::NineP) && !nine_p_caches_metadata(m) {
+        return (
+            Severity::Fail,
+            "9p without a metadata cache (cache=none, the default): the kernel sends every lookup to the server".into(),
+        );
+    }
+    (
+        Severity::Warn,
+        "whether each lookup is a round trip depends on the kernel's cache (FUSE entry/attribute TTLs, NFS attribute caching, 9p cache modes); trace the running server (trapdetect --pid N) to measure what it costs per request".into(),
+    )
+}
+
+/// Whether a 9p mount caches lookups: `cache=loose`/`fscache` (older kernels print the mode
+/// bare), or a newer kernel's hex mode with the metadata (0x2) or loose (0x8) bit.
+fn nine_p_caches_metadata(m: &Mount) -> bool {
+    m.options
+        .split(',')
+        .chain(m.super_options.split([',', ';']))
+        .any(|o| {
+            let v = o.strip_prefix("cache=").unwrap_or(o);
+            match v {
+                "loose" | "fscache" => true,
+                _ => v
+                    .strip_prefix("0x")
+                    .and_then(|h| u32::from_str_radix(h, 16).ok())
+                    .is_some_and(|bits| bits & 0xa != 0),
+            }
+        })
+}
+
 fn slow_mount<'a>(t: &'a MountTable, path: &[u8]) -> Option<(&'a Mount, SlowKind, usize)> {
     let (i, depth) = t.depth_below_mount(path)?;
     let m = &t.mounts[i];
@@ -18,9 +63,10 @@ fn slow_mount<'a>(t: &'a MountTable, path: &[u8]) -> Option<(&'a Mount, SlowKind
 /// chdirs back (PHP does) walks its components below the mount.
 pub fn cwd(t: &MountTable, pid: u32, cwd: &[u8], restart: &str) -> Option<Finding> {
     let (m, kind, depth) = slow_mount(t, cwd)?;
+    let (severity, why) = static_severity(m);
     let f = Finding::new(
         "fs.cwd-slow",
-        Severity::Fail,
+        severity,
         format!(
             "pid {pid} runs from {}, {} component(s) below {} on {}",
             escape::bytes(cwd),
@@ -34,6 +80,7 @@ pub fn cwd(t: &MountTable, pid: u32, cwd: &[u8], restart: &str) -> Option<Findin
     Some(
         mount_evidence(f, m)
             .with("cwd_depth_below_mount", depth as u64)
+            .with("severity_because", why)
             .predict(format!(
                 "a server that returns to its cwd per request (PHP chdirs back after every script) resolves {depth} component(s) on {} each time: throughput ≤ that filesystem's lookup rate ÷ {depth} (WSL2 DrvFs: ~20,000 lookups/s in the seed)",
                 m.fs_type
@@ -46,9 +93,10 @@ pub fn cwd(t: &MountTable, pid: u32, cwd: &[u8], restart: &str) -> Option<Findin
 pub fn dir(t: &MountTable, dir: &[u8]) -> Option<Finding> {
     let (m, kind, depth) = slow_mount(t, dir)?;
     let mp = m.mount_point_display();
+    let (severity, why) = static_severity(m);
     let f = Finding::new(
         "fs.dir-slow",
-        Severity::Fail,
+        severity,
         format!(
             "--dir {}, {} component(s) below {mp} on {}",
             escape::bytes(dir),
@@ -60,6 +108,7 @@ pub fn dir(t: &MountTable, dir: &[u8]) -> Option<Finding> {
     Some(
         mount_evidence(f, m)
             .with("depth_below_mount", depth as u64)
+            .with("severity_because", why)
             .predict("everything the server reads, writes or returns to under this directory pays a round trip per path component")
             .remedy(format!(
                 "use a run directory on a local filesystem; in the harness: case \"$RUN\" in {}/*) echo \"RUN is on {}\" >&2; exit 1 ;; esac",
@@ -166,6 +215,12 @@ mod tests {
         assert_eq!(f.evidence["cwd_depth_below_mount"], 3);
         assert_eq!(f.evidence["mount_source"], "C:\\\\");
         assert_eq!(f.evidence["slow_because"], "wsl-drvfs");
+        assert!(
+            f.evidence["severity_because"]
+                .as_str()
+                .unwrap()
+                .contains("whatever the cache")
+        );
         assert_eq!(f.evidence["drvfs"], true);
         assert!(
             f.evidence["mount_options"]
@@ -204,7 +259,14 @@ mod tests {
     fn dirs_on_nfs_and_sshfs() {
         let t = table("nfs-sshfs.txt");
         let f = dir(&t, b"/home/alice/src/app/run").unwrap();
-        assert_eq!(f.severity, Severity::Fail);
+        // NFS caches attributes and lookups: its type alone is a warning.
+        assert_eq!(f.severity, Severity::Warn);
+        assert!(
+            f.evidence["severity_because"]
+                .as_str()
+                .unwrap()
+                .contains("trapdetect --pid")
+        );
         assert_eq!(f.evidence["fs_type"], "nfs4");
         assert_eq!(f.evidence["depth_below_mount"], 3);
         assert!(
@@ -243,5 +305,24 @@ mod tests {
         );
         assert_eq!(fs[1].evidence["fs_type"], "fuse.sshfs");
         assert_eq!(fs[1].severity, Severity::Warn);
+    }
+
+    #[test]
+    fn nine_p_fails_statically_only_without_a_metadata_cache() {
+        let line = |opts: &str| {
+            format!(
+                "22 1 0:21 / / rw - ext4 /dev/vda1 rw\n90 22 0:60 / /srv rw - 9p share rw,{opts}trans=virtio\n"
+            )
+        };
+        let sev = |opts: &str| {
+            let t = MountTable::parse(&line(opts)).unwrap();
+            static_severity(&t.mounts[t.mount_of(b"/srv/x").unwrap()]).0
+        };
+        assert_eq!(sev(""), Severity::Fail);
+        assert_eq!(sev("mmap,"), Severity::Fail);
+        assert_eq!(sev("cache=loose,"), Severity::Warn);
+        assert_eq!(sev("loose,"), Severity::Warn);
+        assert_eq!(sev("cache=0x1,"), Severity::Fail);
+        assert_eq!(sev("cache=0xf,"), Severity::Warn);
     }
 }

@@ -1,11 +1,11 @@
 //! Host traps: host.noise (other processes using CPU, load average, CPU pressure, steal),
 //! host.tracer (a tracer attached to the target), host.virt (WSL2, a hypervisor),
 //! host.memory (swap in use, memory pressure, OOM kills), host.kernel-log (new kernel log
-//! lines since a mark).
+//! lines since a mark), host.kernel-support (what this kernel offers `trapdetect --pid`).
 
 use super::{Finding, Severity, fpm::human_bytes, round};
 use crate::host::{
-    host::{KernelLog, LoadAvg, Memory, NoiseSample, Psi, Virt},
+    host::{KernelLog, KernelSupport, LoadAvg, Memory, NoiseSample, Psi, Virt},
     process::Traced,
 };
 
@@ -135,6 +135,86 @@ pub fn tracer(traced: &[Traced], tracers: &[Tracer]) -> Option<Finding> {
 
 /// host.virt: WSL2 is a warning (DrvFs and a different kernel and I/O path); any other
 /// hypervisor is information.
+/// The oldest kernel whose helpers and maps the probes use (the ring buffer, 5.8); the
+/// matrix tests from 5.10 (Debian 11).
+pub const MIN_KERNEL: (u32, u32) = (5, 8);
+/// The oldest kernel the kernel matrix runs (`cargo xtask kernels`).
+pub const OLDEST_TESTED: &str = "5.10";
+
+fn major_minor(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// host.kernel-support: whether `trapdetect --pid` can trace on this kernel, and what it
+/// would lack. Always reported (info when everything is there), so a WSL2 or cloud user sees
+/// the answer before tracing.
+pub fn kernel_support(k: &KernelSupport) -> Finding {
+    let mut lacks = vec![];
+    if !k.btf {
+        lacks.push("BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF)".to_string());
+    }
+    if k.syscall_tracepoints == Some(false) {
+        lacks.push("syscall tracepoints (CONFIG_FTRACE_SYSCALLS)".to_string());
+    }
+    let old = major_minor(&k.release).is_some_and(|v| v < MIN_KERNEL);
+    if old {
+        lacks.push(format!(
+            "Linux {}.{} or later (BPF ring buffer)",
+            MIN_KERNEL.0, MIN_KERNEL.1
+        ));
+    }
+    let (severity, title) = if lacks.is_empty() {
+        let fuse = match k.fuse_tracepoint {
+            Some(false) => {
+                "; no fuse tracepoint (Linux 6.13+): FUSE requests are estimated from paths, not counted"
+            }
+            _ => "",
+        };
+        let unknown = if k.syscall_tracepoints.is_none() {
+            " (syscall tracepoints not checked: tracefs unreadable)"
+        } else {
+            ""
+        };
+        (
+            Severity::Info,
+            format!(
+                "kernel {} can be traced: BTF and syscall tracepoints present{unknown}{fuse}",
+                k.release
+            ),
+        )
+    } else {
+        (
+            Severity::Warn,
+            format!(
+                "kernel {} cannot be traced by trapdetect --pid (exit 4): it lacks {}",
+                k.release,
+                lacks.join(", ")
+            ),
+        )
+    };
+    let f = Finding::new("host.kernel-support", severity, title)
+        .with("kernel_release", k.release.clone())
+        .with("btf", k.btf)
+        .with_opt("syscall_tracepoints", k.syscall_tracepoints)
+        .with_opt("fuse_tracepoint", k.fuse_tracepoint)
+        .with("basis", k.basis.clone())
+        .with(
+            "minimum_kernel",
+            format!(
+                "{}.{} (tested from {OLDEST_TESTED})",
+                MIN_KERNEL.0, MIN_KERNEL.1
+            ),
+        );
+    if lacks.is_empty() {
+        f.remedy("nothing to do")
+    } else {
+        f.remedy(format!(
+            "trace on a kernel with BTF and syscall tracepoints, Linux {OLDEST_TESTED} or later (Debian 11+, Ubuntu 22.04, RHEL 9, WSL2 5.15.74.2+), or pass --btf FILE for a kernel built without BTF"
+        ))
+    }
+}
+
 pub fn virt(v: &Virt) -> Option<Finding> {
     let base = |f: Finding| {
         f.with("kernel_version", v.kernel_version.clone())
@@ -312,6 +392,54 @@ mod tests {
         Busy, CpuTimes, Mark, PsiLine, parse_kmsg_text, read_memory, read_virt, select_records,
     };
     use std::path::Path;
+
+    #[test]
+    fn kernel_support_names_what_a_kernel_lacks() {
+        let ok = KernelSupport {
+            release: "6.1.0-50-amd64".into(),
+            btf: true,
+            syscall_tracepoints: Some(true),
+            fuse_tracepoint: Some(false),
+            basis: "/sys/kernel/tracing".into(),
+        };
+        let f = kernel_support(&ok);
+        assert_eq!(f.severity, Severity::Info);
+        assert!(
+            f.title.contains("fuse tracepoint (Linux 6.13+)"),
+            "{}",
+            f.title
+        );
+        assert_eq!(f.evidence["btf"], true);
+        assert_eq!(f.evidence["minimum_kernel"], "5.8 (tested from 5.10)");
+        // WSL2 before 5.15.74.2 shipped no BTF.
+        let wsl_old = KernelSupport {
+            release: "5.10.102.1-microsoft-standard-WSL2".into(),
+            btf: false,
+            ..ok.clone()
+        };
+        let f = kernel_support(&wsl_old);
+        assert_eq!(f.severity, Severity::Warn);
+        assert!(f.title.contains("exit 4"), "{}", f.title);
+        assert!(f.title.contains("BTF"), "{}", f.title);
+        let ancient = KernelSupport {
+            release: "5.4.0-150-generic".into(),
+            ..ok.clone()
+        };
+        assert!(
+            kernel_support(&ancient)
+                .title
+                .contains("Linux 5.8 or later")
+        );
+        let unknown = KernelSupport {
+            syscall_tracepoints: None,
+            fuse_tracepoint: None,
+            basis: String::new(),
+            ..ok
+        };
+        let f = kernel_support(&unknown);
+        assert_eq!(f.severity, Severity::Info);
+        assert!(f.title.contains("not checked"), "{}", f.title);
+    }
 
     fn fixture(rel: &str) -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -81,12 +81,17 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         .and_then(|d| d.counters.get("TCPTimeWaitOverflow").copied())
         .unwrap_or(0);
     let max_tw = o.sysctls.tcp_max_tw_buckets;
-    let worst = tw.count.max(steady.unwrap_or(0));
-    let at_cap = max_tw.is_some_and(|m| worst >= m) || overflow > 0;
+    // With a target (or ports asked about), only the sockets of its ports are its finding;
+    // other processes' TIME_WAIT in the namespace is context.
+    let present = if tw.scoped { tw.own.count } else { tw.count };
+    let worst = present.max(steady.unwrap_or(0));
+    let at_cap = max_tw.is_some_and(|m| worst >= m) || (overflow > 0 && (!tw.scoped || worst > 0));
     let severity = if worst >= TIME_WAIT_FAIL || at_cap {
         Severity::Fail
     } else if worst >= TIME_WAIT_WARN {
         Severity::Warn
+    } else if tw.scoped && tw.count >= TIME_WAIT_WARN {
+        return Some(others_time_wait(o));
     } else {
         return None;
     };
@@ -101,6 +106,13 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         .map(|(s, c)| if s >= c { Side::Server } else { Side::Client });
     let side = if let Some(s) = traced_side {
         s
+    } else if tw.scoped {
+        // The target's port local: its server closed first; remote: a local client did.
+        if tw.own.local >= tw.own.remote {
+            Side::Server
+        } else {
+            Side::Client
+        }
     } else if cf.server >= cf.client && cf.server >= cf.unknown {
         Side::Server
     } else if cf.client >= cf.unknown {
@@ -108,8 +120,9 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     } else {
         Side::Unknown
     };
-    let top_local = tw.by_local_port.first();
-    let top_group = tw.groups.first();
+    let theirs = |p: u16| !tw.scoped || o.ports.contains(&p);
+    let top_local = tw.by_local_port.iter().find(|p| theirs(p.port));
+    let top_group = tw.groups.iter().find(|g| theirs(g.server_port));
     // wait-drain matches local or remote port: the server's port names both sides' sockets.
     let traced_port = o
         .traced
@@ -128,10 +141,15 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     };
     let drain_s = tw.drain_all_ms.map(|ms| round(ms as f64 / 1000.0, 1));
     let below_s = tw.seconds_until_below(TIME_WAIT_WARN);
-    let title = if tw.count >= TIME_WAIT_WARN {
+    let title = if present >= TIME_WAIT_WARN {
         format!(
-            "{} TIME_WAIT sockets are present before the run ({})",
-            fmt_count(tw.count),
+            "{} TIME_WAIT sockets {}are present before the run ({})",
+            fmt_count(present),
+            if tw.scoped {
+                "on the target's ports "
+            } else {
+                ""
+            },
             match side {
                 Side::Server => "the server closed first",
                 Side::Client => "the client closed first",
@@ -145,7 +163,8 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         )
     };
     let mut f = Finding::new("net.time-wait", severity, title)
-        .with("time_wait_sockets", tw.count)
+        .with("time_wait_sockets", present)
+        .with("time_wait_sockets_in_namespace", tw.count)
         .with_opt("top_local_port", top_local.map(|p| p.port))
         .with_opt("time_wait_on_top_local_port", top_local.map(|p| p.count))
         .with("closed_first_by_server_sockets", tw.closed_first.server)
@@ -220,6 +239,29 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         )
     };
     Some(f.remedy(remedy))
+}
+
+/// TIME_WAIT of other processes in the target's namespace: context (info), never the
+/// target's finding and never its remedy.
+fn others_time_wait(o: &NetObservation) -> Finding {
+    let tw = &o.time_wait;
+    let top = tw.by_local_port.iter().find(|p| !o.ports.contains(&p.port));
+    Finding::new(
+        "net.time-wait",
+        Severity::Info,
+        format!(
+            "{} TIME_WAIT sockets in this namespace, {} of them on the target's ports: other processes' connections",
+            fmt_count(tw.count),
+            fmt_count(tw.own.count)
+        ),
+    )
+    .with("time_wait_sockets", tw.own.count)
+    .with("time_wait_sockets_in_namespace", tw.count)
+    .with_opt("top_local_port", top.map(|p| p.port))
+    .with_opt("time_wait_on_top_local_port", top.map(|p| p.count))
+    .remedy(
+        "nothing to change for this target; the sockets belong to other flows of the namespace and expire by themselves within 60 s",
+    )
 }
 
 /// The flow group the plan (or the census) puts most pressure on.
@@ -535,6 +577,69 @@ mod tests {
 
     fn find<'a>(f: &'a [Finding], id: &str) -> Option<&'a Finding> {
         f.iter().find(|x| x.id == id)
+    }
+
+    /// Issue 11: another server's 1,500 TIME_WAIT on a port the target never used made a
+    /// target that listens on nothing FAIL, with "its port" in the remedy.
+    #[test]
+    fn time_wait_is_judged_on_the_targets_own_ports_only() {
+        use crate::host::net::SockRec;
+        use std::collections::HashSet;
+        let sock = |state: u8, l: &str, r: &str, inode: u64| SockRec {
+            state,
+            local: l.parse().unwrap(),
+            remote: r.parse().unwrap(),
+            timer: if state == 6 { 3 } else { 0 },
+            expires_ms: if state == 6 { 30_000 } else { 0 },
+            rqueue: 0,
+            backlog: None,
+            inode,
+        };
+        let sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(
+            "tw-server-closes.sysctl",
+        )));
+        // Another server listens on 9000 and closed 1,500 connections first.
+        let mut socks = vec![sock(10, "127.0.0.1:9000", "0.0.0.0:0", 111)];
+        for i in 0..1_500u16 {
+            socks.push(sock(
+                6,
+                "127.0.0.1:9000",
+                &format!("127.0.0.1:{}", 40_000 + i),
+                0,
+            ));
+        }
+        // A target that holds no socket: context only, no warn or fail, no remedy for it.
+        let none = HashSet::new();
+        let o = NetObservation::build(&socks, &sys, &[], Some(&none));
+        assert!(o.time_wait.scoped);
+        assert_eq!((o.time_wait.count, o.time_wait.own.count), (1_500, 0));
+        let f = time_wait(&o).unwrap();
+        assert_eq!(f.severity, Severity::Info, "{f:?}");
+        assert_eq!(f.evidence["time_wait_sockets"], 0);
+        assert_eq!(f.evidence["time_wait_sockets_in_namespace"], 1_500);
+        assert!(!f.remedy.contains("its port"), "{}", f.remedy);
+        // The target listening on 8080 with 1,200 of its own: warn, about 8080, not 9000.
+        let mine: HashSet<u64> = [222].into();
+        socks.push(sock(10, "127.0.0.1:8080", "0.0.0.0:0", 222));
+        for i in 0..1_200u16 {
+            socks.push(sock(
+                6,
+                "127.0.0.1:8080",
+                &format!("127.0.0.1:{}", 20_000 + i),
+                0,
+            ));
+        }
+        let o = NetObservation::build(&socks, &sys, &[], Some(&mine));
+        assert_eq!(o.time_wait.own.count, 1_200);
+        let f = time_wait(&o).unwrap();
+        assert_eq!(f.severity, Severity::Warn);
+        assert_eq!(f.evidence["time_wait_sockets"], 1_200);
+        assert_eq!(f.evidence["top_local_port"], 8080);
+        assert!(f.remedy.contains("--port 8080"), "{}", f.remedy);
+        // Without a target the whole namespace is judged, as before.
+        let o = NetObservation::build(&socks, &sys, &[], None);
+        assert_eq!(time_wait(&o).unwrap().severity, Severity::Warn);
+        assert_eq!(time_wait(&o).unwrap().evidence["time_wait_sockets"], 2_700);
     }
 
     #[test]

@@ -1,31 +1,25 @@
 //! A misbehaving server as a process, for `cargo xtask bench load` (the tests start them
 //! in-process): `misbehave never` prints its port, then holds every connection it accepts
-//! without answering until its stdin closes; `misbehave capacity W MS` answers 200 after MS
-//! milliseconds on one of W workers (a planted knee at W × 1000 / MS per second).
+//! without answering until its stdin closes; `misbehave capacity WORKERS MS` answers 200 with
+//! WORKERS workers busy MS ms per request (a known capacity) and prints, when stdin closes,
+//! the connections it saw open at most, accepted, and the requests it read.
 
 use std::io::Read;
 
 use trapdetect_e2e::misbehave::{Behaviour, Server};
 
 fn main() {
-    let b = match std::env::args().nth(1).as_deref() {
-        Some("never") => Behaviour::Never,
-        Some("200") => Behaviour::Status(200),
-        Some("capacity") => {
-            let arg = |i: usize| std::env::args().nth(i).and_then(|v| v.parse::<u64>().ok());
-            match (arg(2), arg(3)) {
-                (Some(w), Some(ms)) if w > 0 => Behaviour::Capacity {
-                    workers: w as usize,
-                    service: std::time::Duration::from_millis(ms),
-                },
-                _ => {
-                    eprintln!("usage: misbehave capacity WORKERS SERVICE_MS");
-                    std::process::exit(2);
-                }
-            }
-        }
+    let args: Vec<String> = std::env::args().collect();
+    let num = |i: usize| args.get(i).and_then(|a| a.parse::<u64>().ok());
+    let b = match (args.get(1).map(String::as_str), num(2), num(3)) {
+        (Some("never"), ..) => Behaviour::Never,
+        (Some("200"), ..) => Behaviour::Status(200),
+        (Some("capacity"), Some(w), Some(ms)) if w > 0 => Behaviour::Capacity {
+            workers: w as usize,
+            service: std::time::Duration::from_millis(ms),
+        },
         _ => {
-            eprintln!("usage: misbehave never|200|capacity W MS");
+            eprintln!("usage: misbehave never|200|capacity WORKERS MS");
             std::process::exit(2);
         }
     };
@@ -44,5 +38,13 @@ fn main() {
     println!("{}", server.port());
     let mut sink = vec![];
     let _ = std::io::stdin().read_to_end(&mut sink);
+    if matches!(b, Behaviour::Capacity { .. }) {
+        eprintln!(
+            "open_max {} accepted {} requests {}",
+            server.open_max(),
+            server.accepted(),
+            server.requests()
+        );
+    }
     drop(server);
 }

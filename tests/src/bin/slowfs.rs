@@ -1,9 +1,11 @@
 //! slowfs: a FUSE passthrough that is slow and serialized on purpose, the way WSL2's DrvFs or a
 //! single-threaded FUSE daemon behaves under concurrency. Every operation takes one global lock
-//! and sleeps `--delay-us` while holding it; entry and attribute TTLs are 0, so the kernel asks
-//! again on every path walk (kernel caching would hide the trap).
+//! and sleeps `--delay-us` while holding it; entry and attribute TTLs are 0 by default, so the
+//! kernel asks again on every path walk (kernel caching would hide the trap). `--ttl-ms` sets
+//! them the way most FUSE filesystems do (sshfs: 1 s), and `--delay-us 0` answers at once: the
+//! fast, cached case whose walks the kernel serves from its dentry cache.
 //!
-//!     slowfs --backing DIR --mount MNT [--delay-us 200] [--subtype slowfs] [--stats FILE]
+//!     slowfs --backing DIR --mount MNT [--delay-us 200] [--ttl-ms 0] [--subtype slowfs] [--stats FILE]
 //!
 //! Unmounts on SIGTERM/SIGINT. `--stats FILE` is rewritten every 100 ms with the operations
 //! served so far, as JSON (`{"lookup": n, ...}`), for cross-checking trapdetect's counts.
@@ -27,8 +29,6 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyStatfs, Request,
 };
 
-const TTL: Duration = Duration::ZERO;
-
 /// Operation counters, in the order they are reported.
 const OPS: [&str; 9] = [
     "lookup", "getattr", "readlink", "open", "read", "release", "opendir", "readdir", "access",
@@ -42,6 +42,8 @@ struct Inodes {
 
 struct SlowFs {
     delay: Duration,
+    /// Entry and attribute TTL handed to the kernel.
+    ttl: Duration,
     lock: Mutex<()>,
     inodes: Mutex<Inodes>,
     files: Mutex<HashMap<u64, File>>,
@@ -130,7 +132,7 @@ impl Filesystem for SlowFs {
         match std::fs::symlink_metadata(&p) {
             Ok(md) => {
                 let ino = self.ino_for(&p);
-                reply.entry(&TTL, &attr(ino, &md), Generation(0))
+                reply.entry(&self.ttl, &attr(ino, &md), Generation(0))
             }
             Err(e) => reply.error(errno(e)),
         }
@@ -142,7 +144,7 @@ impl Filesystem for SlowFs {
             return reply.error(Errno::ENOENT);
         };
         match std::fs::symlink_metadata(&p) {
-            Ok(md) => reply.attr(&TTL, &attr(u64::from(ino), &md)),
+            Ok(md) => reply.attr(&self.ttl, &attr(u64::from(ino), &md)),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -273,6 +275,7 @@ struct Args {
     backing: PathBuf,
     mount: PathBuf,
     delay_us: u64,
+    ttl_ms: u64,
     subtype: String,
     stats: Option<PathBuf>,
 }
@@ -282,6 +285,7 @@ fn parse_args() -> Result<Args, String> {
         backing: PathBuf::new(),
         mount: PathBuf::new(),
         delay_us: 200,
+        ttl_ms: 0,
         subtype: "slowfs".into(),
         stats: None,
     };
@@ -300,13 +304,19 @@ fn parse_args() -> Result<Args, String> {
                     .parse()
                     .map_err(|_| "--delay-us: not a number".to_string())?
             }
+            Some("--ttl-ms") => {
+                a.ttl_ms = val()?
+                    .to_string_lossy()
+                    .parse()
+                    .map_err(|_| "--ttl-ms: not a number".to_string())?
+            }
             Some("--subtype") => a.subtype = val()?.to_string_lossy().into_owned(),
             Some("--stats") => a.stats = Some(val()?.into()),
             _ => return Err(format!("unknown argument {}", flag.to_string_lossy())),
         }
     }
     if a.backing.as_os_str().is_empty() || a.mount.as_os_str().is_empty() {
-        return Err("usage: slowfs --backing DIR --mount MNT [--delay-us N] [--subtype NAME] [--stats FILE]".into());
+        return Err("usage: slowfs --backing DIR --mount MNT [--delay-us N] [--ttl-ms N] [--subtype NAME] [--stats FILE]".into());
     }
     Ok(a)
 }
@@ -345,6 +355,7 @@ fn main() {
     inodes.by_path.insert(backing.clone(), 1);
     let fs = SlowFs {
         delay: Duration::from_micros(args.delay_us),
+        ttl: Duration::from_millis(args.ttl_ms),
         lock: Mutex::new(()),
         inodes: Mutex::new(inodes),
         files: Mutex::new(HashMap::new()),

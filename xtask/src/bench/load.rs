@@ -23,6 +23,11 @@
 //! `--insecure` for both tools) or `h2` (HTTP/2 over TLS: 8 connections × 64 streams for both,
 //! trapdetect `--connections 8 --max-streams 64`, oha `-c 8 -p 64`); default `http` (HTTP/1.1).
 //!
+//! Overload points (issue 15): against `misbehave capacity` (a known ceiling), 1.2×, 1.5× and
+//! 2× its closed-loop capacity measured with wrk, offered by trapdetect (open loop, budget),
+//! oha -q and trapdetect's wrk2-style paced closed loop, interleaved; `BENCH_LOAD_ONLY=overload`
+//! runs only those.
+//!
 //! Settings: `BENCH_LOAD_TRIES` (default 2) tries per step, a step held if one try holds (every
 //! try is printed); `BENCH_LOAD_BASELINE=/path/to/trapdetect` climbs the same ladder with
 //! another build (e.g. main's) in the same run; `BENCH_SKIP_OHA` compares with wrk only.
@@ -622,6 +627,11 @@ fn memory(bin: &Path, oha: Option<&Path>) -> Result<()> {
             "8s",
             "--timeout",
             "10s",
+            // 10,000 sockets held, none queued: the figure is the cost of 10,000 in flight.
+            "--max-connections",
+            "10000",
+            "--max-wait",
+            "10s",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -765,6 +775,234 @@ impl<'a> Climb<'a> {
     }
 }
 
+/// A `misbehave capacity` server: a known ceiling (workers × 1 / service time).
+struct Capacity {
+    child: Child,
+    port: u16,
+}
+
+impl Capacity {
+    fn start(s: &Settings, workers: u32, service_ms: u32) -> Result<Capacity> {
+        let mut child = s
+            .command(target_dir().join("misbehave"))
+            .args(["capacity", &workers.to_string(), &service_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("start misbehave (cargo build --release builds it)")?;
+        let mut port = String::new();
+        {
+            use std::io::BufRead;
+            let stdout = child.stdout.take().context("misbehave stdout")?;
+            std::io::BufReader::new(stdout).read_line(&mut port)?;
+        }
+        let port = port.trim().parse().context("misbehave port")?;
+        Ok(Capacity { child, port })
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// Stops it; returns what it counted (`open_max N accepted N requests N`).
+    fn finish(mut self) -> String {
+        drop(self.child.stdin.take());
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = self.child.wait();
+        err.trim().to_string()
+    }
+}
+
+impl Drop for Capacity {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One overload point of one tool: 2xx per second inside the window, lag, cost.
+struct Over {
+    delivered: f64,
+    dropped: u64,
+    failed: u64,
+    lag_p99_us: Option<f64>,
+    cpu_s: f64,
+    rss_mib: Option<f64>,
+    connections: u64,
+}
+
+/// Overload points (issue 15): a server of known capacity, its closed-loop capacity measured
+/// with wrk, then 1.2×, 1.5× and 2× that offered by trapdetect (open loop, its default
+/// connection budget), by oha -q (fixed connections, paced) and by trapdetect's wrk2-style
+/// mode (--closed-loop -c N --rate R), interleaved at each point.
+fn overload(s: &Settings, bin: &Path, oha: Option<&Path>) -> Result<()> {
+    const WORKERS: u32 = 64;
+    const SERVICE_MS: u32 = 8;
+    const CONNS: &str = "512";
+    let secs = STEP_S + WARMUP_S;
+    let server = Capacity::start(s, WORKERS, SERVICE_MS)?;
+    let url = server.url();
+    let (out, ..) =
+        measured_plain(
+            s.command("wrk")
+                .args(["-t1", "-c256", &format!("-d{secs}s"), &url]),
+        )?;
+    let cap = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .context("wrk Requests/sec")?;
+    eprintln!(
+        "overload: misbehave capacity {WORKERS} workers × {SERVICE_MS} ms (nominal {}/s); wrk \
+         -t1 -c256 closed loop: {cap:.0}/s; {WARMUP_S}s warm-up + {STEP_S}s judged per point",
+        WORKERS * 1000 / SERVICE_MS
+    );
+    let mut rows = vec![];
+    for factor in [1.2, 1.5, 2.0] {
+        let rate = (cap * factor).round() as u64;
+        let td = |extra: &[&str]| -> Result<Over> {
+            let mut c = s.command(bin);
+            c.args([
+                "load",
+                "--json",
+                "-q",
+                "--url",
+                &url,
+                "--rate",
+                &rate.to_string(),
+            ])
+            .args(["--warmup", &format!("{WARMUP_S}s")])
+            .args(["--duration", &format!("{STEP_S}s"), "--timeout", "2s"])
+            .args(extra);
+            let (out, cpu, ..) = measured_plain(&mut c)?;
+            let v: Value = serde_json::from_str(&out).context("trapdetect load JSON")?;
+            Ok(Over {
+                delivered: v["delivered_rate_per_s"].as_f64().unwrap_or(0.0),
+                dropped: v["dropped"].as_u64().unwrap_or(0),
+                failed: v["errors_total"].as_u64().unwrap_or(0)
+                    + v["non_2xx"].as_u64().unwrap_or(0),
+                lag_p99_us: v["sched_lag"]["p99_us"].as_f64(),
+                cpu_s: cpu,
+                rss_mib: v["generator"]["rss_max_mib"].as_f64(),
+                connections: v["connections"]["opened"].as_u64().unwrap_or(0),
+            })
+        };
+        let open = td(&["--max-connections", CONNS])?;
+        let wrk2 = td(&["--closed-loop", "-c", CONNS])?;
+        let oha_r = match oha {
+            Some(o) => Some(oha_over(s, o, &url, rate, CONNS, secs)?),
+            None => None,
+        };
+        let show = |name: &str, o: &Over| {
+            eprintln!(
+                "  {factor}× ({rate}/s) {name:<34} delivered {:>7.0}/s ({:.2} of capacity), \
+                 dropped {}, failed {}, lag p99 {}, CPU {:.2}s, rss {}, connections {}",
+                o.delivered,
+                o.delivered / cap,
+                o.dropped,
+                o.failed,
+                o.lag_p99_us
+                    .map_or("-".into(), |l| format!("{:.2} ms", l / 1e3)),
+                o.cpu_s,
+                o.rss_mib.map_or("-".into(), |m| format!("{m:.1} MiB")),
+                o.connections
+            );
+        };
+        show("trapdetect load (open, budget 512)", &open);
+        show("trapdetect --closed-loop -c 512 --rate", &wrk2);
+        if let Some(o) = &oha_r {
+            show("oha -q -c 512", o);
+        }
+        let best_peer = oha_r
+            .as_ref()
+            .map_or(wrk2.delivered, |o| o.delivered.max(wrk2.delivered));
+        eprintln!(
+            "  {factor}×: trapdetect open / best peer delivered: {:.2}",
+            open.delivered / best_peer.max(1.0)
+        );
+        rows.push(json!({
+            "factor": factor,
+            "rate": rate,
+            "trapdetect_delivered": open.delivered,
+            "trapdetect_dropped": open.dropped,
+            "trapdetect_lag_p99_us": open.lag_p99_us,
+            "trapdetect_rss_mib": open.rss_mib,
+            "wrk2_style_delivered": wrk2.delivered,
+            "oha_delivered": oha_r.as_ref().map(|o| o.delivered),
+        }));
+    }
+    eprintln!("  server counted: {}", server.finish());
+    record(
+        "load.overload",
+        json!({"capacity_closed_loop": cap, "points": rows}),
+    );
+    Ok(())
+}
+
+/// Runs `cmd` to its end: (stdout, CPU s of the child).
+fn measured_plain(cmd: &mut Command) -> Result<(String, f64)> {
+    let c0 = children_cpu_s();
+    let out = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .output()
+        .with_context(|| format!("spawn {cmd:?}"))?;
+    Ok((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        children_cpu_s() - c0,
+    ))
+}
+
+/// oha -q at `rate` with `conns` connections for `secs` s, in-flight requests aborted at the
+/// deadline: its 2xx over the run (it has no separate measured window).
+fn oha_over(
+    s: &Settings,
+    oha: &Path,
+    url: &str,
+    rate: u64,
+    conns: &str,
+    secs: u64,
+) -> Result<Over> {
+    let (out, cpu) = measured_plain(s.command(oha).args([
+        "--no-tui",
+        "--output-format",
+        "json",
+        "-q",
+        &rate.to_string(),
+        "-z",
+        &format!("{secs}s"),
+        "-c",
+        conns,
+        "-t",
+        "2s",
+        "--latency-correction",
+        url,
+    ]))?;
+    let v: Value = serde_json::from_str(&out).context("oha JSON")?;
+    let ok: u64 = v["statusCodeDistribution"].as_object().map_or(0, |m| {
+        m.iter()
+            .filter(|(k, _)| k.starts_with('2'))
+            .filter_map(|(_, n)| n.as_u64())
+            .sum()
+    });
+    let errors = v["errorDistribution"]
+        .as_object()
+        .map_or(0, |m| m.values().filter_map(Value::as_u64).sum::<u64>());
+    Ok(Over {
+        delivered: ok as f64 / secs as f64,
+        dropped: 0,
+        failed: errors,
+        lag_p99_us: None,
+        cpu_s: cpu,
+        rss_mib: None,
+        connections: conns.parse().unwrap_or(0),
+    })
+}
+
 pub fn run() -> Result<()> {
     for tool in ["nginx", "wrk"] {
         if !has(tool) {
@@ -774,6 +1012,10 @@ pub fn run() -> Result<()> {
     let s = Settings::from_env();
     let oha = ensure_oha();
     let bin = target_dir().join("trapdetect");
+    // `BENCH_LOAD_ONLY=overload`: only the overload points.
+    if std::env::var("BENCH_LOAD_ONLY").is_ok_and(|v| v == "overload") {
+        return overload(&s, &bin, oha.as_deref());
+    }
     // Another build of trapdetect (e.g. main's) climbs the same ladder in the same run.
     let baseline = std::env::var_os("BENCH_LOAD_BASELINE").map(PathBuf::from);
     let nginx = Nginx::start(&s)?;
@@ -868,5 +1110,6 @@ pub fn run() -> Result<()> {
     record("load.held_rate", Value::Object(held));
     drop(climbs);
     drop(nginx);
+    overload(&s, &bin, oha.as_deref())?;
     memory(&bin, oha.as_deref())
 }

@@ -171,7 +171,7 @@ impl Diag {
 }
 
 /// Parses one `recv` worth of netlink messages; true at the end of the dump.
-fn parse_batch(b: &[u8], seq: u32, f: &mut dyn FnMut(SockRec)) -> io::Result<bool> {
+pub fn parse_batch(b: &[u8], seq: u32, f: &mut dyn FnMut(SockRec)) -> io::Result<bool> {
     let mut off = 0;
     while off + NLMSG_HDRLEN <= b.len() {
         let len = u32::from_ne_bytes(b[off..off + 4].try_into().unwrap()) as usize;

@@ -163,6 +163,22 @@ pub struct TimeWait {
     pub drain_all_ms: Option<u64>,
     /// Sockets by remaining time: entry `i` counts timers with `i` ≤ remaining < `i + 1` s.
     pub remaining_histogram_s: Vec<u64>,
+    /// The census was about a target or given ports: only `own` is theirs, the rest of
+    /// the count is other processes' context.
+    pub scoped: bool,
+    /// Sockets of the ports of interest (local or remote port is one): the target's flows.
+    pub own: OwnTimeWait,
+}
+
+/// TIME_WAIT on the target's ports (its listeners and the ports asked about).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OwnTimeWait {
+    /// Sockets whose local or remote port is a port of interest.
+    pub count: u64,
+    /// Of those, with the port of interest local (the server side closed first).
+    pub local: u64,
+    /// With it remote only (a client in this namespace closed first).
+    pub remote: u64,
 }
 
 impl TimeWait {
@@ -536,6 +552,15 @@ impl<'a> Tally<'a> {
         }
         let tw = &mut self.tw;
         tw.count += 1;
+        let (own_l, own_r) = (
+            self.interest.binary_search(&l).is_ok(),
+            self.interest.binary_search(&r).is_ok(),
+        );
+        if own_l || own_r {
+            tw.own.count += 1;
+            tw.own.local += own_l as u64;
+            tw.own.remote += (own_r && !own_l) as u64;
+        }
         self.tw_local[l as usize] += 1;
         self.tw_remote[r as usize] += 1;
         // Undecided sockets are grouped as if the lower port were the server's (the usual
@@ -575,6 +600,7 @@ impl<'a> Tally<'a> {
             mut hist,
             ..
         } = self;
+        tw.scoped = target.is_some() || !ports.is_empty();
         if tw.count > 0 {
             tw.drain_all_ms = Some(drain_all);
             while hist.last() == Some(&0) {

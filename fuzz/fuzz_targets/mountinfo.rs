@@ -1,0 +1,3 @@
+//! Fuzz target `mountinfo`: see `trapdetect::fuzzing::mountinfo`.
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| trapdetect::fuzzing::mountinfo(data));

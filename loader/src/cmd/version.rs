@@ -1,0 +1,323 @@
+//! `trapdetect version [--kernel]`: what this binary is and, with `--kernel`, whether this
+//! kernel has what `trace` needs (BTF and the struct fields read through it, every tracepoint
+//! of the compatibility table, the eBPF helpers and map types the object uses), checked the
+//! way `trace` would use them, before a benchmark depends on it.
+
+use aya::{
+    maps::MapType,
+    programs::ProgramType,
+    sys::{BpfHelper, is_helper_supported, is_map_supported},
+};
+use serde_json::{Value, json};
+
+use crate::{
+    btf::Btf,
+    error::{Result, exit},
+    probe::{self, tracefs::Tracefs},
+    util::print,
+    version,
+};
+
+/// Flags of `trapdetect version`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Exit codes:
+  0  printed (with --kernel: everything `trace` requires is present)
+  2  bad usage
+  4  with --kernel: something `trace` requires is missing (named)")]
+pub struct VersionArgs {
+    /// Also check this kernel's support: BTF, tracepoints, eBPF helpers and map types (the
+    /// helper and map probes load tiny programs: they need root or CAP_BPF).
+    #[arg(long)]
+    pub kernel: bool,
+    /// Kernel BTF to check instead of /sys/kernel/btf/vmlinux (as `trace --btf`).
+    #[arg(long, value_name = "FILE", requires = "kernel")]
+    pub btf: Option<std::path::PathBuf>,
+    /// Print JSON on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Every helper the eBPF object may call, with the kernel that introduced it. A unit test
+/// checks that the object calls nothing missing from this list.
+const HELPERS: &[(BpfHelper, &str, &str)] = &[
+    (
+        BpfHelper::BPF_FUNC_map_lookup_elem,
+        "map_lookup_elem",
+        "3.19",
+    ),
+    (
+        BpfHelper::BPF_FUNC_map_update_elem,
+        "map_update_elem",
+        "3.19",
+    ),
+    (
+        BpfHelper::BPF_FUNC_map_delete_elem,
+        "map_delete_elem",
+        "3.19",
+    ),
+    (BpfHelper::BPF_FUNC_ktime_get_ns, "ktime_get_ns", "4.1"),
+    (
+        BpfHelper::BPF_FUNC_get_current_pid_tgid,
+        "get_current_pid_tgid",
+        "4.2",
+    ),
+    (
+        BpfHelper::BPF_FUNC_get_current_task,
+        "get_current_task",
+        "4.8",
+    ),
+    (
+        BpfHelper::BPF_FUNC_probe_read_kernel,
+        "probe_read_kernel",
+        "5.5",
+    ),
+    (
+        BpfHelper::BPF_FUNC_probe_read_user_str,
+        "probe_read_user_str",
+        "5.5",
+    ),
+    (BpfHelper::BPF_FUNC_ringbuf_output, "ringbuf_output", "5.8"),
+    (
+        BpfHelper::BPF_FUNC_ringbuf_reserve,
+        "ringbuf_reserve",
+        "5.8",
+    ),
+    (BpfHelper::BPF_FUNC_ringbuf_submit, "ringbuf_submit", "5.8"),
+    (
+        BpfHelper::BPF_FUNC_ringbuf_discard,
+        "ringbuf_discard",
+        "5.8",
+    ),
+];
+
+/// The map types the object declares, with the kernel that introduced them.
+const MAPS: &[(MapType, &str, &str)] = &[
+    (MapType::Array, "array", "3.19"),
+    (MapType::PerCpuArray, "percpu_array", "4.6"),
+    (MapType::PerCpuHash, "percpu_hash", "4.6"),
+    (MapType::RingBuf, "ringbuf", "5.8"),
+];
+
+/// One line of the kernel report.
+struct Check {
+    what: String,
+    required: bool,
+    /// `Some(true)` present, `Some(false)` missing, `None` not checked (why in `note`).
+    ok: Option<bool>,
+    note: String,
+}
+
+impl Check {
+    fn json(&self) -> Value {
+        json!({
+            "what": self.what,
+            "required": self.required,
+            "status": match self.ok { Some(true) => "ok", Some(false) => "missing", None => "not-checked" },
+            "note": self.note,
+        })
+    }
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| crate::escape::text(s.trim()))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Probes this kernel; returns the checks in report order, grouped.
+fn kernel_checks(btf_file: Option<&std::path::Path>) -> Vec<(&'static str, Vec<Check>)> {
+    let mut groups = vec![];
+    // BTF, and the fields read through it.
+    let path = btf_file.unwrap_or(std::path::Path::new("/sys/kernel/btf/vmlinux"));
+    let mut btf_checks = vec![];
+    match std::fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|d| {
+            Btf::parse(&d)
+                .map_err(|e| e.to_string())
+                .map(|b| (b, d.len()))
+        }) {
+        Ok((btf, len)) => {
+            btf_checks.push(Check {
+                what: path.display().to_string(),
+                required: true,
+                ok: Some(true),
+                note: format!("{len} bytes"),
+            });
+            for (what, required, r) in probe::btf_fields(&btf) {
+                btf_checks.push(Check {
+                    what: what.into(),
+                    required,
+                    ok: Some(r.is_ok()),
+                    note: r.err().unwrap_or_default(),
+                });
+            }
+        }
+        Err(e) => btf_checks.push(Check {
+            what: path.display().to_string(),
+            required: true,
+            ok: Some(false),
+            note: format!("{e} (needs CONFIG_DEBUG_INFO_BTF=y, or a BTF file with --btf)"),
+        }),
+    }
+    groups.push(("BTF", btf_checks));
+
+    // Tracepoints, from the compatibility table `trace` attaches by.
+    let mut tp = vec![];
+    match Tracefs::ensure() {
+        Ok(fs) => {
+            for row in probe::compat_table() {
+                for (cat, name) in &row.attach {
+                    let ok = fs.has_event(cat, name);
+                    tp.push(Check {
+                        what: format!("{cat}/{name}"),
+                        required: row.required,
+                        ok: Some(ok),
+                        note: if ok {
+                            String::new()
+                        } else {
+                            row.purpose.to_string()
+                        },
+                    });
+                }
+            }
+        }
+        Err(e) => tp.push(Check {
+            what: "tracefs".into(),
+            required: true,
+            ok: None,
+            note: e.to_string(),
+        }),
+    }
+    groups.push(("tracepoints", tp));
+
+    // Helpers and maps: probed by loading two-instruction programs (needs CAP_BPF).
+    let used = version::helper_calls(probe::object());
+    let mut helpers = vec![];
+    for id in &used {
+        let Some((h, name, since)) = HELPERS.iter().find(|(h, ..)| *h as u32 == *id) else {
+            helpers.push(Check {
+                what: format!("helper #{id}"),
+                required: true,
+                ok: None,
+                note: "not in trapdetect's helper table".into(),
+            });
+            continue;
+        };
+        let r = is_helper_supported(ProgramType::TracePoint, *h);
+        helpers.push(Check {
+            what: format!("bpf_{name} (from tracepoint programs)"),
+            required: true,
+            ok: r.as_ref().ok().copied(),
+            note: match r {
+                Ok(true) => String::new(),
+                Ok(false) => format!("Linux {since}+"),
+                Err(e) => format!("not probed: {e} (needs root or CAP_BPF)"),
+            },
+        });
+    }
+    groups.push(("eBPF helpers", helpers));
+    let mut maps = vec![];
+    for (m, name, since) in MAPS {
+        let r = is_map_supported(*m);
+        maps.push(Check {
+            what: (*name).into(),
+            required: true,
+            ok: r.as_ref().ok().copied(),
+            note: match r {
+                Ok(true) => String::new(),
+                Ok(false) => format!("Linux {since}+"),
+                Err(e) => format!("not probed: {e} (needs root or CAP_BPF)"),
+            },
+        });
+    }
+    groups.push(("eBPF map types", maps));
+    groups
+}
+
+/// Runs the command; returns the exit code.
+pub fn run(a: VersionArgs) -> Result<i32> {
+    let mut doc = json!({
+        "schema": "trapdetect.version/1",
+        "version": version::VERSION,
+        "commit": version::GIT_COMMIT,
+        "build_date": version::BUILD_DATE,
+        "ebpf_sha256": version::EBPF_SHA256,
+    });
+    let mut text = format!("trapdetect {}\n", version::LONG);
+    let mut code = exit::OK;
+    if a.kernel {
+        let groups = kernel_checks(a.btf.as_deref());
+        let missing: Vec<&str> = groups
+            .iter()
+            .flat_map(|(_, c)| c)
+            .filter(|c| c.required && c.ok == Some(false))
+            .map(|c| c.what.as_str())
+            .collect();
+        let unchecked = groups
+            .iter()
+            .flat_map(|(_, c)| c)
+            .filter(|c| c.ok.is_none())
+            .count();
+        text.push_str(&format!("kernel       {}\n", kernel_release()));
+        for (name, checks) in &groups {
+            text.push_str(&format!("{name}:\n"));
+            for c in checks {
+                let status = match (c.ok, c.required) {
+                    (Some(true), _) => "ok",
+                    (Some(false), true) => "MISSING",
+                    (Some(false), false) => "missing",
+                    (None, _) => "NOT CHECKED",
+                };
+                let sep = if c.note.is_empty() { "" } else { "  " };
+                text.push_str(&format!(
+                    "  {status:<11} {}{}{sep}{}\n",
+                    c.what,
+                    if c.required { "" } else { " (optional)" },
+                    c.note
+                ));
+            }
+        }
+        let verdict = if !missing.is_empty() {
+            code = exit::PRIVILEGE;
+            format!("trace cannot run here: missing {}", missing.join(", "))
+        } else if unchecked > 0 {
+            format!(
+                "nothing required is missing, but {unchecked} checks could not run (see NOT CHECKED)"
+            )
+        } else {
+            "everything trace requires is present".into()
+        };
+        text.push_str(&format!("verdict: {verdict}\n"));
+        doc["kernel"] = json!({
+            "release": kernel_release(),
+            "groups": groups.iter().map(|(n, c)| json!({"name": n, "checks": c.iter().map(Check::json).collect::<Vec<_>>()})).collect::<Vec<_>>(),
+            "missing_required": missing,
+            "not_checked": unchecked,
+            "verdict": verdict,
+        });
+    }
+    if a.json {
+        print(&format!("{doc:#}\n"))?;
+    } else {
+        print(&text)?;
+    }
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_helper_the_object_calls_is_in_the_table() {
+        let used = version::helper_calls(probe::object());
+        for id in &used {
+            assert!(
+                HELPERS.iter().any(|(h, ..)| *h as u32 == *id),
+                "the eBPF object calls helper #{id}: add it to HELPERS with its kernel version"
+            );
+        }
+        assert!(used.contains(&(BpfHelper::BPF_FUNC_ringbuf_reserve as u32)));
+    }
+}

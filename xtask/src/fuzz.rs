@@ -1,0 +1,172 @@
+//! `cargo xtask fuzz [--seconds N] [TARGET]`: runs the cargo-fuzz (libFuzzer) targets of
+//! `fuzz/` on their checked-in seed corpus, one after the other, and prints executions and
+//! findings per target. `cargo xtask test` runs every target briefly, so CI fuzzes too.
+//!
+//! New inputs libFuzzer finds go to `fuzz/work/<target>` (ignored by git); the seeds in
+//! `fuzz/corpus/<target>` are only read. A crash leaves its input in `fuzz/artifacts/` and
+//! fails the command.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Instant,
+};
+
+use anyhow::{Context, Result, bail};
+
+use crate::util;
+
+/// The targets, in the order they run (names of `fuzz/fuzz_targets/*.rs`).
+pub const TARGETS: &[&str] = &[
+    "mountinfo",
+    "proc_files",
+    "fpm_config",
+    "btf",
+    "elf",
+    "sock_diag",
+    "proc_net_tcp",
+    "http_response",
+    "flags",
+];
+
+/// What one target did.
+pub struct Outcome {
+    target: &'static str,
+    seconds: u64,
+    executions: u64,
+    corpus: u64,
+    crashed: bool,
+}
+
+fn nightly_cargo() -> Command {
+    // The rustup proxy, not $CARGO (xtask runs under stable's cargo).
+    let mut c = Command::new("cargo");
+    c.arg("+nightly");
+    c.env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO")
+        .env_remove("RUSTC")
+        .env_remove("CARGO_TARGET_DIR");
+    c
+}
+
+/// Installs cargo-fuzz when it is missing (idempotent).
+fn ensure_cargo_fuzz() -> Result<()> {
+    let ok = nightly_cargo()
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("xtask: installing cargo-fuzz (cargo install cargo-fuzz --locked)");
+        util::run(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))?;
+    }
+    Ok(())
+}
+
+/// The eBPF object the release build made: the fuzz build reuses it instead of running
+/// aya-build again under sanitizers.
+fn ebpf_object(root: &Path) -> Result<PathBuf> {
+    let build = root.join("target/release/build");
+    let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
+    for e in std::fs::read_dir(&build).with_context(|| format!("{}", build.display()))? {
+        let p = e?.path().join("out/trapdetect");
+        if p.file_name().is_some()
+            && let Ok(m) = std::fs::metadata(&p)
+            && let Ok(t) = m.modified()
+            && best.as_ref().is_none_or(|(b, _)| t > *b)
+        {
+            best = Some((t, p));
+        }
+    }
+    best.map(|(_, p)| p)
+        .context("no eBPF object under target/release/build: run `cargo xtask build` first")
+}
+
+fn stat(out: &str, key: &str) -> Option<u64> {
+    out.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Builds the fuzz crate, then runs each target (or `only`) for `seconds`.
+pub fn run(seconds: u64, only: Option<&str>) -> Result<Vec<Outcome>> {
+    let root = util::root();
+    let fuzz = root.join("fuzz");
+    let targets: Vec<&'static str> = TARGETS
+        .iter()
+        .copied()
+        .filter(|t| only.is_none_or(|o| o == *t))
+        .collect();
+    if targets.is_empty() {
+        bail!(
+            "no fuzz target named {:?} (known: {})",
+            only,
+            TARGETS.join(", ")
+        );
+    }
+    ensure_cargo_fuzz()?;
+    let obj = ebpf_object(&root)?;
+    util::run(
+        nightly_cargo()
+            .args(["fuzz", "build"])
+            .env("TRAPDETECT_EBPF_OBJ", &obj)
+            .current_dir(&fuzz),
+    )?;
+    let mut outcomes = vec![];
+    for t in targets {
+        let work = fuzz.join("work").join(t);
+        std::fs::create_dir_all(&work)?;
+        let started = Instant::now();
+        let out = nightly_cargo()
+            .args(["fuzz", "run", t])
+            .arg(&work)
+            .arg(fuzz.join("corpus").join(t))
+            .args([
+                "--",
+                &format!("-max_total_time={seconds}"),
+                "-rss_limit_mb=2048",
+                "-timeout=10",
+                "-max_len=65536",
+                "-print_final_stats=1",
+            ])
+            .env("TRAPDETECT_EBPF_OBJ", &obj)
+            .current_dir(&fuzz)
+            .output()
+            .with_context(|| format!("cargo fuzz run {t}"))?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        let o = Outcome {
+            target: t,
+            seconds: started.elapsed().as_secs(),
+            executions: stat(&err, "stat::number_of_executed_units:").unwrap_or(0),
+            corpus: std::fs::read_dir(&work)
+                .map(|d| d.count() as u64)
+                .unwrap_or(0),
+            crashed: !out.status.success(),
+        };
+        if o.crashed {
+            eprintln!("{err}");
+        }
+        eprintln!(
+            "fuzz {:<14} {:>4} s  {:>10} executions  {:>6} corpus  {}",
+            o.target,
+            o.seconds,
+            o.executions,
+            o.corpus,
+            if o.crashed {
+                "FINDING (see fuzz/artifacts)"
+            } else {
+                "ok"
+            }
+        );
+        outcomes.push(o);
+    }
+    let crashed: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| o.crashed)
+        .map(|o| o.target)
+        .collect();
+    if !crashed.is_empty() {
+        bail!("fuzzing found crashes in: {}", crashed.join(", "));
+    }
+    Ok(outcomes)
+}
