@@ -321,3 +321,142 @@ pub fn wrk_flood(url: &str, connections: u32, seconds: u32) -> Proc {
             .stderr(Stdio::null()),
     )
 }
+
+/// Debian's nginx answering every request with a fixed 200 (`ok`), on every transport the load
+/// generator speaks: cleartext TCP, TLS (a CA and a leaf for `localhost`/127.0.0.1 made here
+/// with the openssl CLI), TLS with HTTP/2, cleartext HTTP/2 (h2c) and a unix socket. The TLS
+/// answers carry the SNI name the client sent (`sni=NAME`), so a test can see it arrived.
+pub struct Nginx {
+    /// HTTP/1.1 on 127.0.0.1.
+    pub port: u16,
+    /// HTTP/1.1 over TLS.
+    pub tls_port: u16,
+    /// TLS with ALPN h2 and http/1.1.
+    pub h2_port: u16,
+    /// Cleartext HTTP/2 (prior knowledge).
+    pub h2c_port: u16,
+    /// HTTP/1.1 on a unix socket.
+    pub unix_socket: PathBuf,
+    /// The CA that signed the server's certificate (PEM).
+    pub ca: PathBuf,
+    /// A CA that signed nothing here (PEM): trusting it alone must fail the handshake.
+    pub other_ca: PathBuf,
+    nginx: Proc,
+    /// Configs, keys, socket and logs.
+    pub dir: TempDir,
+}
+
+/// Runs `openssl` with the whitespace-separated `args` in `dir`.
+fn openssl(dir: &Path, args: &str) {
+    let out = Command::new("openssl")
+        .args(args.split_whitespace())
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run openssl (cargo xtask setup installs it)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn make_ca(dir: &Path, name: &str) {
+    openssl(
+        dir,
+        &format!(
+            "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+             -subj /CN={name} -keyout {name}.key -out {name}.pem"
+        ),
+    );
+}
+
+impl Nginx {
+    /// Starts it with one worker; waits until it answers.
+    pub fn start() -> Nginx {
+        let dir = TempDir::new("nginx");
+        let d = dir.path().to_path_buf();
+        std::fs::create_dir_all(d.join("tmp")).unwrap();
+        make_ca(&d, "ca");
+        make_ca(&d, "other-ca");
+        std::fs::write(
+            d.join("leaf.ext"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        openssl(
+            &d,
+            "req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost \
+             -keyout leaf.key -out leaf.csr",
+        );
+        openssl(
+            &d,
+            "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+             -extfile leaf.ext -out leaf.pem",
+        );
+        let (port, tls_port, h2_port, h2c_port) =
+            (free_port(), free_port(), free_port(), free_port());
+        let sock = d.join("nginx.sock");
+        let conf = d.join("nginx.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "daemon off;\nmaster_process on;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\n\
+                 error_log {d}/error.log;\nevents {{ worker_connections 16384; }}\n\
+                 http {{\n  access_log off;\n  client_body_temp_path {d}/tmp/body;\n  proxy_temp_path {d}/tmp/proxy;\n\
+                   fastcgi_temp_path {d}/tmp/fcgi;\n  uwsgi_temp_path {d}/tmp/uwsgi;\n  scgi_temp_path {d}/tmp/scgi;\n\
+                   keepalive_requests 1000000;\n  http2_max_concurrent_streams 1024;\n\
+                   ssl_certificate {d}/leaf.pem;\n  ssl_certificate_key {d}/leaf.key;\n\
+                   ssl_session_cache shared:SSL:4m;\n\
+                   server {{\n    listen 127.0.0.1:{port} backlog=4096;\n    listen unix:{sock} backlog=4096;\n\
+                     location / {{ return 200 \"ok\"; }}\n  }}\n\
+                   server {{\n    listen 127.0.0.1:{tls_port} ssl backlog=4096;\n\
+                     location / {{ return 200 \"sni=$ssl_server_name\"; }}\n  }}\n\
+                   server {{\n    listen 127.0.0.1:{h2_port} ssl http2 backlog=4096;\n\
+                     location / {{ return 200 \"ok\"; }}\n  }}\n\
+                   server {{\n    listen 127.0.0.1:{h2c_port} http2 backlog=4096;\n\
+                     location / {{ return 200 \"ok\"; }}\n  }}\n}}\n",
+                d = d.display(),
+                sock = sock.display()
+            ),
+        )
+        .unwrap();
+        let nginx = Proc::spawn(
+            "nginx",
+            Command::new("nginx")
+                .arg("-p")
+                .arg(&d)
+                .arg("-c")
+                .arg(&conf)
+                .arg("-e")
+                .arg(d.join("error.log"))
+                .current_dir(&d)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        let mut n = Nginx {
+            port,
+            tls_port,
+            h2_port,
+            h2c_port,
+            unix_socket: sock,
+            ca: d.join("ca.pem"),
+            other_ca: d.join("other-ca.pem"),
+            nginx,
+            dir,
+        };
+        let log = n.dir.path().join("error.log");
+        wait_until("nginx to answer 200", Duration::from_secs(20), || {
+            assert!(
+                n.nginx.running(),
+                "nginx exited: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            matches!(http_get(port, "/"), Ok((200, _)))
+                && TcpStream::connect(("127.0.0.1", tls_port)).is_ok()
+        });
+        n
+    }
+}

@@ -628,7 +628,7 @@ fn bad_input_is_one_line_exit_2() {
     let refused_remote = "http://192.0.2.1:8080/";
     for (args, says) in [
         (vec!["--url", "http://", "--rate", "1"], "no host"),
-        (vec!["--url", "https://127.0.0.1/", "--rate", "1"], "HTTPS"),
+        (vec!["--url", "ftp://127.0.0.1/", "--rate", "1"], "https://"),
         (
             vec!["--url", "http://127.0.0.1:1/", "--rate", "0"],
             "greater than 0",

@@ -32,6 +32,10 @@ const APT_BUILD: &[&[&str]] = &[
 const APT_TEST: &[&[&str]] = &[
     &["php8.2-fpm", "php-fpm"],
     &["nginx-light", "nginx"],
+    // Debian's full nginx: the TLS and HTTP/2 listeners `load https://` and `--http2` are
+    // tested against (nginx -V: --with-http_ssl_module --with-http_v2_module).
+    &["nginx"],
+    &["openssl"],
     &["fuse3"],
     &["iproute2"],
     &["strace"],

@@ -13,7 +13,10 @@ use serde::Serialize;
 
 use crate::{
     error::{Error, Result, exit},
-    load::{self, Arrival, Plan, Sample, Summary},
+    load::{
+        self, Arrival, Plan, Sample, Summary,
+        steps::{RateRange, StepSpec},
+    },
     output::OutputFile,
     traps::{Finding, Severity},
     util::{parse_duration, parse_rate},
@@ -27,15 +30,52 @@ use crate::{
      --strict: or a `warn`)
   2  bad usage or bad input
   3  the generator fell behind its schedule or failed requests itself (the numbers measure
-     the generator)")]
+     the generator)
+A step run (--rate FROM..TO --step N): 0 knee found or above the range, 1 the first step
+already failed, 3 a step measured the generator before the server failed one, or Ctrl-C")]
 pub struct LoadArgs {
-    /// Target, `http://host[:port]/path` (loopback only unless --allow-remote).
+    /// Target, `http[s]://host[:port]/path` (loopback only unless --allow-remote).
     #[arg(long, value_name = "URL")]
     pub url: String,
+    /// https: accept any certificate (a self-signed test server); signatures still checked.
+    #[arg(long, short = 'k')]
+    pub insecure: bool,
+    /// https: trust the CA certificates in this PEM file instead of the system bundle.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// HTTP/2: h2c (prior knowledge) for http://, ALPN h2 for https://; requests are streams
+    /// multiplexed on --connections connections per lane.
+    #[arg(long)]
+    pub http2: bool,
+    /// HTTP/2 connections per generator lane.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "http2")]
+    pub connections: usize,
+    /// HTTP/2 concurrent streams per connection, at most (the server's limit also applies).
+    #[arg(long, value_name = "N", default_value_t = 100, requires = "http2")]
+    pub max_streams: usize,
+    /// Connect to this unix socket; the URL still gives the Host header (and TLS name).
+    #[arg(long, value_name = "PATH")]
+    pub unix_socket: Option<PathBuf>,
     /// Arrivals per second, fired on schedule whatever is still outstanding (open loop).
-    /// With --closed-loop it caps the workers' rate instead.
-    #[arg(long, short = 'r', value_name = "REQ/S", value_parser = parse_rate)]
-    pub rate: Option<f64>,
+    /// With --closed-loop it caps the workers' rate instead. `FROM..TO` with --step: steps to
+    /// the knee.
+    #[arg(long, short = 'r', value_name = "REQ/S", value_parser = RateRange::parse)]
+    pub rate: Option<RateRange>,
+    /// Steps to the knee: the increment between consecutive steps of `--rate FROM..TO`.
+    #[arg(long, value_name = "REQ/S", value_parser = parse_rate)]
+    pub step: Option<f64>,
+    /// Measured length of each step.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration, requires = "step")]
+    pub step_duration: Duration,
+    /// Steps: the 2xx latency p99 (from the intended instant) a step must stay within.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "step")]
+    pub slo_p99: Option<Duration>,
+    /// Steps: before each step, wait until fewer than N TIME_WAIT sockets remain on the port.
+    #[arg(long, value_name = "N", requires = "step")]
+    pub drain_below: Option<u64>,
+    /// Steps: give up waiting for that drain after this long (the step then runs anyway).
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration, requires = "drain_below")]
+    pub drain_timeout: Duration,
     /// Inter-arrival process: `const` (start + i/rate) or `poisson` (seeded exponential gaps).
     #[arg(long, value_enum, default_value = "const")]
     pub arrival: Arrival,
@@ -168,7 +208,7 @@ pub struct Document<'a> {
 
 /// Builds the plan from the flags, reading --hosts and --body @FILE.
 pub fn plan(a: &LoadArgs) -> Result<Plan> {
-    let rate = match (a.rate, a.closed_loop) {
+    let rate = match (a.rate.map(|r| r.from), a.closed_loop) {
         (Some(r), _) => r,
         (None, true) => 1.0,
         (None, false) => {
@@ -178,7 +218,7 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
         }
     };
     let mut p = Plan::new(&a.url, rate, a.duration)?;
-    p.rate = a.rate;
+    p.rate = a.rate.map(|r| r.from);
     p.arrival = a.arrival;
     p.timeout = a.timeout;
     p.warmup = a.warmup;
@@ -227,6 +267,15 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
     }
     p.lag_budget = a.lag_budget;
     p.allow_remote = a.allow_remote;
+    p.tls = load::TlsOptions {
+        insecure: a.insecure,
+        cacert: a.cacert.clone(),
+    };
+    p.unix_socket = a.unix_socket.clone();
+    p.http2 = a.http2.then_some(load::H2Settings {
+        connections: a.connections,
+        max_streams: a.max_streams,
+    });
     p.max_connections = a.max_connections;
     p.max_wait = a.max_wait;
     p.connect_rate = a.max_connect_rate;
@@ -278,10 +327,123 @@ pub fn verdict(
     (kept, ignored, m, code)
 }
 
+/// The steps of `--rate FROM..TO --step N`, if asked for; refuses what a step run cannot do.
+pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
+    let (range, step) = match (a.rate.and_then(|r| r.to.map(|to| (r.from, to))), a.step) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => {
+            return Err(Error::usage(
+                "--rate FROM..TO steps to the knee: add --step REQ/S",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(Error::usage("--step needs a range: --rate FROM..TO"));
+        }
+        (Some(r), Some(s)) => (r, s),
+    };
+    if a.closed_loop {
+        return Err(Error::usage(
+            "steps to the knee are open loop: --closed-loop cannot step",
+        ));
+    }
+    if a.samples_out.is_some() {
+        return Err(Error::usage(
+            "--samples-out is for one run; a step run reports per-step series instead",
+        ));
+    }
+    if a.html.is_some() || a.export != Default::default() {
+        return Err(Error::usage(
+            "--html and the exports are for one run; a step run reports its steps with --json \
+             or --json-out",
+        ));
+    }
+    let spec = StepSpec {
+        from: range.0,
+        to: range.1,
+        step,
+        step_duration: a.step_duration,
+        slo_p99: a.slo_p99,
+        drain_below: a.drain_below,
+        drain_timeout: a.drain_timeout,
+    };
+    spec.check()?;
+    Ok(Some(spec))
+}
+
+/// Runs a step run; returns the exit code.
+fn run_steps(args: &LoadArgs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
+    let json_out = args
+        .json_out
+        .as_ref()
+        .map(|p| OutputFile::create("--json-out", p))
+        .transpose()?;
+    catch_interrupts();
+    let rates = spec.rates();
+    if !args.quiet {
+        eprintln!(
+            "trapdetect load: {} steps from {}/s to {}/s, {}s each, to {}; Ctrl-C ends early.",
+            rates.len(),
+            spec.from,
+            rates.last().copied().unwrap_or(spec.from),
+            spec.step_duration.as_secs_f64(),
+            crate::escape::text(&plan.url)
+        );
+    }
+    let report = load::steps::run(plan, spec, &INTERRUPTED, |s| {
+        if !args.quiet {
+            eprintln!(
+                "  step {}/s: delivered {:.1}/s ({:.2}%), {} errors, p99 {} → {}",
+                s.rate_per_s,
+                s.delivered_per_s,
+                s.delivered_ratio * 100.0,
+                s.errors_total,
+                s.latency_p99_us
+                    .map_or("-".into(), |us| format!("{:.2} ms", us / 1e3)),
+                if s.passed {
+                    "pass"
+                } else if s.valid {
+                    "fail"
+                } else {
+                    "invalid"
+                }
+            );
+        }
+    })?;
+    let json = serde_json::to_string_pretty(&report)
+        .map_err(|e| Error::Untrusted(format!("serialize the report: {e}")))?;
+    // The run is measured: a file that cannot be written is reported after the report is
+    // printed, never instead of it.
+    let mut lost = vec![];
+    if let (Some(mut f), Some(p)) = (json_out, &args.json_out)
+        && let Err(e) = f
+            .write_all(json.as_bytes())
+            .and_then(|_| f.write_all(b"\n"))
+            .map_err(|e| Error::output(format!("--json-out {}", p.display()), e))
+            .and_then(|_| f.commit())
+    {
+        lost.push(e.to_string());
+    }
+    let shown = if args.json {
+        json + "\n"
+    } else {
+        load::steps::render(&report)
+    };
+    if let Err(e) = crate::util::print(&shown) {
+        lost.insert(0, e.to_string());
+    }
+    if !lost.is_empty() {
+        return Err(Error::ReportLost(lost.join("; ")));
+    }
+    Ok(report.exit_code)
+}
+
 /// Runs the command; returns the exit code.
 pub fn run(args: LoadArgs) -> Result<i32> {
     crate::cmd::check_ignore(&args.ignore)?;
     let plan = plan(&args)?;
+    if let Some(spec) = step_spec(&args)? {
+        return run_steps(&args, &plan, &spec);
+    }
     let mut run_plan = plan.clone();
     crate::output::check_all(&[("--html", args.html.as_deref())])?;
     crate::output::check_all(&args.export.paths())?;
@@ -504,7 +666,7 @@ mod tests {
             "5",
         ])
         .unwrap();
-        assert_eq!(a.rate, Some(800.0));
+        assert_eq!(a.rate.map(|r| r.from), Some(800.0));
         assert_eq!(a.arrival, Arrival::Poisson);
         assert_eq!(a.warmup, Duration::from_secs(5));
         let p = plan(&a).unwrap();

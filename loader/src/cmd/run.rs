@@ -98,6 +98,11 @@ pub fn run(args: RunArgs) -> Result<i32> {
         ));
     }
     crate::cmd::check_ignore(&args.load.ignore)?;
+    if args.load.rate.as_ref().is_some_and(|r| r.to.is_some()) {
+        return Err(Error::usage(
+            "trapdetect run drives one rate: steps (--rate A..B) belong to `trapdetect load`",
+        ));
+    }
     let plan = crate::cmd::load::plan(&args.load)?;
     plan.resolve()?;
     // Output paths are refused now, before anything is attached.
@@ -505,7 +510,7 @@ mod tests {
         match cli.command {
             Some(Command::Run(r)) => {
                 assert_eq!(r.pid, 42);
-                assert_eq!(r.load.rate, Some(800.0));
+                assert_eq!(r.load.rate.map(|r| (r.from, r.to)), Some((800.0, None)));
                 assert_eq!(r.load.duration, std::time::Duration::from_secs(60));
             }
             other => panic!("{other:?}"),

@@ -21,6 +21,9 @@ pub enum ErrorKind {
     Eof,
     /// The server sent bytes that are not an HTTP/1.x response.
     BadResponse,
+    /// The TLS handshake failed: the certificate was not trusted (see `--cacert`,
+    /// `--insecure`) or the server sent an alert.
+    Tls,
     /// Any other connection error (unreachable, ...).
     ConnError,
     /// Generator side: EMFILE/ENFILE, the generator ran out of file descriptors.
@@ -31,12 +34,13 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 9] = [
         ErrorKind::Timeout,
         ErrorKind::ConnRefused,
         ErrorKind::ConnReset,
         ErrorKind::Eof,
         ErrorKind::BadResponse,
+        ErrorKind::Tls,
         ErrorKind::ConnError,
         ErrorKind::FdLimit,
         ErrorKind::PortsExhausted,
@@ -50,6 +54,7 @@ impl ErrorKind {
             ErrorKind::ConnReset => "conn_reset",
             ErrorKind::Eof => "eof",
             ErrorKind::BadResponse => "bad_response",
+            ErrorKind::Tls => "tls",
             ErrorKind::ConnError => "conn_error",
             ErrorKind::FdLimit => "fd_limit",
             ErrorKind::PortsExhausted => "ports_exhausted",

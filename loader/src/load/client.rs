@@ -1,4 +1,5 @@
-//! The one HTTP/1.1 client in trapdetect: tokio TCP streams, a keep-alive pool sized for floods
+//! The one HTTP/1.1 client in trapdetect: TCP or unix streams, with or without TLS (see
+//! [`super::transport`]), a keep-alive pool sized for floods
 //! (thousands in flight), requests prebuilt once, responses read with [`super::http`], and
 //! every failure classified from its errno (see [`super::classify`]).
 //!
@@ -7,23 +8,18 @@
 //! answers cost little more than their sockets, and a response that arrives whole allocates
 //! nothing.
 
-use std::{
-    net::SocketAddr,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
+use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicU64, Ordering},
 };
 
-use tokio::{
-    io::{AsyncRead, AsyncWriteExt},
-    net::TcpStream,
-};
+use tokio::io::{AsyncRead, AsyncWriteExt};
 
 use super::{
     classify::{ErrorKind, classify},
     clock::mono_ns,
     http::ResponseReader,
+    transport::{Connector, Stream},
 };
 
 /// What a request got as far as, kept outside the request future so a timeout still knows it.
@@ -31,8 +27,12 @@ use super::{
 pub struct Progress {
     /// When the request's first byte was written (0: never sent).
     pub sent_ns: u64,
-    /// Time to establish a new connection, when one was opened.
+    /// Time to establish a new connection (socket connect), when one was opened.
     pub connect_ns: Option<u64>,
+    /// TLS handshake time of that new connection.
+    pub tls_ns: Option<u64>,
+    /// That handshake resumed an earlier session.
+    pub tls_resumed: bool,
     /// Response bytes read so far.
     pub bytes_in: u64,
     /// Sent on a pooled connection.
@@ -51,30 +51,43 @@ pub struct Answer {
 /// Connection pool and prebuilt requests for one target address.
 #[derive(Debug)]
 pub struct Client {
-    addr: SocketAddr,
+    connector: Connector,
     keepalive: bool,
     head: bool,
     requests: Arc<[Box<[u8]>]>,
-    pool: Mutex<Vec<TcpStream>>,
+    pool: Mutex<Vec<Stream>>,
     pool_cap: usize,
     /// Connections opened.
     pub opened: AtomicU64,
     /// Requests retried once because a pooled connection had been closed by the server while
     /// idle (no byte of a response was read): the server's keep-alive timeout, not an error.
+    /// With HTTP/2: streams the server refused before processing them (GOAWAY).
     pub stale_retries: AtomicU64,
+    /// HTTP/2 connections, when the run speaks HTTP/2.
+    h2: Option<super::h2::H2Pool>,
 }
 
 impl Client {
-    /// A client for `addr` sending `requests[target]`; `pool_cap` idle connections are kept.
+    /// A client opening connections with `connector` and sending `requests[target]`;
+    /// `pool_cap` idle connections are kept.
     pub fn new(
-        addr: SocketAddr,
+        connector: Connector,
         requests: Arc<[Box<[u8]>]>,
         keepalive: bool,
         head: bool,
         pool_cap: usize,
     ) -> Self {
+        let h2 = connector.http2.and_then(|settings| {
+            let scheme = if connector.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            };
+            super::h2::H2Pool::new(connector.clone(), &requests, scheme, settings)
+        });
         Client {
-            addr,
+            h2,
+            connector,
             keepalive,
             head,
             requests,
@@ -85,11 +98,11 @@ impl Client {
         }
     }
 
-    fn take(&self) -> Option<TcpStream> {
+    fn take(&self) -> Option<Stream> {
         self.pool.lock().ok()?.pop()
     }
 
-    fn put(&self, s: TcpStream) {
+    fn put(&self, s: Stream) {
         if let Ok(mut p) = self.pool.lock()
             && p.len() < self.pool_cap
         {
@@ -97,8 +110,13 @@ impl Client {
         }
     }
 
-    /// Idle pooled connections (a request sent now opens a new one when there is none).
+    /// Idle pooled connections (a request sent now opens a new one when there is none). With
+    /// HTTP/2 requests share connections as streams: 1 when the next request's connection is
+    /// open, else 0.
     pub fn idle(&self) -> usize {
+        if let Some(h2) = &self.h2 {
+            return usize::from(h2.next_is_open());
+        }
         if !self.keepalive {
             return 0;
         }
@@ -110,23 +128,28 @@ impl Client {
         if let Ok(mut p) = self.pool.lock() {
             p.clear();
         }
+        if let Some(h2) = &self.h2 {
+            h2.close();
+        }
     }
 
-    async fn connect(&self, p: &mut Progress) -> Result<TcpStream, ErrorKind> {
-        let t0 = mono_ns();
-        let s = TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| classify(&e))?;
+    async fn connect(&self, p: &mut Progress) -> Result<Stream, ErrorKind> {
+        let (s, o) = self.connector.open().await?;
         self.opened.fetch_add(1, Ordering::Relaxed);
-        p.connect_ns = Some(mono_ns() - t0);
-        // One write per request already; no reason to let Nagle hold a body back.
-        let _ = s.set_nodelay(true);
+        p.connect_ns = Some(o.connect_ns);
+        p.tls_ns = o.tls_ns;
+        p.tls_resumed = o.resumed;
         Ok(s)
     }
 
     /// Sends request `target` and reads its response. A pooled connection the server closed
     /// while idle gets one retry on a fresh connection (counted in `stale_retries`).
     pub async fn exchange(&self, target: u32, p: &mut Progress) -> Result<Answer, ErrorKind> {
+        if let Some(h2) = &self.h2 {
+            return h2
+                .exchange(target, p, &self.opened, &self.stale_retries)
+                .await;
+        }
         let mut retried = false;
         loop {
             let pooled = if self.keepalive { self.take() } else { None };
@@ -156,13 +179,16 @@ impl Client {
 
     async fn once(
         &self,
-        s: &mut TcpStream,
+        s: &mut Stream,
         target: u32,
         p: &mut Progress,
     ) -> Result<(Answer, bool), ErrorKind> {
         let req = &self.requests[target as usize];
         p.sent_ns = mono_ns();
         s.write_all(req).await.map_err(|e| classify(&e))?;
+        if s.buffered() {
+            s.flush().await.map_err(|e| classify(&e))?;
+        }
         let mut r = ResponseReader::new(self.head);
         // Bytes of a response head or chunk-size line split across reads; empty (no heap)
         // for the usual response that arrives whole.

@@ -208,6 +208,7 @@ pub fn raise_fd_limit() -> Result<FdLimit> {
 pub fn start(plan: Plan) -> Result<Running> {
     plan.check()?;
     let addr = plan.resolve()?;
+    let connector = plan.connector(addr.clone())?;
     let fd = raise_fd_limit()?;
     let need = plan.closed_loop.map_or(0, |n| n as u64) + FD_RESERVE;
     if fd.soft < need {
@@ -304,7 +305,7 @@ pub fn start(plan: Plan) -> Result<Running> {
         let lane = Arc::new(Lane {
             shared: shared.clone(),
             client: Client::new(
-                addr,
+                connector.clone(),
                 requests.clone(),
                 plan.keepalive,
                 plan.method == "HEAD",
@@ -342,7 +343,7 @@ pub fn start(plan: Plan) -> Result<Running> {
             }
         }
     }
-    let mut echo = plan.echo(addr);
+    let mut echo = plan.echo(&addr);
     echo.max_connections = budget;
     echo.connect_rate_per_s = connect_rate;
     Ok(Running {

@@ -417,6 +417,13 @@ fn status_mix(s: &Summary) -> Option<Finding> {
             None => format!("{} refused: nothing listening", s.errors.conn_refused),
         });
     }
+    if s.errors.tls > 0 {
+        says.push(format!(
+            "{} TLS handshakes failed: the certificate is not trusted (--cacert FILE, or \
+             --insecure for a self-signed server) or the server refused the protocol asked for",
+            s.errors.tls
+        ));
+    }
     let reset_eof = s.errors.conn_reset + s.errors.eof;
     let refused = s.connections.refused_fresh.min(reset_eof);
     if refused > 0 {
@@ -525,7 +532,7 @@ mod tests {
 
     fn summary(scheduled: u64) -> (Summary, Plan) {
         let plan = Plan::new("http://127.0.0.1:8080/", 100.0, Duration::from_secs(10)).unwrap();
-        let addr = "127.0.0.1:8080".parse().unwrap();
+        let addr: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
         let rec = crate::load::stats::Recorder::new(0);
         let mut s = build(
             &rec,

@@ -28,17 +28,22 @@ mod client;
 mod clock;
 mod engine;
 mod findings;
+mod h2;
 pub mod http;
 mod plan;
 mod render;
 mod schedule;
 mod stats;
+pub mod steps;
 mod summary;
+mod tls;
+mod transport;
 
 pub use classify::ErrorKind;
 pub use clock::mono_ns;
 pub use engine::{Live, Running, raise_fd_limit, start};
 pub use findings::{findings, problems};
+pub use h2::H2Settings;
 pub use plan::{
     CONNECT_RATE_PER_BUDGET, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ERRORS_PCT, DEFAULT_MAX_WAIT,
     Plan, PlanEcho, Url, default_threads, expand_hosts, parse_path_mix,
@@ -47,6 +52,8 @@ pub use render::render_text;
 pub use schedule::{Arrival, Schedule};
 pub use stats::Sample;
 pub use summary::{Drain, Errors, FdLimit, Listen, Percentiles, Point, Queue, SCHEMA, Summary};
+pub use tls::TlsOptions;
+pub use transport::Address;
 
 /// Fewest file descriptors a run needs beyond its connections (stdio, runtime, output files).
 const FD_RESERVE: u64 = 64;

@@ -4,12 +4,19 @@
 
 use std::{
     net::{IpAddr, SocketAddr, ToSocketAddrs},
+    path::PathBuf,
     time::Duration,
 };
 
 use serde::Serialize;
 
-use super::{Sample, schedule::Arrival};
+use super::{
+    Sample,
+    h2::H2Settings,
+    schedule::Arrival,
+    tls::{self, TlsOptions},
+    transport::{self, Address, Connector},
+};
 use crate::error::{Error, Result};
 
 /// Most Host headers × paths the generator prebuilds requests for.
@@ -19,30 +26,30 @@ pub const MAX_SPAN: Duration = Duration::from_secs(86_400);
 /// Longest per-request timeout.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3_600);
 
-/// The parsed `http://host:port/path` target.
+/// The parsed `http[s]://host:port/path` target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Url {
+    /// `https://`.
+    pub tls: bool,
     /// Host as written (brackets stripped from IPv6 literals).
     pub host: String,
-    /// Port (80 when absent).
+    /// Port (80, or 443 for https, when absent).
     pub port: u16,
     /// Path and query (`/` when absent), fragment dropped.
     pub path: String,
 }
 
 impl Url {
-    /// Parses a plain-HTTP URL.
+    /// Parses an `http://` or `https://` URL.
     pub fn parse(s: &str) -> Result<Url> {
         let bad = |why: &str| Error::usage(format!("--url `{}`: {why}", crate::escape::text(s)));
         let lower = s.to_ascii_lowercase();
-        let rest = if lower.starts_with("http://") {
-            &s[7..]
+        let (tls, rest) = if lower.starts_with("http://") {
+            (false, &s[7..])
         } else if lower.starts_with("https://") {
-            return Err(bad(
-                "HTTPS is not supported (plain HTTP/1.1 only); point it at the server's http:// listener",
-            ));
+            (true, &s[8..])
         } else {
-            return Err(bad("must start with http://"));
+            return Err(bad("must start with http:// or https://"));
         };
         if s.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return Err(bad("contains spaces or control characters"));
@@ -67,6 +74,7 @@ impl Url {
             return Err(bad("no host"));
         }
         let port = match port {
+            None if tls => 443,
             None => 80,
             Some(p) => p
                 .parse::<u16>()
@@ -83,6 +91,7 @@ impl Url {
             tail.to_string()
         };
         Ok(Url {
+            tls,
             host: host.to_string(),
             port,
             path,
@@ -96,7 +105,7 @@ impl Url {
         } else {
             self.host.clone()
         };
-        if self.port == 80 {
+        if self.port == if self.tls { 443 } else { 80 } {
             h
         } else {
             format!("{h}:{}", self.port)
@@ -145,6 +154,13 @@ pub struct Plan {
     pub threads: usize,
     /// Scheduling lag (p99) beyond which the run is untrusted (exit 3).
     pub lag_budget: Duration,
+    /// Trust settings for `https://` targets.
+    pub tls: TlsOptions,
+    /// HTTP/2 (h2c for `http://`, ALPN h2 for `https://`) instead of HTTP/1.1.
+    pub http2: Option<H2Settings>,
+    /// Connect to this unix socket instead of the URL's host and port (which still give the
+    /// Host header and the TLS server name).
+    pub unix_socket: Option<PathBuf>,
     /// Receives one [`Sample`] per request, warm-up included (for `--samples-out` and joins).
     pub samples: Option<std::sync::mpsc::Sender<Sample>>,
     /// Most connections open at once (`None`: [`DEFAULT_MAX_CONNECTIONS`], or -c in a closed
@@ -207,6 +223,16 @@ pub struct PlanEcho {
     pub threads: usize,
     /// Lag budget, µs.
     pub lag_budget_us: f64,
+    /// `https://`: TLS (rustls).
+    pub tls: bool,
+    /// `--insecure`: the server's certificate was not checked.
+    pub tls_insecure: bool,
+    /// `http/1.1` or `h2`.
+    pub protocol: &'static str,
+    /// HTTP/2 connections per lane (`null` for HTTP/1.1).
+    pub h2_connections: Option<usize>,
+    /// HTTP/2 concurrent streams per connection, at most (`null` for HTTP/1.1).
+    pub h2_max_streams: Option<usize>,
     /// Connection budget in effect (all lanes).
     pub max_connections: usize,
     /// Longest wait for a free connection before an arrival is dropped, s.
@@ -249,6 +275,9 @@ impl Plan {
             allow_remote: false,
             threads: default_threads(),
             lag_budget: Duration::from_millis(10),
+            tls: TlsOptions::default(),
+            http2: None,
+            unix_socket: None,
             samples: None,
             max_connections: None,
             max_wait: DEFAULT_MAX_WAIT,
@@ -360,6 +389,28 @@ impl Plan {
         for h in &self.headers {
             check_header(h)?;
         }
+        if !self.target.tls && (self.tls.insecure || self.tls.cacert.is_some()) {
+            return Err(Error::usage(
+                "--insecure and --cacert apply to https:// URLs only",
+            ));
+        }
+        if let Some(h) = self.http2 {
+            if !self.keepalive {
+                return Err(Error::usage(
+                    "--no-keepalive has no meaning with --http2 (streams share connections)",
+                ));
+            }
+            if !(1..=10_000).contains(&h.connections) || !(1..=100_000).contains(&h.max_streams) {
+                return Err(Error::usage(
+                    "--connections must be 1-10,000 and --max-streams 1-100,000",
+                ));
+            }
+        }
+        if self.tls.insecure && self.tls.cacert.is_some() {
+            return Err(Error::usage(
+                "--insecure and --cacert contradict each other: pick one",
+            ));
+        }
         let n = self.hosts.len().max(1) * self.path_mix.len().max(1);
         if n > MAX_REQUESTS {
             return Err(Error::usage(format!(
@@ -369,8 +420,23 @@ impl Plan {
         Ok(())
     }
 
-    /// Resolves the host; refuses a non-loopback address without `allow_remote`.
-    pub fn resolve(&self) -> Result<SocketAddr> {
+    /// Resolves the host (or takes the unix socket); refuses a non-loopback address without
+    /// `allow_remote`.
+    pub fn resolve(&self) -> Result<Address> {
+        if let Some(p) = &self.unix_socket {
+            use std::os::unix::fs::FileTypeExt;
+            let bad = |why: String| {
+                Error::usage(format!(
+                    "--unix-socket {}: {why}",
+                    crate::escape::text(&p.to_string_lossy())
+                ))
+            };
+            let meta = std::fs::metadata(p).map_err(|e| bad(e.to_string()))?;
+            if !meta.file_type().is_socket() {
+                return Err(bad("not a unix socket".into()));
+            }
+            return Ok(Address::Unix(p.clone()));
+        }
         let host = self.target.host.as_str();
         let addrs: Vec<SocketAddr> = (host, self.target.port)
             .to_socket_addrs()
@@ -399,7 +465,28 @@ impl Plan {
                  flood is an attack on a server you do not own; pass --allow-remote if you own it"
             )));
         }
-        Ok(addr)
+        Ok(Address::Tcp(addr))
+    }
+
+    /// How connections to `address` are opened: with TLS (ALPN `http/1.1`, or `h2` with
+    /// HTTP/2; SNI from the URL's host) for `https://`. Reads `--cacert` here, before anything starts.
+    pub fn connector(&self, address: Address) -> Result<Connector> {
+        let tls = if self.target.tls {
+            Some((
+                tls::config(
+                    &self.tls,
+                    if self.http2.is_some() {
+                        &[b"h2"]
+                    } else {
+                        &[b"http/1.1"]
+                    },
+                )?,
+                tls::server_name(&self.target.host)?,
+            ))
+        } else {
+            None
+        };
+        Ok(transport::connector(address, tls, self.http2))
     }
 
     /// Every request the run can send, prebuilt: index `host * paths + path`.
@@ -477,7 +564,7 @@ impl Plan {
     }
 
     /// The report's copy of the plan.
-    pub fn echo(&self, address: SocketAddr) -> PlanEcho {
+    pub fn echo(&self, address: impl std::fmt::Display) -> PlanEcho {
         let paths = if self.path_mix.is_empty() {
             vec![(self.target.path.clone(), 1)]
         } else {
@@ -510,6 +597,15 @@ impl Plan {
             seed: self.seed,
             threads: self.threads,
             lag_budget_us: self.lag_budget.as_secs_f64() * 1e6,
+            tls: self.target.tls,
+            tls_insecure: self.target.tls && self.tls.insecure,
+            protocol: if self.http2.is_some() {
+                "h2"
+            } else {
+                "http/1.1"
+            },
+            h2_connections: self.http2.map(|h| h.connections),
+            h2_max_streams: self.http2.map(|h| h.max_streams),
             max_connections: self.budget(u64::MAX),
             max_wait_s: self.wait_bound().as_secs_f64(),
             connect_rate_per_s: self.connect_rate_for(self.budget(u64::MAX)),
@@ -639,6 +735,7 @@ mod tests {
         assert_eq!(
             u,
             Url {
+                tls: false,
                 host: "127.0.0.1".into(),
                 port: 8080,
                 path: "/a/b?x=1".into()
@@ -653,8 +750,15 @@ mod tests {
         let u = Url::parse("http://[::1]:9000?q").unwrap();
         assert_eq!((u.host.as_str(), u.path.as_str()), ("::1", "/?q"));
         assert_eq!(u.host_header(), "[::1]:9000");
+        let u = Url::parse("https://localhost/x").unwrap();
+        assert_eq!(
+            (u.tls, u.port, u.host_header()),
+            (true, 443, "localhost".into())
+        );
+        let u = Url::parse("HTTPS://localhost:80/").unwrap();
+        assert_eq!((u.tls, u.host_header()), (true, "localhost:80".into()));
         for bad in [
-            "https://127.0.0.1/",
+            "https://",
             "ftp://x/",
             "127.0.0.1:80",
             "http://",
@@ -737,7 +841,7 @@ mod tests {
         let p = Plan::new("http://127.0.0.1:8080/", 1.0, d).unwrap();
         assert_eq!(p.resolve().unwrap().to_string(), "127.0.0.1:8080");
         let p = Plan::new("http://localhost:8080/", 1.0, d).unwrap();
-        assert!(p.resolve().unwrap().ip().is_loopback());
+        assert!(matches!(p.resolve().unwrap(), Address::Tcp(a) if a.ip().is_loopback()));
         let mut p = Plan::new("http://192.0.2.1:8080/", 1.0, d).unwrap();
         let e = p.resolve().unwrap_err().to_string();
         assert!(

@@ -153,6 +153,9 @@ pub fn render_text(s: &Summary) -> String {
     pct_line(&mut o, "latency non-2xx", &s.latency_non_2xx);
     pct_line(&mut o, "service time 2xx (sent)", &s.service_time_2xx);
     pct_line(&mut o, "connect", &s.connect_time);
+    if s.tls_handshake_time.is_some() {
+        pct_line(&mut o, "tls handshake", &s.tls_handshake_time);
+    }
     if s.queue.wait.is_some() {
         pct_line(&mut o, "queued for a connection", &s.queue.wait);
     }
@@ -177,6 +180,13 @@ pub fn render_text(s: &Summary) -> String {
         crate::report::units::seconds(s.generator.cpu_user_s + s.generator.cpu_sys_s),
         s.generator.rss_max_mib
     );
+    if s.connections.tls_handshakes > 0 {
+        let _ = writeln!(
+            o,
+            "  tls: {} handshakes, {} resumed a session",
+            s.connections.tls_handshakes, s.connections.tls_resumed
+        );
+    }
     if s.warmup.scheduled > 0 {
         let _ = writeln!(
             o,

@@ -144,6 +144,10 @@ pub struct Recorder {
     pub lag: Histogram<u64>,
     /// New-connection setup time, ns.
     pub connect: Histogram<u64>,
+    /// TLS handshake time of new connections, ns.
+    pub tls: Histogram<u64>,
+    /// Of those handshakes, how many resumed a session (measured).
+    pub tls_resumed: u64,
     /// Body bytes received (measured).
     pub body_bytes: u64,
     /// Requests sent on reused connections (measured).
@@ -249,6 +253,8 @@ impl Recorder {
             service_2xx: hist(3),
             lag: hist(3),
             connect: hist(3),
+            tls: hist(3),
+            tls_resumed: 0,
             body_bytes: 0,
             reused: 0,
             warmup_completed: 0,
@@ -325,6 +331,10 @@ impl Recorder {
         }
         if let Some(c) = p.connect_ns {
             self.connect.saturating_record(c.max(1));
+        }
+        if let Some(h) = p.tls_ns {
+            self.tls.saturating_record(h.max(1));
+            self.tls_resumed += u64::from(p.tls_resumed);
         }
         if p.reused {
             self.reused += 1;
@@ -429,12 +439,14 @@ impl Recorder {
             (&mut self.service_2xx, &o.service_2xx),
             (&mut self.lag, &o.lag),
             (&mut self.connect, &o.connect),
+            (&mut self.tls, &o.tls),
             (&mut self.queue_wait, &o.queue_wait),
         ] {
             let _ = a.add(b);
         }
         self.body_bytes += o.body_bytes;
         self.reused += o.reused;
+        self.tls_resumed += o.tls_resumed;
         self.warmup_completed += o.warmup_completed;
         self.warmup_ok_2xx += o.warmup_ok_2xx;
         self.warmup_ok_2xx_in_window += o.warmup_ok_2xx_in_window;

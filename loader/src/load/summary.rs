@@ -125,6 +125,8 @@ pub struct Errors {
     pub eof: u64,
     /// See [`ErrorKind::BadResponse`].
     pub bad_response: u64,
+    /// See [`ErrorKind::Tls`].
+    pub tls: u64,
     /// See [`ErrorKind::ConnError`].
     pub conn_error: u64,
     /// See [`ErrorKind::FdLimit`] (generator side).
@@ -143,6 +145,7 @@ impl Errors {
             conn_reset: g(ErrorKind::ConnReset),
             eof: g(ErrorKind::Eof),
             bad_response: g(ErrorKind::BadResponse),
+            tls: g(ErrorKind::Tls),
             conn_error: g(ErrorKind::ConnError),
             fd_limit: g(ErrorKind::FdLimit),
             ports_exhausted: g(ErrorKind::PortsExhausted),
@@ -157,6 +160,7 @@ impl Errors {
             ErrorKind::ConnReset => self.conn_reset,
             ErrorKind::Eof => self.eof,
             ErrorKind::BadResponse => self.bad_response,
+            ErrorKind::Tls => self.tls,
             ErrorKind::ConnError => self.conn_error,
             ErrorKind::FdLimit => self.fd_limit,
             ErrorKind::PortsExhausted => self.ports_exhausted,
@@ -261,6 +265,10 @@ pub struct Connections {
     pub reused_requests: u64,
     /// Requests retried once because the server had closed an idle pooled connection.
     pub stale_retries: u64,
+    /// TLS handshakes of measured requests' new connections (0 without TLS).
+    pub tls_handshakes: u64,
+    /// Of which resumed an earlier session (no certificate exchange).
+    pub tls_resumed: u64,
     /// The budget: never more connections open at once (`--max-connections`).
     pub budget: u64,
     /// Most connections of the budget in use at once.
@@ -387,6 +395,8 @@ pub struct Summary {
     pub service_time_2xx: Option<Percentiles>,
     /// TCP connection setup time of new connections.
     pub connect_time: Option<Percentiles>,
+    /// TLS handshake time of new connections, after the connect (`null` without TLS).
+    pub tls_handshake_time: Option<Percentiles>,
     /// Scheduling lag: when a worker took each arrival minus its intended instant.
     pub sched_lag: Option<Percentiles>,
     /// In-flight requests.
@@ -509,6 +519,7 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
         latency_non_2xx: Percentiles::of(&r.lat_non_2xx),
         service_time_2xx: Percentiles::of(&r.service_2xx),
         connect_time: Percentiles::of(&r.connect),
+        tls_handshake_time: Percentiles::of(&r.tls),
         sched_lag: Percentiles::of(&r.lag),
         in_flight: InFlight {
             max: t.in_flight_max,
@@ -519,6 +530,8 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
             opened: t.opened,
             reused_requests: r.reused,
             stale_retries: t.stale_retries,
+            tls_handshakes: r.tls.len(),
+            tls_resumed: r.tls_resumed,
             budget,
             busy_max: t.busy_max,
             refused_fresh: r.refused_fresh,

@@ -19,6 +19,10 @@
 //! keeps the builds off their CPUs while a step runs; `BENCH_LOAD_SCHED=other` turns it off.
 //! Each step also reports what other processes used meanwhile.
 //!
+//! Protocols: `BENCH_LOAD_PROTO=https` (TLS 1.3, a self-signed certificate made with openssl;
+//! `--insecure` for both tools) or `h2` (HTTP/2 over TLS: 8 connections × 64 streams for both,
+//! trapdetect `--connections 8 --max-streams 64`, oha `-c 8 -p 64`); default `http` (HTTP/1.1).
+//!
 //! Overload points (issue 15): against `misbehave capacity` (a known ceiling), 1.2×, 1.5× and
 //! 2× its closed-loop capacity measured with wrk, offered by trapdetect (open loop, budget),
 //! oha -q and trapdetect's wrk2-style paced closed loop, interleaved; `BENCH_LOAD_ONLY=overload`
@@ -46,20 +50,29 @@ const LADDER: &[u64] = &[
     10_000, 20_000, 30_000, 40_000, 50_000, 60_000, 70_000, 80_000, 90_000, 100_000, 120_000,
 ];
 /// Seconds judged per step, after one second of warm-up.
-const STEP_S: u64 = 3;
-const WARMUP_S: u64 = 1;
+pub(super) const STEP_S: u64 = 3;
+pub(super) const WARMUP_S: u64 = 1;
 /// The strict criterion: scheduling lag p99 under this.
 const LAG_P99_US: f64 = 1_000.0;
 /// The oha release installed when it is missing (builds with Rust 1.95).
 const OHA_VERSION: &str = "1.16.0";
 
-struct Settings {
-    fifo: bool,
+/// The protocol every tool speaks in one bench run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    Http,
+    Https,
+    H2,
+}
+
+pub(super) struct Settings {
+    pub(super) fifo: bool,
     tries: usize,
+    proto: Proto,
 }
 
 impl Settings {
-    fn from_env() -> Settings {
+    pub(super) fn from_env() -> Settings {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         let fifo =
@@ -69,7 +82,29 @@ impl Settings {
             .and_then(|v| v.parse().ok())
             .unwrap_or(2usize)
             .max(1);
-        Settings { fifo, tries }
+        let proto = match std::env::var("BENCH_LOAD_PROTO").as_deref() {
+            Ok("https") => Proto::Https,
+            Ok("h2") => Proto::H2,
+            _ => Proto::Http,
+        };
+        Settings { fifo, tries, proto }
+    }
+
+    /// The flags trapdetect load and oha need for the protocol.
+    fn flags(&self, oha: bool) -> Vec<&'static str> {
+        match (self.proto, oha) {
+            (Proto::Http, _) => vec![],
+            (Proto::Https, _) => vec!["--insecure"],
+            (Proto::H2, false) => vec![
+                "--insecure",
+                "--http2",
+                "--connections",
+                "8",
+                "--max-streams",
+                "64",
+            ],
+            (Proto::H2, true) => vec!["--insecure", "--http2", "-p", "64"],
+        }
     }
 
     /// `program args...`, under SCHED_FIFO 1 when the bench uses it.
@@ -84,19 +119,54 @@ impl Settings {
     }
 }
 
-struct Nginx {
+pub(super) struct Nginx {
     child: Child,
     dir: PathBuf,
     port: u16,
+    https: bool,
 }
 
 impl Nginx {
     /// One nginx process (no master: the process that serves is the one whose CPU is read).
-    fn start(s: &Settings) -> Result<Nginx> {
+    pub(super) fn start(s: &Settings) -> Result<Nginx> {
         let dir =
             std::env::temp_dir().join(format!("trapdetect-bench-load-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("index.html"), "hello, benchmark\n")?;
+        let tls = if s.proto == Proto::Http {
+            ""
+        } else {
+            let ok = Command::new("openssl")
+                .args([
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "ec",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1",
+                    "-nodes",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=localhost",
+                    "-keyout",
+                    "key.pem",
+                    "-out",
+                    "cert.pem",
+                ])
+                .current_dir(&dir)
+                .stderr(Stdio::null())
+                .status()
+                .context("openssl (cargo xtask setup installs it)")?;
+            if !ok.success() {
+                bail!("openssl could not make a certificate");
+            }
+            if s.proto == Proto::H2 {
+                " ssl http2"
+            } else {
+                " ssl"
+            }
+        };
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -106,9 +176,19 @@ impl Nginx {
              http {{ access_log off; keepalive_requests 10000000; keepalive_timeout 300s;\n\
                client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};\n\
                uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-               server {{ listen 127.0.0.1:{port} backlog=4096; root {d}; }} }}\n",
-            d = dir.display()
+               {certs}server {{ listen 127.0.0.1:{port}{tls} backlog=4096; root {d}; }} }}\n",
+            d = dir.display(),
+            certs = if tls.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;\n  \
+                     ssl_session_cache shared:SSL:8m; http2_max_concurrent_streams 1024;\n  ",
+                    d = dir.display()
+                )
+            }
         );
+        let https = s.proto != Proto::Http;
         std::fs::write(dir.join("nginx.conf"), conf)?;
         let child = s
             .command("nginx")
@@ -119,7 +199,12 @@ impl Nginx {
             .stderr(Stdio::null())
             .spawn()
             .context("start nginx")?;
-        let n = Nginx { child, dir, port };
+        let n = Nginx {
+            child,
+            dir,
+            port,
+            https,
+        };
         let t = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             if t.elapsed() > Duration::from_secs(5) {
@@ -130,8 +215,9 @@ impl Nginx {
         Ok(n)
     }
 
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/index.html", self.port)
+    pub(super) fn url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}/index.html", self.port)
     }
 
     /// CPU seconds nginx used so far (`chrt` execs nginx, so the child is nginx).
@@ -188,7 +274,7 @@ fn children_cpu_s() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
-fn target_dir() -> PathBuf {
+pub(super) fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| util::root().join("target"))
@@ -221,13 +307,13 @@ fn ensure_oha() -> Option<PathBuf> {
 
 /// One try of one tool at one rate, judged on the measured window.
 #[derive(Default)]
-struct Step {
-    delivered_per_s: f64,
+pub(super) struct Step {
+    pub(super) delivered_per_s: f64,
     /// Requests that got no 2xx (errors and other statuses), and generator-side failures
     /// (fd_limit, ports_exhausted, unsent arrivals).
-    failed: u64,
-    lag_us: Option<[f64; 3]>,
-    cpu_per_req_us: f64,
+    pub(super) failed: u64,
+    pub(super) lag_us: Option<[f64; 3]>,
+    pub(super) cpu_per_req_us: f64,
     nginx_per_req_us: f64,
     others_cores: f64,
     note: String,
@@ -293,23 +379,25 @@ fn measured(cmd: &mut Command, nginx: &Nginx) -> Result<(String, f64, f64, f64, 
     ))
 }
 
-fn trapdetect_step(s: &Settings, bin: &Path, nginx: &Nginx, rate: u64) -> Result<Step> {
+pub(super) fn trapdetect_step(s: &Settings, bin: &Path, nginx: &Nginx, rate: u64) -> Result<Step> {
     let (out, cpu, ng, others, _) = measured(
-        s.command(bin).args([
-            "load",
-            "--json",
-            "-q",
-            "--url",
-            &nginx.url(),
-            "--rate",
-            &rate.to_string(),
-            "--warmup",
-            &format!("{WARMUP_S}s"),
-            "--duration",
-            &format!("{STEP_S}s"),
-            "--timeout",
-            "2s",
-        ]),
+        s.command(bin)
+            .args([
+                "load",
+                "--json",
+                "-q",
+                "--url",
+                &nginx.url(),
+                "--rate",
+                &rate.to_string(),
+                "--warmup",
+                &format!("{WARMUP_S}s"),
+                "--duration",
+                &format!("{STEP_S}s"),
+                "--timeout",
+                "2s",
+            ])
+            .args(s.flags(false)),
         nginx,
     )?;
     let v: Value = serde_json::from_str(&out).context("trapdetect load JSON")?;
@@ -380,24 +468,26 @@ fn oha_step(s: &Settings, oha: &Path, nginx: &Nginx, rate: u64, dir: &Path) -> R
     let _ = std::fs::remove_file(&db);
     let total_s = WARMUP_S + STEP_S;
     let (out, cpu, ng, others, _) = measured(
-        s.command(oha).args([
-            "--no-tui",
-            "--output-format",
-            "json",
-            "-q",
-            &rate.to_string(),
-            "-z",
-            &format!("{total_s}s"),
-            "-c",
-            "500",
-            "-t",
-            "2s",
-            "-w",
-            "--latency-correction",
-            "--db-url",
-            &db.to_string_lossy(),
-            &nginx.url(),
-        ]),
+        s.command(oha)
+            .args([
+                "--no-tui",
+                "--output-format",
+                "json",
+                "-q",
+                &rate.to_string(),
+                "-z",
+                &format!("{total_s}s"),
+                "-c",
+                if s.proto == Proto::H2 { "8" } else { "500" },
+                "-t",
+                "2s",
+                "-w",
+                "--latency-correction",
+                "--db-url",
+                &db.to_string_lossy(),
+                &nginx.url(),
+            ])
+            .args(s.flags(true)),
         nginx,
     )?;
     let v: Value = serde_json::from_str(&out).context("oha JSON")?;

@@ -5,6 +5,7 @@
 use std::{collections::BTreeMap, sync::Mutex};
 
 mod load;
+mod load_hyper;
 
 use anyhow::Result;
 
@@ -33,6 +34,10 @@ fn all() -> Vec<Bench> {
         Bench {
             name: "load",
             run: load::run,
+        },
+        Bench {
+            name: "load-hyper",
+            run: load_hyper::run,
         },
         Bench {
             name: "preflight",
