@@ -444,6 +444,18 @@ impl Probes {
         }
         let probe_fields_missing =
             probe_offs.iter().any(Option::is_none) && tracefs.has_event("tcp", "tcp_probe");
+        let probe_missing_note = format!(
+            "tcp_probe's record has no {} on this kernel (the Linux 6.12 and 6.18 kernels of the \
+             matrix have every field it reads): requests other clients send cannot be counted, \
+             so per-request figures rest on the probe load or accepted connections",
+            ["sport", "data_len", "skaddr", "snd_nxt"]
+                .iter()
+                .zip(&probe_offs)
+                .filter(|(_, o)| o.is_none())
+                .map(|(f, _)| *f)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         loader.override_global(GLOBAL_EXIT_GROUP_DEAD_OFF, &exit_group_dead, true);
         loader.map_max_entries(MAP_TRACED, pid_max + 1);
         let ebpf = loader.load(OBJECT).map_err(|e| {
@@ -491,9 +503,7 @@ impl Probes {
             } else if connect && !want.watch_clients {
                 Some("not attached: no --watch-client")
             } else if e.program == PROG_TCP_PROBE && probe_fields_missing {
-                Some(
-                    "tcp_probe's record has no sport, data_len, skaddr or snd_nxt on this kernel: other clients' traffic cannot be told from the probe load's",
-                )
+                Some(probe_missing_note.as_str())
             } else {
                 None
             };
