@@ -23,6 +23,12 @@ fn load(args: &[&str]) -> (i32, Value) {
         a.extend_from_slice(&["--lag-budget", "5s"]);
     }
     a.extend_from_slice(args);
+    // The same taxonomy holds for either HTTP/1.1 client (`--engine`, hidden): the bench
+    // that chose between them runs these tests with TRAPDETECT_E2E_ENGINE=hyper.
+    let engine = std::env::var("TRAPDETECT_E2E_ENGINE").ok();
+    if let Some(e) = &engine {
+        a.extend_from_slice(&["--engine", e]);
+    }
     let out = trapdetect(&a, LIMIT);
     let v = json(&out);
     let code = out.status.code().expect("exit code");

@@ -144,6 +144,9 @@ pub struct LoadArgs {
     /// Allow a target outside loopback (only a server you own: this is a flood).
     #[arg(long)]
     pub allow_remote: bool,
+    /// HTTP/1.1 client: the hand-written one or hyper's (for `cargo xtask bench load-hyper`).
+    #[arg(long, value_enum, default_value = "native", hide = true)]
+    pub engine: load::Engine,
     /// Print the report as JSON on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -280,6 +283,7 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
     p.max_wait = a.max_wait;
     p.connect_rate = a.max_connect_rate;
     p.max_errors_pct = a.max_errors;
+    p.engine = a.engine;
     p.check()?;
     Ok(p)
 }

@@ -65,6 +65,20 @@ pub struct Client {
     pub stale_retries: AtomicU64,
     /// HTTP/2 connections, when the run speaks HTTP/2.
     h2: Option<super::h2::H2Pool>,
+    /// hyper's HTTP/1.1 client instead of the hand-written one (`--engine hyper`).
+    hyper: Option<super::hyper_h1::HyperPool>,
+}
+
+/// Which HTTP/1.1 client sends the requests (the hidden `--engine`; HTTP/2 always uses the
+/// `h2` crate). Both sit behind the same scheduler, budget and recorder, so `cargo xtask
+/// bench load-hyper` compares the clients alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// The hand-written client of this module.
+    #[default]
+    Native,
+    /// hyper's `client::conn::http1`.
+    Hyper,
 }
 
 impl Client {
@@ -76,6 +90,7 @@ impl Client {
         keepalive: bool,
         head: bool,
         pool_cap: usize,
+        engine: Engine,
     ) -> Self {
         let h2 = connector.http2.and_then(|settings| {
             let scheme = if connector.tls.is_some() {
@@ -85,8 +100,14 @@ impl Client {
             };
             super::h2::H2Pool::new(connector.clone(), &requests, scheme, settings)
         });
+        let hyper = (h2.is_none() && engine == Engine::Hyper)
+            .then(|| {
+                super::hyper_h1::HyperPool::new(connector.clone(), &requests, keepalive, pool_cap)
+            })
+            .flatten();
         Client {
             h2,
+            hyper,
             connector,
             keepalive,
             head,
@@ -117,6 +138,9 @@ impl Client {
         if let Some(h2) = &self.h2 {
             return usize::from(h2.next_is_open());
         }
+        if let Some(hy) = &self.hyper {
+            return hy.idle();
+        }
         if !self.keepalive {
             return 0;
         }
@@ -130,6 +154,9 @@ impl Client {
         }
         if let Some(h2) = &self.h2 {
             h2.close();
+        }
+        if let Some(hy) = &self.hyper {
+            hy.close();
         }
     }
 
@@ -147,6 +174,11 @@ impl Client {
     pub async fn exchange(&self, target: u32, p: &mut Progress) -> Result<Answer, ErrorKind> {
         if let Some(h2) = &self.h2 {
             return h2
+                .exchange(target, p, &self.opened, &self.stale_retries)
+                .await;
+        }
+        if let Some(hy) = &self.hyper {
+            return hy
                 .exchange(target, p, &self.opened, &self.stale_retries)
                 .await;
         }

@@ -310,6 +310,7 @@ pub fn start(plan: Plan) -> Result<Running> {
                 plan.keepalive,
                 plan.method == "HEAD",
                 pool_cap,
+                plan.engine,
             ),
             rec: Mutex::new(Recorder::for_lane(
                 start_ns + warmup_ns,

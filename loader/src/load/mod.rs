@@ -30,6 +30,7 @@ mod engine;
 mod findings;
 mod h2;
 pub mod http;
+mod hyper_h1;
 mod plan;
 mod render;
 mod schedule;
@@ -40,6 +41,7 @@ mod tls;
 mod transport;
 
 pub use classify::ErrorKind;
+pub use client::Engine;
 pub use clock::mono_ns;
 pub use engine::{Live, Running, raise_fd_limit, start};
 pub use findings::{findings, problems};

@@ -174,6 +174,8 @@ pub struct Plan {
     pub connect_rate: Option<f64>,
     /// Share of sent arrivals, %, that may end without a status before `load.errors` fails.
     pub max_errors_pct: f64,
+    /// Which HTTP/1.1 client sends the requests.
+    pub engine: super::Engine,
 }
 
 /// Default connection budget: below nginx's default `worker_connections` (512 upstream, 768 in
@@ -283,6 +285,7 @@ impl Plan {
             max_wait: DEFAULT_MAX_WAIT,
             connect_rate: None,
             max_errors_pct: DEFAULT_MAX_ERRORS_PCT,
+            engine: super::Engine::default(),
         })
     }
 
