@@ -26,7 +26,9 @@
 //! Overload points (issue 15): against `misbehave capacity` (a known ceiling), 1.2×, 1.5× and
 //! 2× its closed-loop capacity measured with wrk, offered by trapdetect (open loop, budget),
 //! oha -q and trapdetect's wrk2-style paced closed loop, interleaved; `BENCH_LOAD_ONLY=overload`
-//! runs only those.
+//! runs only those (HTTP/1.1 only), `BENCH_LOAD_ONLY=ladder` only the ladder and wrk,
+//! `BENCH_LOAD_ONLY=memory` only the memory figure (over TLS and HTTP/2 through an nginx that
+//! proxies to the silent server).
 //!
 //! Settings: `BENCH_LOAD_TRIES` (default 2) tries per step, a step held if one try holds (every
 //! try is printed); `BENCH_LOAD_BASELINE=/path/to/trapdetect` climbs the same ladder with
@@ -63,6 +65,17 @@ enum Proto {
     Http,
     Https,
     H2,
+}
+
+impl Proto {
+    /// Appended to the keys of results.json.
+    fn suffix(self) -> &'static str {
+        match self {
+            Proto::Http => "",
+            Proto::Https => "_https",
+            Proto::H2 => "_h2",
+        }
+    }
 }
 
 pub(super) struct Settings {
@@ -129,8 +142,18 @@ pub(super) struct Nginx {
 impl Nginx {
     /// One nginx process (no master: the process that serves is the one whose CPU is read).
     pub(super) fn start(s: &Settings) -> Result<Nginx> {
-        let dir =
-            std::env::temp_dir().join(format!("trapdetect-bench-load-{}", std::process::id()));
+        Nginx::start_with(s, None)
+    }
+
+    /// With `upstream`, nginx proxies every request to that loopback port (the memory
+    /// figure over TLS and HTTP/2: nginx terminates the protocol, `misbehave never` behind it
+    /// keeps every request in flight).
+    fn start_with(s: &Settings, upstream: Option<u16>) -> Result<Nginx> {
+        let dir = std::env::temp_dir().join(format!(
+            "trapdetect-bench-load-{}-{}",
+            std::process::id(),
+            upstream.unwrap_or(0)
+        ));
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("index.html"), "hello, benchmark\n")?;
         let tls = if s.proto == Proto::Http {
@@ -172,12 +195,16 @@ impl Nginx {
             .port();
         let conf = format!(
             "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
-             error_log {d}/error.log;\nevents {{ worker_connections 20000; }}\n\
+             worker_rlimit_nofile 65536;\n\
+             error_log {d}/error.log;\nevents {{ worker_connections 30000; }}\n\
              http {{ access_log off; keepalive_requests 10000000; keepalive_timeout 300s;\n\
                client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d};\n\
                uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-               {certs}server {{ listen 127.0.0.1:{port}{tls} backlog=4096; root {d}; }} }}\n",
+               {certs}server {{ listen 127.0.0.1:{port}{tls} backlog=4096; root {d};{proxy} }} }}\n",
             d = dir.display(),
+            proxy = upstream.map_or(String::new(), |p| format!(
+                " location / {{ proxy_pass http://127.0.0.1:{p}; proxy_read_timeout 60s; }}"
+            )),
             certs = if tls.is_empty() {
                 String::new()
             } else {
@@ -314,21 +341,21 @@ pub(super) struct Step {
     pub(super) failed: u64,
     pub(super) lag_us: Option<[f64; 3]>,
     pub(super) cpu_per_req_us: f64,
-    nginx_per_req_us: f64,
-    others_cores: f64,
+    pub(super) nginx_per_req_us: f64,
+    pub(super) others_cores: f64,
     note: String,
 }
 
 impl Step {
-    fn lax(&self, rate: u64) -> bool {
+    pub(super) fn lax(&self, rate: u64) -> bool {
         self.failed == 0 && self.delivered_per_s >= 0.99 * rate as f64
     }
 
-    fn strict(&self, rate: u64) -> bool {
+    pub(super) fn strict(&self, rate: u64) -> bool {
         self.lax(rate) && self.lag_us.is_some_and(|l| l[1] < LAG_P99_US)
     }
 
-    fn line(&self, rate: u64) -> String {
+    pub(super) fn line(&self, rate: u64) -> String {
         let lag = match self.lag_us {
             Some([p50, p99, max]) => format!("lag p50 {p50:.0} p99 {p99:.0} max {max:.0} µs"),
             None => "lag not measured".into(),
@@ -380,6 +407,17 @@ fn measured(cmd: &mut Command, nginx: &Nginx) -> Result<(String, f64, f64, f64, 
 }
 
 pub(super) fn trapdetect_step(s: &Settings, bin: &Path, nginx: &Nginx, rate: u64) -> Result<Step> {
+    trapdetect_step_with(s, bin, nginx, rate, &[])
+}
+
+/// One try of trapdetect load with `extra` flags (`--engine hyper`).
+pub(super) fn trapdetect_step_with(
+    s: &Settings,
+    bin: &Path,
+    nginx: &Nginx,
+    rate: u64,
+    extra: &[&str],
+) -> Result<Step> {
     let (out, cpu, ng, others, _) = measured(
         s.command(bin)
             .args([
@@ -397,7 +435,8 @@ pub(super) fn trapdetect_step(s: &Settings, bin: &Path, nginx: &Nginx, rate: u64
                 "--timeout",
                 "2s",
             ])
-            .args(s.flags(false)),
+            .args(s.flags(false))
+            .args(extra),
         nginx,
     )?;
     let v: Value = serde_json::from_str(&out).context("trapdetect load JSON")?;
@@ -575,7 +614,7 @@ fn wrk_best(s: &Settings, nginx: &Nginx) -> Result<(f64, String)> {
 }
 
 /// Peak RSS (VmHWM, KiB) of a process, polled until it exits.
-fn wait_hwm(mut child: Child) -> Result<(u64, String)> {
+pub(super) fn wait_hwm(mut child: Child) -> Result<(u64, String)> {
     let pid = child.id();
     let mut hwm = 0;
     loop {
@@ -599,7 +638,7 @@ fn wait_hwm(mut child: Child) -> Result<(u64, String)> {
     Ok((hwm, out))
 }
 
-fn memory(bin: &Path, oha: Option<&Path>) -> Result<()> {
+fn memory(s: &Settings, bin: &Path, oha: Option<&Path>) -> Result<()> {
     let mut server = Command::new(target_dir().join("misbehave"))
         .arg("never")
         .stdin(Stdio::piped())
@@ -612,7 +651,31 @@ fn memory(bin: &Path, oha: Option<&Path>) -> Result<()> {
         let stdout = server.stdout.take().context("misbehave stdout")?;
         std::io::BufReader::new(stdout).read_line(&mut port)?;
     }
-    let url = format!("http://127.0.0.1:{}/", port.trim());
+    // Over TLS or HTTP/2, nginx terminates the protocol in front of the silent server.
+    let proxy = match s.proto {
+        Proto::Http => None,
+        _ => Some(Nginx::start_with(s, Some(port.trim().parse()?))?),
+    };
+    let url = match &proxy {
+        Some(n) => n.url(),
+        None => format!("http://127.0.0.1:{}/", port.trim()),
+    };
+    // HTTP/2: 100 connections × 100 streams hold the 10,000 (nginx allows 1,024 streams each).
+    let (td_flags, oha_flags): (Vec<&str>, Vec<&str>) = match s.proto {
+        Proto::Http => (vec![], vec!["-c", "10000"]),
+        Proto::Https => (vec!["--insecure"], vec!["--insecure", "-c", "10000"]),
+        Proto::H2 => (
+            vec![
+                "--insecure",
+                "--http2",
+                "--connections",
+                "100",
+                "--max-streams",
+                "100",
+            ],
+            vec!["--insecure", "--http2", "-c", "100", "-p", "100"],
+        ),
+    };
     // 1,250/s for 8 s with a 10 s timeout: in flight climbs to 10,000 before any times out.
     let child = Command::new(bin)
         .args([
@@ -633,6 +696,7 @@ fn memory(bin: &Path, oha: Option<&Path>) -> Result<()> {
             "--max-wait",
             "10s",
         ])
+        .args(&td_flags)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
@@ -647,7 +711,7 @@ fn memory(bin: &Path, oha: Option<&Path>) -> Result<()> {
         v["generator"]["rss_max_mib"]
     );
     record(
-        "load.memory_10k_in_flight",
+        &format!("load.memory_10k_in_flight{}", s.proto.suffix()),
         json!({"trapdetect_mib": hwm as f64 / 1024.0, "in_flight_max": v["in_flight"]["max"]}),
     );
     if let Some(oha) = oha {
@@ -660,12 +724,11 @@ fn memory(bin: &Path, oha: Option<&Path>) -> Result<()> {
                 "1250",
                 "-z",
                 "8s",
-                "-c",
-                "10000",
                 "-t",
                 "10s",
                 &url,
             ])
+            .args(&oha_flags)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()?;
@@ -678,10 +741,11 @@ fn memory(bin: &Path, oha: Option<&Path>) -> Result<()> {
             hwm as f64 / ohwm.max(1) as f64
         );
         record(
-            "load.memory_10k_in_flight_oha_mib",
+            &format!("load.memory_10k_in_flight_oha_mib{}", s.proto.suffix()),
             json!(ohwm as f64 / 1024.0),
         );
     }
+    drop(proxy);
     drop(server.stdin.take());
     let _ = server.kill();
     let _ = server.wait();
@@ -1012,9 +1076,12 @@ pub fn run() -> Result<()> {
     let s = Settings::from_env();
     let oha = ensure_oha();
     let bin = target_dir().join("trapdetect");
-    // `BENCH_LOAD_ONLY=overload`: only the overload points.
-    if std::env::var("BENCH_LOAD_ONLY").is_ok_and(|v| v == "overload") {
-        return overload(&s, &bin, oha.as_deref());
+    // `BENCH_LOAD_ONLY=overload|memory|ladder`: only those points.
+    let only = std::env::var("BENCH_LOAD_ONLY").ok();
+    match only.as_deref() {
+        Some("overload") => return overload(&s, &bin, oha.as_deref()),
+        Some("memory") => return memory(&s, &bin, oha.as_deref()),
+        _ => {}
     }
     // Another build of trapdetect (e.g. main's) climbs the same ladder in the same run.
     let baseline = std::env::var_os("BENCH_LOAD_BASELINE").map(PathBuf::from);
@@ -1107,9 +1174,18 @@ pub fn run() -> Result<()> {
     }
     held.insert("wrk_closed_loop_best".into(), json!(wrk_rps));
     held.insert("wrk_flags".into(), json!(wrk_flags));
-    record("load.held_rate", Value::Object(held));
+    record(
+        &format!("load.held_rate{}", s.proto.suffix()),
+        Value::Object(held),
+    );
     drop(climbs);
     drop(nginx);
-    overload(&s, &bin, oha.as_deref())?;
-    memory(&bin, oha.as_deref())
+    if only.as_deref() == Some("ladder") {
+        return Ok(());
+    }
+    // The overload points use a plain-HTTP server of known capacity.
+    if s.proto == Proto::Http {
+        overload(&s, &bin, oha.as_deref())?;
+    }
+    memory(&s, &bin, oha.as_deref())
 }
