@@ -366,11 +366,18 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
         };
         let capacity = if l >= 1.0 { rate } else { rate / l.max(1e-9) };
         let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
+        // Flat: the steady seconds' mean deviation within 40 % of their median (the first
+        // second ramps up; docs/run.md).
         let serialized = l > 1.2 && {
-            let m = median(loaded.clone());
+            let steady = if loaded.len() >= 3 {
+                &loaded[1..]
+            } else {
+                &loaded[..]
+            };
+            let m = median(steady.to_vec());
             let spread =
-                loaded.iter().map(|x| (x - m).abs()).sum::<f64>() / loaded.len().max(1) as f64;
-            m > 0.0 && spread <= 0.2 * m
+                steady.iter().map(|x| (x - m).abs()).sum::<f64>() / steady.len().max(1) as f64;
+            m > 0.0 && spread <= 0.4 * m
         };
         let mut f = with_shares(
             {
@@ -484,7 +491,10 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
     // busy time is not CPU time.
     let busy = o.mean(|s| s.busy_threads as f64);
     let idle_threads_floor = o.mean(|s| s.threads as f64) - o.workers as f64;
-    let busy_workers = busy.min(o.workers as f64);
+    // Busy workers from the threads' time (thread-seconds not waiting for work per second),
+    // not from the once-a-second samples alone: one sample that finds the only worker between
+    // two requests would make a saturated pool look 17 % idle over six seconds.
+    let busy_workers = (o.busy_s() / o.window_s).max(busy).min(o.workers as f64);
     let cpu_part = o.on_cpu_s + o.runq_s;
     if !explained
         && o.capped()
@@ -511,6 +521,7 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
             )
             .with("workers", o.workers)
             .with("busy_workers", round(busy_workers, 2))
+            .with("busy_workers_sampled", round(busy, 2))
             .with("idle_threads", round(idle_threads_floor.max(0.0), 1))
             .with("cores_busy", round(cores_busy, 2))
             .with("cpu_share_of_busy_time_pct", pct(cpu_part, o.busy_s()))
