@@ -103,16 +103,37 @@ pub struct PhpStack {
     pub docroot: PathBuf,
 }
 
+/// Where php-fpm's code lives and which cgroup it starts in.
+#[derive(Clone, Debug, Default)]
+pub struct PhpOptions {
+    /// A docroot that already holds `index.php` (e.g. on a slow mount); default: a fresh one
+    /// on ext4 with the given script.
+    pub docroot: Option<PathBuf>,
+    /// A `cgroup.procs` file php-fpm's master joins before it execs (its workers follow).
+    pub cgroup_procs: Option<PathBuf>,
+}
+
 impl PhpStack {
     /// Starts php-fpm with its working directory at `cwd`, `workers` static children, and an
     /// nginx in front. `index.php` is the script every request runs.
     pub fn start(cwd: &Path, workers: u32, index_php: &str) -> PhpStack {
+        PhpStack::start_with(cwd, workers, index_php, PhpOptions::default())
+    }
+
+    /// As [`PhpStack::start`], with the code elsewhere or php-fpm in a cgroup.
+    pub fn start_with(cwd: &Path, workers: u32, index_php: &str, opts: PhpOptions) -> PhpStack {
         let dir = TempDir::new("php");
         let d = dir.path().to_path_buf();
-        let docroot = d.join("www");
-        std::fs::create_dir_all(&docroot).unwrap();
         std::fs::create_dir_all(d.join("nginx-tmp")).unwrap();
-        std::fs::write(docroot.join("index.php"), index_php).unwrap();
+        let docroot = match &opts.docroot {
+            Some(r) => r.clone(),
+            None => {
+                let r = d.join("www");
+                std::fs::create_dir_all(&r).unwrap();
+                std::fs::write(r.join("index.php"), index_php).unwrap();
+                r
+            }
+        };
         let sock = d.join("fpm.sock");
         let fpm_conf = d.join("fpm.conf");
         std::fs::write(
@@ -127,16 +148,34 @@ impl PhpStack {
             ),
         )
         .unwrap();
-        let fpm = Proc::spawn(
-            "php-fpm",
-            Command::new("php-fpm8.2")
-                .args(["-R", "-F", "-y"])
-                .arg(&fpm_conf)
-                .current_dir(cwd)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        );
+        let mut cmd = Command::new("php-fpm8.2");
+        cmd.args(["-R", "-F", "-y"])
+            .arg(&fpm_conf)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(procs) = &opts.cgroup_procs {
+            let path = std::ffi::CString::new(procs.as_os_str().as_encoded_bytes()).unwrap();
+            // Join the group between fork and exec (only async-signal-safe calls), so the
+            // master and every worker it forks run under the quota.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // "0" names the writing process itself.
+                    let r = libc::write(fd, b"0".as_ptr().cast(), 1);
+                    libc::close(fd);
+                    if r != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let fpm = Proc::spawn("php-fpm", &mut cmd);
         let port = free_port();
         let nginx_conf = d.join("nginx.conf");
         std::fs::write(

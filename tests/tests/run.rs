@@ -6,7 +6,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 use trapdetect_e2e::{
-    IGNORE_NET, TempDir, json, require_root, servers::PhpStack, slowfs::SlowFs, trapdetect,
+    IGNORE_NET, TempDir,
+    cgroup::{CpuCgroup, Version},
+    json, require_root,
+    servers::{PhpOptions, PhpStack},
+    skip,
+    slowfs::SlowFs,
+    trapdetect,
 };
 
 fn run(pid: u32, url: &str, rate: &str, duration: &str, extra: &[&str]) -> (Value, i32) {
@@ -38,14 +44,19 @@ fn run(pid: u32, url: &str, rate: &str, duration: &str, extra: &[&str]) -> (Valu
     );
     for t in v["run"]["timeline"].as_array().into_iter().flatten() {
         eprintln!(
-            "t={} offered={} 2xx={} cores={} off={} fs={} busy={} marks={}",
+            "t={} offered={} 2xx={} cores={} tgt={} runq={} off={} fs={} busy={} acceptq={} thr={}/{} marks={}",
             t["t_s"],
             t["offered"],
             t["ok_2xx"],
             t["cores_busy"],
+            t["target_cores"],
+            t["run_queue"],
             t["off_cpu"],
             t["fs_ops"],
             t["busy_threads"],
+            t["accept_queue"],
+            t["throttled_periods"],
+            t["throttled_ms"],
             t["marks"]
         );
     }
@@ -79,6 +90,46 @@ fn fail_code(r: &Value) -> i32 {
     }
 }
 
+/// No `fail` finding exits 0, unless the generator could not keep its schedule (3).
+fn ok_code(r: &Value) -> i32 {
+    if r["measurement"]["trusted"].as_bool().unwrap() {
+        0
+    } else {
+        3
+    }
+}
+
+/// Loaded seconds of the timeline (the drain after the window excluded).
+fn loaded(r: &Value) -> Vec<&Value> {
+    r["run"]["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["offered"].as_u64().unwrap() > 0)
+        .collect()
+}
+
+/// The fs ceiling verdict on `mount`: `fs.serialized` when its per-second FUSE rate stayed
+/// flat (the rule's own criterion, recomputed from the timeline), else `fs.slow-ops`.
+fn fs_verdict<'a>(r: &'a Value, mount: &str) -> &'a Value {
+    let rates: Vec<f64> = loaded(r)
+        .into_iter()
+        .filter(|t| !t["fs_ops"].as_object().unwrap().is_empty())
+        .skip(1)
+        .map(|t| t["fs_ops"][mount].as_f64().unwrap_or(0.0))
+        .collect();
+    let mut sorted = rates.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let median = sorted[sorted.len() / 2];
+    let spread = rates.iter().map(|x| (x - median).abs()).sum::<f64>() / rates.len() as f64;
+    let want = if spread <= 0.4 * median {
+        "fs.serialized"
+    } else {
+        "fs.slow-ops"
+    };
+    finding(r, want).unwrap_or_else(|| panic!("{want}: {:?} {rates:?}", ids(r)))
+}
+
 /// 2xx per second during the traced window, as the verdict states it.
 fn delivered(f: &Value) -> f64 {
     f["evidence"]["delivered_per_s"].as_f64().unwrap()
@@ -92,7 +143,14 @@ fn one_sleeping_worker_is_a_pool_ceiling() {
     }
     let cwd = TempDir::new("run-pool");
     let stack = PhpStack::start(cwd.path(), 1, "<?php usleep(40000); echo \"ok\\n\";");
-    let (r, code) = run(stack.fpm.pid(), &stack.url(), "80", "6s", &[]);
+    // A 40 ms service time: a generator late by up to 50 ms still offers the same load.
+    let (r, code) = run(
+        stack.fpm.pid(),
+        &stack.url(),
+        "80",
+        "6s",
+        &["--lag-budget", "50ms"],
+    );
     assert_eq!(r["command"], "run");
     assert!(r["run"]["classified"].as_bool().unwrap(), "{}", r["probes"]);
     let f = finding(&r, "pool.too-small").unwrap_or_else(|| panic!("{:?}", ids(&r)));
@@ -109,6 +167,27 @@ fn one_sleeping_worker_is_a_pool_ceiling() {
         .unwrap();
     let window = r["run"]["window_s"].as_f64().unwrap();
     assert!(sleep >= 0.8 * window, "sleep {sleep} s of {window} s");
+    // Requests queue in the FastCGI listener's accept queue while the worker sleeps: the
+    // arrivals not served yet (offered minus delivered, second by second) pile up there, up
+    // to php-fpm's backlog.
+    let lt = loaded(&r);
+    let unserved: u64 = lt
+        .iter()
+        .map(|t| t["offered"].as_u64().unwrap() - t["ok_2xx"].as_u64().unwrap())
+        .sum();
+    let last = lt.last().unwrap()["accept_queue"].as_u64().unwrap();
+    assert!(
+        (last as f64 - unserved as f64).abs() <= 0.3 * unserved as f64,
+        "accept queue {last} at the end vs {unserved} arrivals not served"
+    );
+    // It grows every second, and the verdict's maximum is one of the seconds it judged.
+    let qs: Vec<u64> = lt
+        .iter()
+        .map(|t| t["accept_queue"].as_u64().unwrap())
+        .collect();
+    assert!(qs.windows(2).all(|w| w[1] > w[0]), "{qs:?}");
+    let q = f["evidence"]["accept_queue_max"].as_u64().unwrap();
+    assert!(qs.contains(&q) && q >= qs[qs.len() - 2], "{q} of {qs:?}");
     assert!(
         ids(&r).iter().all(|i| !i.starts_with("fs.")),
         "{:?}",
@@ -158,6 +237,16 @@ fn cwd_deep_in_serialized_fuse_predicts_the_ceiling_it_hits() {
     assert_eq!(e["mount"], fs.mount.to_str().unwrap());
     assert_eq!(e["fs_type"], "fuse.slowfs");
     assert_eq!(e["ops_kind"], "FUSE requests");
+    // Started there: the remedy is the start directory.
+    assert_eq!(e["cause"], "working directory");
+    assert!(
+        f["remedy"]
+            .as_str()
+            .unwrap()
+            .starts_with("start the server from a directory on a native filesystem"),
+        "{}",
+        f["remedy"]
+    );
     // Four workers, all queued on the one FUSE thread.
     let threads = e["mean_threads"].as_f64().unwrap();
     assert!(threads > 2.0, "mean threads in it {threads}");
@@ -185,8 +274,10 @@ fn cpu_heavy_script_on_ext4_is_cpu_saturated_not_a_trap() {
         4,
         "<?php $x = 0; for ($i = 0; $i < 400000; $i++) { $x += $i % 7; } echo $x, \"\\n\";",
     );
-    let (r, _code) = run(stack.fpm.pid(), &stack.url(), "1500", "6s", &[]);
+    let (r, code) = run(stack.fpm.pid(), &stack.url(), "1500", "6s", &[]);
     let f = finding(&r, "cpu.saturated").unwrap_or_else(|| panic!("{:?}", ids(&r)));
+    // At capacity is no trap: nothing fails.
+    assert_eq!(code, ok_code(&r), "{:?}", ids(&r));
     assert_eq!(f["severity"], "info");
     assert!(f["title"].as_str().unwrap().starts_with("no trap"));
     assert!(f["evidence"]["cores_busy"].as_f64().unwrap() >= 1.7);
@@ -235,4 +326,162 @@ fn workers_serialized_on_one_flock_name_the_file() {
     );
     assert!(finding(&r, "cpu.saturated").is_none(), "{:?}", ids(&r));
     assert!(finding(&r, "pool.too-small").is_none(), "{:?}", ids(&r));
+}
+
+/// Scenario 2: php-fpm started from a directory on ext4, its code (the docroot) on the slow
+/// serialized FUSE mount. Every request chdirs into the docroot and opens, stats and reads the
+/// script there: the code's hot path, not the working directory.
+#[test]
+fn code_on_serialized_fuse_is_a_hot_path_with_its_ceiling_and_no_cwd_remedy() {
+    if !require_root("code_on_serialized_fuse_is_a_hot_path_with_its_ceiling_and_no_cwd_remedy") {
+        return;
+    }
+    // The script reads a template and a config file next to it per request (opcache keeps
+    // the script itself from being reread).
+    let fs = SlowFs::mount(200, |b| {
+        std::fs::create_dir_all(b.join("www")).unwrap();
+        std::fs::write(b.join("www/tpl.html"), "<p>hello</p>\n").unwrap();
+        std::fs::write(b.join("www/conf.ini"), "debug = 0\n").unwrap();
+        std::fs::write(
+            b.join("www/index.php"),
+            "<?php $t = file_get_contents(__DIR__ . '/tpl.html'); $c = file_get_contents(__DIR__ . '/conf.ini'); echo strlen($t) + strlen($c), \"\\n\";",
+        )
+        .unwrap();
+    });
+    let cwd = TempDir::new("run-hot");
+    let stack = PhpStack::start_with(
+        cwd.path(),
+        4,
+        "",
+        PhpOptions {
+            docroot: Some(fs.mount.join("www")),
+            ..Default::default()
+        },
+    );
+    let (r, code) = run(stack.fpm.pid(), &stack.url(), "100", "6s", &[]);
+    assert_eq!(code, fail_code(&r));
+    let mount = fs.mount.to_str().unwrap();
+    let f = fs_verdict(&r, mount);
+    let e = &f["evidence"];
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(e["mount"], mount);
+    assert_eq!(e["ops_kind"], "FUSE requests");
+    assert_eq!(e["cause"], "files the requests use");
+    let d = delivered(f);
+    assert!(d < 1000.0, "the mount caps the run: delivered {d}");
+    let p = e["predicted_ceiling_per_s"].as_f64().unwrap();
+    assert!((p - d).abs() <= 0.3 * d, "predicted {p} vs delivered {d}");
+    // Everything a request costs there, not only its lookups: the chdir into the docroot,
+    // the script's lookup, open, fstat, read and close each reach the daemon.
+    let per = e["ops_per_request"].as_f64().unwrap();
+    assert!(
+        e["share_of_busy_thread_time_pct"].as_f64().unwrap() >= 60.0,
+        "{e}"
+    );
+    // The tracer's verdict names the mount as the hot path, and no one is told to start
+    // the server elsewhere: it was started on ext4.
+    let h = finding(&r, "fs.hot-path-slow").unwrap_or_else(|| panic!("{:?}", ids(&r)));
+    assert_eq!(h["evidence"]["mount_point"], mount);
+    // Beyond the lookups the tracer counts, each of the two files costs at least an open, a
+    // read and a release at the daemon.
+    let lookups = h["evidence"]["lookups_per_request"].as_f64().unwrap();
+    assert!(
+        per >= lookups + 6.0,
+        "FUSE requests per request {per}, lookups {lookups}"
+    );
+    assert!(finding(&r, "fs.cwd-slow").is_none(), "{:?}", ids(&r));
+    for f in r["findings"].as_array().unwrap() {
+        let remedy = f["remedy"].as_str().unwrap_or("");
+        assert!(
+            !remedy.contains("start the server from"),
+            "{}: {remedy}",
+            f["id"]
+        );
+    }
+    assert!(finding(&r, "pool.too-small").is_none(), "{:?}", ids(&r));
+    assert!(finding(&r, "cpu.saturated").is_none(), "{:?}", ids(&r));
+}
+
+/// Scenario 5: php-fpm in a cgroup of its own with 0.2 CPU (cgroup v1 here; v2 where the
+/// cpu controller is delegated), a CPU-heavy script, offered far more than 0.2 CPU serves.
+#[test]
+fn a_cpu_quota_is_the_verdict_with_the_quota_and_its_throttling() {
+    const TEST: &str = "a_cpu_quota_is_the_verdict_with_the_quota_and_its_throttling";
+    if !require_root(TEST) {
+        return;
+    }
+    let Some(cg) = CpuCgroup::create(20_000, 100_000) else {
+        skip(TEST, "no usable cpu controller");
+        return;
+    };
+    let cwd = TempDir::new("run-quota");
+    let stack = PhpStack::start_with(
+        cwd.path(),
+        4,
+        "<?php $x = 0; for ($i = 0; $i < 800000; $i++) { $x += $i % 7; } echo $x, \"\\n\";",
+        PhpOptions {
+            cgroup_procs: Some(cg.procs_file()),
+            ..Default::default()
+        },
+    );
+    assert!(
+        cg.pids().contains(&(stack.fpm.pid() as i32)),
+        "php-fpm is in {}",
+        cg.path().display()
+    );
+    let (r, code) = run(stack.fpm.pid(), &stack.url(), "150", "6s", &[]);
+    assert_eq!(code, fail_code(&r));
+    let f = finding(&r, "cpu.quota").unwrap_or_else(|| panic!("{:?}", ids(&r)));
+    let e = &f["evidence"];
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(
+        e["cgroup_version"],
+        if cg.version == Version::V1 {
+            "v1"
+        } else {
+            "v2"
+        }
+    );
+    assert_eq!(e["cgroup_dir"], cg.path().to_str().unwrap());
+    assert_eq!(e["quota_us"], 20_000);
+    assert_eq!(e["period_us"], 100_000);
+    assert_eq!(e["quota_cpus"], 0.2);
+    // The quota is a hard cap: the server's threads got at most 0.2 CPU (a little slack for
+    // the period boundaries of the window).
+    let window = r["run"]["window_s"].as_f64().unwrap();
+    let tgt = e["target_cores"].as_f64().unwrap();
+    assert!(tgt <= 0.23, "target cores {tgt}");
+    // Flooded: throttled in nearly every 100 ms period of the window.
+    let periods = e["nr_periods"].as_u64().unwrap() as f64;
+    let throttled = e["nr_throttled"].as_u64().unwrap() as f64;
+    assert!(
+        periods >= 0.8 * window * 10.0,
+        "{periods} periods in {window} s"
+    );
+    assert!(
+        throttled >= 0.8 * periods,
+        "throttled {throttled} of {periods}"
+    );
+    assert!(
+        cg.nr_throttled() as f64 >= throttled,
+        "cpu.stat now vs the window"
+    );
+    // Throttled time: each throttled period holds the group back for the rest of it.
+    let held_s = e["throttled_us"].as_f64().unwrap() / 1e6;
+    assert!(held_s >= 0.5 * window, "held back {held_s} s of {window} s");
+    // The time shows as run-queue delay of the workers.
+    assert!(e["run_queue_threads"].as_f64().unwrap() >= 1.0, "{e}");
+    let d = delivered(f);
+    let p = e["predicted_ceiling_per_s"].as_f64().unwrap();
+    assert!((p - d).abs() <= 0.3 * d, "predicted {p} vs delivered {d}");
+    assert!(d < 0.5 * 150.0, "the quota caps the run: delivered {d}");
+    // Per second, the timeline shows the throttling.
+    for t in loaded(&r).iter().skip(1) {
+        assert!(t["throttled_periods"].as_u64().unwrap() > 0, "{t}");
+    }
+    for id in ["cpu.saturated", "cpu.run-queue", "pool.too-small"] {
+        assert!(finding(&r, id).is_none(), "{:?}", ids(&r));
+    }
+    drop(stack);
+    drop(cg);
 }

@@ -17,7 +17,7 @@ use crate::{
     trace::{self, LoadDriver, seconds::Sampler},
     traps::{
         self,
-        run::{FsLoad, LockLoad, RunObs, RunSecond},
+        run::{FsLoad, LockLoad, QuotaObs, RunObs, RunSecond},
     },
 };
 
@@ -143,7 +143,14 @@ pub fn run(args: RunArgs) -> Result<i32> {
                 "the off-CPU probes did not attach (see the probes table): the timeline has no kernel columns and there is no wait verdict".into(),
             );
         }
-        let obs = observe(summary, sampler, &report, &mounts, offcpu_attached);
+        let obs = observe(
+            summary,
+            sampler,
+            &report,
+            &mounts,
+            offcpu_attached,
+            args.pid,
+        );
         report.findings.extend(traps::run::rules(&obs));
         let lost: u64 = sampler.seconds.iter().map(|s| s.lost).sum();
         if lost > 0 {
@@ -180,6 +187,7 @@ fn observe(
     report: &Report,
     mounts: &MountTable,
     attached: bool,
+    pid: u32,
 ) -> RunObs {
     let lag_budget_us = s.plan.lag_budget_us;
     let mut seconds: Vec<RunSecond> = s
@@ -237,6 +245,11 @@ fn observe(
             r.fs_ops
                 .insert(mount_name(mounts, *d), (*n as f64 / dt).round() as u64);
         }
+        r.accept_queue = ks.accept_queue;
+        if let Some(t) = ks.throttle {
+            r.throttled_periods = Some(t.nr_throttled);
+            r.throttled_ms = Some(traps::round(t.throttled_us as f64 / 1e3, 1));
+        }
         if ks.lost > 0 {
             r.marks.push("lost-events");
         }
@@ -284,6 +297,16 @@ fn observe(
             .sum()
     };
     let answered_window = answered_in(&in_window);
+    // The directory the server was started in and stays in (its root process's; PHP's
+    // workers visit the docroot per request and come back).
+    let start_mount = std::fs::read_link(format!("/proc/{pid}/cwd"))
+        .ok()
+        .and_then(|c| {
+            mounts.depth_below_mount(&crate::host::mounts::normalize(
+                c.as_os_str().as_encoded_bytes(),
+            ))
+        })
+        .map(|(m, _)| mounts.mounts[m].mount_point_display());
     let filesystems = report
         .filesystems
         .iter()
@@ -293,13 +316,13 @@ fn observe(
                 .iter()
                 .find(|m| m.mount_point_display() == row.mount_point)
                 .map(|m| m.kernel_dev());
-            let file_io_s: f64 = window_keys
-                .iter()
-                .filter(|(key, _)| {
-                    key.class == trapdetect_common::offcpu::CLASS_FILE_IO && Some(key.dev) == dev
-                })
-                .map(|(_, (ns, _))| *ns as f64 / 1e9)
-                .sum();
+            let file_io = window_keys.iter().filter(|(key, _)| {
+                key.class == trapdetect_common::offcpu::CLASS_FILE_IO && Some(key.dev) == dev
+            });
+            let file_io_s: f64 = file_io.clone().map(|(_, (ns, _))| *ns as f64 / 1e9).sum();
+            // fstat/read/close on its files that blocked: operations too, when no FUSE count
+            // says better.
+            let file_io_waits: u64 = file_io.map(|(_, (_, n))| *n).sum();
             let share = if all_rows_s > 0.0 {
                 row_s(row) / all_rows_s
             } else {
@@ -328,8 +351,12 @@ fn observe(
                     0.0
                 };
                 (
-                    (row.lookups as f64 * scale).round() as u64,
-                    "lookups",
+                    (row.lookups as f64 * scale).round() as u64 + file_io_waits,
+                    if file_io_waits > 0 {
+                        "lookups and blocked file I/O"
+                    } else {
+                        "lookups"
+                    },
                     vec![],
                 )
             };
@@ -341,6 +368,7 @@ fn observe(
                 ops,
                 ops_kind,
                 ops_per_s,
+                holds_start_cwd: start_mount.as_deref() == Some(row.mount_point.as_str()),
             }
         })
         .collect();
@@ -383,6 +411,24 @@ fn observe(
         filesystems,
         locks: locks.into_values().collect(),
         classified: attached && have_pt_regs(&kernel_release()),
+        quota: k.quota.as_ref().map(|q| {
+            let mut o = QuotaObs {
+                version: match q.version {
+                    crate::host::cpu::CgroupVersion::V1 => "v1",
+                    crate::host::cpu::CgroupVersion::V2 => "v2",
+                },
+                dir: escape::text(&q.level.dir),
+                quota_us: q.level.quota_us,
+                period_us: q.level.period_us,
+                ..Default::default()
+            };
+            for t in k.seconds.iter().filter_map(|x| x.throttle) {
+                o.nr_periods += t.nr_periods;
+                o.nr_throttled += t.nr_throttled;
+                o.throttled_us += t.throttled_us;
+            }
+            o
+        }),
     }
 }
 
@@ -407,6 +453,11 @@ fn section_json(o: &RunObs, k: &Sampler) -> serde_json::Value {
         "locks": o.locks.iter().map(|l| json!({
             "object": l.object, "wait_s": traps::round(l.wait_s, 3), "waits": l.waits,
         })).collect::<Vec<_>>(),
+        "quota": o.quota.as_ref().map(|q| json!({
+            "cgroup_version": q.version, "cgroup_dir": q.dir, "quota_us": q.quota_us,
+            "period_us": q.period_us, "nr_periods": q.nr_periods,
+            "nr_throttled": q.nr_throttled, "throttled_us": q.throttled_us,
+        })),
         "timeline": o.seconds,
     })
 }
@@ -435,7 +486,7 @@ fn render_text(o: &RunObs) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>9} {:>7} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5}  marks",
+        "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>9} {:>7} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>6}  marks",
         "t",
         "offered",
         "2xx",
@@ -452,13 +503,15 @@ fn render_text(o: &RunObs) -> String {
         "futex",
         "wait",
         "sleep",
-        "busy"
+        "busy",
+        "acceptq",
+        "thr ms"
     );
     for s in &o.seconds {
         let g = |c: &str| s.off_cpu.get(c).copied().unwrap_or(0.0);
         let _ = writeln!(
             out,
-            "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>9} {:>7} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5}  {}",
+            "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>9} {:>7} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5} {:>6} {:>6}  {}",
             s.t_s,
             s.offered,
             s.ok_2xx,
@@ -478,6 +531,12 @@ fn render_text(o: &RunObs) -> String {
             g("wait_work"),
             g("sleep"),
             s.busy_threads,
+            s.accept_queue
+                .map(|q| q.to_string())
+                .unwrap_or_else(|| "-".into()),
+            s.throttled_ms
+                .map(|t| format!("{t:.0}"))
+                .unwrap_or_else(|| "-".into()),
             s.marks.join(",")
         );
     }

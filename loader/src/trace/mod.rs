@@ -2,8 +2,10 @@
 //! read the counts, resolve them, apply the rules, build the report.
 
 pub mod aggregate;
+pub mod backlog;
 pub mod net;
 pub mod probe_load;
+pub mod quota;
 pub mod requests;
 pub mod seconds;
 
@@ -392,7 +394,11 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     let mut cwds: Vec<CwdObs> = cwds
         .seen
         .into_iter()
-        .map(|(path, processes)| CwdObs { path, processes })
+        .map(|(path, processes)| CwdObs {
+            path,
+            processes,
+            visited: false,
+        })
         .collect();
     cwds.sort_by(|a, b| {
         b.processes
@@ -416,6 +422,17 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     let requests = denominator.count;
     let resolved = aggregate::resolve(&counts.paths, &strings, &mounts, &hints);
     let fuse = aggregate::fuse_obs(&counts.fuse, &mounts);
+    // Where each walk starts: a directory the server chdirs into (PHP's docroot, per
+    // request) that is not the one it was started in is visited, not its working directory.
+    let start_cwd = target.cwd.as_deref().map(normalize);
+    for c in &mut cwds {
+        c.visited = start_cwd.as_deref() != Some(c.path.as_slice())
+            && resolved.calls.iter().any(|k| {
+                k.syscall == "chdir"
+                    && k.base == traps::fs::Base::Absolute
+                    && k.path.as_deref() == Some(c.path.as_slice())
+            });
+    }
     let obs = FsObservation {
         mounts: mounts.clone(),
         calls: resolved.calls,

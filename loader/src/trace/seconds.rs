@@ -15,6 +15,10 @@ use trapdetect_common::offcpu::{
 use crate::{
     host::tree,
     probe::{Probes, offcpu::OffcpuReading},
+    trace::{
+        backlog,
+        quota::{QuotaWatch, ThrottleCounters},
+    },
 };
 
 /// One second as the kernel saw it.
@@ -44,6 +48,11 @@ pub struct KernelSecond {
     pub fuse_ops: BTreeMap<u32, u64>,
     /// Intervals lost in this second (slot collisions, full map).
     pub lost: u64,
+    /// Connections waiting in the target's listeners' accept queues at the sample (`None`:
+    /// no listener found).
+    pub accept_queue: Option<u64>,
+    /// Throttling of the target's binding CPU quota in this second (`None`: no quota).
+    pub throttle: Option<ThrottleCounters>,
 }
 
 /// Samples the probes once a second.
@@ -66,6 +75,8 @@ pub struct Sampler {
     pub seconds: Vec<KernelSecond>,
     /// Lock objects seen: (dev, ino) → name (resolved while the file was open).
     pub lock_names: HashMap<(u32, u64), Vec<u8>>,
+    /// The target's binding CPU quota, read when sampling starts.
+    pub quota: Option<QuotaWatch>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -150,6 +161,7 @@ impl Sampler {
             idle: HashMap::new(),
             seconds: vec![],
             lock_names: HashMap::new(),
+            quota: QuotaWatch::of_pid(root),
         }
     }
 
@@ -209,6 +221,8 @@ impl Sampler {
         let me = self_ticks();
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);
+        let throttle = self.quota.as_mut().and_then(|q| q.tick());
+        let queue = backlog::sample(self.root, &backlog::socket_inodes(&pids));
         let mut credit = HashMap::new();
         for s in &slots {
             if let Some(b) = bucket_of(s.state, s.key) {
@@ -229,6 +243,8 @@ impl Sampler {
             t_s: self.next - 1,
             dt_s: (at.saturating_sub(prev.at_ns)) as f64 / 1e9,
             threads: tids.len(),
+            throttle,
+            accept_queue: (queue.listeners > 0).then_some(queue.queued),
             ..Default::default()
         };
         let mut on = 0i128;

@@ -80,6 +80,10 @@ pub struct CwdObs {
     pub path: Vec<u8>,
     /// Processes sitting in it.
     pub processes: usize,
+    /// Requests visit it (the traced processes chdir into it and the server was not started
+    /// there: PHP's docroot): walks of it are the code's hot path, not a working-directory
+    /// trap, and the remedy is to move the code, not the start directory.
+    pub visited: bool,
 }
 
 /// FUSE requests measured at the fuse tracepoint.
@@ -429,6 +433,7 @@ fn walks_cwd(obs: &FsObservation, c: &CallObs, m: usize, cwd: &[u8]) -> bool {
                 && obs
                     .cwds
                     .iter()
+                    .filter(|w| !w.visited)
                     .find(|w| obs.mounts.depth_below_mount(&w.path).map(|(i, _)| i) == Some(m))
                     .is_some_and(|w| w.path == cwd)
         }
@@ -440,7 +445,8 @@ fn walks_cwd(obs: &FsObservation, c: &CallObs, m: usize, cwd: &[u8]) -> bool {
 pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
     let mut out = vec![];
     let unit = obs.unit();
-    for cwd in &obs.cwds {
+    // A directory requests visit is not where the server was started: its walks are hot paths.
+    for cwd in obs.cwds.iter().filter(|c| !c.visited) {
         let Some((m, depth)) = obs.mounts.depth_below_mount(&cwd.path) else {
             continue;
         };
@@ -571,7 +577,11 @@ pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
             if l == 0 {
                 continue;
             }
-            if obs.cwds.iter().any(|cwd| walks_cwd(obs, c, m, &cwd.path)) {
+            if obs
+                .cwds
+                .iter()
+                .any(|cwd| !cwd.visited && walks_cwd(obs, c, m, &cwd.path))
+            {
                 continue;
             }
             cost.add(c, l);
@@ -736,6 +746,7 @@ mod tests {
             cwds: vec![CwdObs {
                 path: cwd,
                 processes: 5,
+                visited: false,
             }],
             requests: Some(1000),
             window_s: 10.0,
@@ -915,6 +926,55 @@ mod tests {
         assert_eq!(hot_path_slow(&obs)[0].evidence["lookups_per_request"], 4.0);
     }
 
+    /// Scenario 2: started from a native directory, code on the slow mount; the workers chdir
+    /// into the docroot there for each request (and are found in it).
+    #[test]
+    fn a_slow_directory_requests_visit_is_a_hot_path_not_the_cwd() {
+        let mut obs = wsl_obs();
+        let root = obs.mounts.mount_of(b"/").unwrap();
+        let c = obs.mounts.mount_of(b"/mnt/c/x").unwrap();
+        obs.cwds = vec![
+            CwdObs {
+                path: b"/root/run".to_vec(),
+                processes: 1,
+                visited: false,
+            },
+            CwdObs {
+                path: b"/mnt/c/www".to_vec(),
+                processes: 4,
+                visited: true,
+            },
+        ];
+        // chdir(docroot on DrvFs), chdir back to /root/run, the session stats.
+        obs.calls[1].path = Some(b"/mnt/c/www".to_vec());
+        obs.calls[1].walk = vec![(root, 1), (c, 2)];
+        obs.calls[1].target = Some(c);
+        obs.calls[2].path = Some(b"/root/run".to_vec());
+        obs.calls[2].walk = vec![(root, 2)];
+        obs.calls[2].target = Some(root);
+        // A relative open of the script from the docroot.
+        obs.calls.push(CallObs {
+            syscall: "openat",
+            path: Some(b"index.php".to_vec()),
+            base: Base::Cwd,
+            nofollow: false,
+            target: Some(c),
+            walk: vec![(c, 1)],
+            count: 1000,
+            errors: 0,
+            sum_ns: 1000 * 300_000,
+            max_ns: 400_000,
+            hist: vec![],
+        });
+        let f = rules(&obs);
+        let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
+        assert_eq!(ids, ["fs.hot-path-slow"], "{f:#?}");
+        // chdir 2 + openat 1 + the session's 4.
+        assert_eq!(f[0].evidence["lookups_per_request"], 7.0);
+        assert!(!f[0].remedy.contains("start the server"), "{}", f[0].remedy);
+        assert!(f[0].remedy.starts_with("move what requests read"));
+    }
+
     #[test]
     fn other_drvfs_lookups_are_hot_path_not_cwd() {
         let f = hot_path_slow(&wsl_obs());
@@ -937,6 +997,7 @@ mod tests {
         obs.cwds = vec![CwdObs {
             path: b"/root/run".to_vec(),
             processes: 1,
+            visited: false,
         }];
         obs.calls
             .retain(|c| c.path.as_deref() != Some(b"/mnt/c/sessions/sess_1"));

@@ -94,7 +94,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "cpu.quota",
         title: "a cgroup CPU quota caps or throttles the server",
-        commands: PRE,
+        commands: &[Preflight, Run],
         mechanism: "the tightest quota from the process's cgroup up to the root (v2 cpu.max, v1 \
                     cpu.cfs_quota_us/cfs_period_us) throttles the group each period once used: a \
                     flat ceiling below the core count with the CPUs idle.",
@@ -108,6 +108,8 @@ pub const RULES: &[Rule] = &[
             "nr_throttled",
             "throttled_us",
             "throttled_share",
+            "run_queue_threads",
+            "cpu_ms_per_request",
         ],
         remedy: "raise or remove the quota (cpu.max `max`, docker --cpus, systemd CPUQuota=) for \
                  the benchmark, or report the quota as the machine size.",
@@ -562,6 +564,7 @@ pub const RULES: &[Rule] = &[
             "busy_workers",
             "busy_ms_per_request",
             "predicted_ceiling_per_s",
+            "accept_queue_max",
         ],
         remedy: "raise the pool (pm.max_children, worker count) or shorten what a worker waits \
                  on.",

@@ -42,8 +42,41 @@ pub struct RunSecond {
     pub path_calls: u64,
     /// Filesystem requests per second by mount (FUSE requests where the tracepoint exists).
     pub fs_ops: std::collections::BTreeMap<String, u64>,
+    /// Connections waiting in the target's listeners' accept queues at the sample (TCP, and
+    /// unix sockets such as php-fpm's FastCGI listener); `None` when it has no listener.
+    pub accept_queue: Option<u64>,
+    /// Periods the target's CPU quota throttled it in this second (`None`: no quota).
+    pub throttled_periods: Option<u64>,
+    /// Time the quota held its threads back in this second, ms.
+    pub throttled_ms: Option<f64>,
     /// Why this second's figures are partial: `lost-events`, `generator-lag`, `no-kernel-data`.
     pub marks: Vec<&'static str>,
+}
+
+/// The target's binding cgroup CPU quota and how it throttled during the window.
+#[derive(Clone, Debug, Default)]
+pub struct QuotaObs {
+    /// `v1` or `v2`.
+    pub version: &'static str,
+    /// The cgroup directory whose quota binds.
+    pub dir: String,
+    /// Quota per period, µs.
+    pub quota_us: u64,
+    /// Period, µs.
+    pub period_us: u64,
+    /// Periods elapsed in the window.
+    pub nr_periods: u64,
+    /// Periods throttled in the window.
+    pub nr_throttled: u64,
+    /// Time throttled in the window, µs.
+    pub throttled_us: u64,
+}
+
+impl QuotaObs {
+    /// CPUs' worth of time the quota allows.
+    pub fn cpus(&self) -> f64 {
+        self.quota_us as f64 / self.period_us.max(1) as f64
+    }
 }
 
 /// A filesystem's share of the run.
@@ -63,6 +96,9 @@ pub struct FsLoad {
     pub ops_kind: &'static str,
     /// Operations per second, per second of the window (empty when only a total is known).
     pub ops_per_s: Vec<u64>,
+    /// The directory the server was started in (and returns to) is on this mount: the remedy
+    /// is to start it elsewhere; otherwise what requests touch lives here and must move.
+    pub holds_start_cwd: bool,
 }
 
 /// A lock object and the time spent waiting for it.
@@ -105,6 +141,8 @@ pub struct RunObs {
     pub locks: Vec<LockLoad>,
     /// The kernel could say which syscall blocked threads were in.
     pub classified: bool,
+    /// The target's cgroup CPU quota, when one binds.
+    pub quota: Option<QuotaObs>,
 }
 
 fn class_s(o: &RunObs, name: &str) -> f64 {
@@ -180,6 +218,74 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// cpu.quota: the target's cgroup quota throttled it during the window and its threads waited
+/// runnable for a CPU. The ceiling is the quota's CPUs over the CPU time a request costs.
+fn quota_rule(o: &RunObs) -> Option<Finding> {
+    let q = o.quota.as_ref()?;
+    // Throttled in the window, and the threads' time shows it: runnable, not running.
+    if q.nr_throttled == 0 || o.runq_s < 0.2 * o.busy_s() {
+        return None;
+    }
+    let cpu_per_req = (o.answered > 0).then(|| o.on_cpu_s / o.answered as f64);
+    let throttled_share = if q.nr_periods > 0 {
+        round(q.nr_throttled as f64 / q.nr_periods as f64, 3)
+    } else {
+        0.0
+    };
+    let mut f = with_shares(
+        Finding::new(
+            "cpu.quota",
+            ceiling_severity(o),
+            format!(
+                "the cgroup CPU quota ({:.2} CPU of {}) throttled the server in {} of {} periods: its threads waited {:.2} runnable on average",
+                q.cpus(),
+                o.cores,
+                q.nr_throttled,
+                q.nr_periods,
+                o.runq_s / o.window_s
+            ),
+        ),
+        o.runq_s,
+        o,
+    )
+    .with("cgroup_version", q.version)
+    .with("cgroup_dir", q.dir.clone())
+    .with("quota_us", q.quota_us)
+    .with("period_us", q.period_us)
+    .with("quota_cpus", round(q.cpus(), 3))
+    .with("usable_cpus", o.cores)
+    .with("nr_periods", q.nr_periods)
+    .with("nr_throttled", q.nr_throttled)
+    .with("throttled_us", q.throttled_us)
+    .with("throttled_share", throttled_share)
+    .with("target_cores", round(o.on_cpu_s / o.window_s, 3))
+    .with("run_queue_threads", round(o.runq_s / o.window_s, 2))
+    .with("delivered_per_s", round(o.delivered_rate, 1))
+    .with_opt("cpu_ms_per_request", cpu_per_req.map(|c| round(c * 1e3, 3)))
+    .remedy(format!(
+        "raise or remove the quota for the benchmark ({}), or report {:.2} CPU as the machine size",
+        if q.version == "v2" {
+            format!("echo max > {}/cpu.max", q.dir)
+        } else {
+            format!("echo -1 > {}/cpu.cfs_quota_us", q.dir)
+        },
+        q.cpus()
+    ));
+    if let Some(c) = cpu_per_req.filter(|c| *c > 0.0) {
+        let predicted = q.cpus() / c;
+        f = f
+            .with("predicted_ceiling_per_s", round(predicted, 1))
+            .predict(format!(
+                "ceiling ≈ {:.2} CPU ÷ {:.2} ms of CPU per request ≈ {:.0} req/s (delivered {:.0} req/s), with the host's CPUs partly idle",
+                q.cpus(),
+                c * 1e3,
+                predicted,
+                o.delivered_rate
+            ));
+    }
+    Some(f)
+}
+
 /// All rules.
 pub fn rules(o: &RunObs) -> Vec<Finding> {
     let mut out = vec![];
@@ -187,10 +293,14 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
         return out;
     }
     let cores_busy = o.mean(|s| s.cores_busy);
+    let quota = quota_rule(o);
+    let quota_binds = quota.is_some();
+    out.extend(quota);
     // Busy cores alone are not the server at capacity (other processes may hold them): its
     // threads' busy time must be mostly on a CPU or waiting for one.
     let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.busy_s();
-    let saturated_cpu = o.cores > 0.0 && cores_busy >= 0.85 * o.cores && cpu_bound;
+    // Under a binding quota the cap is the quota, whatever else keeps the host's cores busy.
+    let saturated_cpu = !quota_binds && o.cores > 0.0 && cores_busy >= 0.85 * o.cores && cpu_bound;
     if saturated_cpu {
         out.push(
             Finding::new(
@@ -215,7 +325,11 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
         );
     }
     // Run-queue delay without saturated CPUs: a quota or pinning, not capacity.
-    if !saturated_cpu && o.runq_s >= 0.25 * o.busy_s() && o.runq_s / o.window_s >= 0.2 {
+    if !saturated_cpu
+        && !quota_binds
+        && o.runq_s >= 0.25 * o.busy_s()
+        && o.runq_s / o.window_s >= 0.2
+    {
         out.push(
             with_shares(
                 Finding::new(
@@ -252,11 +366,18 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
         };
         let capacity = if l >= 1.0 { rate } else { rate / l.max(1e-9) };
         let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
+        // Flat: the steady seconds' mean deviation within 40 % of their median (the first
+        // second ramps up; docs/run.md).
         let serialized = l > 1.2 && {
-            let m = median(loaded.clone());
+            let steady = if loaded.len() >= 3 {
+                &loaded[1..]
+            } else {
+                &loaded[..]
+            };
+            let m = median(steady.to_vec());
             let spread =
-                loaded.iter().map(|x| (x - m).abs()).sum::<f64>() / loaded.len().max(1) as f64;
-            m > 0.0 && spread <= 0.2 * m
+                steady.iter().map(|x| (x - m).abs()).sum::<f64>() / steady.len().max(1) as f64;
+            m > 0.0 && spread <= 0.4 * m
         };
         let mut f = with_shares(
             {
@@ -292,10 +413,25 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
         .with("capacity_ops_per_s", round(capacity, 1))
         .with_opt("ops_per_request", per_req.map(|v| round(v, 2)))
         .with("delivered_per_s", round(o.delivered_rate, 1))
-        .remedy(format!(
-            "move what the requests touch off {} (code, working directory, sessions) to a native filesystem, or enable caching on the mount",
-            fs.mount
-        ));
+        .with(
+            "cause",
+            if fs.holds_start_cwd {
+                "working directory"
+            } else {
+                "files the requests use"
+            },
+        )
+        .remedy(if fs.holds_start_cwd {
+            format!(
+                "start the server from a directory on a native filesystem (its working directory is on {}, and every request walks it), or enable caching on the mount",
+                fs.mount
+            )
+        } else {
+            format!(
+                "move the code and files the requests use (docroot, includes, sessions) off {} to a native filesystem, or enable caching on the mount; the server's start directory is not the cause",
+                fs.mount
+            )
+        });
         if let Some(pr) = per_req.filter(|v| *v > 0.0) {
             let predicted = capacity / pr;
             f = f.with("predicted_ceiling_per_s", round(predicted, 1)).predict(format!(
@@ -344,15 +480,21 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
             .remedy("shorten or remove the critical section (e.g. PHP: session_write_close() early, a non-locking session handler, distinct session ids per client)"),
         );
     }
-    let explained = out
-        .iter()
-        .any(|f| f.id.starts_with("fs.") || f.id.starts_with("lock.") || f.id == "cpu.run-queue");
+    let explained = out.iter().any(|f| {
+        f.id.starts_with("fs.")
+            || f.id.starts_with("lock.")
+            || f.id == "cpu.run-queue"
+            || f.id == "cpu.quota"
+    });
     // All workers busy, not on a CPU nor waiting for one, the load queued: the pool is the
     // ceiling. The host's CPUs may be busy with others; what matters is that the workers'
     // busy time is not CPU time.
     let busy = o.mean(|s| s.busy_threads as f64);
     let idle_threads_floor = o.mean(|s| s.threads as f64) - o.workers as f64;
-    let busy_workers = busy.min(o.workers as f64);
+    // Busy workers from the threads' time (thread-seconds not waiting for work per second),
+    // not from the once-a-second samples alone: one sample that finds the only worker between
+    // two requests would make a saturated pool look 17 % idle over six seconds.
+    let busy_workers = (o.busy_s() / o.window_s).max(busy).min(o.workers as f64);
     let cpu_part = o.on_cpu_s + o.runq_s;
     if !explained
         && o.capped()
@@ -362,6 +504,11 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
     {
         let serve_s_per_req = o.busy_s() / o.answered.max(1) as f64;
         let predicted = o.workers as f64 / serve_s_per_req.max(1e-9);
+        // The accept queue: connections the kernel completed that no worker took yet.
+        let queues: Vec<u64> = o.loaded().iter().filter_map(|s| s.accept_queue).collect();
+        let queue_max = queues.iter().max().copied();
+        let queue_mean = (!queues.is_empty())
+            .then(|| round(queues.iter().sum::<u64>() as f64 / queues.len() as f64, 1));
         out.push(
             Finding::new(
                 "pool.too-small",
@@ -374,10 +521,13 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
             )
             .with("workers", o.workers)
             .with("busy_workers", round(busy_workers, 2))
+            .with("busy_workers_sampled", round(busy, 2))
             .with("idle_threads", round(idle_threads_floor.max(0.0), 1))
             .with("cores_busy", round(cores_busy, 2))
             .with("cpu_share_of_busy_time_pct", pct(cpu_part, o.busy_s()))
             .with("busy_ms_per_request", round(serve_s_per_req * 1e3, 2))
+            .with_opt("accept_queue_max", queue_max)
+            .with_opt("accept_queue_mean", queue_mean)
             .with("predicted_ceiling_per_s", round(predicted, 1))
             .with("delivered_per_s", round(o.delivered_rate, 1))
             .with("share_of_thread_wall_time_pct", pct(o.busy_s(), o.wall_s()))
@@ -456,6 +606,7 @@ mod tests {
                 ops: 5200 * 9,
                 ops_kind: "FUSE requests",
                 ops_per_s: vec![4680; 10],
+                holds_start_cwd: true,
             }],
             classified: true,
             ..Default::default()
@@ -556,6 +707,86 @@ mod tests {
         o.off_s = off(&[("wait_work", 50.0)]);
         o.delivered_rate = 1500.0;
         assert!(rules(&o).is_empty());
+    }
+
+    /// Scenario 5's shape: four workers in a v1 group with 0.2 CPU, a 4 ms CPU script,
+    /// 150 req/s offered, 50 delivered; the host's other cores busy with other work.
+    fn quota_flood() -> RunObs {
+        RunObs {
+            seconds: secs(10, |t| RunSecond {
+                t_s: t,
+                offered: 150,
+                ok_2xx: 50,
+                cores_busy: 1.9,
+                threads: 5,
+                busy_threads: 4,
+                accept_queue: Some(30),
+                ..Default::default()
+            }),
+            window_s: 10.0,
+            cores: 2.0,
+            offered_rate: 150.0,
+            delivered_rate: 50.0,
+            answered: 500,
+            off_s: off(&[("wait_work", 2.0)]),
+            on_cpu_s: 2.0,
+            runq_s: 30.0,
+            workers: 4,
+            classified: true,
+            quota: Some(QuotaObs {
+                version: "v1",
+                dir: "/sys/fs/cgroup/cpu/bench".into(),
+                quota_us: 20_000,
+                period_us: 100_000,
+                nr_periods: 100,
+                nr_throttled: 96,
+                throttled_us: 7_600_000,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_throttling_quota_is_the_verdict_not_saturation() {
+        let f = rules(&quota_flood());
+        let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
+        assert_eq!(ids, ["cpu.quota"], "{f:#?}");
+        let e = &f[0].evidence;
+        assert_eq!(f[0].severity, Severity::Fail);
+        assert_eq!(e["quota_cpus"], 0.2);
+        assert_eq!(e["nr_throttled"], 96);
+        assert_eq!(e["throttled_share"], 0.96);
+        assert_eq!(e["cpu_ms_per_request"], 4.0);
+        // 0.2 CPU ÷ 4 ms = 50 req/s.
+        assert_eq!(e["predicted_ceiling_per_s"], 50.0);
+        assert_eq!(e["run_queue_threads"], 3.0);
+        assert_eq!(
+            f[0].remedy,
+            "raise or remove the quota for the benchmark (echo -1 > /sys/fs/cgroup/cpu/bench/cpu.cfs_quota_us), or report 0.20 CPU as the machine size"
+        );
+        // A quota that never throttled in the window is not this run's cause.
+        let mut o = quota_flood();
+        o.quota.as_mut().unwrap().nr_throttled = 0;
+        let ids: Vec<String> = rules(&o).into_iter().map(|f| f.id).collect();
+        assert_eq!(ids, ["cpu.saturated"]);
+    }
+
+    #[test]
+    fn the_pool_verdict_shows_the_accept_queue() {
+        let mut o = quota_flood();
+        o.quota = None;
+        o.runq_s = 0.1;
+        o.on_cpu_s = 0.2;
+        o.off_s = off(&[("sleep", 39.0), ("wait_work", 1.0)]);
+        for s in &mut o.seconds {
+            s.cores_busy = 0.2;
+        }
+        o.seconds[3].accept_queue = Some(90);
+        let f = rules(&o);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].id, "pool.too-small");
+        assert_eq!(f[0].evidence["accept_queue_max"], 90);
+        assert_eq!(f[0].evidence["accept_queue_mean"], 36.0);
     }
 
     #[test]
