@@ -68,7 +68,7 @@ fn baseline(path: &std::path::Path) -> Result<TcpExtSnapshot> {
 }
 
 /// The census with its findings, ready for a report: what `net-census` prints and what
-/// `preflight` (or a traced run) adds with `Report::add_section("network", json, text)`.
+/// `preflight` (or a traced run) adds with `Report::add(&check.obs)` (the `network` section).
 pub struct NetCheck {
     /// The observation.
     pub obs: net::NetObservation,
@@ -76,10 +76,6 @@ pub struct NetCheck {
     pub findings: Vec<Finding>,
     /// Checks the census could not support, with the reason.
     pub skipped: Vec<Skipped>,
-    /// The `network` section.
-    pub json: serde_json::Value,
-    /// Its text rendering.
-    pub text: String,
 }
 
 /// Census of `ns` (the pid's namespace when `ns` is `None`) with the target `pid`, a planned
@@ -105,15 +101,10 @@ pub fn check(
             reason,
         })
         .collect();
-    let json = serde_json::to_value(&obs)
-        .map_err(|e| Error::Untrusted(format!("serialising the census: {e}")))?;
-    let text = net::render_text(&obs);
     Ok(NetCheck {
         obs,
         findings,
         skipped,
-        json,
-        text,
     })
 }
 
@@ -157,7 +148,7 @@ pub fn run(a: NetCensusArgs) -> Result<i32> {
     }
     r.findings = c.findings;
     r.skipped = c.skipped;
-    r.add_section("network", c.json, c.text);
+    r.add(&c.obs);
     r.finish(&a.ignore, a.strict);
     if a.json {
         print(&format!("{}\n", r.to_json()))?;

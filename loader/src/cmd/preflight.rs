@@ -462,20 +462,15 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     r.skipped = skipped;
     let elapsed_ms = traps::round(started.elapsed().as_secs_f64() * 1000.0, 1);
     r.window_s = sample.as_ref().map(|s| s.window_s);
-    r.add_section(
-        "host",
-        host_json(&obs, sample.as_ref()),
-        host_text(&obs, sample.as_ref()),
-    );
+    r.add(&HostSection(&obs, sample.as_ref()));
     if let Some(j) = fpm_json {
-        let text = fpm_text(&j);
-        r.add_section("fpm", j, text);
+        r.add(&FpmSection(j));
     }
-    if let Some((json, text)) = network {
-        r.add_section("network", json, text);
+    if let Some(obs) = &network {
+        r.add(obs);
     }
-    r.add_section(
-        "preflight",
+    r.add(&PreflightSection(
+        elapsed_ms,
         json!({
             "elapsed_ms": elapsed_ms,
             "sample_window_s": sample.as_ref().map(|s| s.window_s),
@@ -486,8 +481,7 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
             "strict": args.strict,
             "mark_file": mark_path.as_ref().map(|p| escape::bytes(p.as_os_str().as_bytes())),
         }),
-        format!("  elapsed {elapsed_ms} ms\n"),
-    );
+    ));
     r.finish(&args.ignore, args.strict);
     mark_incomplete(&mut r, &args.ignore, args.strict);
     Ok(r)
@@ -926,13 +920,13 @@ fn network_census(
     args: &PreflightArgs,
     findings: &mut Vec<Finding>,
     skipped: &mut Vec<Skipped>,
-) -> Option<(serde_json::Value, String)> {
+) -> Option<crate::host::net::NetObservation> {
     let ports: Vec<u16> = args.port.into_iter().collect();
     match crate::cmd::net_census::check(None, args.pid, args.rate.zip(args.timeout), &ports, None) {
         Ok(c) => {
             findings.extend(c.findings);
             skipped.extend(c.skipped);
-            Some((c.json, c.text))
+            Some(c.obs)
         }
         Err(e) => {
             skipped.push(Skipped {
@@ -941,6 +935,51 @@ fn network_census(
             });
             None
         }
+    }
+}
+
+/// The `host` section: CPUs, load, memory, virtualisation and the noise sample.
+struct HostSection<'a>(&'a Observed, Option<&'a hostinfo::NoiseSample>);
+
+impl crate::report::Section for HostSection<'_> {
+    fn name(&self) -> &'static str {
+        "host"
+    }
+    fn json(&self) -> std::result::Result<serde_json::Value, String> {
+        Ok(host_json(self.0, self.1))
+    }
+    fn text(&self) -> String {
+        host_text(self.0, self.1)
+    }
+}
+
+/// The `fpm` section: the pools read from PHP-FPM's configuration.
+struct FpmSection(serde_json::Value);
+
+impl crate::report::Section for FpmSection {
+    fn name(&self) -> &'static str {
+        "fpm"
+    }
+    fn json(&self) -> std::result::Result<serde_json::Value, String> {
+        Ok(self.0.clone())
+    }
+    fn text(&self) -> String {
+        fpm_text(&self.0)
+    }
+}
+
+/// The `preflight` section: what the check itself took (elapsed ms) and was given.
+struct PreflightSection(f64, serde_json::Value);
+
+impl crate::report::Section for PreflightSection {
+    fn name(&self) -> &'static str {
+        "preflight"
+    }
+    fn json(&self) -> std::result::Result<serde_json::Value, String> {
+        Ok(self.1.clone())
+    }
+    fn text(&self) -> String {
+        format!("  elapsed {} ms\n", self.0)
     }
 }
 
@@ -1240,7 +1279,8 @@ mod tests {
     fn a_skipped_check_that_could_fail_is_prominent_and_fails_strict() {
         for strict in [false, true] {
             let mut r = Report::new("preflight");
-            r.add_section("preflight", json!({ "strict": strict }), String::new());
+            r.sections
+                .insert("preflight".into(), json!({ "strict": strict }));
             r.skipped.push(Skipped {
                 check: "fs.cwd-slow".into(),
                 reason: "/proc/42/cwd: permission denied (needs CAP_SYS_PTRACE)".into(),
@@ -1267,7 +1307,8 @@ mod tests {
         }
         // Ignored by the user: not missed.
         let mut r = Report::new("preflight");
-        r.add_section("preflight", json!({ "strict": true }), String::new());
+        r.sections
+            .insert("preflight".into(), json!({ "strict": true }));
         r.skipped.push(Skipped {
             check: "net.fd-limit".into(),
             reason: "census failed".into(),

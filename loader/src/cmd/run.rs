@@ -75,8 +75,7 @@ impl LoadDriver for RunDriver {
             .take()
             .ok_or_else(|| Error::Untrusted("the load never started".into()))?;
         let s = running.stop()?;
-        let json = serde_json::to_value(&s).unwrap_or_default();
-        report.add_section("load", json, load::render_text(&s));
+        report.add(&s);
         report.findings.extend(load::findings(&s, &self.plan));
         // Unlike the tracer's light probe, this load is the measurement: a generator that
         // fell behind its schedule measured itself.
@@ -151,7 +150,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
                 "{lost} off-CPU intervals were lost (thread slot collisions or a full map); the seconds are marked"
             ));
         }
-        report.add_section("run", section_json(&obs, sampler), render_text(&obs));
+        report.add(&RunSection(&obs, sampler));
     }
     report.finish(&args.load.ignore, args.load.strict);
     crate::cmd::trace::emit(
@@ -383,6 +382,21 @@ fn observe(
         filesystems,
         locks: locks.into_values().collect(),
         classified: attached && have_pt_regs(&kernel_release()),
+    }
+}
+
+/// The `run` section: where the threads' time went, second by second.
+struct RunSection<'a>(&'a RunObs, &'a Sampler);
+
+impl crate::report::Section for RunSection<'_> {
+    fn name(&self) -> &'static str {
+        "run"
+    }
+    fn json(&self) -> std::result::Result<serde_json::Value, String> {
+        Ok(section_json(self.0, self.1))
+    }
+    fn text(&self) -> String {
+        render_text(self.0)
     }
 }
 

@@ -518,17 +518,7 @@ pub fn finish(
     skipped.sort_by(|a, b| (&a.check, &a.reason).cmp(&(&b.check, &b.reason)));
     skipped.dedup_by(|a, b| a.check == b.check && a.reason == b.reason);
     report.skipped.append(&mut skipped);
-    let mut text = net::render_text(&obs);
-    if let Some(t) = &obs.traced {
-        text.push_str(&net::traced::render_text(t));
-    }
-    match serde_json::to_value(&obs) {
-        Ok(json) => report.add_section("network", json, text),
-        Err(e) => report
-            .measurement
-            .notes
-            .push(format!("the network section could not be serialised: {e}")),
-    }
+    report.add(&obs);
 }
 
 /// Stops the sampler, if there is one, and returns its readings (baseline first).
