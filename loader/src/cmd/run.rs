@@ -96,7 +96,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
             "trapdetect run drives an open-loop load: drop --closed-loop",
         ));
     }
-    crate::cmd::check_ignore(&args.load.ignore)?;
+    crate::cmd::check_ignore(&args.load.verdict.ignore)?;
     if args.load.rate.as_ref().is_some_and(|r| r.to.is_some()) {
         return Err(Error::usage(
             "trapdetect run drives one rate: steps (--rate A..B) belong to `trapdetect load`",
@@ -106,11 +106,11 @@ pub fn run(args: RunArgs) -> Result<i32> {
     plan.resolve()?;
     // Output paths are refused now, before anything is attached.
     crate::output::check_all(&[
-        ("--json-out", args.load.json_out.as_deref()),
-        ("--html", args.load.html.as_deref()),
+        ("--json-out", args.load.output.json_out.as_deref()),
+        ("--html", args.load.output.html.as_deref()),
         ("--samples-out", args.load.samples_out.as_deref()),
     ])?;
-    crate::output::check_all(&args.load.export.paths())?;
+    crate::output::check_all(&args.load.output.export.paths())?;
     let opts = trace::Options {
         pid: args.pid,
         duration: args.load.duration,
@@ -152,14 +152,15 @@ pub fn run(args: RunArgs) -> Result<i32> {
         }
         report.add(&RunSection(&obs, sampler));
     }
-    report.finish(&args.load.ignore, args.load.strict);
+    report.finish(&args.load.verdict.ignore, args.load.verdict.strict);
     crate::cmd::trace::emit(
         &report,
-        args.load.json,
-        args.load.json_out.as_deref(),
-        args.load.html.as_deref(),
+        args.load.output.json,
+        args.load.output.json_out.as_deref(),
+        args.load.output.html.as_deref(),
     )?;
     args.load
+        .output
         .export
         .write(&serde_json::to_value(&report).unwrap_or_default())?;
     Ok(report.exit_code)

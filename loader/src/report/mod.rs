@@ -63,7 +63,7 @@ pub struct Requests {
     pub note: Option<String>,
     /// Payload the server's ports received in the window, whatever client sent it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub served: Option<crate::trace::requests::Served>,
+    pub served: Option<crate::probe::tcp::Served>,
 }
 
 /// One row of the syscall table: a syscall on the filesystem its final component lives on.

@@ -2,6 +2,7 @@
 //! read the counts, resolve them, apply the rules, build the report.
 
 pub mod aggregate;
+pub mod census;
 pub mod net;
 pub mod probe_load;
 pub mod requests;
@@ -155,7 +156,7 @@ struct CwdSampler {
 
 impl CwdSampler {
     fn rescan(&mut self, pid: u32) {
-        self.tree = tree::descendants_of(pid, &tree::all_parents());
+        self.tree = tree::descendants(pid);
     }
 
     fn sample(&mut self) {
@@ -247,10 +248,10 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     probes.trace_pids(&[opts.pid])?;
     probes.watch_client_pids(&opts.watch_clients)?;
     for _ in 0..2 {
-        let parents = tree::all_parents();
-        probes.trace_pids(&tree::descendants_of(opts.pid, &parents))?;
+        let scan = crate::host::process::scan();
+        probes.trace_pids(&crate::host::process::descendants(&scan, opts.pid))?;
         for &c in &opts.watch_clients {
-            probes.watch_client_pids(&tree::descendants_of(c, &parents))?;
+            probes.watch_client_pids(&crate::host::process::descendants(&scan, c))?;
         }
     }
     let ring = probes.take_path_events()?;
@@ -361,7 +362,7 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     } else {
         None
     };
-    let cpu_after = thread_cpu_ns(&tree::descendants_of(opts.pid, &tree::all_parents()));
+    let cpu_after = thread_cpu_ns(&tree::descendants(opts.pid));
     let connect = probes.connect_counts()?;
     let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
     done.store(true, Ordering::SeqCst);

@@ -22,7 +22,6 @@ use trapdetect_common::{
 };
 
 use crate::{
-    cmd::net_census,
     error::Result,
     escape,
     host::net::{
@@ -73,7 +72,7 @@ fn comm(pid: u32) -> String {
 /// goes on without per-port counts.
 pub fn start(pid: u32, clients: &[u32]) -> NetStart {
     let mut skipped = vec![];
-    let census = match net_census::check(None, Some(pid), None, &[], None) {
+    let census = match super::census::check(None, Some(pid), None, &[], None) {
         Ok(c) => {
             skipped.extend(c.skipped);
             Some(c.obs)

@@ -10,6 +10,7 @@ use std::{
 };
 
 use super::{
+    super::process,
     diag::{ALL_STATES, Diag, TCP_LISTEN},
     model::*,
     netns::{self, EnterError, Netns},
@@ -201,12 +202,7 @@ fn read_namespace(ns: &Netns, ask: Ask) -> Result<NetObservation> {
 /// while workers accept), with notes on what could not be read.
 fn target_inodes(pid: u32, notes: &mut Vec<String>) -> HashSet<u64> {
     let mut inodes = HashSet::new();
-    let mut queue = vec![pid];
-    let mut seen = HashSet::new();
-    while let Some(p) = queue.pop() {
-        if !seen.insert(p) || seen.len() > 4096 {
-            continue;
-        }
+    for p in process::subtree(pid, 4096) {
         match std::fs::read_dir(format!("/proc/{p}/fd")) {
             Ok(rd) => {
                 for e in rd.flatten() {
@@ -225,13 +221,6 @@ fn target_inodes(pid: u32, notes: &mut Vec<String>) -> HashSet<u64> {
                 "cannot list /proc/{pid}/fd ({e}): the target's listeners are not identified"
             )),
             Err(_) => {}
-        }
-        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) {
-            for t in tasks.flatten() {
-                if let Ok(c) = std::fs::read_to_string(t.path().join("children")) {
-                    queue.extend(c.split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
-                }
-            }
         }
     }
     inodes
