@@ -97,7 +97,7 @@ mod tests {
         match cli.command {
             Some(Command::Trace(t)) => {
                 assert_eq!(t.pid, Some(7));
-                assert!(t.json);
+                assert!(t.output.json);
             }
             other => panic!("{other:?}"),
         }

@@ -10,6 +10,19 @@ pub fn round(v: f64, decimals: i32) -> f64 {
     (v * m).round() / m
 }
 
+/// A count with thousands separators (`20,000`), for titles and text renderings.
+pub fn fmt_count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Latency summary; all in microseconds.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct Latency {

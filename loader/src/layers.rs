@@ -29,17 +29,8 @@ const LAYERS: &[(&str, u8)] = &[
 /// Known upward imports (file under loader/src, module imported). Each is a debt: move the
 /// shared item down (as `figures` did for `round` and `Latency`), then delete the line.
 const ALLOWED: &[(&str, &str)] = &[
-    // The off-CPU sampler stamps seconds with the load generator's clock (`load::mono_ns`),
-    // which belongs in a lower clock module.
-    ("probe/offcpu.rs", "load"),
-    // The load error names the minimum kernel, a constant of the kernel-support rule.
-    ("probe/mod.rs", "traps"),
     // Man pages and completions are generated from the one CLI definition.
     ("cmd/generate.rs", "cli"),
-    // Served payload counters are read by trace/ and shown by report/.
-    ("report/mod.rs", "trace"),
-    // The traced network half reuses the census command's gathering.
-    ("trace/net.rs", "cmd"),
 ];
 
 fn layer(module: &str) -> Option<u8> {

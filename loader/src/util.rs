@@ -1,6 +1,25 @@
 //! Small parsers and helpers shared by the commands.
 
-use std::{io::IsTerminal, time::Duration};
+use std::{io::IsTerminal, path::Path, time::Duration};
+
+/// Now, in CLOCK_MONOTONIC nanoseconds: the clock eBPF's `bpf_ktime_get_ns` reads, shared by
+/// the load generator and the samplers so their seconds join without conversion.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A small text file (/proc, /sys), trimmed; `None` when it cannot be read.
+pub fn read_trim(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
 
 /// Where progress goes, the same in every command: a single updating line on a terminal; on
 /// anything else (a CI log) nothing unless asked with `--progress`, then one line per update;

@@ -12,13 +12,14 @@ use std::{
 use serde::Serialize;
 
 use crate::{
-    error::{Error, Result, exit},
+    error::{Error, Result},
     load::{
         self, Arrival, Plan, Sample, Summary,
         steps::{RateRange, StepSpec},
     },
     output::OutputFile,
-    traps::{Finding, Severity},
+    report::{Measurement, Report},
+    traps::Finding,
     util::{parse_duration, parse_rate},
 };
 
@@ -147,28 +148,16 @@ pub struct LoadArgs {
     /// HTTP/1.1 client: the hand-written one or hyper's (for `cargo xtask bench load-hyper`).
     #[arg(long, value_enum, default_value = "native", hide = true)]
     pub engine: load::Engine,
-    /// Print the report as JSON on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json_out: Option<PathBuf>,
-    /// Write the report as a self-contained HTML page (charts included) to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// CSV, OpenMetrics and .hgrm exports.
+    /// --json, --json-out, --html and the exports.
     #[command(flatten)]
-    pub export: crate::report::export::ExportArgs,
+    pub output: crate::cmd::OutputArgs,
     /// Write one JSON line per request (intended/start/sent/end instants in CLOCK_MONOTONIC
     /// ns, status or error kind, bytes) to FILE, for joining with kernel data.
     #[arg(long, value_name = "FILE")]
     pub samples_out: Option<PathBuf>,
-    /// Silence a finding by id (it is still listed as ignored). Repeatable.
-    #[arg(long, value_name = "ID")]
-    pub ignore: Vec<String>,
-    /// Treat warnings as failures for the exit code.
-    #[arg(long)]
-    pub strict: bool,
+    /// --ignore and --strict.
+    #[command(flatten)]
+    pub verdict: crate::cmd::VerdictArgs,
     /// No progress on stderr (errors, warnings and the start line remain).
     #[arg(long, short = 'q', conflicts_with = "progress")]
     pub quiet: bool,
@@ -184,15 +173,6 @@ fn parse_warmup(s: &str) -> std::result::Result<Duration, String> {
     parse_duration(s)
 }
 
-/// Can the numbers be trusted?
-#[derive(Debug, Serialize)]
-pub struct Measurement {
-    /// False when the generator measured itself (exit 3).
-    pub trusted: bool,
-    /// Why not.
-    pub problems: Vec<String>,
-}
-
 /// The JSON document `trapdetect load --json` prints (`schema` = `trapdetect.load/1`).
 #[derive(Debug, Serialize)]
 pub struct Document<'a> {
@@ -203,10 +183,20 @@ pub struct Document<'a> {
     pub findings: Vec<Finding>,
     /// Findings silenced with --ignore.
     pub ignored: Vec<Finding>,
-    /// Trust.
+    /// Trust: `trusted` and `problems` (the generator has no notes or probe counters).
+    #[serde(serialize_with = "trust_only")]
     pub measurement: Measurement,
     /// The exit code.
     pub exit_code: i32,
+}
+
+/// The load document's `measurement`: the report's, without the fields a load never fills.
+fn trust_only<S: serde::Serializer>(m: &Measurement, s: S) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    let mut st = s.serialize_struct("Measurement", 2)?;
+    st.serialize_field("trusted", &m.trusted)?;
+    st.serialize_field("problems", &m.problems)?;
+    st.end()
 }
 
 /// Builds the plan from the flags, reading --hosts and --body @FILE.
@@ -310,25 +300,12 @@ pub fn verdict(
     ignore: &[String],
     strict: bool,
 ) -> (Vec<Finding>, Vec<Finding>, Measurement, i32) {
-    let (ignored, kept): (Vec<Finding>, Vec<Finding>) = load::findings(s, plan)
-        .into_iter()
-        .partition(|f| ignore.contains(&f.id));
-    let problems = load::problems(s, plan);
-    let failing = kept
-        .iter()
-        .any(|f| f.severity == Severity::Fail || (strict && f.severity == Severity::Warn));
-    let code = if !problems.is_empty() {
-        exit::UNTRUSTED
-    } else if failing {
-        exit::FAIL
-    } else {
-        exit::OK
-    };
-    let m = Measurement {
-        trusted: problems.is_empty(),
-        problems,
-    };
-    (kept, ignored, m, code)
+    let mut r = Report::new("load");
+    r.findings = load::findings(s, plan);
+    r.measurement.problems = load::problems(s, plan);
+    r.measurement.trusted = r.measurement.problems.is_empty();
+    r.finish(ignore, strict);
+    (r.findings, r.ignored, r.measurement, r.exit_code)
 }
 
 /// The steps of `--rate FROM..TO --step N`, if asked for; refuses what a step run cannot do.
@@ -355,7 +332,7 @@ pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
             "--samples-out is for one run; a step run reports per-step series instead",
         ));
     }
-    if a.html.is_some() || a.export != Default::default() {
+    if a.output.html.is_some() || a.output.export != Default::default() {
         return Err(Error::usage(
             "--html and the exports are for one run; a step run reports its steps with --json \
              or --json-out",
@@ -377,6 +354,7 @@ pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
 /// Runs a step run; returns the exit code.
 fn run_steps(args: &LoadArgs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
     let json_out = args
+        .output
         .json_out
         .as_ref()
         .map(|p| OutputFile::create("--json-out", p))
@@ -418,7 +396,7 @@ fn run_steps(args: &LoadArgs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
     // The run is measured: a file that cannot be written is reported after the report is
     // printed, never instead of it.
     let mut lost = vec![];
-    if let (Some(mut f), Some(p)) = (json_out, &args.json_out)
+    if let (Some(mut f), Some(p)) = (json_out, &args.output.json_out)
         && let Err(e) = f
             .write_all(json.as_bytes())
             .and_then(|_| f.write_all(b"\n"))
@@ -427,7 +405,7 @@ fn run_steps(args: &LoadArgs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
     {
         lost.push(e.to_string());
     }
-    let shown = if args.json {
+    let shown = if args.output.json {
         json + "\n"
     } else {
         load::steps::render(&report)
@@ -443,17 +421,18 @@ fn run_steps(args: &LoadArgs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
 
 /// Runs the command; returns the exit code.
 pub fn run(args: LoadArgs) -> Result<i32> {
-    crate::cmd::check_ignore(&args.ignore)?;
+    crate::cmd::check_ignore(&args.verdict.ignore)?;
     let plan = plan(&args)?;
     if let Some(spec) = step_spec(&args)? {
         return run_steps(&args, &plan, &spec);
     }
     let mut run_plan = plan.clone();
-    crate::output::check_all(&[("--html", args.html.as_deref())])?;
-    crate::output::check_all(&args.export.paths())?;
+    crate::output::check_all(&[("--html", args.output.html.as_deref())])?;
+    crate::output::check_all(&args.output.export.paths())?;
     // Both files are created (as hidden temporaries) before the first arrival, so a bad path
     // costs no run; they are put in place only once complete.
     let json_out = args
+        .output
         .json_out
         .as_ref()
         .map(|p| OutputFile::create("--json-out", p))
@@ -537,7 +516,7 @@ pub fn run(args: LoadArgs) -> Result<i32> {
         }
     }
     let (findings, ignored, measurement, code) =
-        verdict(&summary, &plan, &args.ignore, args.strict);
+        verdict(&summary, &plan, &args.verdict.ignore, args.verdict.strict);
     let doc = Document {
         summary: &summary,
         findings,
@@ -547,7 +526,7 @@ pub fn run(args: LoadArgs) -> Result<i32> {
     };
     let json = serde_json::to_string_pretty(&doc)
         .map_err(|e| Error::Untrusted(format!("serialize the report: {e}")))?;
-    if let (Some(mut f), Some(p)) = (json_out, &args.json_out)
+    if let (Some(mut f), Some(p)) = (json_out, &args.output.json_out)
         && let Err(e) = f
             .write_all(json.as_bytes())
             .and_then(|_| f.write_all(b"\n"))
@@ -556,9 +535,9 @@ pub fn run(args: LoadArgs) -> Result<i32> {
     {
         lost.push(e.to_string());
     }
-    if args.html.is_some() || args.export != Default::default() {
+    if args.output.html.is_some() || args.output.export != Default::default() {
         let value = serde_json::to_value(&doc).unwrap_or_default();
-        if let Some(p) = &args.html
+        if let Some(p) = &args.output.html
             && let Err(e) = crate::output::write(
                 "--html",
                 p,
@@ -567,11 +546,15 @@ pub fn run(args: LoadArgs) -> Result<i32> {
         {
             lost.push(e.to_string());
         }
-        if let Err(e) = args.export.write(&value) {
+        if let Err(e) = args.output.export.write(&value) {
             lost.push(e.to_string());
         }
     }
-    let shown = if args.json { json + "\n" } else { text(&doc) };
+    let shown = if args.output.json {
+        json + "\n"
+    } else {
+        text(&doc)
+    };
     if let Err(e) = crate::util::print(&shown) {
         lost.insert(0, e.to_string());
     }

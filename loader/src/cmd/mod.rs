@@ -12,6 +12,35 @@ pub mod trace;
 pub mod version;
 pub mod wait_drain;
 
+/// The output flags of every command that writes a report: one definition, flattened into
+/// each (`trace`, `preflight`, `load`, and `run` through `load`'s flags).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OutputArgs {
+    /// Print the report as JSON on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<std::path::PathBuf>,
+    /// Also write the report as a self-contained HTML page (charts included) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+    /// CSV, OpenMetrics and .hgrm exports.
+    #[command(flatten)]
+    pub export: crate::report::export::ExportArgs,
+}
+
+/// The flags that turn findings into an exit code, for every command that judges.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct VerdictArgs {
+    /// Silence a finding by id (it is still listed as ignored). Repeatable.
+    #[arg(long, value_name = "ID")]
+    pub ignore: Vec<String>,
+    /// Treat warnings as failures for the exit code.
+    #[arg(long)]
+    pub strict: bool,
+}
+
 /// Refuses an `--ignore` of an id no rule reports (exit 2, listing the valid ones): a typo
 /// would otherwise silence nothing and pass unnoticed. Ids come from the rule registry.
 pub fn check_ignore(ids: &[String]) -> crate::error::Result<()> {

@@ -4,12 +4,12 @@
 
 use std::{path::PathBuf, time::Duration};
 
+pub use crate::trace::census::{NetCheck, check};
 use crate::{
     error::{Error, Result},
     escape,
-    host::net::{self, Netns, TcpExtSnapshot},
-    report::{Report, Skipped, Target, text},
-    traps::{self, Finding},
+    host::net::{Netns, TcpExtSnapshot},
+    report::{Report, Target, text},
     util::{parse_duration, parse_rate, print},
 };
 
@@ -43,12 +43,9 @@ pub struct NetCensusArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Silence a finding by id. Repeatable.
-    #[arg(long, value_name = "ID")]
-    pub ignore: Vec<String>,
-    /// Treat warnings as failures for the exit code.
-    #[arg(long)]
-    pub strict: bool,
+    /// --ignore and --strict.
+    #[command(flatten)]
+    pub verdict: crate::cmd::VerdictArgs,
 }
 
 fn baseline(path: &std::path::Path) -> Result<TcpExtSnapshot> {
@@ -67,59 +64,9 @@ fn baseline(path: &std::path::Path) -> Result<TcpExtSnapshot> {
         })
 }
 
-/// The census with its findings, ready for a report: what `net-census` prints and what
-/// `preflight` (or a traced run) adds with `Report::add_section("network", json, text)`.
-pub struct NetCheck {
-    /// The observation.
-    pub obs: net::NetObservation,
-    /// net.* findings.
-    pub findings: Vec<Finding>,
-    /// Checks the census could not support, with the reason.
-    pub skipped: Vec<Skipped>,
-    /// The `network` section.
-    pub json: serde_json::Value,
-    /// Its text rendering.
-    pub text: String,
-}
-
-/// Census of `ns` (the pid's namespace when `ns` is `None`) with the target `pid`, a planned
-/// `(rate per second, client timeout)` and ports of interest; `baseline` turns the TcpExt
-/// counters into increments.
-pub fn check(
-    ns: Option<&Netns>,
-    pid: Option<u32>,
-    plan: Option<(f64, Duration)>,
-    ports: &[u16],
-    baseline: Option<&TcpExtSnapshot>,
-) -> Result<NetCheck> {
-    let own = pid.map_or(Netns::Own, Netns::Pid);
-    let mut obs = net::census_in(ns.unwrap_or(&own), pid, plan, ports)?;
-    if let Some(b) = baseline {
-        obs.set_baseline(b);
-    }
-    let findings = traps::net::rules(&obs);
-    let skipped = traps::net::skipped(&obs)
-        .into_iter()
-        .map(|(check, reason)| Skipped {
-            check: check.to_string(),
-            reason,
-        })
-        .collect();
-    let json = serde_json::to_value(&obs)
-        .map_err(|e| Error::Untrusted(format!("serialising the census: {e}")))?;
-    let text = net::render_text(&obs);
-    Ok(NetCheck {
-        obs,
-        findings,
-        skipped,
-        json,
-        text,
-    })
-}
-
 /// Runs the command; returns the exit code.
 pub fn run(a: NetCensusArgs) -> Result<i32> {
-    crate::cmd::check_ignore(&a.ignore)?;
+    crate::cmd::check_ignore(&a.verdict.ignore)?;
     let ns = a
         .netns
         .as_deref()
@@ -157,8 +104,8 @@ pub fn run(a: NetCensusArgs) -> Result<i32> {
     }
     r.findings = c.findings;
     r.skipped = c.skipped;
-    r.add_section("network", c.json, c.text);
-    r.finish(&a.ignore, a.strict);
+    r.add(&c.obs);
+    r.finish(&a.verdict.ignore, a.verdict.strict);
     if a.json {
         print(&format!("{}\n", r.to_json()))?;
     } else {

@@ -119,24 +119,12 @@ pub struct PreflightArgs {
     /// /run/trapdetect/kmsg.mark for root).
     #[arg(long, value_name = "FILE")]
     pub mark_file: Option<PathBuf>,
-    /// Treat warnings as failures for the exit code.
-    #[arg(long)]
-    pub strict: bool,
-    /// Silence a finding by id (it is still listed as ignored). Repeatable.
-    #[arg(long, value_name = "ID")]
-    pub ignore: Vec<String>,
-    /// Print the report as JSON on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json_out: Option<PathBuf>,
-    /// Also write an HTML report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// CSV, OpenMetrics and .hgrm exports.
+    /// --ignore and --strict.
     #[command(flatten)]
-    pub export: crate::report::export::ExportArgs,
+    pub verdict: crate::cmd::VerdictArgs,
+    /// --json, --json-out, --html and the exports.
+    #[command(flatten)]
+    pub output: crate::cmd::OutputArgs,
     /// No progress on stderr (preflight shows none; accepted so `-q` works in every command).
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -187,12 +175,12 @@ fn validate(a: &PreflightArgs) -> Result<()> {
             "--rate and --timeout go together (the census sizes for rate × timeout connections)",
         ));
     }
-    if a.json && a.verbose {
+    if a.output.json && a.verbose {
         return Err(Error::usage(
             "--verbose is for text; --json always carries the full evidence",
         ));
     }
-    for id in &a.ignore {
+    for id in &a.verdict.ignore {
         if !IDS.contains(&id.as_str()) && !traps::net::IDS.contains(&id.as_str()) {
             return Err(Error::usage(format!(
                 "--ignore {}: no such finding id (known: {}, {})",
@@ -247,18 +235,19 @@ struct Observed {
 /// Runs the command; returns the exit code.
 pub fn run(args: PreflightArgs) -> Result<i32> {
     crate::output::check_all(&[
-        ("--json-out", args.json_out.as_deref()),
-        ("--html", args.html.as_deref()),
+        ("--json-out", args.output.json_out.as_deref()),
+        ("--html", args.output.html.as_deref()),
     ])?;
-    crate::output::check_all(&args.export.paths())?;
+    crate::output::check_all(&args.output.export.paths())?;
     let report = check(&args)?;
     let j = report.to_json() + "\n";
-    let shown = if args.json {
+    let shown = if args.output.json {
         j.clone()
     } else {
         render_text(&report, args.verbose)
     };
     let h = args
+        .output
         .html
         .as_ref()
         .map(|_| crate::report::html::render(&report))
@@ -266,11 +255,12 @@ pub fn run(args: PreflightArgs) -> Result<i32> {
     crate::output::emit(
         &shown,
         &[
-            ("--json-out", args.json_out.as_deref(), j.as_bytes()),
-            ("--html", args.html.as_deref(), h.as_bytes()),
+            ("--json-out", args.output.json_out.as_deref(), j.as_bytes()),
+            ("--html", args.output.html.as_deref(), h.as_bytes()),
         ],
     )?;
-    args.export
+    args.output
+        .export
         .write(&serde_json::to_value(&report).unwrap_or_default())?;
     Ok(report.exit_code)
 }
@@ -462,20 +452,15 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     r.skipped = skipped;
     let elapsed_ms = traps::round(started.elapsed().as_secs_f64() * 1000.0, 1);
     r.window_s = sample.as_ref().map(|s| s.window_s);
-    r.add_section(
-        "host",
-        host_json(&obs, sample.as_ref()),
-        host_text(&obs, sample.as_ref()),
-    );
+    r.add(&HostSection(&obs, sample.as_ref()));
     if let Some(j) = fpm_json {
-        let text = fpm_text(&j);
-        r.add_section("fpm", j, text);
+        r.add(&FpmSection(j));
     }
-    if let Some((json, text)) = network {
-        r.add_section("network", json, text);
+    if let Some(obs) = &network {
+        r.add(obs);
     }
-    r.add_section(
-        "preflight",
+    r.add(&PreflightSection(
+        elapsed_ms,
         json!({
             "elapsed_ms": elapsed_ms,
             "sample_window_s": sample.as_ref().map(|s| s.window_s),
@@ -483,13 +468,12 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
                 "given": escape::bytes(d.given.as_os_str().as_bytes()),
                 "resolved": escape::bytes(&d.real),
             })).collect::<Vec<_>>(),
-            "strict": args.strict,
+            "strict": args.verdict.strict,
             "mark_file": mark_path.as_ref().map(|p| escape::bytes(p.as_os_str().as_bytes())),
         }),
-        format!("  elapsed {elapsed_ms} ms\n"),
-    );
-    r.finish(&args.ignore, args.strict);
-    mark_incomplete(&mut r, &args.ignore, args.strict);
+    ));
+    r.finish(&args.verdict.ignore, args.verdict.strict);
+    mark_incomplete(&mut r, &args.verdict.ignore, args.verdict.strict);
     Ok(r)
 }
 
@@ -926,13 +910,13 @@ fn network_census(
     args: &PreflightArgs,
     findings: &mut Vec<Finding>,
     skipped: &mut Vec<Skipped>,
-) -> Option<(serde_json::Value, String)> {
+) -> Option<crate::host::net::NetObservation> {
     let ports: Vec<u16> = args.port.into_iter().collect();
     match crate::cmd::net_census::check(None, args.pid, args.rate.zip(args.timeout), &ports, None) {
         Ok(c) => {
             findings.extend(c.findings);
             skipped.extend(c.skipped);
-            Some((c.json, c.text))
+            Some(c.obs)
         }
         Err(e) => {
             skipped.push(Skipped {
@@ -941,6 +925,51 @@ fn network_census(
             });
             None
         }
+    }
+}
+
+/// The `host` section: CPUs, load, memory, virtualisation and the noise sample.
+struct HostSection<'a>(&'a Observed, Option<&'a hostinfo::NoiseSample>);
+
+impl crate::report::Section for HostSection<'_> {
+    fn name(&self) -> &'static str {
+        "host"
+    }
+    fn json(&self) -> std::result::Result<serde_json::Value, String> {
+        Ok(host_json(self.0, self.1))
+    }
+    fn text(&self) -> String {
+        host_text(self.0, self.1)
+    }
+}
+
+/// The `fpm` section: the pools read from PHP-FPM's configuration.
+struct FpmSection(serde_json::Value);
+
+impl crate::report::Section for FpmSection {
+    fn name(&self) -> &'static str {
+        "fpm"
+    }
+    fn json(&self) -> std::result::Result<serde_json::Value, String> {
+        Ok(self.0.clone())
+    }
+    fn text(&self) -> String {
+        fpm_text(&self.0)
+    }
+}
+
+/// The `preflight` section: what the check itself took (elapsed ms) and was given.
+struct PreflightSection(f64, serde_json::Value);
+
+impl crate::report::Section for PreflightSection {
+    fn name(&self) -> &'static str {
+        "preflight"
+    }
+    fn json(&self) -> std::result::Result<serde_json::Value, String> {
+        Ok(self.1.clone())
+    }
+    fn text(&self) -> String {
+        format!("  elapsed {} ms\n", self.0)
     }
 }
 
@@ -1200,8 +1229,8 @@ mod tests {
         assert_eq!(a.rate, Some(800.0));
         assert_eq!(a.timeout, Some(Duration::from_secs(10)));
         assert_eq!(a.mem_budget, Some(2 << 30));
-        assert!(a.strict && a.json && a.mark);
-        assert_eq!(a.ignore, ["cpu.affinity", "host.virt"]);
+        assert!(a.verdict.strict && a.output.json && a.mark);
+        assert_eq!(a.verdict.ignore, ["cpu.affinity", "host.virt"]);
         assert!(validate(&a).is_ok());
     }
 
@@ -1240,7 +1269,8 @@ mod tests {
     fn a_skipped_check_that_could_fail_is_prominent_and_fails_strict() {
         for strict in [false, true] {
             let mut r = Report::new("preflight");
-            r.add_section("preflight", json!({ "strict": strict }), String::new());
+            r.sections
+                .insert("preflight".into(), json!({ "strict": strict }));
             r.skipped.push(Skipped {
                 check: "fs.cwd-slow".into(),
                 reason: "/proc/42/cwd: permission denied (needs CAP_SYS_PTRACE)".into(),
@@ -1267,7 +1297,8 @@ mod tests {
         }
         // Ignored by the user: not missed.
         let mut r = Report::new("preflight");
-        r.add_section("preflight", json!({ "strict": true }), String::new());
+        r.sections
+            .insert("preflight".into(), json!({ "strict": true }));
         r.skipped.push(Skipped {
             check: "net.fd-limit".into(),
             reason: "census failed".into(),

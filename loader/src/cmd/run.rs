@@ -75,8 +75,7 @@ impl LoadDriver for RunDriver {
             .take()
             .ok_or_else(|| Error::Untrusted("the load never started".into()))?;
         let s = running.stop()?;
-        let json = serde_json::to_value(&s).unwrap_or_default();
-        report.add_section("load", json, load::render_text(&s));
+        report.add(&s);
         report.findings.extend(load::findings(&s, &self.plan));
         // Unlike the tracer's light probe, this load is the measurement: a generator that
         // fell behind its schedule measured itself.
@@ -97,7 +96,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
             "trapdetect run drives an open-loop load: drop --closed-loop",
         ));
     }
-    crate::cmd::check_ignore(&args.load.ignore)?;
+    crate::cmd::check_ignore(&args.load.verdict.ignore)?;
     if args.load.rate.as_ref().is_some_and(|r| r.to.is_some()) {
         return Err(Error::usage(
             "trapdetect run drives one rate: steps (--rate A..B) belong to `trapdetect load`",
@@ -107,11 +106,11 @@ pub fn run(args: RunArgs) -> Result<i32> {
     plan.resolve()?;
     // Output paths are refused now, before anything is attached.
     crate::output::check_all(&[
-        ("--json-out", args.load.json_out.as_deref()),
-        ("--html", args.load.html.as_deref()),
+        ("--json-out", args.load.output.json_out.as_deref()),
+        ("--html", args.load.output.html.as_deref()),
         ("--samples-out", args.load.samples_out.as_deref()),
     ])?;
-    crate::output::check_all(&args.load.export.paths())?;
+    crate::output::check_all(&args.load.output.export.paths())?;
     let opts = trace::Options {
         pid: args.pid,
         duration: args.load.duration,
@@ -158,16 +157,17 @@ pub fn run(args: RunArgs) -> Result<i32> {
                 "{lost} off-CPU intervals were lost (thread slot collisions or a full map); the seconds are marked"
             ));
         }
-        report.add_section("run", section_json(&obs, sampler), render_text(&obs));
+        report.add(&RunSection(&obs, sampler));
     }
-    report.finish(&args.load.ignore, args.load.strict);
+    report.finish(&args.load.verdict.ignore, args.load.verdict.strict);
     crate::cmd::trace::emit(
         &report,
-        args.load.json,
-        args.load.json_out.as_deref(),
-        args.load.html.as_deref(),
+        args.load.output.json,
+        args.load.output.json_out.as_deref(),
+        args.load.output.html.as_deref(),
     )?;
     args.load
+        .output
         .export
         .write(&serde_json::to_value(&report).unwrap_or_default())?;
     Ok(report.exit_code)
@@ -429,6 +429,21 @@ fn observe(
             }
             o
         }),
+    }
+}
+
+/// The `run` section: where the threads' time went, second by second.
+struct RunSection<'a>(&'a RunObs, &'a Sampler);
+
+impl crate::report::Section for RunSection<'_> {
+    fn name(&self) -> &'static str {
+        "run"
+    }
+    fn json(&self) -> std::result::Result<serde_json::Value, String> {
+        Ok(section_json(self.0, self.1))
+    }
+    fn text(&self) -> String {
+        render_text(self.0)
     }
 }
 

@@ -28,27 +28,15 @@ pub struct TraceArgs {
     /// How long to trace (Ctrl-C ends early and still reports).
     #[arg(long, short = 'd', value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub duration: Duration,
-    /// Print the report as JSON on stdout instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json_out: Option<PathBuf>,
-    /// Also write an HTML report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// CSV, OpenMetrics and .hgrm exports.
+    /// --json, --json-out, --html and the exports.
     #[command(flatten)]
-    pub export: crate::report::export::ExportArgs,
+    pub output: crate::cmd::OutputArgs,
     /// Paths to list in the report (most called first).
     #[arg(long, value_name = "N", default_value_t = 12)]
     pub top: usize,
-    /// Silence a finding by id (it is still listed as ignored). Repeatable.
-    #[arg(long, value_name = "ID")]
-    pub ignore: Vec<String>,
-    /// Treat warnings as failures for the exit code.
-    #[arg(long)]
-    pub strict: bool,
+    /// --ignore and --strict.
+    #[command(flatten)]
+    pub verdict: crate::cmd::VerdictArgs,
     /// Share of path calls whose path string may be unknown before the measurement is
     /// declared untrustworthy (exit 3), percent.
     #[arg(long, value_name = "PERCENT", default_value_t = 1.0)]
@@ -97,16 +85,16 @@ pub fn run(args: TraceArgs) -> Result<i32> {
             crate::escape::text(bad)
         )));
     }
-    crate::cmd::check_ignore(&args.ignore)?;
+    crate::cmd::check_ignore(&args.verdict.ignore)?;
     if args.watch_client.contains(&0) {
         return Err(Error::usage("--watch-client 0: not a process id"));
     }
     // Output paths are refused now, before anything is attached.
     output::check_all(&[
-        ("--json-out", args.json_out.as_deref()),
-        ("--html", args.html.as_deref()),
+        ("--json-out", args.output.json_out.as_deref()),
+        ("--html", args.output.html.as_deref()),
     ])?;
-    output::check_all(&args.export.paths())?;
+    output::check_all(&args.output.export.paths())?;
     let opts = trace::Options {
         pid,
         duration: args.duration,
@@ -132,14 +120,15 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         &opts,
         probe.as_mut().map(|p| p as &mut dyn trace::LoadDriver),
     )?;
-    report.finish(&args.ignore, args.strict);
+    report.finish(&args.verdict.ignore, args.verdict.strict);
     emit(
         &report,
-        args.json,
-        args.json_out.as_deref(),
-        args.html.as_deref(),
+        args.output.json,
+        args.output.json_out.as_deref(),
+        args.output.html.as_deref(),
     )?;
-    args.export
+    args.output
+        .export
         .write(&serde_json::to_value(&report).unwrap_or_default())?;
     Ok(report.exit_code)
 }

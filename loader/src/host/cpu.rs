@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::mounts::{MountTable, is_prefix, normalize};
+use crate::util::read_trim;
 
 /// cgroup hierarchy version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -212,12 +213,6 @@ pub fn parse_cpu_max(text: &str) -> Option<(u64, u64)> {
         return None;
     }
     Some((q.parse().ok()?, p))
-}
-
-fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
 }
 
 /// Reads the quota at every level from the process's cgroup up to the hierarchy's root.

@@ -16,12 +16,7 @@ use super::{
     cpu::under,
     process::{self, ProcEntry},
 };
-
-fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
+use crate::util::read_trim;
 
 /// What the machine runs on.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -767,6 +767,23 @@ pub fn scan() -> Vec<ProcEntry> {
     out
 }
 
+/// `pid` and its descendants by /proc/PID/task/*/children, without a scan of /proc (at most
+/// `cap` processes).
+pub fn subtree(pid: u32, cap: usize) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() && out.len() < cap {
+        for c in children_of(out[i]) {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        i += 1;
+    }
+    out.truncate(cap);
+    out
+}
+
 /// `pid` and all its descendants, from a scan.
 pub fn descendants(scan: &[ProcEntry], pid: u32) -> Vec<u32> {
     let mut out = vec![pid];
@@ -802,6 +819,38 @@ pub fn cmdline_of(pid: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descendants_walk_the_scan() {
+        let scan: Vec<ProcEntry> = [(1, 0), (10, 1), (11, 10), (12, 10), (13, 12), (20, 1)]
+            .into_iter()
+            .map(|(pid, ppid)| ProcEntry {
+                pid,
+                stat: Stat {
+                    ppid,
+                    ..Default::default()
+                },
+            })
+            .collect();
+        let mut d = descendants(&scan, 10);
+        d.sort();
+        assert_eq!(d, vec![10, 11, 12, 13]);
+        assert_eq!(descendants(&scan, 99), vec![99]);
+    }
+
+    #[test]
+    fn subtree_finds_a_child_by_its_children_file() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let t = subtree(std::process::id(), 4096);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(t[0], std::process::id());
+        assert!(t.contains(&child.id()), "{t:?}");
+        assert_eq!(subtree(std::process::id(), 1), vec![std::process::id()]);
+    }
 
     const FIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/proc");
 

@@ -71,61 +71,14 @@ pub fn alive(pid: u32, starttime: u64) -> bool {
         .is_some_and(|st| st.start_ticks == starttime && st.state != 'Z')
 }
 
-/// Every (pid, ppid) on the system.
-pub fn all_parents() -> Vec<(u32, u32)> {
-    let mut out = vec![];
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if let Ok(t) = std::fs::read(e.path().join("stat"))
-            && let Some(st) = parse_stat(&t)
-        {
-            out.push((pid, st.ppid));
-        }
-    }
-    out
-}
-
-/// `root` and all its descendants, from a (pid, ppid) list.
-pub fn descendants_of(root: u32, parents: &[(u32, u32)]) -> Vec<u32> {
-    let mut out = vec![root];
-    let mut i = 0;
-    while i < out.len() {
-        let p = out[i];
-        for &(c, pp) in parents {
-            if pp == p && c != p && !out.contains(&c) {
-                out.push(c);
-            }
-        }
-        i += 1;
-    }
-    out
+/// `root` and all its descendants now (one scan of /proc; the walker is `process::descendants`).
+pub fn descendants(root: u32) -> Vec<u32> {
+    super::process::descendants(&super::process::scan(), root)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn descendants() {
-        let p = [
-            (1, 0),
-            (10, 1),
-            (11, 10),
-            (12, 10),
-            (13, 12),
-            (20, 1),
-            (21, 20),
-        ];
-        let mut d = descendants_of(10, &p);
-        d.sort();
-        assert_eq!(d, vec![10, 11, 12, 13]);
-        assert_eq!(descendants_of(99, &p), vec![99]);
-    }
 
     #[test]
     fn this_process() {

@@ -3,16 +3,7 @@
 
 use std::time::Duration;
 
-/// Now, in CLOCK_MONOTONIC nanoseconds.
-pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use crate::util::mono_ns;
 
 /// A timerfd on CLOCK_MONOTONIC with absolute deadlines, driven by the runtime's epoll: the
 /// dispatcher wakes within microseconds of an arrival (tokio's own timer has 1 ms ticks) and

@@ -43,6 +43,19 @@ fn pct_line(out: &mut String, label: &str, p: &Option<Percentiles>) {
     }
 }
 
+/// The `load` section of a report (`trace`'s probe load, `run`'s load).
+impl crate::report::Section for Summary {
+    fn name(&self) -> &'static str {
+        "load"
+    }
+    fn json(&self) -> Result<serde_json::Value, String> {
+        crate::report::section::to_json(self)
+    }
+    fn text(&self) -> String {
+        render_text(self)
+    }
+}
+
 /// Renders the summary (findings are rendered by the caller, with the report's renderer).
 pub fn render_text(s: &Summary) -> String {
     use crate::report::units::seconds;

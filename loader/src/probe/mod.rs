@@ -9,6 +9,12 @@ pub mod offcpu;
 pub mod tcp;
 pub mod tracefs;
 
+/// The oldest kernel whose helpers and maps the probes use (the ring buffer, 5.8); the
+/// matrix tests from 5.10 (Debian 11).
+pub const MIN_KERNEL: (u32, u32) = (5, 8);
+/// The oldest kernel the kernel matrix runs (`cargo xtask kernels`).
+pub const OLDEST_TESTED: &str = "5.10";
+
 use std::collections::HashMap;
 
 use aya::{
@@ -473,9 +479,9 @@ impl Probes {
                     "loading the eBPF object failed on kernel {}: {msg} (trapdetect needs Linux \
                      {}.{} or later: BPF ring buffer; tested from {})",
                     release.trim(),
-                    crate::traps::host::MIN_KERNEL.0,
-                    crate::traps::host::MIN_KERNEL.1,
-                    crate::traps::host::OLDEST_TESTED
+                    MIN_KERNEL.0,
+                    MIN_KERNEL.1,
+                    OLDEST_TESTED
                 ))
             }
         })?;

@@ -129,7 +129,7 @@ impl Probes {
 
     /// Reads the off-CPU sums.
     pub fn offcpu_read(&self) -> Result<OffcpuReading> {
-        let at_ns = crate::load::mono_ns();
+        let at_ns = crate::util::mono_ns();
         let mut r = OffcpuReading {
             at_ns,
             ..Default::default()

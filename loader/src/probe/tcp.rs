@@ -260,6 +260,25 @@ pub fn parse_recursion_misses(fdinfo: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// What the server's ports received in the window (`tcp_probe`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Served {
+    /// Every watched port: the target's listening ports and the probe URL's.
+    pub ports: Vec<u16>,
+    /// The target's own listening ports (where requests are counted).
+    pub own_ports: Vec<u16>,
+    /// Payload bytes the server-side sockets of all those ports received.
+    pub payload_bytes: u64,
+    /// Segments that carried payload.
+    pub data_segments: u64,
+    /// Requests received on the target's own ports (`None`: it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// Most the probe load can have sent (`None`: no probe load).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_bytes_max: Option<u64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

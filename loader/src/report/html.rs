@@ -45,15 +45,16 @@ summary{cursor:pointer;font-weight:600}\
 .problems{border:2px solid var(--fail);border-radius:4px;padding:.5rem 1rem;margin:1rem 0}\
 @media print{body{max-width:none;padding:0}details{border:none;padding:0}a{color:inherit}}";
 
-/// Renders a report as an HTML page (with the text renderings of its sections, collapsed).
+/// Renders a report as an HTML page (with the renderings of its sections, collapsed).
 pub fn render(r: &Report) -> String {
     let v = serde_json::to_value(r).unwrap_or_default();
-    render_value(&v, &r.section_text)
+    render_value(&v, &r.section_html)
 }
 
 /// Renders any trapdetect JSON document (`trapdetect.report/1` or `trapdetect.load/1`) as an
-/// HTML page. `texts` are optional text renderings of the extra sections.
-pub fn render_value(doc: &Value, texts: &[(String, String)]) -> String {
+/// HTML page. `sections` are optional HTML renderings of the extra sections
+/// ([`super::Section::html`]).
+pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
     let mut o = String::new();
     let schema = doc.get("schema").and_then(Value::as_str).unwrap_or("");
     let is_load = schema.starts_with("trapdetect.load");
@@ -165,7 +166,7 @@ pub fn render_value(doc: &Value, texts: &[(String, String)]) -> String {
     if !details.is_empty() {
         let _ = write!(o, "<h2>Details</h2>{details}");
     }
-    plumbing(&mut o, doc, texts);
+    plumbing(&mut o, doc, sections);
     let _ = writeln!(o, "</body></html>");
     o
 }
@@ -761,7 +762,7 @@ fn filesystems(o: &mut String, doc: &Value) {
     table(o, rows);
 }
 
-fn plumbing(page: &mut String, doc: &Value, texts: &[(String, String)]) {
+fn plumbing(page: &mut String, doc: &Value, sections: &[(String, String)]) {
     let mut o = String::new();
     let o = &mut o;
     let m = &doc["measurement"];
@@ -804,12 +805,11 @@ fn plumbing(page: &mut String, doc: &Value, texts: &[(String, String)]) {
         value(o, "", c);
         let _ = write!(o, "</div></details>");
     }
-    for (name, text) in texts {
+    for (name, fragment) in sections {
         let _ = write!(
             o,
-            "<details><summary>{} (text)</summary><pre>{}</pre></details>",
-            h(name),
-            h(text)
+            "<details><summary>{} (text)</summary>{fragment}</details>",
+            h(name)
         );
     }
     if !o.is_empty() {
@@ -932,7 +932,19 @@ mod tests {
             syscall_ms_per_request: Some(1.5),
             fuse_ops: vec![],
         });
-        r.add_section("host", json!({ "hostname": EVIL }), EVIL.into());
+        struct Host;
+        impl crate::report::Section for Host {
+            fn name(&self) -> &'static str {
+                "host"
+            }
+            fn json(&self) -> Result<Value, String> {
+                Ok(json!({ "hostname": EVIL }))
+            }
+            fn text(&self) -> String {
+                EVIL.into()
+            }
+        }
+        r.add(&Host);
         r.probes.push(crate::report::ProbeRow {
             program: "p".into(),
             attach: EVIL.into(),

@@ -5,6 +5,8 @@ pub mod chart;
 pub mod color;
 pub mod export;
 pub mod html;
+mod net;
+pub mod section;
 pub mod text;
 pub mod units;
 
@@ -16,6 +18,7 @@ use crate::{
     traps::{Finding, Severity},
 };
 
+pub use self::section::Section;
 pub use crate::{
     figures::{Latency, latency, merge_hist, percentile_us},
     probe::ProbeRow,
@@ -60,7 +63,7 @@ pub struct Requests {
     pub note: Option<String>,
     /// Payload the server's ports received in the window, whatever client sent it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub served: Option<crate::trace::requests::Served>,
+    pub served: Option<crate::probe::tcp::Served>,
 }
 
 /// One row of the syscall table: a syscall on the filesystem its final component lives on.
@@ -218,6 +221,9 @@ pub struct Report {
     /// Text renderings of the extra sections, in order (not serialized).
     #[serde(skip)]
     pub section_text: Vec<(String, String)>,
+    /// HTML renderings of the extra sections, in order (not serialized).
+    #[serde(skip)]
+    pub section_html: Vec<(String, String)>,
 }
 
 impl Report {
@@ -244,13 +250,8 @@ impl Report {
             },
             exit_code: 0,
             section_text: vec![],
+            section_html: vec![],
         }
-    }
-
-    /// Adds an extra section: its JSON value and its text rendering.
-    pub fn add_section(&mut self, name: &str, json: Value, text: String) {
-        self.sections.insert(name.to_string(), json);
-        self.section_text.push((name.to_string(), text));
     }
 
     /// Moves findings whose id is in `ignore` to `ignored`, sorts, and computes the exit code:

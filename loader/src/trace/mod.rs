@@ -3,6 +3,7 @@
 
 pub mod aggregate;
 pub mod backlog;
+pub mod census;
 pub mod net;
 pub mod probe_load;
 pub mod quota;
@@ -157,7 +158,7 @@ struct CwdSampler {
 
 impl CwdSampler {
     fn rescan(&mut self, pid: u32) {
-        self.tree = tree::descendants_of(pid, &tree::all_parents());
+        self.tree = tree::descendants(pid);
     }
 
     fn sample(&mut self) {
@@ -249,10 +250,10 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     probes.trace_pids(&[opts.pid])?;
     probes.watch_client_pids(&opts.watch_clients)?;
     for _ in 0..2 {
-        let parents = tree::all_parents();
-        probes.trace_pids(&tree::descendants_of(opts.pid, &parents))?;
+        let scan = crate::host::process::scan();
+        probes.trace_pids(&crate::host::process::descendants(&scan, opts.pid))?;
         for &c in &opts.watch_clients {
-            probes.watch_client_pids(&tree::descendants_of(c, &parents))?;
+            probes.watch_client_pids(&crate::host::process::descendants(&scan, c))?;
         }
     }
     let ring = probes.take_path_events()?;
@@ -363,7 +364,7 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     } else {
         None
     };
-    let cpu_after = thread_cpu_ns(&tree::descendants_of(opts.pid, &tree::all_parents()));
+    let cpu_after = thread_cpu_ns(&tree::descendants(opts.pid));
     let connect = probes.connect_counts()?;
     let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
     done.store(true, Ordering::SeqCst);

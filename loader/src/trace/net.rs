@@ -22,7 +22,6 @@ use trapdetect_common::{
 };
 
 use crate::{
-    cmd::net_census,
     error::Result,
     escape,
     host::net::{
@@ -73,7 +72,7 @@ fn comm(pid: u32) -> String {
 /// goes on without per-port counts.
 pub fn start(pid: u32, clients: &[u32]) -> NetStart {
     let mut skipped = vec![];
-    let census = match net_census::check(None, Some(pid), None, &[], None) {
+    let census = match super::census::check(None, Some(pid), None, &[], None) {
         Ok(c) => {
             skipped.extend(c.skipped);
             Some(c.obs)
@@ -518,17 +517,7 @@ pub fn finish(
     skipped.sort_by(|a, b| (&a.check, &a.reason).cmp(&(&b.check, &b.reason)));
     skipped.dedup_by(|a, b| a.check == b.check && a.reason == b.reason);
     report.skipped.append(&mut skipped);
-    let mut text = net::render_text(&obs);
-    if let Some(t) = &obs.traced {
-        text.push_str(&net::traced::render_text(t));
-    }
-    match serde_json::to_value(&obs) {
-        Ok(json) => report.add_section("network", json, text),
-        Err(e) => report
-            .measurement
-            .notes
-            .push(format!("the network section could not be serialised: {e}")),
-    }
+    report.add(&obs);
 }
 
 /// Stops the sampler, if there is one, and returns its readings (baseline first).

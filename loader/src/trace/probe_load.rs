@@ -79,8 +79,7 @@ impl LoadDriver for ProbeLoad {
             Some(longest * (s.scheduled + s.warmup.scheduled + s.connections.stale_retries));
         // Requests the server answered, whatever the status: each one ran through the server.
         let answered = s.ok_2xx + s.non_2xx;
-        let json = serde_json::to_value(&s).unwrap_or_default();
-        report.add_section("load", json, load::render_text(&s));
+        report.add(&s);
         report.findings.extend(load::findings(&s, &self.plan));
         // The probe's schedule only paces it; a late probe still counts its requests exactly,
         // so lag is a note here. Requests that never left the generator are a real gap.

@@ -11,8 +11,6 @@
 //! unix socket, counts its FastCGI accepts instead), or neither does, the report declines
 //! per-request figures with the reason and shows per-second ones.
 
-use serde::Serialize;
-
 /// What the probe load sent and got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeCount {
@@ -23,24 +21,7 @@ pub struct ProbeCount {
     pub sent_bytes_max: Option<u64>,
 }
 
-/// What the server's ports received in the window (`tcp_probe`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Served {
-    /// Every watched port: the target's listening ports and the probe URL's.
-    pub ports: Vec<u16>,
-    /// The target's own listening ports (where requests are counted).
-    pub own_ports: Vec<u16>,
-    /// Payload bytes the server-side sockets of all those ports received.
-    pub payload_bytes: u64,
-    /// Segments that carried payload.
-    pub data_segments: u64,
-    /// Requests received on the target's own ports (`None`: it has none).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requests: Option<u64>,
-    /// Most the probe load can have sent (`None`: no probe load).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub probe_bytes_max: Option<u64>,
-}
+pub use crate::probe::tcp::Served;
 
 /// The decision: the count, its basis, and what the report says about it.
 #[derive(Clone, Debug, PartialEq)]

@@ -128,7 +128,7 @@ fn self_ticks() -> u64 {
 
 /// Threads of the traced tree.
 fn threads_of(root: u32) -> (Vec<u32>, Vec<u32>) {
-    let pids = tree::descendants_of(root, &tree::all_parents());
+    let pids = tree::descendants(root);
     let mut tids = vec![];
     for p in &pids {
         if let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) {
@@ -170,7 +170,7 @@ impl Sampler {
         if !probes.offcpu_attached() {
             return;
         }
-        let now = crate::load::mono_ns();
+        let now = crate::util::mono_ns();
         if self.base.is_some() && now < self.start_ns + self.next * 1_000_000_000 {
             return;
         }

@@ -133,13 +133,8 @@ pub fn tracer(traced: &[Traced], tracers: &[Tracer]) -> Option<Finding> {
     )
 }
 
-/// host.virt: WSL2 is a warning (DrvFs and a different kernel and I/O path); any other
-/// hypervisor is information.
-/// The oldest kernel whose helpers and maps the probes use (the ring buffer, 5.8); the
-/// matrix tests from 5.10 (Debian 11).
-pub const MIN_KERNEL: (u32, u32) = (5, 8);
-/// The oldest kernel the kernel matrix runs (`cargo xtask kernels`).
-pub const OLDEST_TESTED: &str = "5.10";
+/// The kernel versions the probes need and the matrix tests (defined with the probes).
+pub use crate::probe::{MIN_KERNEL, OLDEST_TESTED};
 
 fn major_minor(release: &str) -> Option<(u32, u32)> {
     let mut it = release.split(|c: char| !c.is_ascii_digit());
@@ -215,6 +210,8 @@ pub fn kernel_support(k: &KernelSupport) -> Finding {
     }
 }
 
+/// host.virt: WSL2 is a warning (DrvFs and a different kernel and I/O path); any other
+/// hypervisor is information.
 pub fn virt(v: &Virt) -> Option<Finding> {
     let base = |f: Finding| {
         f.with("kernel_version", v.kernel_version.clone())

@@ -4,7 +4,8 @@
 
 use crate::{
     escape,
-    host::net::{Ephemeral, FdUse, NetObservation, Plan, Side, TIME_WAIT_LEN_S, fmt_count},
+    figures::fmt_count,
+    host::net::{Ephemeral, FdUse, NetObservation, Plan, Side, TIME_WAIT_LEN_S},
     traps::{Finding, Severity, round},
 };
 
