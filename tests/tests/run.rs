@@ -451,33 +451,29 @@ fn a_cpu_quota_is_the_verdict_with_the_quota_and_its_throttling() {
     let window = r["run"]["window_s"].as_f64().unwrap();
     let tgt = e["target_cores"].as_f64().unwrap();
     assert!(tgt <= 0.23, "target cores {tgt}");
-    // Flooded: throttled in nearly every 100 ms period of the window.
+    // Flooded: the group was runnable in every 100 ms period of the window and used its
+    // quota to the full (Linux 6.18 counts throttled periods sparsely: 59 of 62 in one run,
+    // 3 of 59 in the next, with the same usage; the counts are cross-checked with cpu.stat).
     let periods = e["nr_periods"].as_u64().unwrap() as f64;
-    let throttled = e["nr_throttled"].as_u64().unwrap() as f64;
+    let throttled = e["nr_throttled"].as_u64().unwrap();
     assert!(
         periods >= 0.8 * window * 10.0,
         "{periods} periods in {window} s"
     );
-    assert!(
-        throttled >= 0.8 * periods,
-        "throttled {throttled} of {periods}"
-    );
-    assert!(
-        cg.nr_throttled() as f64 >= throttled,
-        "cpu.stat now vs the window"
-    );
-    // Throttled time: each throttled period holds the group back for the rest of it.
-    let held_s = e["throttled_us"].as_f64().unwrap() / 1e6;
-    assert!(held_s >= 0.5 * window, "held back {held_s} s of {window} s");
-    // The time shows as run-queue delay of the workers.
-    assert!(e["run_queue_threads"].as_f64().unwrap() >= 1.0, "{e}");
+    assert!(cg.nr_throttled() >= throttled, "cpu.stat now vs the window");
+    let used = e["quota_used_share"].as_f64().unwrap();
+    assert!((0.85..=1.15).contains(&used), "quota used {used}");
+    // The rest of the four workers' time is run-queue delay.
+    assert!(e["run_queue_threads"].as_f64().unwrap() >= 3.0, "{e}");
     let d = delivered(f);
     let p = e["predicted_ceiling_per_s"].as_f64().unwrap();
     assert!((p - d).abs() <= 0.3 * d, "predicted {p} vs delivered {d}");
     assert!(d < 0.5 * 150.0, "the quota caps the run: delivered {d}");
-    // Per second, the timeline shows the throttling.
+    // Per second, the timeline shows the cap and the throttling counters.
     for t in loaded(&r).iter().skip(1) {
-        assert!(t["throttled_periods"].as_u64().unwrap() > 0, "{t}");
+        assert!(t["throttled_periods"].is_u64(), "{t}");
+        let c = t["target_cores"].as_f64().unwrap();
+        assert!((0.15..=0.25).contains(&c), "{t}");
     }
     for id in ["cpu.saturated", "cpu.run-queue", "pool.too-small"] {
         assert!(finding(&r, id).is_none(), "{:?}", ids(&r));

@@ -253,6 +253,11 @@ fn observe(
         if ks.lost > 0 {
             r.marks.push("lost-events");
         }
+        // The sample came late (the sampler starved of CPU): the second's figures are
+        // rates over a longer span.
+        if ks.dt_s > 1.5 {
+            r.marks.push("late-sample");
+        }
     }
     for r in &mut seconds {
         if attached && !k.seconds.iter().any(|ks| ks.t_s == r.t_s) {

@@ -222,8 +222,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// runnable for a CPU. The ceiling is the quota's CPUs over the CPU time a request costs.
 fn quota_rule(o: &RunObs) -> Option<Finding> {
     let q = o.quota.as_ref()?;
-    // Throttled in the window, and the threads' time shows it: runnable, not running.
-    if q.nr_throttled == 0 || o.runq_s < 0.2 * o.busy_s() {
+    // The quota binds: the group was throttled, or its threads used all of it (Linux 6.18
+    // throttles tasks on their return to user space and counted 3 throttled periods of 59
+    // here while the group sat at its quota); and the threads' time shows it: runnable, not
+    // running.
+    let usage = o.on_cpu_s / o.window_s / q.cpus().max(1e-9);
+    if (q.nr_throttled == 0 && usage < 0.9) || o.runq_s < 0.2 * o.busy_s() {
         return None;
     }
     let cpu_per_req = (o.answered > 0).then(|| o.on_cpu_s / o.answered as f64);
@@ -237,9 +241,10 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
             "cpu.quota",
             ceiling_severity(o),
             format!(
-                "the cgroup CPU quota ({:.2} CPU of {}) throttled the server in {} of {} periods: its threads waited {:.2} runnable on average",
+                "the cgroup CPU quota ({:.2} CPU of {}) caps the server: it used {:.0} % of it, was throttled in {} of {} periods, and its threads waited {:.2} runnable on average",
                 q.cpus(),
                 o.cores,
+                usage * 100.0,
                 q.nr_throttled,
                 q.nr_periods,
                 o.runq_s / o.window_s
@@ -259,6 +264,7 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
     .with("throttled_us", q.throttled_us)
     .with("throttled_share", throttled_share)
     .with("target_cores", round(o.on_cpu_s / o.window_s, 3))
+    .with("quota_used_share", round(usage, 3))
     .with("run_queue_threads", round(o.runq_s / o.window_s, 2))
     .with("delivered_per_s", round(o.delivered_rate, 1))
     .with_opt("cpu_ms_per_request", cpu_per_req.map(|c| round(c * 1e3, 3)))
@@ -764,9 +770,13 @@ mod tests {
             f[0].remedy,
             "raise or remove the quota for the benchmark (echo -1 > /sys/fs/cgroup/cpu/bench/cpu.cfs_quota_us), or report 0.20 CPU as the machine size"
         );
-        // A quota that never throttled in the window is not this run's cause.
+        assert_eq!(e["quota_used_share"], 1.0);
+        // Used to the full without a throttled period counted: still the quota.
         let mut o = quota_flood();
         o.quota.as_mut().unwrap().nr_throttled = 0;
+        assert_eq!(rules(&o)[0].id, "cpu.quota");
+        // A quota that neither throttled nor was used up is not this run's cause.
+        o.on_cpu_s = 1.0;
         let ids: Vec<String> = rules(&o).into_iter().map(|f| f.id).collect();
         assert_eq!(ids, ["cpu.saturated"]);
     }
