@@ -63,8 +63,8 @@ Checks (ids for --ignore): fs.cwd-slow fs.dir-slow fs.hot-path-slow cpu.quota cp
 cpu.frequency host.noise host.tracer host.virt host.memory host.kernel-log
 host.kernel-support proc.not-fresh
 proc.provenance fpm.memory fpm.ramp fpm.oversized fpm.socket-path fpm.alert-patterns
-fpm.spare-servers net.time-wait net.ephemeral-ports net.listen-overflow net.fd-limit
-(see docs/preflight.md and docs/net.md).
+fpm.spare-servers net.time-wait net.upstream-time-wait net.ephemeral-ports
+net.listen-overflow net.fd-limit (see docs/preflight.md and docs/net.md).
 
 In a harness:
   trapdetect preflight --dir \"$RUN\" --pid \"$SRV_PID\" || exit 1

@@ -1,4 +1,5 @@
-//! Network traps: net.time-wait, net.ephemeral-ports, net.listen-overflow, net.fd-limit.
+//! Network traps: net.time-wait, net.upstream-time-wait, net.ephemeral-ports,
+//! net.listen-overflow, net.fd-limit.
 //! Pure functions of a [`NetObservation`]; the thresholds are named constants documented in
 //! docs/net.md.
 
@@ -15,6 +16,7 @@ pub const IDS: &[&str] = &[
     "net.fd-limit",
     "net.listen-overflow",
     "net.time-wait",
+    "net.upstream-time-wait",
 ];
 
 /// TIME_WAIT sockets from which the next point's results are suspect (warn).
@@ -32,6 +34,7 @@ pub const SOMAXCONN_LOW: u64 = 1024;
 pub fn rules(o: &NetObservation) -> Vec<Finding> {
     let mut out = vec![];
     out.extend(time_wait(o));
+    out.extend(upstream_time_wait(o));
     out.extend(ephemeral_ports(o));
     out.extend(listen_overflow(o));
     out.extend(o.fds.iter().filter_map(|f| fd_limit(f, o.plan.as_ref())));
@@ -91,7 +94,9 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         Severity::Fail
     } else if worst >= TIME_WAIT_WARN {
         Severity::Warn
-    } else if tw.scoped && tw.count >= TIME_WAIT_WARN {
+    } else if tw.scoped && tw.count - tw.upstream_total() >= TIME_WAIT_WARN {
+        // The target's upstream connections are its own (net.upstream-time-wait), not
+        // other processes'.
         return Some(others_time_wait(o));
     } else {
         return None;
@@ -240,6 +245,54 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         )
     };
     Some(f.remedy(remedy))
+}
+
+/// net.upstream-time-wait: TIME_WAIT of the target's own upstream connections (nginx to
+/// FastCGI or to a proxied server, one connection per request). They are not the load
+/// generator's: keep-alive in the generator does not touch them; the proxy's upstream settings
+/// do. Judged with net.time-wait's thresholds on the busiest upstream port.
+pub fn upstream_time_wait(o: &NetObservation) -> Option<Finding> {
+    let tw = &o.time_wait;
+    let u = tw.upstream.first()?;
+    let max_tw = o.sysctls.tcp_max_tw_buckets;
+    let severity = if u.count >= TIME_WAIT_FAIL || max_tw.is_some_and(|m| tw.count >= m) {
+        Severity::Fail
+    } else if u.count >= TIME_WAIT_WARN {
+        Severity::Warn
+    } else {
+        return None;
+    };
+    let closer = if u.closed_by_upstream >= u.closed_by_target {
+        "the upstream closed first"
+    } else {
+        "the target closed first"
+    };
+    let f = Finding::new(
+        "net.upstream-time-wait",
+        severity,
+        format!(
+            "{} TIME_WAIT sockets on the target's upstream connections to {} ({closer}): one connection per request",
+            fmt_count(u.count),
+            escape::text(&u.server)
+        ),
+    )
+    .with("upstream", u.server.as_str())
+    .with("upstream_port", u.port)
+    .with("time_wait_sockets", u.count)
+    .with("closed_first_by_upstream_sockets", u.closed_by_upstream)
+    .with("closed_first_by_target_sockets", u.closed_by_target)
+    .with("live_upstream_connections", u.live_connections)
+    .with("upstream_ports", tw.upstream.len() as u64)
+    .with("time_wait_sockets_in_namespace", tw.count)
+    .with_opt("tcp_max_tw_buckets", max_tw)
+    .predict(format!(
+        "each request opens and closes one upstream connection: {} sockets hold ports and kernel buckets for {TIME_WAIT_LEN_S} s each, whatever the load generator does",
+        fmt_count(u.count)
+    ));
+    Some(f.remedy(format!(
+        "reuse upstream connections: for FastCGI, an `upstream` block with `server {}; keepalive 16;` and `fastcgi_keep_conn on;` (or `fastcgi_pass unix:/run/php/php-fpm.sock` with php-fpm listening on that socket); for a proxied HTTP server, `keepalive 16;` in the upstream with `proxy_http_version 1.1; proxy_set_header Connection \"\";`. Keep-alive in the load generator does not change these.",
+        escape::text(&u.server)
+    )))
 }
 
 /// TIME_WAIT of other processes in the target's namespace: context (info), never the
@@ -578,6 +631,91 @@ mod tests {
 
     fn find<'a>(f: &'a [Finding], id: &str) -> Option<&'a Finding> {
         f.iter().find(|x| x.id == id)
+    }
+
+    /// Issue 9: nginx's per-request FastCGI connections to 127.0.0.1:9000 are its own upstream
+    /// TIME_WAIT (remedy in nginx's upstream settings), not the load generator's and not other
+    /// processes'; the clients' TIME_WAIT on nginx's port stays net.time-wait's.
+    #[test]
+    fn upstream_time_wait_is_the_targets_own_not_the_generators() {
+        use crate::host::net::SockRec;
+        let sock = |state: u8, l: &str, r: &str, inode: u64| SockRec {
+            state,
+            local: l.parse().unwrap(),
+            remote: r.parse().unwrap(),
+            timer: if state == 6 { 3 } else { 0 },
+            expires_ms: if state == 6 { 30_000 } else { 0 },
+            rqueue: 0,
+            backlog: None,
+            inode,
+        };
+        let sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(
+            "tw-server-closes.sysctl",
+        )));
+        // nginx (inodes 1, 2, 3) listens on 8080 and has one request in flight to php-fpm
+        // (inode 9) on 9000; 1,009 earlier requests left TIME_WAIT on both hops, php-fpm and
+        // nginx each closing first.
+        let mut socks = vec![
+            sock(10, "127.0.0.1:8080", "0.0.0.0:0", 1),
+            sock(10, "127.0.0.1:9000", "0.0.0.0:0", 9),
+            sock(1, "127.0.0.1:8080", "127.0.0.1:33000", 2),
+            sock(1, "127.0.0.1:33001", "127.0.0.1:9000", 3),
+            sock(1, "127.0.0.1:9000", "127.0.0.1:33001", 10),
+        ];
+        for i in 0..1_009u16 {
+            let eph = format!("127.0.0.1:{}", 40_000 + i);
+            socks.push(sock(6, "127.0.0.1:8080", &eph, 0));
+            socks.push(sock(
+                6,
+                "127.0.0.1:9000",
+                &format!("127.0.0.1:{}", 50_000 + i),
+                0,
+            ));
+        }
+        let nginx: HashSet<u64> = [1, 2, 3].into();
+        let o = NetObservation::build(&socks, &sys, &[], Some(&nginx));
+        let tw = &o.time_wait;
+        assert_eq!(
+            (tw.count, tw.own.count, tw.upstream_total()),
+            (2_018, 1_009, 1_009)
+        );
+        let u = &tw.upstream[0];
+        assert_eq!((u.server.as_str(), u.port), ("127.0.0.1:9000", 9000));
+        assert_eq!((u.closed_by_upstream, u.closed_by_target), (1_009, 0));
+        assert_eq!(u.live_connections, 1);
+        let all = rules(&o);
+        let f = find(&all, "net.upstream-time-wait").unwrap();
+        assert_eq!(f.severity, Severity::Warn);
+        assert_eq!(f.evidence["time_wait_sockets"], 1_009);
+        assert_eq!(f.evidence["upstream_port"], 9000);
+        assert!(f.remedy.contains("fastcgi_keep_conn on"), "{}", f.remedy);
+        assert!(
+            f.remedy.contains("server 127.0.0.1:9000; keepalive"),
+            "{}",
+            f.remedy
+        );
+        // The clients' own TIME_WAIT on 8080: net.time-wait, about 8080 and the generator.
+        let t = find(&all, "net.time-wait").unwrap();
+        assert_eq!(t.severity, Severity::Warn);
+        assert_eq!(t.evidence["time_wait_sockets"], 1_009);
+        assert_eq!(t.evidence["top_local_port"], 8080);
+        assert!(
+            t.remedy.contains("keep-alive in the load generator"),
+            "{}",
+            t.remedy
+        );
+        // php-fpm as the target (inode 9, 10): 9000 is its listener, nothing upstream.
+        let fpm: HashSet<u64> = [9, 10].into();
+        let o = NetObservation::build(&socks, &sys, &[], Some(&fpm));
+        assert!(o.time_wait.upstream.is_empty());
+        assert!(find(&rules(&o), "net.upstream-time-wait").is_none());
+        // Fewer than 1,000: nothing to say.
+        socks.retain(|s| !(s.state == 6 && s.local.port() == 9000 && s.remote.port() >= 50_100));
+        let o = NetObservation::build(&socks, &sys, &[], Some(&nginx));
+        assert_eq!(o.time_wait.upstream[0].count, 100);
+        assert!(upstream_time_wait(&o).is_none());
+        // And the 8080 flow is still above the threshold, the rest no longer "others".
+        assert!(find(&rules(&o), "net.time-wait").is_some());
     }
 
     /// Issue 11: another server's 1,500 TIME_WAIT on a port the target never used made a

@@ -554,6 +554,26 @@ pub const RULES: &[Rule] = &[
         doc: "docs/net.md",
     },
     Rule {
+        id: "net.upstream-time-wait",
+        title: "the server's own upstream connections (one per request) leave TIME_WAIT",
+        commands: NET,
+        mechanism: "a proxy that opens one upstream connection per request (nginx to FastCGI \
+                    over TCP without fastcgi_keep_conn) leaves a TIME_WAIT socket per request on \
+                    the upstream port: the server's own flows, which keep-alive in the load \
+                    generator does not change.",
+        evidence: &[
+            "upstream",
+            "upstream_port",
+            "time_wait_sockets",
+            "closed_first_by_upstream_sockets",
+            "closed_first_by_target_sockets",
+            "live_upstream_connections",
+        ],
+        remedy: "reuse upstream connections: `fastcgi_keep_conn on` with an upstream keepalive \
+                 pool, or a unix socket to php-fpm; for proxy_pass, HTTP/1.1 upstream keepalive.",
+        doc: "docs/net.md",
+    },
+    Rule {
         id: "pool.too-small",
         title: "every worker is busy while the CPUs are idle",
         commands: &[Run],

@@ -140,6 +140,36 @@ pub struct TimeWait {
     pub scoped: bool,
     /// Sockets of the ports of interest (local or remote port is one): the target's flows.
     pub own: OwnTimeWait,
+    /// TIME_WAIT on the ports the target connects to (its upstreams: nginx's FastCGI or proxy
+    /// connections), busiest first; those flows are the target's own, not the load
+    /// generator's. Empty when the target holds no outgoing connection at the census.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub upstream: Vec<UpstreamTimeWait>,
+}
+
+/// TIME_WAIT of one upstream port: a port the target connects to (seen from its live outgoing
+/// connections at the census), not one it listens on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct UpstreamTimeWait {
+    /// The upstream's address as the target connects to it (`127.0.0.1:9000`).
+    pub server: String,
+    /// Its port.
+    pub port: u16,
+    /// TIME_WAIT sockets with that port local or remote.
+    pub count: u64,
+    /// Of those, with the port local: the upstream server (in this namespace) closed first.
+    pub closed_by_upstream: u64,
+    /// With the port remote: the target, as the upstream's client, closed first.
+    pub closed_by_target: u64,
+    /// Connections the target held to it at the census.
+    pub live_connections: u64,
+}
+
+impl TimeWait {
+    /// TIME_WAIT sockets on the target's upstream ports.
+    pub fn upstream_total(&self) -> u64 {
+        self.upstream.iter().map(|u| u.count).sum()
+    }
 }
 
 /// TIME_WAIT on the target's ports (its listeners and the ports asked about).

@@ -97,6 +97,7 @@ pub struct Tally<'a> {
     ports_seen: Vec<u64>,
     drain_all: u64,
     hist: Vec<u64>,
+    upstream: BTreeMap<u16, (std::net::SocketAddr, u64)>,
 }
 
 impl<'a> Tally<'a> {
@@ -137,6 +138,7 @@ impl<'a> Tally<'a> {
             ports_seen: vec![0u64; 1024],
             drain_all: 0,
             hist: vec![0u64; TIME_WAIT_LEN_S as usize + 1],
+            upstream: BTreeMap::new(),
         }
     }
 
@@ -168,6 +170,14 @@ impl<'a> Tally<'a> {
         self.by_state[s.state as usize & 15] += 1;
         let sd = self.side(s);
         let (l, r) = (s.local.port(), s.remote.port());
+        // A live socket of the target on a port it does not listen on: it connected out, and
+        // the remote port is one of its upstreams (TIME_WAIT sockets carry no inode).
+        if s.inode != 0
+            && self.target.is_some_and(|t| t.contains(&s.inode))
+            && !self.listening[l as usize]
+        {
+            self.upstream.entry(r).or_insert((s.remote, 0)).1 += 1;
+        }
         let l_in = self.in_range(l);
         if l_in {
             self.ports_seen[l as usize / 64] |= 1 << (l % 64);
@@ -232,8 +242,23 @@ impl<'a> Tally<'a> {
             ports_seen,
             drain_all,
             mut hist,
+            upstream,
             ..
         } = self;
+        tw.upstream = upstream
+            .into_iter()
+            .filter(|(p, _)| interest.binary_search(p).is_err())
+            .map(|(p, (addr, live))| UpstreamTimeWait {
+                server: addr.to_string(),
+                port: p,
+                count: (tw_local[p as usize] + tw_remote[p as usize]) as u64,
+                closed_by_upstream: tw_local[p as usize] as u64,
+                closed_by_target: tw_remote[p as usize] as u64,
+                live_connections: live,
+            })
+            .collect();
+        tw.upstream
+            .sort_by(|a, b| b.count.cmp(&a.count).then(a.port.cmp(&b.port)));
         tw.scoped = target.is_some() || !ports.is_empty();
         if tw.count > 0 {
             tw.drain_all_ms = Some(drain_all);
