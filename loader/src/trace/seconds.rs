@@ -44,6 +44,10 @@ pub struct KernelSecond {
     pub fuse_ops: BTreeMap<u32, u64>,
     /// Intervals lost in this second (slot collisions, full map).
     pub lost: u64,
+    /// Requests the target's own TCP ports received in this second (`tcp_probe`).
+    pub served_requests: u64,
+    /// Connections the traced processes accepted in this second.
+    pub accepts: u64,
 }
 
 /// Samples the probes once a second.
@@ -59,6 +63,8 @@ pub struct Sampler {
     prev_paths: u64,
     prev_cpu: Option<(u64, u64)>,
     prev_self: u64,
+    /// (served requests, accepts) at the last sample.
+    prev_served: (u64, u64),
     ncpu: f64,
     /// tid → (samples idle, samples) to tell workers from threads that never work.
     idle: HashMap<u32, (u32, u32)>,
@@ -115,6 +121,20 @@ fn self_ticks() -> u64 {
     g(11) + g(12)
 }
 
+/// Requests received on the target's own TCP ports and connections it accepted, so far.
+fn served_now(probes: &Probes) -> (u64, u64) {
+    let served = probes.served().ok().flatten().map(|a| a[2]).unwrap_or(0);
+    let accepts = probes
+        .counters()
+        .ok()
+        .and_then(|c| {
+            c.get(trapdetect_common::counters::C_ACCEPTS as usize)
+                .copied()
+        })
+        .unwrap_or(0);
+    (served, accepts)
+}
+
 /// Threads of the traced tree.
 fn threads_of(root: u32) -> (Vec<u32>, Vec<u32>) {
     let pids = tree::descendants_of(root, &tree::all_parents());
@@ -144,6 +164,7 @@ impl Sampler {
             prev_paths: 0,
             prev_cpu: None,
             prev_self: 0,
+            prev_served: (0, 0),
             ncpu: std::thread::available_parallelism()
                 .map(|n| n.get() as f64)
                 .unwrap_or(1.0),
@@ -207,6 +228,7 @@ impl Sampler {
         let paths = probes.path_calls();
         let cpu = host_cpu();
         let me = self_ticks();
+        let served = served_now(probes);
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);
         let mut credit = HashMap::new();
@@ -223,6 +245,7 @@ impl Sampler {
             self.prev_paths = paths;
             self.prev_cpu = cpu;
             self.prev_self = me;
+            self.prev_served = served;
             return;
         };
         let mut sec = KernelSecond {
@@ -297,6 +320,9 @@ impl Sampler {
         if sec.dt_s > 0.0 {
             sec.self_cores = (me.saturating_sub(self.prev_self)) as f64 / hz / sec.dt_s;
         }
+        sec.served_requests = served.0.saturating_sub(self.prev_served.0);
+        sec.accepts = served.1.saturating_sub(self.prev_served.1);
+        self.prev_served = served;
         self.seconds.push(sec);
         self.prev = Some(reading);
         self.credit = credit;
