@@ -26,6 +26,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("proc_net_tcp", proc_net_tcp),
     ("http_response", http_response),
     ("flags", flags),
+    ("load_results", load_results),
 ];
 
 fn text(data: &[u8]) -> String {
@@ -170,6 +171,21 @@ pub fn flags(data: &[u8]) {
     let _ = load::parse_path_mix(&t);
     if let Ok(h) = load::expand_hosts(&t) {
         assert!(!h.is_empty());
+    }
+}
+
+/// Another generator's results (`run --load-results FILE`, or a command's output).
+pub fn load_results(data: &[u8]) {
+    if let Ok(mut r) = load::external::parse(data, 1_715_258_085.0) {
+        // Buckets stay within the span a results file may cover.
+        let span = load::external::results::MAX_SECONDS * 2;
+        assert!(r.seconds.keys().all(|t| t.abs() <= span));
+        for s in r.seconds.values() {
+            assert!(s.p99_us.is_none_or(|p| p.is_finite() && p >= 0.0));
+        }
+        let _ = r.missing();
+        r.shift(-3.6);
+        let _ = serde_json::to_string(&r);
     }
 }
 

@@ -27,6 +27,7 @@ pub const TARGETS: &[&str] = &[
     "proc_net_tcp",
     "http_response",
     "flags",
+    "load_results",
 ];
 
 /// What one target did.

@@ -8,6 +8,7 @@ use serde_json::json;
 use trapdetect_common::offcpu::{CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_NAMES, NUM_CLASSES};
 
 use crate::{
+    cmd::run_external::{ExternalDriver, LoadSide},
     error::{Error, Result},
     escape,
     host::mounts::MountTable,
@@ -23,6 +24,8 @@ use crate::{
 
 /// Flags of `trapdetect run`: the load generator's, plus the target.
 #[derive(Debug, Clone, clap::Args)]
+// `--url` is the built-in generator's: another one (`-- COMMAND`, `--load-results`) has none.
+#[command(mut_arg("url", |a| a.required(false).default_value("")))]
 pub struct RunArgs {
     /// Server to trace, with every process it forks (php-fpm's master covers its workers).
     #[arg(long, short = 'p', value_name = "PID")]
@@ -33,6 +36,17 @@ pub struct RunArgs {
     /// The load: every flag of `trapdetect load`.
     #[command(flatten)]
     pub load: crate::cmd::load::LoadArgs,
+    /// Results of your own generator to join second by second: read when the window ends
+    /// (after COMMAND exits, when one is given). oha JSON, vegeta results (JSON lines, CSV)
+    /// or JSON report, k6 summary export or JSON lines, wrk or hey text, hey CSV,
+    /// trapdetect load JSON.
+    #[arg(long, value_name = "FILE")]
+    pub load_results: Option<PathBuf>,
+    /// Your own generator instead of the built-in one, run for the window (which ends at
+    /// --duration or when it exits) and watched as a client; its stdout is read as its
+    /// results unless --load-results names them.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// Drives the full open-loop load during the trace and samples the kernel once a second.
@@ -97,13 +111,29 @@ pub fn run(args: RunArgs) -> Result<i32> {
         ));
     }
     crate::cmd::check_ignore(&args.load.verdict.ignore)?;
+    let external = !args.command.is_empty() || args.load_results.is_some();
+    if external && (!args.load.url.is_empty() || args.load.rate.is_some()) {
+        return Err(Error::usage(
+            "--url and --rate drive the built-in generator: with -- COMMAND or --load-results, drop them",
+        ));
+    }
+    if !external && args.load.url.is_empty() {
+        return Err(Error::usage(
+            "--url is required (or your own generator after --, or --load-results FILE)",
+        ));
+    }
     if args.load.rate.as_ref().is_some_and(|r| r.to.is_some()) {
         return Err(Error::usage(
             "trapdetect run drives one rate: steps (--rate A..B) belong to `trapdetect load`",
         ));
     }
-    let plan = crate::cmd::load::plan(&args.load)?;
-    plan.resolve()?;
+    let plan = if external {
+        None
+    } else {
+        let plan = crate::cmd::load::plan(&args.load)?;
+        plan.resolve()?;
+        Some(plan)
+    };
     // Output paths are refused now, before anything is attached.
     crate::output::check_all(&[
         ("--json-out", args.load.output.json_out.as_deref()),
@@ -122,34 +152,56 @@ pub fn run(args: RunArgs) -> Result<i32> {
         skip_probes: vec![],
         offcpu: true,
     };
-    let mut driver = RunDriver {
+    let mut builtin = plan.map(|plan| RunDriver {
         pid: args.pid,
         plan,
         running: None,
         sampler: None,
         summary: None,
+    });
+    let mut other = if external {
+        Some(ExternalDriver::new(
+            args.pid,
+            args.command.clone(),
+            args.load_results.clone(),
+        )?)
+    } else {
+        None
     };
-    let mut report = trace::run(&opts, Some(&mut driver))?;
+    let driver: &mut dyn LoadDriver = match (&mut builtin, &mut other) {
+        (Some(b), _) => b,
+        (None, Some(o)) => o,
+        (None, None) => unreachable!("one generator or the other"),
+    };
+    let mut report = trace::run(&opts, Some(driver))?;
     report.command = "run";
     let offcpu_attached = report
         .probes
         .iter()
         .any(|p| p.program == trapdetect_common::offcpu::PROG_OFFCPU_SWITCH && p.attached);
     let mounts = MountTable::of_pid(args.pid).unwrap_or_default();
-    if let (Some(summary), Some(sampler)) = (&driver.summary, &driver.sampler) {
+    let joined = match (&builtin, &other) {
+        (Some(b), _) => b
+            .summary
+            .as_ref()
+            .zip(b.sampler.as_ref())
+            .map(|(s, k)| (LoadSide::from_summary(s), k)),
+        (None, Some(o)) => o.sampler.as_ref().map(|k| {
+            let window_s = k.seconds.iter().map(|x| x.dt_s).sum::<f64>();
+            (
+                LoadSide::from_external(o.results.as_ref(), &o.client, window_s),
+                k,
+            )
+        }),
+        (None, None) => None,
+    };
+    if let Some((side, sampler)) = &joined {
         if !offcpu_attached {
             report.measurement.notes.push(
                 "the off-CPU probes did not attach (see the probes table): the timeline has no kernel columns and there is no wait verdict".into(),
             );
         }
-        let obs = observe(
-            summary,
-            sampler,
-            &report,
-            &mounts,
-            offcpu_attached,
-            args.pid,
-        );
+        let obs = observe(side, sampler, &report, &mounts, offcpu_attached, args.pid);
         report.findings.extend(traps::run::rules(&obs));
         let lost: u64 = sampler.seconds.iter().map(|s| s.lost).sum();
         if lost > 0 {
@@ -157,7 +209,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
                 "{lost} off-CPU intervals were lost (thread slot collisions or a full map); the seconds are marked"
             ));
         }
-        report.add(&RunSection(&obs, sampler));
+        report.add(&RunSection(&obs, sampler, side));
     }
     report.finish(&args.load.verdict.ignore, args.load.verdict.strict);
     crate::cmd::trace::emit(
@@ -181,42 +233,39 @@ fn mount_name(mounts: &MountTable, dev: u32) -> String {
 }
 
 /// Joins the load's seconds with the kernel's and gathers the window totals.
+/// What the kernel's `served` column counts: requests on the target's own TCP ports where
+/// `tcp_probe` saw any, else the connections it accepted (php-fpm behind nginx: one per
+/// request).
+fn served_by_requests(k: &Sampler) -> bool {
+    k.seconds.iter().any(|s| s.served_requests > 0)
+}
+
+fn served_of(ks: &crate::trace::seconds::KernelSecond, by_requests: bool) -> u64 {
+    if by_requests {
+        ks.served_requests
+    } else {
+        ks.accepts
+    }
+}
+
+fn delivered_basis(side: &LoadSide, k: &Sampler) -> &'static str {
+    match (side.per_second_2xx, served_by_requests(k)) {
+        (true, _) => "generator-2xx",
+        (false, true) => "kernel-served-requests",
+        (false, false) => "kernel-accepted-connections",
+    }
+}
+
 fn observe(
-    s: &Summary,
+    s: &LoadSide,
     k: &Sampler,
     report: &Report,
     mounts: &MountTable,
     attached: bool,
     pid: u32,
 ) -> RunObs {
-    let lag_budget_us = s.plan.lag_budget_us;
-    let mut seconds: Vec<RunSecond> = s
-        .series
-        .iter()
-        .map(|p| {
-            let mut errors = BTreeMap::new();
-            for kind in load::ErrorKind::ALL {
-                let n = p.errors.get(kind);
-                if n > 0 {
-                    errors.insert(format!("{kind:?}").to_lowercase(), n);
-                }
-            }
-            let mut r = RunSecond {
-                t_s: p.t_s,
-                offered: p.scheduled,
-                ok_2xx: p.ok_2xx,
-                non_2xx: p.non_2xx,
-                errors,
-                p99_us: p.lat_2xx_p99_us,
-                in_flight: p.in_flight_max,
-                ..Default::default()
-            };
-            if p.sched_lag_max_us > lag_budget_us {
-                r.marks.push("generator-lag");
-            }
-            r
-        })
-        .collect();
+    let mut seconds: Vec<RunSecond> = s.seconds.clone();
+    let by_requests = served_by_requests(k);
     for ks in &k.seconds {
         let i = match seconds.iter().position(|r| r.t_s == ks.t_s) {
             Some(i) => i,
@@ -230,6 +279,7 @@ fn observe(
         };
         let r = &mut seconds[i];
         let dt = ks.dt_s.max(1e-3);
+        r.served = Some(served_of(ks, by_requests));
         r.cores_busy = traps::round(ks.cores_busy, 2);
         r.target_cores = traps::round(ks.on_cpu_s / dt, 2);
         r.run_queue = traps::round(ks.runq_s / dt, 2);
@@ -279,7 +329,7 @@ fn observe(
         .iter()
         .map(|x| x.dt_s)
         .sum::<f64>()
-        .max(s.window.measured_s.min(1e-3));
+        .max(s.measured_s.min(1e-3));
     // Filesystems. Time: the kernel's path-class off-CPU time of this window, shared out
     // between mounts as the tracer's per-path attribution shares its path syscall time (a
     // blocked walk's filesystem needs the path string), plus file I/O blocked on the mount's
@@ -294,12 +344,17 @@ fn observe(
     // Kernel sampling stops when the window ends: every sampled second is in it (the last
     // one partial, its counts turned into rates below).
     let in_window: Vec<&crate::trace::seconds::KernelSecond> = k.seconds.iter().collect();
+    // 2xx from the generator; where it gave only a summary, the kernel's served count.
     let answered_in = |secs: &[&crate::trace::seconds::KernelSecond]| -> u64 {
-        s.series
-            .iter()
-            .filter(|p| secs.iter().any(|x| x.t_s == p.t_s))
-            .map(|p| p.ok_2xx)
-            .sum()
+        if s.per_second_2xx {
+            s.seconds
+                .iter()
+                .filter(|p| secs.iter().any(|x| x.t_s == p.t_s))
+                .map(|p| p.ok_2xx)
+                .sum()
+        } else {
+            secs.iter().map(|x| served_of(x, by_requests)).sum()
+        }
     };
     let answered_window = answered_in(&in_window);
     // The directory the server was started in and stays in (its root process's; PHP's
@@ -405,7 +460,7 @@ fn observe(
         cores: std::thread::available_parallelism()
             .map(|n| n.get() as f64)
             .unwrap_or(1.0),
-        offered_rate: s.offered_rate_per_s,
+        offered_rate: s.offered_rate,
         // 2xx while the kernel was watched: the drain after the window is not the ceiling.
         delivered_rate: answered_window as f64 / window_s,
         answered: answered_window,
@@ -438,17 +493,20 @@ fn observe(
 }
 
 /// The `run` section: where the threads' time went, second by second.
-struct RunSection<'a>(&'a RunObs, &'a Sampler);
+struct RunSection<'a>(&'a RunObs, &'a Sampler, &'a LoadSide);
 
 impl crate::report::Section for RunSection<'_> {
     fn name(&self) -> &'static str {
         "run"
     }
     fn json(&self) -> std::result::Result<serde_json::Value, String> {
-        Ok(section_json(self.0, self.1))
+        let mut section = section_json(self.0, self.1);
+        section["load_columns_missing"] = json!(self.2.missing);
+        section["delivered_basis"] = json!(delivered_basis(self.2, self.1));
+        Ok(section)
     }
     fn text(&self) -> String {
-        render_text(self.0)
+        render_text(self.0, self.2)
     }
 }
 
@@ -482,7 +540,7 @@ fn section_json(o: &RunObs, k: &Sampler) -> serde_json::Value {
     })
 }
 
-fn render_text(o: &RunObs) -> String {
+fn render_text(o: &RunObs, side: &LoadSide) -> String {
     let mut out = String::new();
     let wall = o.wall_s().max(1e-9);
     let _ = writeln!(
@@ -502,14 +560,24 @@ fn render_text(o: &RunObs) -> String {
     }
     let _ = writeln!(
         out,
-        "\nPer second (off-CPU columns: threads blocked, on average):"
+        "\nPer second (off-CPU columns: threads blocked, on average; `served`: requests the server received, counted in the kernel{}):",
+        if side.missing.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; `-`: not in the generator's results ({})",
+                side.missing.join(", ")
+            )
+        }
     );
+    let client = o.seconds.iter().any(|s| s.client_cores.is_some());
     let _ = writeln!(
         out,
-        "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>9} {:>7} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>6}  marks",
+        "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>7} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>7} {:>6}{}  marks",
         "t",
         "offered",
         "2xx",
+        "served",
         "non2xx",
         "errors",
         "p99 ms",
@@ -525,22 +593,40 @@ fn render_text(o: &RunObs) -> String {
         "sleep",
         "busy",
         "acceptq",
-        "thr ms"
+        "thr ms",
+        if client { "   gen gen-rq" } else { "" }
     );
+    let col = |name: &str, v: String| {
+        if side.missing.contains(&name) {
+            "-".to_string()
+        } else {
+            v
+        }
+    };
     for s in &o.seconds {
         let g = |c: &str| s.off_cpu.get(c).copied().unwrap_or(0.0);
+        let client_cols = if client {
+            let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+            format!(" {:>5} {:>6}", f(s.client_cores), f(s.client_run_queue))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>9} {:>7} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5} {:>6} {:>6}  {}",
+            "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>7} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5} {:>7} {:>6}{}  {}",
             s.t_s,
-            s.offered,
-            s.ok_2xx,
-            s.non_2xx,
-            s.errors.values().sum::<u64>(),
-            s.p99_us
-                .map(|v| format!("{:.1}", v / 1e3))
-                .unwrap_or_else(|| "-".into()),
-            s.in_flight,
+            col("offered", s.offered.to_string()),
+            col("ok_2xx", s.ok_2xx.to_string()),
+            s.served.map_or("-".to_string(), |v| v.to_string()),
+            col("non_2xx", s.non_2xx.to_string()),
+            col("errors", s.errors.values().sum::<u64>().to_string()),
+            col(
+                "p99_us",
+                s.p99_us
+                    .map(|v| format!("{:.1}", v / 1e3))
+                    .unwrap_or_else(|| "-".into())
+            ),
+            col("in_flight", s.in_flight.to_string()),
             s.cores_busy,
             s.target_cores,
             s.run_queue,
@@ -557,6 +643,7 @@ fn render_text(o: &RunObs) -> String {
             s.throttled_ms
                 .map(|t| format!("{t:.0}"))
                 .unwrap_or_else(|| "-".into()),
+            client_cols,
             s.marks.join(",")
         );
     }

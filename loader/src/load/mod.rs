@@ -27,6 +27,7 @@ mod classify;
 mod client;
 mod clock;
 mod engine;
+pub mod external;
 mod findings;
 mod h2;
 pub mod http;

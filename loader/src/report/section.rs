@@ -27,6 +27,25 @@ pub fn to_json<T: Serialize>(t: &T) -> Result<Value, String> {
     serde_json::to_value(t).map_err(|e| e.to_string())
 }
 
+/// A section whose JSON and text were built elsewhere (an external generator's `load`).
+pub struct Prebuilt {
+    pub name: &'static str,
+    pub json: Value,
+    pub text: String,
+}
+
+impl Section for Prebuilt {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn json(&self) -> Result<Value, String> {
+        Ok(self.json.clone())
+    }
+    fn text(&self) -> String {
+        self.text.clone()
+    }
+}
+
 impl Report {
     /// Adds a section in every format. One that cannot be serialised is left out with a note.
     pub fn add(&mut self, s: &dyn Section) {

@@ -146,6 +146,10 @@ pub trait LoadDriver {
     fn tick(&mut self, _probes: &Probes) {}
     /// Called once when the window ends, before `finish`, with the probes still attached.
     fn end(&mut self, _probes: &Probes) {}
+    /// The load is over before the window (an external generator exited): end the window.
+    fn done(&self) -> bool {
+        false
+    }
 }
 
 /// Working directories of the traced processes, sampled through the window: a PHP worker
@@ -306,6 +310,9 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         );
         if let Some(l) = load.as_deref_mut() {
             l.tick(&probes);
+            if l.done() {
+                break;
+            }
         }
         if !tree::alive(opts.pid, target.starttime) {
             exited_after = Some(start.elapsed().as_secs_f64());

@@ -53,6 +53,10 @@ pub struct KernelSecond {
     pub accept_queue: Option<u64>,
     /// Throttling of the target's binding CPU quota in this second (`None`: no quota).
     pub throttle: Option<ThrottleCounters>,
+    /// Requests the target's own TCP ports received in this second (`tcp_probe`).
+    pub served_requests: u64,
+    /// Connections the traced processes accepted in this second.
+    pub accepts: u64,
 }
 
 /// Samples the probes once a second.
@@ -68,6 +72,8 @@ pub struct Sampler {
     prev_paths: u64,
     prev_cpu: Option<(u64, u64)>,
     prev_self: u64,
+    /// (served requests, accepts) at the last sample.
+    prev_served: (u64, u64),
     ncpu: f64,
     /// tid → (samples idle, samples) to tell workers from threads that never work.
     idle: HashMap<u32, (u32, u32)>,
@@ -126,6 +132,20 @@ fn self_ticks() -> u64 {
     g(11) + g(12)
 }
 
+/// Requests received on the target's own TCP ports and connections it accepted, so far.
+fn served_now(probes: &Probes) -> (u64, u64) {
+    let served = probes.served().ok().flatten().map(|a| a[2]).unwrap_or(0);
+    let accepts = probes
+        .counters()
+        .ok()
+        .and_then(|c| {
+            c.get(trapdetect_common::counters::C_ACCEPTS as usize)
+                .copied()
+        })
+        .unwrap_or(0);
+    (served, accepts)
+}
+
 /// Threads of the traced tree.
 fn threads_of(root: u32) -> (Vec<u32>, Vec<u32>) {
     let pids = tree::descendants(root);
@@ -155,6 +175,7 @@ impl Sampler {
             prev_paths: 0,
             prev_cpu: None,
             prev_self: 0,
+            prev_served: (0, 0),
             ncpu: std::thread::available_parallelism()
                 .map(|n| n.get() as f64)
                 .unwrap_or(1.0),
@@ -219,6 +240,7 @@ impl Sampler {
         let paths = probes.path_calls();
         let cpu = host_cpu();
         let me = self_ticks();
+        let served = served_now(probes);
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);
         let throttle = self.quota.as_mut().and_then(|q| q.tick());
@@ -237,6 +259,7 @@ impl Sampler {
             self.prev_paths = paths;
             self.prev_cpu = cpu;
             self.prev_self = me;
+            self.prev_served = served;
             return;
         };
         let mut sec = KernelSecond {
@@ -313,6 +336,9 @@ impl Sampler {
         if sec.dt_s > 0.0 {
             sec.self_cores = (me.saturating_sub(self.prev_self)) as f64 / hz / sec.dt_s;
         }
+        sec.served_requests = served.0.saturating_sub(self.prev_served.0);
+        sec.accepts = served.1.saturating_sub(self.prev_served.1);
+        self.prev_served = served;
         self.seconds.push(sec);
         self.prev = Some(reading);
         self.credit = credit;

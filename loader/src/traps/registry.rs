@@ -310,6 +310,22 @@ pub const RULES: &[Rule] = &[
         doc: "docs/run.md",
     },
     Rule {
+        id: "gen.client-starved",
+        title: "an external load generator waited for a CPU",
+        commands: &[Run],
+        mechanism: "a generator run under `trapdetect run -- COMMAND` whose threads wait runnable \
+                    for a tenth or more of the time they want a CPU sends late and counts its \
+                    own wait as the server's latency: the numbers measure the generator (exit 3).",
+        evidence: &[
+            "client_run_queue_mean",
+            "client_run_queue_max",
+            "client_cores_mean",
+            "waiting_share_pct",
+        ],
+        remedy: "give the generator its own CPUs (taskset), or run it on another machine.",
+        doc: "docs/run.md",
+    },
+    Rule {
         id: "gen.closed-loop",
         title: "the load generator ran closed-loop",
         commands: &[Load, Trace],

@@ -51,6 +51,17 @@ pub struct RunSecond {
     pub throttled_ms: Option<f64>,
     /// Why this second's figures are partial: `lost-events`, `generator-lag`, `no-kernel-data`.
     pub marks: Vec<&'static str>,
+    /// Requests the server received in this second, counted in the kernel (its own TCP
+    /// ports' requests, else the connections it accepted): the delivered rate when the
+    /// generator's results have no per-second 2xx.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served: Option<u64>,
+    /// An external generator's (`run -- COMMAND`) CPU, cores.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cores: Option<f64>,
+    /// An external generator's threads runnable but not running (thread-seconds per second).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_run_queue: Option<f64>,
 }
 
 /// The target's binding cgroup CPU quota and how it throttled during the window.

@@ -1,0 +1,532 @@
+//! `trapdetect run -- COMMAND` and `--load-results FILE`: the user's own generator instead of
+//! the built-in one. The window starts when the command starts and ends at `--duration` or
+//! when it exits; the command is watched as a client (CPU and run-queue delay per second) and
+//! its results (its stdout, or FILE) are read after it and joined to the kernel's seconds by
+//! wall-clock time. Where the results are a summary, the kernel's own count of the requests
+//! the server received stands in for the delivered rate, and the timeline says which columns
+//! the generator did not give.
+
+use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
+
+use serde_json::json;
+
+use crate::{
+    error::{Error, Result},
+    escape,
+    load::{
+        Summary,
+        external::{
+            self, LoadResults,
+            child::{ClientSampler, ClientSecond, Generator},
+            results::Origin,
+        },
+    },
+    probe::Probes,
+    report::Report,
+    trace::{LoadDriver, seconds::Sampler},
+    traps::{Finding, Severity, round, run::RunSecond},
+};
+
+/// Largest results file read (`--load-results`): a 10-minute vegeta run at 5,000 req/s.
+pub const RESULTS_CAP: u64 = 1 << 30;
+
+/// The load side of the timeline, from the built-in generator or another one.
+#[derive(Debug, Default)]
+pub struct LoadSide {
+    /// Per second, load columns filled (kernel columns are joined in later).
+    pub seconds: Vec<RunSecond>,
+    /// The window's length as the load saw it, s.
+    pub measured_s: f64,
+    /// Offered arrivals per second (0: unknown, a closed-loop tool).
+    pub offered_rate: f64,
+    /// The seconds carry the 2xx (else the kernel's served count stands in).
+    pub per_second_2xx: bool,
+    /// Load columns the generator did not give.
+    pub missing: Vec<&'static str>,
+}
+
+impl LoadSide {
+    /// The built-in generator's seconds.
+    pub fn from_summary(s: &Summary) -> LoadSide {
+        let lag_budget_us = s.plan.lag_budget_us;
+        let seconds = s
+            .series
+            .iter()
+            .map(|p| {
+                let mut errors = BTreeMap::new();
+                for kind in crate::load::ErrorKind::ALL {
+                    let n = p.errors.get(kind);
+                    if n > 0 {
+                        errors.insert(format!("{kind:?}").to_lowercase(), n);
+                    }
+                }
+                let mut r = RunSecond {
+                    t_s: p.t_s,
+                    offered: p.scheduled,
+                    ok_2xx: p.ok_2xx,
+                    non_2xx: p.non_2xx,
+                    errors,
+                    p99_us: p.lat_2xx_p99_us,
+                    in_flight: p.in_flight_max,
+                    ..Default::default()
+                };
+                if p.sched_lag_max_us > lag_budget_us {
+                    r.marks.push("generator-lag");
+                }
+                r
+            })
+            .collect();
+        LoadSide {
+            seconds,
+            measured_s: s.window.measured_s,
+            offered_rate: s.offered_rate_per_s,
+            per_second_2xx: true,
+            missing: vec![],
+        }
+    }
+
+    /// Another generator's results (seconds before the window dropped) and its CPU.
+    pub fn from_external(
+        r: Option<&LoadResults>,
+        client: &BTreeMap<u64, ClientSecond>,
+        window_s: f64,
+    ) -> LoadSide {
+        let mut by_t: BTreeMap<u64, RunSecond> = BTreeMap::new();
+        if let Some(r) = r {
+            for (t, s) in r.seconds.range(0..) {
+                let mut errors = BTreeMap::new();
+                if s.errors > 0 {
+                    errors.insert("error".to_string(), s.errors);
+                }
+                by_t.insert(
+                    *t as u64,
+                    RunSecond {
+                        t_s: *t as u64,
+                        offered: s.offered,
+                        ok_2xx: s.ok_2xx,
+                        non_2xx: s.non_2xx,
+                        errors,
+                        p99_us: s.p99_us,
+                        in_flight: s.in_flight,
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+        for (t, c) in client {
+            let e = by_t.entry(*t).or_insert_with(|| RunSecond {
+                t_s: *t,
+                ..Default::default()
+            });
+            e.client_cores = Some(round(c.cores, 2));
+            e.client_run_queue = Some(round(c.run_queue, 2));
+        }
+        let missing = r
+            .map(LoadResults::missing)
+            .unwrap_or_else(|| external::COLUMNS.to_vec());
+        let has = |c: &str| !missing.contains(&c);
+        let n = window_s.floor().max(1.0) as u64;
+        let offered_rate = match r.and_then(|r| r.totals.offered_per_s) {
+            Some(o) => o,
+            None if has("offered") => {
+                by_t.range(0..n).map(|(_, s)| s.offered).sum::<u64>() as f64 / n as f64
+            }
+            None => 0.0,
+        };
+        LoadSide {
+            seconds: by_t.into_values().collect(),
+            measured_s: window_s,
+            offered_rate,
+            per_second_2xx: has("ok_2xx"),
+            missing,
+        }
+    }
+}
+
+/// Drives another generator during the trace.
+pub struct ExternalDriver {
+    pid: u32,
+    command: Vec<String>,
+    results_file: Option<PathBuf>,
+    generator: Option<Generator>,
+    /// The kernel's seconds.
+    pub sampler: Option<Sampler>,
+    /// The generator's CPU per second of the window.
+    pub client: BTreeMap<u64, ClientSecond>,
+    client_sampler: ClientSampler,
+    start_unix: f64,
+    command_start_unix: f64,
+    spawn_error: Option<Error>,
+    /// Its results, read after it.
+    pub results: Option<LoadResults>,
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl ExternalDriver {
+    /// A driver for `-- COMMAND` (may be empty) and `--load-results FILE`.
+    pub fn new(pid: u32, command: Vec<String>, results_file: Option<PathBuf>) -> Result<Self> {
+        if let Some(prog) = command.first()
+            && !runnable(prog)
+        {
+            return Err(Error::usage(format!(
+                "-- {}: no such executable (in PATH or at that path)",
+                escape::text(prog)
+            )));
+        }
+        if let Some(f) = &results_file
+            && command.is_empty()
+        {
+            // Without a command the file is another run's, finished or being written: it
+            // must be there now, in a format trapdetect reads.
+            let what = format!(
+                "--load-results {}",
+                escape::bytes(f.as_os_str().as_encoded_bytes())
+            );
+            let bytes = crate::input::read_capped(&what, f, RESULTS_CAP)?;
+            if !bytes.is_empty() {
+                external::parse(&bytes, unix_now())
+                    .map_err(|e| Error::usage(format!("{what}: {e}")))?;
+            }
+        }
+        Ok(ExternalDriver {
+            pid,
+            command,
+            results_file,
+            generator: None,
+            sampler: None,
+            client: BTreeMap::new(),
+            client_sampler: ClientSampler::default(),
+            start_unix: 0.0,
+            command_start_unix: 0.0,
+            spawn_error: None,
+            results: None,
+        })
+    }
+
+    fn read_results(&mut self, report: &mut Report) -> Result<()> {
+        let (bytes, what, truncated) = match (&self.results_file, &self.generator) {
+            (Some(f), _) => {
+                let what = format!(
+                    "--load-results {}",
+                    escape::bytes(f.as_os_str().as_encoded_bytes())
+                );
+                (
+                    crate::input::read_capped(&what, f, RESULTS_CAP)?,
+                    what,
+                    false,
+                )
+            }
+            (None, Some(g)) => {
+                let (b, t) = g.stdout();
+                (b, "the command's output".to_string(), t)
+            }
+            (None, None) => return Ok(()),
+        };
+        if truncated {
+            report.measurement.notes.push(format!(
+                "the command printed more than {} MiB: its output was cut there",
+                external::child::STDOUT_CAP >> 20
+            ));
+        }
+        match external::parse(&bytes, self.start_unix) {
+            Ok(mut r) => {
+                if let Origin::Relative { length_s } = r.origin {
+                    // Offsets count from the generator's start: the command's, which is the
+                    // window's; for a file of another run, its last write minus its length.
+                    let start = match (&self.generator, &self.results_file) {
+                        (Some(_), _) => self.command_start_unix,
+                        (None, Some(f)) => mtime_unix(f).map_or(self.start_unix, |m| m - length_s),
+                        (None, None) => self.start_unix,
+                    };
+                    r.shift(start - self.start_unix);
+                }
+                self.results = Some(r);
+                Ok(())
+            }
+            Err(e) if self.results_file.is_some() => Err(Error::usage(format!("{what}: {e}"))),
+            Err(e) => {
+                report.measurement.notes.push(format!(
+                    "the command's output is not results trapdetect reads ({e}): the load side is the kernel's count of served requests only"
+                ));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Whether `prog` names an executable file, directly or through PATH (checked before
+/// anything is attached; the spawn itself still reports its own errors).
+fn runnable(prog: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let exec = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if prog.contains('/') {
+        return exec(std::path::Path::new(prog));
+    }
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| !prog.is_empty() && exec(&d.join(prog)))
+    })
+}
+
+fn mtime_unix(p: &std::path::Path) -> Option<f64> {
+    let m = std::fs::metadata(p).ok()?.modified().ok()?;
+    Some(m.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64())
+}
+
+impl LoadDriver for ExternalDriver {
+    fn start(&mut self) -> Result<()> {
+        let mono = crate::load::mono_ns();
+        self.start_unix = unix_now();
+        self.sampler = Some(Sampler::new(self.pid, mono));
+        // The command starts at the first tick, right after the kernel's baseline: every
+        // request it sends is inside the counted window.
+        Ok(())
+    }
+
+    fn progress(&self) -> Option<u64> {
+        None
+    }
+
+    fn tick(&mut self, probes: &Probes) {
+        let Some(s) = self.sampler.as_mut() else {
+            return;
+        };
+        let n = s.seconds.len();
+        s.tick(probes);
+        if self.generator.is_none() && !self.command.is_empty() && self.spawn_error.is_none() {
+            match Generator::spawn(&self.command) {
+                Ok(g) => {
+                    self.command_start_unix = unix_now();
+                    self.client_sampler.sample(g.pid());
+                    self.generator = Some(g);
+                }
+                Err(e) => self.spawn_error = Some(e),
+            }
+            return;
+        }
+        if s.seconds.len() > n
+            && let (Some(g), Some(last)) = (&self.generator, s.seconds.last())
+            && let Some(c) = self.client_sampler.sample(g.pid())
+        {
+            self.client.insert(last.t_s, c);
+        }
+    }
+
+    fn end(&mut self, probes: &Probes) {
+        if let Some(s) = self.sampler.as_mut() {
+            let n = s.seconds.len();
+            s.finish(probes);
+            if s.seconds.len() > n
+                && let (Some(g), Some(last)) = (&self.generator, s.seconds.last())
+                && let Some(c) = self.client_sampler.sample(g.pid())
+            {
+                self.client.insert(last.t_s, c);
+            }
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.spawn_error.is_some() || self.generator.as_ref().is_some_and(Generator::exited)
+    }
+
+    fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>> {
+        if let Some(e) = self.spawn_error.take() {
+            return Err(e);
+        }
+        let status = self.generator.as_mut().map(Generator::stop);
+        self.read_results(report)?;
+        let window_s = self
+            .sampler
+            .as_ref()
+            .map(|s| s.seconds.iter().map(|x| x.dt_s).sum::<f64>())
+            .unwrap_or(0.0);
+        let side = LoadSide::from_external(self.results.as_ref(), &self.client, window_s);
+        let g = self.generator.as_ref();
+        let mut section = json!({
+            "source": if self.results_file.is_some() { "file" } else { "command" },
+            "command": self.command.iter().map(|a| escape::text(a)).collect::<Vec<_>>(),
+            "exit_status": status,
+            "interrupted": g.is_some_and(|g| g.interrupted),
+            "killed": g.is_some_and(|g| g.killed),
+            "missing_columns": side.missing,
+        });
+        if let Some(r) = &self.results {
+            section["format"] = json!(r.format);
+            section["totals"] = json!(r.totals);
+            section["delivered_per_s"] = json!(r.totals.delivered_per_s().map(|d| round(d, 1)));
+            section["start_unix_s"] = json!(r.start_unix_s.map(|s| round(s, 3)));
+            section["skipped_lines"] = json!(r.skipped_lines);
+            section["seconds_before_window"] = json!(r.seconds.range(..0).count());
+        }
+        report.add(&crate::report::section::Prebuilt {
+            name: "load",
+            json: section,
+            text: render_text(self, status, &side),
+        });
+        let starved = client_starved(&self.client, window_s);
+        if let Some(f) = starved {
+            report.measurement.trusted = false;
+            report.measurement.problems.push(
+                "the load generator waited for a CPU (see gen.client-starved): it measured itself"
+                    .into(),
+            );
+            report.findings.push(f);
+        }
+        Ok(None)
+    }
+}
+
+/// The generator's threads spent at least a tenth of the time they wanted a CPU waiting for
+/// one, and at least 50 ms per second: its requests went out late.
+pub fn client_starved(client: &BTreeMap<u64, ClientSecond>, window_s: f64) -> Option<Finding> {
+    if client.is_empty() {
+        return None;
+    }
+    let n = client.len() as f64;
+    let runq = client.values().map(|c| c.run_queue).sum::<f64>() / n;
+    let cores = client.values().map(|c| c.cores).sum::<f64>() / n;
+    let worst = client.values().map(|c| c.run_queue).fold(0.0, f64::max);
+    let share = runq / (runq + cores).max(1e-9);
+    if runq < 0.05 || share < 0.1 {
+        return None;
+    }
+    Some(
+        Finding::new(
+            "gen.client-starved",
+            Severity::Warn,
+            format!(
+                "the load generator waited for a CPU {:.0} % of the time it wanted one: it measured itself",
+                share * 100.0
+            ),
+        )
+        .with("client_run_queue_mean", round(runq, 2))
+        .with("client_run_queue_max", round(worst, 2))
+        .with("client_cores_mean", round(cores, 2))
+        .with("waiting_share_pct", round(share * 100.0, 1))
+        .with("window_s", round(window_s, 2))
+        .predict(
+            "its requests went out late and its latencies include its own wait for a CPU: the run is untrusted (exit 3)",
+        )
+        .remedy(
+            "give the generator its own CPUs (taskset -c 1 trapdetect run ... -- GENERATOR; server on the others) or run it on another machine",
+        ),
+    )
+}
+
+fn render_text(d: &ExternalDriver, status: Option<i32>, side: &LoadSide) -> String {
+    let mut out = String::new();
+    if !d.command.is_empty() {
+        let cmd: Vec<String> = d.command.iter().map(|a| escape::text(a)).collect();
+        let _ = writeln!(
+            out,
+            "Generator: {} (exit {}{})",
+            cmd.join(" "),
+            status.map_or("-".into(), |s| s.to_string()),
+            match d.generator.as_ref() {
+                Some(g) if g.killed => ", killed after the grace period",
+                Some(g) if g.interrupted => ", interrupted at the end of the window",
+                _ => "",
+            }
+        );
+    }
+    match &d.results {
+        Some(r) => {
+            let t = &r.totals;
+            let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+            let _ = writeln!(
+                out,
+                "Results: {}: {} requests, {} 2xx, {} other, {} errors over {} s{}{}",
+                r.format.describe(),
+                opt(t.requests),
+                opt(t.ok_2xx),
+                opt(t.non_2xx),
+                opt(t.errors),
+                t.duration_s.map_or("-".into(), |d| format!("{d:.2}")),
+                t.delivered_per_s()
+                    .map(|d| format!(", {d:.1} 2xx/s"))
+                    .unwrap_or_default(),
+                t.p99_us
+                    .map(|p| format!(", p99 {:.1} ms", p / 1e3))
+                    .unwrap_or_default(),
+            );
+        }
+        None => {
+            let _ = writeln!(out, "Results: none read");
+        }
+    }
+    if !side.missing.is_empty() {
+        let _ = writeln!(
+            out,
+            "Per-second columns the generator did not give: {}{}",
+            side.missing.join(", "),
+            if side.per_second_2xx {
+                ""
+            } else {
+                " (the `served` column, counted in the kernel, is the delivered rate)"
+            }
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generator_waiting_for_cpu_is_named_and_an_idle_one_is_not() {
+        let mut c = BTreeMap::new();
+        for t in 0..5 {
+            c.insert(
+                t,
+                ClientSecond {
+                    cores: 0.3,
+                    run_queue: if t == 2 { 0.4 } else { 0.1 },
+                },
+            );
+        }
+        let f = client_starved(&c, 5.0).unwrap();
+        assert_eq!(f.id, "gen.client-starved");
+        assert_eq!(f.evidence["client_run_queue_mean"], 0.16);
+        assert_eq!(f.evidence["client_run_queue_max"], 0.4);
+        assert_eq!(f.evidence["waiting_share_pct"], 34.8);
+        for v in c.values_mut() {
+            v.run_queue = 0.02;
+        }
+        assert!(client_starved(&c, 5.0).is_none());
+        assert!(client_starved(&BTreeMap::new(), 5.0).is_none());
+    }
+
+    #[test]
+    fn a_missing_command_is_refused_before_anything_attaches() {
+        let e = ExternalDriver::new(1, vec!["no-such-generator-xyz".into()], None)
+            .err()
+            .unwrap();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("no such executable"), "{e}");
+        assert!(ExternalDriver::new(1, vec!["sh".into()], None).is_ok());
+        assert!(ExternalDriver::new(1, vec!["/bin/sh".into()], None).is_ok());
+        assert!(ExternalDriver::new(1, vec!["/etc/passwd".into()], None).is_err());
+    }
+
+    #[test]
+    fn summary_results_leave_every_column_to_the_kernel() {
+        let r = external::parse(
+            b"Running 2s test @ http://127.0.0.1:1/\n  2529 requests in 2.02s, 1.01MB read\nRequests/sec:   1253.94\n",
+            0.0,
+        )
+        .unwrap();
+        let side = LoadSide::from_external(Some(&r), &BTreeMap::new(), 2.0);
+        assert!(!side.per_second_2xx);
+        assert_eq!(side.missing, external::COLUMNS.to_vec());
+        assert_eq!(side.offered_rate, 0.0);
+        assert!(side.seconds.is_empty());
+    }
+}
