@@ -126,21 +126,48 @@ pub fn svgs(dom: &str) -> Vec<&str> {
         .collect()
 }
 
-/// Data drawn in a chart: lines 2 px wide, and rectangles filled in one of the palette colours
-/// (axes, grid, background and shaded seconds use other colours; legend swatches are strokes).
+/// Data drawn in a chart: lines 2 px wide, and rectangles and polygons (with some area) filled in
+/// one of the palette colours (axes, grid, background and shaded seconds use other colours;
+/// legend swatches are strokes).
 pub fn data_marks(svg: &str) -> usize {
     let lines = svg.matches("stroke-width=\"2\" points=\"").count();
-    let bars = svg
-        .split("<rect")
-        .skip(1)
-        .filter(|r| {
-            let r = &r[..r.find('>').unwrap_or(r.len())];
-            [
-                "#0072B2", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#E69F00",
-            ]
-            .iter()
-            .any(|c| r.contains(&format!("fill=\"{c}\"")))
+    let filled = |tag: &str| {
+        svg.split(tag)
+            .skip(1)
+            .filter(|r| {
+                let r = &r[..r.find('>').unwrap_or(r.len())];
+                [
+                    "#0072B2", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#E69F00",
+                ]
+                .iter()
+                .any(|c| r.contains(&format!("fill=\"{c}\"")))
+                    && (tag != "<polygon" || polygon_has_area(r))
+            })
+            .count()
+    };
+    // Bars, and stacked areas: a polygon that encloses some area (not a flat line of zeros).
+    lines + filled("<rect") + filled("<polygon")
+}
+
+/// Whether a `<polygon points="x,y x,y …">` element's outline encloses a non-zero area.
+fn polygon_has_area(element: &str) -> bool {
+    let Some(start) = element.find("points=\"") else {
+        return false;
+    };
+    let pts: Vec<(f64, f64)> = element[start + 8..]
+        .split('"')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|p| {
+            let (x, y) = p.split_once(',')?;
+            Some((x.parse().ok()?, y.parse().ok()?))
         })
-        .count();
-    lines + bars
+        .collect();
+    let twice_area: f64 = pts
+        .iter()
+        .zip(pts.iter().cycle().skip(1))
+        .map(|(a, b)| a.0 * b.1 - b.0 * a.1)
+        .sum();
+    twice_area.abs() >= 2.0
 }

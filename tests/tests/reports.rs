@@ -128,6 +128,27 @@ fn sample(om: &Value, name: &str, label: (&str, &str)) -> f64 {
         .unwrap()
 }
 
+/// `trapdetect report FILE --text` on a saved document: exit 0, the text, with `wanted`
+/// lines in it and no raw control byte.
+fn rerendered(dir: &TempDir, file: &str, wanted: &[&str]) -> String {
+    let out = trapdetect(&["report", &p(dir, file), "--text"], LIMIT);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{file}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8 text");
+    for w in wanted {
+        assert!(text.contains(w), "{file}: {w:?} missing from\n{text}");
+    }
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "{file}: a control character in\n{text}"
+    );
+    text
+}
+
 fn p(dir: &TempDir, name: &str) -> String {
     dir.path().join(name).to_str().unwrap().to_string()
 }
@@ -356,6 +377,11 @@ fn compare_sets_two_load_runs_side_by_side() {
     );
     let c = json(&out);
     assert_eq!(c["schema"], "trapdetect.compare/1");
+    std::fs::write(dir.path().join("c.json"), &out.stdout).unwrap();
+    let text = rerendered(&dir, "c.json", &["trapdetect compare", "beyond noise"]);
+    // The re-rendered comparison is the one compare printed.
+    let live = trapdetect(&["compare", &p(&dir, "a.json"), &p(&dir, "b.json")], LIMIT);
+    assert_eq!(text, String::from_utf8_lossy(&live.stdout));
     let row = |m: &str| {
         c["rows"]
             .as_array()
@@ -423,6 +449,17 @@ fn preflight_report_renders_in_chromium() {
         let id = f["id"].as_str().unwrap();
         assert_eq!(sample(&om, "trapdetect_finding", ("id", id)), 1.0);
     }
+    // Every finding and the census come back from the saved JSON.
+    let mut wanted: Vec<String> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect();
+    wanted.push("NETWORK".into());
+    wanted.push(format!("-> exit {code}"));
+    let w: Vec<&str> = wanted.iter().map(String::as_str).collect();
+    rerendered(&dir, "p.json", &w);
     // The listen queues and the CPU sample.
     check_page(
         "preflight_report_renders_in_chromium",
@@ -517,6 +554,12 @@ fn trace_report_renders_in_chromium_with_every_chart() {
         .map(|x| x.as_u64().unwrap())
         .sum();
     assert_eq!(column_sum(&header, &rows, "net_new_connections"), conns);
+    let text = rerendered(
+        &dir,
+        "t.json",
+        &["FILESYSTEMS", "fuse.slowfs", "NETWORK", "-> exit 1"],
+    );
+    assert!(text.contains("FAIL fs.cwd-slow"), "{text}");
     // Load: rates, latency, in flight, histogram; filesystems: lookups and syscall time. The
     // keep-alive probe load opens no connection per second (the network timeline is then a
     // sentence) and the census charts depend on the machine's sockets: not counted here.
@@ -575,4 +618,246 @@ fn colour_only_when_asked_or_on_a_terminal() {
         "--color always wins over NO_COLOR"
     );
     assert!(!esc(&[&load[..], &["--color", "never"]].concat(), false));
+}
+
+#[test]
+fn steps_report_marks_the_knee_in_chromium() {
+    // Two workers, 20 ms each: 100 req/s, so the steps pass up to 100/s and fail above.
+    let s = Server::start(Behaviour::Capacity {
+        workers: 2,
+        service: Duration::from_millis(20),
+    });
+    let dir = TempDir::new("reports-steps");
+    let url = s.url("/");
+    let (j, h) = (p(&dir, "s.json"), p(&dir, "s.html"));
+    let out = trapdetect(
+        &[
+            "load",
+            "--url",
+            &url,
+            "--rate",
+            "40..200",
+            "--step",
+            "40",
+            "--step-duration",
+            "2s",
+            "--slo-p99",
+            "1s",
+            "--lag-budget",
+            "200ms",
+            "-q",
+            "--json-out",
+            &j,
+            "--html",
+            &h,
+        ],
+        LIMIT,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    assert_eq!(v["knee"]["verdict"], "found", "{:#}", v["knee"]);
+    let knee = v["knee"]["rate_per_s"].as_f64().unwrap();
+    assert_eq!(knee, 80.0, "the last step at or below 100 req/s");
+    let html = std::fs::read_to_string(&h).unwrap();
+    // Both charts carry the knee as a legend entry; the steps' table lists every step.
+    assert_eq!(html.matches("knee 80/s").count(), 2, "{html}");
+    for t in ["Offered vs delivered per step", "2xx latency per step"] {
+        assert!(html.contains(t), "{t:?} missing");
+    }
+    let steps = v["steps"].as_array().unwrap();
+    for st in steps {
+        let summary = format!("step {}/s: per second", st["rate_per_s"].as_f64().unwrap());
+        assert!(html.contains(&summary), "{summary:?} missing");
+    }
+    let text = rerendered(&dir, "s.json", &["knee: ", "(found)", "exit 0"]);
+    let lines = text
+        .lines()
+        .filter(|l| l.trim_end().ends_with("pass"))
+        .count();
+    assert_eq!(
+        lines,
+        steps.len() - 1,
+        "every step but the last passed:\n{text}"
+    );
+    let Some(n) = check_page(
+        "steps_report_marks_the_knee_in_chromium",
+        &dir,
+        Path::new(&h),
+        "load-steps.png",
+        2,
+    ) else {
+        return;
+    };
+    assert_eq!(n, 2);
+}
+
+#[test]
+fn run_report_charts_threads_workers_and_marked_seconds() {
+    if !require_root("run_report_charts_threads_workers_and_marked_seconds") {
+        return;
+    }
+    // One worker asleep 40 ms per request, offered 80/s: a pool ceiling of 25/s, the worker's
+    // time all in `sleep`.
+    let cwd = TempDir::new("reports-run-cwd");
+    let stack = PhpStack::start(cwd.path(), 1, "<?php usleep(40000); echo \"ok\\n\";");
+    let dir = TempDir::new("reports-run");
+    let pid = stack.fpm.pid().to_string();
+    let url = stack.url();
+    let (j, h) = (p(&dir, "r.json"), p(&dir, "r.html"));
+    let mut args = vec![
+        "run",
+        "--pid",
+        &pid,
+        "--url",
+        &url,
+        "--rate",
+        "80",
+        "--duration",
+        "5s",
+        "--timeout",
+        "10s",
+        "--quiet",
+        "--json-out",
+        &j,
+        "--html",
+        &h,
+    ];
+    args.extend(IGNORE_NET);
+    let out = trapdetect(&args, Duration::from_secs(120));
+    let v: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    assert_eq!(v["command"], "run");
+    assert_eq!(
+        out.status.code().unwrap() as i64,
+        v["exit_code"].as_i64().unwrap()
+    );
+    let html = std::fs::read_to_string(&h).unwrap();
+    for t in [
+        "Offered vs delivered vs errors",
+        "2xx latency per second",
+        "In flight",
+        "Latency histogram per status class",
+        "Where the traced threads were (stacked)",
+        "Busy workers",
+        "CPU: host cores busy",
+    ] {
+        assert!(html.contains(t), "chart {t:?} missing");
+    }
+    // The stacked chart has the sleep class, as the JSON's totals do.
+    assert!(
+        r_sleep(&v) > 0.0 && html.contains("off CPU: sleep"),
+        "{}",
+        v["run"]["thread_seconds"]
+    );
+    // Seconds the timeline marks are shaded with their count in every time chart's legend.
+    let mut marked: Vec<(String, usize)> = vec![];
+    for t in v["run"]["timeline"].as_array().unwrap() {
+        for m in t["marks"].as_array().unwrap() {
+            let label = match m.as_str().unwrap() {
+                "generator-lag" => "generator lagged".to_string(),
+                "lost-events" => "events lost".to_string(),
+                o => o.replace('-', " "),
+            };
+            match marked.iter_mut().find(|(l, _)| *l == label) {
+                Some(e) => e.1 += 1,
+                None => marked.push((label, 1)),
+            }
+        }
+    }
+    for (label, n) in &marked {
+        assert!(
+            html.contains(&format!("{label} ({n} s)")),
+            "{label} ({n} s) not in the legends"
+        );
+    }
+    let text = rerendered(
+        &dir,
+        "r.json",
+        &["pool.too-small", "RUN", "timeline:", "LOAD"],
+    );
+    assert!(text.contains("sleep"), "{text}");
+    let Some(n) = check_page(
+        "run_report_charts_threads_workers_and_marked_seconds",
+        &dir,
+        Path::new(&h),
+        "run.png",
+        8,
+    ) else {
+        return;
+    };
+    assert!(n >= 8, "{n}");
+}
+
+fn r_sleep(v: &Value) -> f64 {
+    v["run"]["thread_seconds"]["off_cpu"]["sleep"]
+        .as_f64()
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn net_census_and_wait_drain_outputs_re_render() {
+    // A listener of ours with nothing in TIME_WAIT: the census lists it, wait-drain returns
+    // at once.
+    let s = Server::start(Behaviour::Status(200));
+    let port = s
+        .url("/")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let dir = TempDir::new("reports-net");
+    let out = trapdetect(&["net-census", "--json"], LIMIT);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(dir.path().join("n.json"), &out.stdout).unwrap();
+    let v = json(&out);
+    let local = format!(":{port}");
+    assert!(
+        v["network"]["listeners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["local"].as_str().unwrap().ends_with(&local)),
+        "{}",
+        v["network"]["listeners"]
+    );
+    let text = rerendered(&dir, "n.json", &["net-census", "NETWORK", "listeners:"]);
+    assert!(text.contains(&local), "{text}");
+    let out = trapdetect(
+        &[
+            "wait-drain",
+            "--port",
+            &port,
+            "--below",
+            "1",
+            "--timeout",
+            "2s",
+            "--json",
+        ],
+        LIMIT,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(dir.path().join("w.json"), &out.stdout).unwrap();
+    let w = json(&out);
+    assert_eq!(w["schema"], "trapdetect.wait-drain/1");
+    rerendered(
+        &dir,
+        "w.json",
+        &[&format!("port {port}"), "drained: 0 TIME_WAIT sockets"],
+    );
 }

@@ -41,14 +41,14 @@ pub struct CompareArgs {
 pub const SCHEMA: &str = "trapdetect.compare/1";
 
 /// One figure of both runs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Row {
     /// `load`, `filesystem`, `syscall`, `network`, `trace`.
     pub group: String,
     /// What is measured (mount points and names escaped).
     pub metric: String,
     /// Unit.
-    pub unit: &'static str,
+    pub unit: String,
     /// Run A.
     pub a: Option<f64>,
     /// Run B.
@@ -65,7 +65,7 @@ pub struct Row {
 }
 
 /// Findings present in one run only, or in both.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, serde::Deserialize)]
 pub struct FindingsDiff {
     /// In A only (gone in B).
     pub only_a: Vec<String>,
@@ -76,10 +76,10 @@ pub struct FindingsDiff {
 }
 
 /// The comparison.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Comparison {
     /// `trapdetect.compare/1`.
-    pub schema: &'static str,
+    pub schema: String,
     /// A's file and command.
     pub a: String,
     /// B's file and command.
@@ -281,7 +281,7 @@ pub fn compare(a_name: String, a: &Value, b_name: String, b: &Value) -> Comparis
     }
     let (ia, ib) = (ids(a), ids(b));
     Comparison {
-        schema: SCHEMA,
+        schema: SCHEMA.into(),
         a: a_name,
         b: b_name,
         rows,
@@ -301,7 +301,7 @@ fn row(a: Option<&Metric>, b: Option<&Metric>) -> Row {
     Row {
         group: m.group.into(),
         metric: m.name.clone(),
-        unit: m.unit,
+        unit: m.unit.into(),
         a: va.map(round),
         b: vb.map(round),
         change_pct: match (va, vb) {
@@ -345,7 +345,7 @@ fn change(r: &Row) -> String {
 fn noise(r: &Row) -> String {
     match (r.noise_a, r.noise_b) {
         (None, None) => "-".into(),
-        (a, b) => format!("±{} / ±{}", fmt(r.unit, a), fmt(r.unit, b)),
+        (a, b) => format!("±{} / ±{}", fmt(&r.unit, a), fmt(&r.unit, b)),
     }
 }
 
@@ -361,8 +361,8 @@ pub fn text(c: &Comparison) -> String {
                 r.group.clone(),
                 r.metric.clone(),
                 r.unit.to_string(),
-                fmt(r.unit, r.a),
-                fmt(r.unit, r.b),
+                fmt(&r.unit, r.a),
+                fmt(&r.unit, r.b),
                 change(r),
                 noise(r),
                 verdict(r).to_string(),
@@ -437,9 +437,9 @@ pub fn html(c: &Comparison, a: &Value, b: &Value) -> String {
             "<tr{style}><td>{}</td><td>{} <span class=\"id\">{}</span></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
             h(&r.group),
             h(&r.metric),
-            h(r.unit),
-            h(&fmt(r.unit, r.a)),
-            h(&fmt(r.unit, r.b)),
+            h(&r.unit),
+            h(&fmt(&r.unit, r.a)),
+            h(&fmt(&r.unit, r.b)),
             h(&change(r)),
             h(&noise(r)),
             verdict(r)
@@ -508,8 +508,8 @@ pub fn html(c: &Comparison, a: &Value, b: &Value) -> String {
 
 /// Runs the command.
 pub fn run(args: CompareArgs) -> Result<i32> {
-    let a = super::report::read(&args.a)?;
-    let b = super::report::read(&args.b)?;
+    let a = super::report::read_comparable(&args.a)?;
+    let b = super::report::read_comparable(&args.b)?;
     let c = compare(describe(&args.a, &a), &a, describe(&args.b, &b), &b);
     if let Some(p) = &args.html {
         crate::output::write("--html", p, html(&c, &a, &b).as_bytes())?;

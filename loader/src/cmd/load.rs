@@ -332,10 +332,10 @@ pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
             "--samples-out is for one run; a step run reports per-step series instead",
         ));
     }
-    if a.output.html.is_some() || a.output.export != Default::default() {
+    if a.output.export != Default::default() {
         return Err(Error::usage(
-            "--html and the exports are for one run; a step run reports its steps with --json \
-             or --json-out",
+            "the exports are for one run; a step run reports its steps with --json, --json-out \
+             or --html",
         ));
     }
     let spec = StepSpec {
@@ -353,6 +353,7 @@ pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
 
 /// Runs a step run; returns the exit code.
 fn run_steps(args: &LoadArgs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
+    crate::output::check_all(&[("--html", args.output.html.as_deref())])?;
     let json_out = args
         .output
         .json_out
@@ -404,6 +405,16 @@ fn run_steps(args: &LoadArgs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
             .and_then(|_| f.commit())
     {
         lost.push(e.to_string());
+    }
+    if let Some(p) = &args.output.html {
+        let value = serde_json::to_value(&report).unwrap_or_default();
+        if let Err(e) = crate::output::write(
+            "--html",
+            p,
+            crate::report::html::render_value(&value, &[]).as_bytes(),
+        ) {
+            lost.push(e.to_string());
+        }
     }
     let shown = if args.output.json {
         json + "\n"

@@ -1,5 +1,6 @@
-//! `trapdetect report FILE.json`: re-renders a saved report of any schema (trace, preflight,
-//! load, net-census) as text, HTML and the exports, so a CI artifact can be looked at later.
+//! `trapdetect report FILE.json`: re-renders a saved trapdetect JSON document of any schema
+//! (trace, preflight, run and net-census reports, load runs, step runs, comparisons,
+//! wait-drain results) as text, HTML and the exports, so a CI artifact can be looked at later.
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,30 @@ pub struct ReportArgs {
     pub export: ExportArgs,
 }
 
+/// The schemas `report` re-renders (prefixes, any version).
+const RENDERED: [&str; 5] = [
+    "trapdetect.report/",
+    "trapdetect.load/",
+    "trapdetect.load-steps/",
+    "trapdetect.compare/",
+    "trapdetect.wait-drain/",
+];
+
+/// The schemas `compare` reads: reports and load runs.
+pub fn read_comparable(path: &Path) -> Result<Value> {
+    let doc = read(path)?;
+    match doc["schema"].as_str() {
+        Some(s) if s.starts_with("trapdetect.report/") || s.starts_with("trapdetect.load/") => {
+            Ok(doc)
+        }
+        s => Err(Error::usage(format!(
+            "{}: a {} document cannot be compared (expected a report or a load run)",
+            path.display(),
+            crate::escape::text(s.unwrap_or("?"))
+        ))),
+    }
+}
+
 /// Reads and checks a saved trapdetect JSON document.
 pub fn read(path: &Path) -> Result<Value> {
     let body =
@@ -38,11 +63,9 @@ pub fn read(path: &Path) -> Result<Value> {
     let doc: Value = serde_json::from_slice(&body)
         .map_err(|e| Error::usage(format!("{}: not JSON ({e})", path.display())))?;
     match doc["schema"].as_str() {
-        Some(s) if s.starts_with("trapdetect.report/") || s.starts_with("trapdetect.load/") => {
-            Ok(doc)
-        }
+        Some(s) if RENDERED.iter().any(|k| s.starts_with(k)) => Ok(doc),
         Some(s) => Err(Error::usage(format!(
-            "{}: unknown schema {:?} (expected trapdetect.report/1 or trapdetect.load/1)",
+            "{}: unknown schema {:?} (expected one of trapdetect.report/1, load/1, load-steps/1, compare/1, wait-drain/1)",
             path.display(),
             crate::escape::text(s)
         ))),
@@ -56,12 +79,35 @@ pub fn read(path: &Path) -> Result<Value> {
 /// Runs the command; 0 once everything asked for is written.
 pub fn run(a: ReportArgs) -> Result<i32> {
     let doc = read(&a.file)?;
+    let comparison = if doc["schema"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("trapdetect.compare/"))
+    {
+        Some(
+            serde_json::from_value::<super::compare::Comparison>(doc.clone()).map_err(|e| {
+                Error::usage(format!("{}: not a comparison ({e})", a.file.display()))
+            })?,
+        )
+    } else {
+        None
+    };
+    let exportable = doc["schema"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("trapdetect.report/") || s.starts_with("trapdetect.load/"));
+    if !exportable && a.export != Default::default() {
+        return Err(Error::usage(format!(
+            "{}: the exports need a report or a load run (this is {})",
+            a.file.display(),
+            crate::escape::text(doc["schema"].as_str().unwrap_or("?"))
+        )));
+    }
     if let Some(p) = &a.html {
-        crate::output::write(
-            "--html",
-            p,
-            report::html::render_value(&doc, &[]).as_bytes(),
-        )?;
+        let page = match &comparison {
+            // The runs themselves are not in the comparison: no per-second overlays.
+            Some(c) => super::compare::html(c, &Value::Null, &Value::Null),
+            None => report::html::render_value(&doc, &[]),
+        };
+        crate::output::write("--html", p, page.as_bytes())?;
     }
     a.export.write(&doc)?;
     let files = a.html.is_some()
@@ -69,7 +115,11 @@ pub fn run(a: ReportArgs) -> Result<i32> {
         || a.export.openmetrics.is_some()
         || a.export.hgrm.is_some();
     if a.text || !files {
-        crate::util::print(&report::text::render_value(&doc))?;
+        let text = match &comparison {
+            Some(c) => report::text::terminal_safe(&super::compare::text(c)),
+            None => report::text::render_value(&doc),
+        };
+        crate::util::print(&text)?;
     }
     Ok(exit::OK)
 }

@@ -107,6 +107,7 @@ pub fn run(a: WaitDrainArgs) -> Result<i32> {
             };
             if a.json {
                 let v = json!({
+                    "schema": "trapdetect.wait-drain/1",
                     "port": a.port,
                     "below": a.below,
                     "drained": drained,

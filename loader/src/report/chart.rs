@@ -26,9 +26,10 @@ impl Series {
 }
 
 /// Seconds to shade, and why (shown in the legend).
+#[derive(Clone, Debug)]
 pub struct Marks {
-    /// Legend text (`generator lagged`, `events lost`); the first set is shaded red, the
-    /// others grey.
+    /// Legend text (`generator lagged`, `events lost`); each set has its own shade, in
+    /// [`MARKS`]'s order.
     pub label: String,
     /// Seconds.
     pub seconds: Vec<usize>,
@@ -57,8 +58,13 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(86, 180, 233),
     RGBColor(230, 159, 0),
 ];
-const MARK: RGBColor = RGBColor(255, 214, 214);
-const MARK2: RGBColor = RGBColor(228, 228, 228);
+/// Shades of marked seconds: light enough that the lines stay readable over them.
+const MARKS: [RGBColor; 4] = [
+    RGBColor(255, 205, 205),
+    RGBColor(255, 226, 160),
+    RGBColor(222, 222, 222),
+    RGBColor(205, 225, 255),
+];
 const W: u32 = 760;
 const H: u32 = 260;
 const FONT: &str = "sans-serif";
@@ -138,18 +144,7 @@ impl Timeline {
             let r = chart.y_range();
             (r.start, r.end)
         };
-        for (i, m) in self.marks.iter().enumerate() {
-            if m.seconds.is_empty() {
-                continue;
-            }
-            let c = if i == 0 { MARK } else { MARK2 };
-            chart
-                .draw_series(m.seconds.iter().map(|&s| {
-                    Rectangle::new([(s as f64, ylo), (s as f64 + 1.0, yhi)], c.filled())
-                }))?
-                .label(format!("{} ({} s)", m.label, m.seconds.len()))
-                .legend(move |(x, y)| swatch(x, y, c));
-        }
+        shade(&mut chart, &self.marks, (ylo, yhi))?;
         for (i, s) in self.series.iter().enumerate() {
             let c = PALETTE[i % PALETTE.len()];
             let style = c.stroke_width(2);
@@ -182,6 +177,264 @@ impl Timeline {
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font((FONT, 12))
+            .draw()?;
+        Ok(())
+    }
+}
+
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Shades marked seconds over the full height, one legend entry per kind (with its count).
+fn shade<X, Y>(
+    chart: &mut ChartContext<SVGBackend, Cartesian2d<X, Y>>,
+    marks: &[Marks],
+    (ylo, yhi): (f64, f64),
+) -> Res
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (i, m) in marks.iter().enumerate() {
+        if m.seconds.is_empty() {
+            continue;
+        }
+        let c = MARKS[i % MARKS.len()];
+        chart
+            .draw_series(
+                m.seconds
+                    .iter()
+                    .map(|&s| Rectangle::new([(s as f64, ylo), (s as f64 + 1.0, yhi)], c.filled())),
+            )?
+            .label(format!("{} ({} s)", m.label, m.seconds.len()))
+            .legend(move |(x, y)| swatch(x, y, c));
+    }
+    Ok(())
+}
+
+fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Res {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font((FONT, 12))
+        .draw()?;
+    Ok(())
+}
+
+/// A per-second chart of parts that add up (threads by state): stacked areas, the first
+/// series at the bottom.
+pub struct Stacked {
+    /// Title above the chart.
+    pub title: String,
+    /// Y axis unit.
+    pub unit: String,
+    /// Parts, bottom first; a missing value counts as zero.
+    pub series: Vec<Series>,
+    /// Shaded seconds.
+    pub marks: Vec<Marks>,
+}
+
+impl Stacked {
+    /// The SVG, or `None` when there is nothing to draw.
+    pub fn svg(&self) -> Option<String> {
+        let n = self.series.iter().map(|s| s.values.len()).max()?;
+        // Parts that are zero throughout would only crowd the legend.
+        let parts: Vec<&Series> = self
+            .series
+            .iter()
+            .filter(|s| s.values.iter().flatten().any(|v| *v > 0.0))
+            .collect();
+        if n == 0 || parts.is_empty() {
+            return None;
+        }
+        let mut base = vec![0.0; n];
+        let mut layers = vec![];
+        for s in &parts {
+            let lo = base.clone();
+            for (t, b) in base.iter_mut().enumerate() {
+                *b += s.values.get(t).copied().flatten().unwrap_or(0.0).max(0.0);
+            }
+            layers.push((lo, base.clone()));
+        }
+        let max = base.iter().copied().fold(0.0, f64::max);
+        svg(|root| {
+            let mut chart = frame(root, &self.title, n, 0.0..top(max))?;
+            mesh(&mut chart, n, &self.unit, human)?;
+            shade(&mut chart, &self.marks, (0.0, top(max)))?;
+            for (i, (s, (lo, hi))) in parts.iter().zip(&layers).enumerate() {
+                let c = PALETTE[i % PALETTE.len()];
+                // Each second is a step: the value holds over the whole second.
+                let mut outline: Vec<(f64, f64)> = vec![];
+                for (t, v) in hi.iter().enumerate() {
+                    outline.push((t as f64, *v));
+                    outline.push((t as f64 + 1.0, *v));
+                }
+                for (t, v) in lo.iter().enumerate().rev() {
+                    outline.push((t as f64 + 1.0, *v));
+                    outline.push((t as f64, *v));
+                }
+                chart
+                    .draw_series(std::iter::once(Polygon::new(outline, c.mix(0.8).filled())))?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| swatch(x, y, c));
+            }
+            legend(&mut chart)
+        })
+    }
+}
+
+fn frame<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    n: usize,
+    y: std::ops::Range<f64>,
+) -> Result<Chart<'a, 'b>, Box<dyn std::error::Error>> {
+    Ok(ChartBuilder::on(root)
+        .caption(title, (FONT, 17))
+        .margin(10)
+        .x_label_area_size(34)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..n as f64, y)?)
+}
+
+fn mesh(chart: &mut Chart<'_, '_>, n: usize, unit: &str, f: fn(f64) -> String) -> Res {
+    chart
+        .configure_mesh()
+        .x_desc("second of the run")
+        .y_desc(unit)
+        .x_labels((n + 1).clamp(2, 13))
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| f(*v))
+        .light_line_style(RGBColor(238, 238, 238))
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 13))
+        .draw()?;
+    Ok(())
+}
+
+/// Figures per load step: x is the step's offered rate, one line per measure, the knee drawn
+/// as a vertical line with its own legend entry.
+pub struct Steps {
+    /// Title.
+    pub title: String,
+    /// Y axis unit.
+    pub unit: String,
+    /// Each step's planned rate, req/s.
+    pub rates: Vec<f64>,
+    /// Lines: one value per step.
+    pub series: Vec<Series>,
+    /// The knee's rate, req/s.
+    pub knee: Option<f64>,
+    /// Latency on a logarithmic axis.
+    pub log_y: bool,
+}
+
+impl Steps {
+    /// The SVG, or `None` when there is nothing to draw.
+    pub fn svg(&self) -> Option<String> {
+        let vals = || {
+            self.series
+                .iter()
+                .flat_map(|s| s.values.iter().flatten().copied())
+        };
+        if self.rates.is_empty() || vals().next().is_none() {
+            return None;
+        }
+        let (x0, x1) = self
+            .rates
+            .iter()
+            .fold((f64::INFINITY, 0f64), |(a, b), r| (a.min(*r), b.max(*r)));
+        // Half a step of room either side, so the first and last points are not on the frame.
+        let pad = if self.rates.len() > 1 {
+            (x1 - x0) / (self.rates.len() - 1) as f64 / 2.0
+        } else {
+            x0.max(1.0) / 2.0
+        };
+        let x = (x0 - pad).max(0.0)..x1 + pad;
+        let max = vals().fold(0.0, f64::max);
+        if self.log_y {
+            let min = vals().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+            if !min.is_finite() {
+                return None;
+            }
+            svg(|root| self.draw(root, x.clone(), ((min / 2.0)..(max * 2.0)).log_scale()))
+        } else {
+            svg(|root| self.draw(root, x.clone(), 0.0..top(max)))
+        }
+    }
+
+    fn draw<Y>(&self, root: &DrawingArea<SVGBackend, Shift>, x: std::ops::Range<f64>, y: Y) -> Res
+    where
+        Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+        Y::CoordDescType: plotters::coord::ranged1d::ValueFormatter<f64>,
+    {
+        let mut chart = ChartBuilder::on(root)
+            .caption(&self.title, (FONT, 17))
+            .margin(10)
+            .x_label_area_size(34)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x, y)?;
+        let log = self.log_y;
+        chart
+            .configure_mesh()
+            .x_desc("offered rate of the step (req/s)")
+            .y_desc(self.unit.clone())
+            .x_labels(self.rates.len().clamp(2, 12))
+            .x_label_formatter(&|v| human(*v))
+            .y_label_formatter(&|v| {
+                if log {
+                    log_label(*v, duration_us)
+                } else {
+                    human(*v)
+                }
+            })
+            .light_line_style(RGBColor(238, 238, 238))
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 13))
+            .draw()?;
+        let (ylo, yhi) = {
+            let r = chart.y_range();
+            (r.start, r.end)
+        };
+        if let Some(k) = self.knee {
+            let c = RGBColor(176, 0, 32);
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(k, ylo), (k, yhi)],
+                    c.stroke_width(2),
+                )))?
+                .label(format!("knee {}/s", human(k)))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x + 7, y - 6), (x + 7, y + 6)], c.stroke_width(2))
+                });
+        }
+        for (i, s) in self.series.iter().enumerate() {
+            let c = PALETTE[i % PALETTE.len()];
+            let pts: Vec<(f64, f64)> = self
+                .rates
+                .iter()
+                .zip(&s.values)
+                .filter_map(|(r, v)| v.filter(|v| !log || *v > 0.0).map(|v| (*r, v)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(s.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(3))
+                });
+            chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(200, 200, 200))
             .label_font((FONT, 12))

@@ -57,6 +57,9 @@ pub fn render(r: &Report) -> String {
 pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
     let mut o = String::new();
     let schema = doc.get("schema").and_then(Value::as_str).unwrap_or("");
+    if schema.starts_with("trapdetect.load-steps/") {
+        return steps_page(doc);
+    }
     let is_load = schema.starts_with("trapdetect.load");
     let command = if is_load {
         "load"
@@ -77,24 +80,31 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
         ),
         _ => format!("trapdetect {command}"),
     };
-    let _ = write!(
-        o,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-<title>{t}</title><style>{CSS}</style></head><body><h1>{t}</h1>",
-        t = h(&title)
-    );
+    page_head(&mut o, &title);
     header(&mut o, doc, is_load);
     findings(&mut o, doc);
+    let load = if is_load { doc } else { &doc["load"] };
+    let marks = second_marks(doc, load);
     if is_load {
         let _ = write!(o, "<h2>Load</h2>");
-        load_section(&mut o, doc);
-    } else if let Some(l) = doc.get("load").filter(|l| l.is_object()) {
-        let _ = write!(o, "<h2>Probe load</h2>");
-        load_section(&mut o, l);
+        load_section(&mut o, doc, &marks);
+    } else if load.is_object() {
+        let _ = write!(
+            o,
+            "<h2>{}</h2>",
+            if command == "run" {
+                "Load"
+            } else {
+                "Probe load"
+            }
+        );
+        load_section(&mut o, load, &marks);
+    }
+    if let Some(r) = doc.get("run").filter(|r| r.is_object()) {
+        run_section(&mut o, r, &marks);
     }
     if let Some(t) = doc.pointer("/network/traced").filter(|t| t.is_object()) {
-        network_charts(&mut o, t);
+        network_charts(&mut o, t, &marks);
     }
     if let Some(n) = doc.get("network").filter(|n| n.is_object()) {
         census_charts(&mut o, n);
@@ -169,6 +179,155 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
     plumbing(&mut o, doc, sections);
     let _ = writeln!(o, "</body></html>");
     o
+}
+
+fn page_head(o: &mut String, title: &str) {
+    let _ = write!(
+        o,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+<title>{t}</title><style>{CSS}</style></head><body><h1>{t}</h1>",
+        t = h(title)
+    );
+}
+
+/// A step run (`load --rate A..B --step N`): the knee first, then offered vs delivered and the
+/// latency per step with the knee drawn, then the steps' table; each step's per-second series
+/// collapsed.
+fn steps_page(doc: &Value) -> String {
+    let mut o = String::new();
+    let o = &mut o;
+    page_head(
+        o,
+        &format!(
+            "trapdetect load steps: {}",
+            doc["plan"]["url"].as_str().unwrap_or("?")
+        ),
+    );
+    let slo = doc["slo_p99_us"]
+        .as_f64()
+        .map_or("no latency SLO".to_string(), |us| {
+            format!("SLO p99 {}", chart::duration_us(us))
+        });
+    let _ = write!(
+        o,
+        "<p class=\"meta\">{}/s to {}/s by {}/s · {} each · {} · trapdetect {}</p>",
+        units::fmt_num(doc["from_per_s"].as_f64().unwrap_or(0.0)),
+        units::fmt_num(doc["to_per_s"].as_f64().unwrap_or(0.0)),
+        units::fmt_num(doc["step_per_s"].as_f64().unwrap_or(0.0)),
+        chart::duration_us(doc["step_duration_s"].as_f64().unwrap_or(0.0) * 1e6),
+        h(&slo),
+        h(doc["version"].as_str().unwrap_or("?"))
+    );
+    let code = doc["exit_code"].as_i64().unwrap_or(0);
+    let knee = &doc["knee"];
+    let _ = write!(
+        o,
+        "<span class=\"verdict v{}\">knee: {} · exit {code}</span>\
+<div class=\"pm\">{}</div>",
+        code.min(4),
+        h(&knee["verdict"].as_str().unwrap_or("?").replace('_', " ")),
+        h(knee["text"].as_str().unwrap_or(""))
+    );
+    let steps: Vec<&Value> = doc["steps"].as_array().into_iter().flatten().collect();
+    let rates: Vec<f64> = steps
+        .iter()
+        .map(|s| s["rate_per_s"].as_f64().unwrap_or(0.0))
+        .collect();
+    let per = |k: &str| -> Vec<Option<f64>> { steps.iter().map(|s| s[k].as_f64()).collect() };
+    let knee_rate = knee["rate_per_s"].as_f64();
+    let _ = write!(o, "<h2>Steps ({})</h2>", steps.len());
+    figure(
+        o,
+        chart::Steps {
+            title: "Offered vs delivered per step".into(),
+            unit: "req/s".into(),
+            rates: rates.clone(),
+            series: vec![
+                Series {
+                    name: "offered".into(),
+                    values: per("offered_per_s"),
+                },
+                Series {
+                    name: "delivered (2xx in the step)".into(),
+                    values: per("delivered_per_s"),
+                },
+                Series {
+                    name: "errors + non-2xx".into(),
+                    values: steps
+                        .iter()
+                        .map(|s| {
+                            let secs = doc["step_duration_s"].as_f64().unwrap_or(1.0).max(1e-9);
+                            Some(
+                                (s["errors_total"].as_f64().unwrap_or(0.0)
+                                    + s["non_2xx"].as_f64().unwrap_or(0.0))
+                                    / secs,
+                            )
+                        })
+                        .collect(),
+                },
+            ],
+            knee: knee_rate,
+            log_y: false,
+        }
+        .svg(),
+    );
+    figure(
+        o,
+        chart::Steps {
+            title: "2xx latency per step (from the intended send time)".into(),
+            unit: "latency (log scale)".into(),
+            rates,
+            series: vec![
+                Series {
+                    name: "p50".into(),
+                    values: per("latency_p50_us"),
+                },
+                Series {
+                    name: "p99".into(),
+                    values: per("latency_p99_us"),
+                },
+                Series {
+                    name: "scheduling lag p99".into(),
+                    values: per("sched_lag_p99_us"),
+                },
+            ],
+            knee: knee_rate,
+            log_y: true,
+        }
+        .svg(),
+    );
+    // The table: every scalar of a step (the series are below, collapsed).
+    let rows: Vec<Value> = steps
+        .iter()
+        .map(|s| {
+            let mut m = s.as_object().cloned().unwrap_or_default();
+            m.remove("series");
+            Value::Object(m)
+        })
+        .collect();
+    table(o, &rows);
+    let mut details = String::new();
+    for s in &steps {
+        let _ = write!(
+            details,
+            "<details><summary>step {}/s: per second</summary><div class=\"wrap\">",
+            units::fmt_num(s["rate_per_s"].as_f64().unwrap_or(0.0))
+        );
+        if let Some(a) = s["series"].as_array() {
+            table(&mut details, a);
+        }
+        let _ = write!(details, "</div></details>");
+    }
+    let _ = write!(
+        details,
+        "<details><summary>plan</summary><div class=\"wrap\">"
+    );
+    value(&mut details, "", &doc["plan"]);
+    let _ = write!(details, "</div></details>");
+    let _ = write!(o, "<h2>Details</h2>{details}");
+    let _ = writeln!(o, "</body></html>");
+    std::mem::take(o)
 }
 
 /// The load run's own details, beyond its key figures and charts.
@@ -328,9 +487,69 @@ fn errors_total(e: &Value) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The seconds every timeline shades: where the generator fell behind its schedule (its lag
+/// above the plan's budget, or marked so by `run`), where the kernel lost events, the drain
+/// after the window, and any other reason `run` marks a second with. `l` is the load run (the
+/// document itself, or its `load` section).
+pub fn second_marks(doc: &Value, l: &Value) -> Vec<Marks> {
+    let mut by: Vec<(String, Vec<usize>)> = vec![
+        ("generator lagged".into(), vec![]),
+        ("events lost".into(), vec![]),
+        ("drain".into(), vec![]),
+    ];
+    let mut add = |label: &str, t: usize| {
+        let i = match by.iter().position(|(l, _)| l == label) {
+            Some(i) => i,
+            None => {
+                by.push((label.to_string(), vec![]));
+                by.len() - 1
+            }
+        };
+        if !by[i].1.contains(&t) {
+            by[i].1.push(t);
+        }
+    };
+    let series = l["series"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let budget = l["plan"]["lag_budget_us"].as_f64().unwrap_or(f64::INFINITY);
+    for (i, p) in series.iter().enumerate() {
+        let t = p["t_s"].as_u64().map_or(i, |t| t as usize);
+        if p["sched_lag_max_us"].as_f64().is_some_and(|v| v > budget) {
+            add("generator lagged", t);
+        }
+    }
+    // Seconds after the window: its last arrivals still completing, no new ones.
+    if let Some(w) = l["window"]["measured_s"].as_f64() {
+        for t in w.ceil() as usize..series.len() {
+            add("drain", t);
+        }
+    }
+    for r in doc
+        .pointer("/run/timeline")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(t) = r["t_s"].as_u64() else { continue };
+        for m in r["marks"].as_array().into_iter().flatten() {
+            let label = match m.as_str().unwrap_or("?") {
+                "generator-lag" => "generator lagged".to_string(),
+                "lost-events" => "events lost".to_string(),
+                other => other.replace('-', " "),
+            };
+            add(&label, t as usize);
+        }
+    }
+    by.into_iter()
+        .map(|(label, mut seconds)| {
+            seconds.sort_unstable();
+            Marks { label, seconds }
+        })
+        .collect()
+}
+
 /// The load generator's figures and per-second charts (a `load` document, or the `load`
-/// section of a trace).
-fn load_section(o: &mut String, l: &Value) {
+/// section of a trace or a run), shaded with `marks`.
+fn load_section(o: &mut String, l: &Value, marks: &[Marks]) {
     let lat = &l["latency_2xx"];
     let mut rows = vec![
         (
@@ -383,28 +602,7 @@ fn load_section(o: &mut String, l: &Value) {
     let Some(series) = l["series"].as_array().filter(|s| !s.is_empty()) else {
         return;
     };
-    let budget = l["plan"]["lag_budget_us"].as_f64().unwrap_or(f64::INFINITY);
-    let lagged: Vec<usize> = series
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p["sched_lag_max_us"].as_f64().is_some_and(|v| v > budget))
-        .map(|(i, _)| i)
-        .collect();
-    // Seconds after the window: its last arrivals still completing, no new ones.
-    let window = l["window"]["measured_s"].as_f64().unwrap_or(0.0).ceil() as usize;
-    let drain: Vec<usize> = (window..series.len()).collect();
-    let marks = || {
-        vec![
-            Marks {
-                label: "generator lagged".into(),
-                seconds: lagged.clone(),
-            },
-            Marks {
-                label: "drain".into(),
-                seconds: drain.clone(),
-            },
-        ]
-    };
+    let marks = || marks.to_vec();
     figure(
         o,
         Timeline {
@@ -494,6 +692,185 @@ fn load_section(o: &mut String, l: &Value) {
     );
 }
 
+/// Per-second fields of `run`'s timeline the load charts or the charts below already show;
+/// every other numeric field (or object of numbers) gets a chart of its own, so a field added
+/// to the timeline shows up without a change here.
+const RUN_SHOWN: [&str; 16] = [
+    "t_s",
+    "offered",
+    "ok_2xx",
+    "non_2xx",
+    "errors",
+    "p99_us",
+    "in_flight",
+    "marks",
+    "cores_busy",
+    "target_cores",
+    "run_queue",
+    "off_cpu",
+    "threads",
+    "busy_threads",
+    "path_calls",
+    "fs_ops",
+];
+
+/// `run`'s kernel timeline: where the traced threads were each second (stacked: on CPU,
+/// run queue, off CPU by class), busy workers, cores, filesystem requests, and any other
+/// per-second field, each shaded with `marks`.
+fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
+    let Some(rows) = r["timeline"].as_array().filter(|t| !t.is_empty()) else {
+        return;
+    };
+    let _ = write!(o, "<h2>Kernel timeline (per second)</h2>");
+    // Index = second of the run, so the shading lines up with the load charts above.
+    let n = rows
+        .iter()
+        .filter_map(|p| p["t_s"].as_u64())
+        .max()
+        .map_or(rows.len(), |t| t as usize + 1);
+    let col = |f: &dyn Fn(&Value) -> Option<f64>| -> Vec<Option<f64>> {
+        let mut v = vec![None; n];
+        for (i, p) in rows.iter().enumerate() {
+            let t = p["t_s"].as_u64().map_or(i, |t| t as usize);
+            if t < n {
+                v[t] = f(p);
+            }
+        }
+        v
+    };
+    // Keys of a per-second object (off-CPU classes, mounts), in first-seen order.
+    let keys_of = |field: &str| -> Vec<String> {
+        let mut keys: Vec<String> = vec![];
+        for p in rows {
+            for k in p[field].as_object().into_iter().flat_map(|m| m.keys()) {
+                if !keys.contains(k) {
+                    keys.push(k.clone());
+                }
+            }
+        }
+        keys
+    };
+    let mut parts = vec![
+        Series {
+            name: "on CPU".into(),
+            values: col(&|p| p["target_cores"].as_f64()),
+        },
+        Series {
+            name: "run queue".into(),
+            values: col(&|p| p["run_queue"].as_f64()),
+        },
+    ];
+    for k in keys_of("off_cpu") {
+        parts.push(Series {
+            name: format!("off CPU: {}", k.replace('_', " ")),
+            values: col(&|p| p["off_cpu"][k.as_str()].as_f64()),
+        });
+    }
+    figure(
+        o,
+        chart::Stacked {
+            title: "Where the traced threads were (stacked)".into(),
+            unit: "threads, on average".into(),
+            series: parts,
+            marks: marks.to_vec(),
+        }
+        .svg(),
+    );
+    let timeline = |title: &str, unit: &str, series: Vec<Series>| Timeline {
+        title: title.into(),
+        unit: unit.into(),
+        series,
+        marks: marks.to_vec(),
+        log_y: false,
+    };
+    figure(
+        o,
+        timeline(
+            "Busy workers (not waiting for work at the sample)",
+            "threads",
+            vec![
+                Series {
+                    name: "busy".into(),
+                    values: col(&|p| p["busy_threads"].as_f64()),
+                },
+                Series {
+                    name: "traced threads".into(),
+                    values: col(&|p| p["threads"].as_f64()),
+                },
+            ],
+        )
+        .svg(),
+    );
+    figure(
+        o,
+        timeline(
+            "CPU: host cores busy and the target's share",
+            "cores",
+            vec![
+                Series {
+                    name: "host".into(),
+                    values: col(&|p| p["cores_busy"].as_f64()),
+                },
+                Series {
+                    name: "target".into(),
+                    values: col(&|p| p["target_cores"].as_f64()),
+                },
+            ],
+        )
+        .svg(),
+    );
+    let mut fs = vec![Series {
+        name: "path syscalls".into(),
+        values: col(&|p| p["path_calls"].as_f64()),
+    }];
+    for k in keys_of("fs_ops") {
+        fs.push(Series {
+            name: format!("requests on {k}"),
+            values: col(&|p| p["fs_ops"][k.as_str()].as_f64()),
+        });
+    }
+    figure(
+        o,
+        timeline("Path syscalls and filesystem requests", "per second", fs).svg(),
+    );
+    // Fields this page does not know yet: one chart each.
+    let mut extra: Vec<String> = vec![];
+    for p in rows {
+        for (k, v) in p.as_object().into_iter().flatten() {
+            let chartable = v.is_number()
+                || v.as_object()
+                    .is_some_and(|m| !m.is_empty() && m.values().all(|x| x.is_number()));
+            if chartable && !RUN_SHOWN.contains(&k.as_str()) && !extra.contains(k) {
+                extra.push(k.clone());
+            }
+        }
+    }
+    for k in extra {
+        let series = if rows.iter().any(|p| p[k.as_str()].is_object()) {
+            keys_of(&k)
+                .into_iter()
+                .map(|sub| Series {
+                    name: sub.clone(),
+                    values: col(&|p| p[k.as_str()][sub.as_str()].as_f64()),
+                })
+                .collect()
+        } else {
+            vec![Series {
+                name: k.replace('_', " "),
+                values: col(&|p| p[k.as_str()].as_f64()),
+            }]
+        };
+        let unit = if k.ends_with("_us") {
+            "µs"
+        } else if k.ends_with("_bytes") {
+            "bytes"
+        } else {
+            "per second"
+        };
+        figure(o, timeline(&k.replace('_', " "), unit, series).svg());
+    }
+}
+
 fn arr(v: &Value) -> Vec<Option<f64>> {
     v.as_array()
         .map(|a| a.iter().map(Value::as_f64).collect())
@@ -501,7 +878,7 @@ fn arr(v: &Value) -> Vec<Option<f64>> {
 }
 
 /// TCP state changes per second on the target's ports (the traced network section).
-fn network_charts(o: &mut String, t: &Value) {
+fn network_charts(o: &mut String, t: &Value, marks: &[Marks]) {
     let _ = write!(o, "<h2>Network (per second, target's ports)</h2>");
     let lost = t["missed_events"].as_u64().unwrap_or(0);
     if lost > 0 {
@@ -528,7 +905,7 @@ fn network_charts(o: &mut String, t: &Value) {
                         values: tw,
                     },
                 ],
-                marks: vec![],
+                marks: marks.to_vec(),
                 log_y: false,
             }
             .svg(),
@@ -557,7 +934,7 @@ fn network_charts(o: &mut String, t: &Value) {
                         values: dr,
                     },
                 ],
-                marks: vec![],
+                marks: marks.to_vec(),
                 log_y: false,
             }
             .svg(),
@@ -983,5 +1360,54 @@ mod tests {
         assert!(page.contains("generator lagged (1 s)"));
         assert!(page.contains("http://127.0.0.1:1/&lt;b&gt;"));
         assert!(!page.contains("/<b>"));
+    }
+
+    #[test]
+    fn run_documents_stack_threads_and_shade_marked_seconds() {
+        let sec = |t: u64, marks: &[&str]| {
+            json!({"t_s": t, "offered": 80, "ok_2xx": 25, "non_2xx": 0, "errors": {},
+                "p99_us": 900000.0, "in_flight": 60, "cores_busy": 0.5, "target_cores": 0.1,
+                "run_queue": 0.0, "off_cpu": {"sleep": 0.9, "futex": 0.0},
+                "threads": 2, "busy_threads": 1, "path_calls": 10, "fs_ops": {},
+                "accept_queue": 7, "marks": marks})
+        };
+        let doc = json!({
+            "schema": "trapdetect.report/1", "command": "run", "version": "0",
+            "findings": [], "measurement": {"trusted": true, "problems": []}, "exit_code": 0,
+            "run": {"timeline": [sec(0, &[]), sec(1, &["lost-events"]), sec(2, &["lost-events", "generator-lag"])]}
+        });
+        let page = render_value(&doc, &[]);
+        // Stacked threads, busy workers, cores, path calls, and the field added later.
+        assert_eq!(page.matches("<svg").count(), 5, "{page}");
+        assert!(page.contains("Where the traced threads were (stacked)"));
+        assert!(page.contains("off CPU: sleep"));
+        // A class that stayed at zero is left out of the legend.
+        assert!(!page.contains("off CPU: futex"));
+        assert!(page.contains("accept queue"));
+        assert_eq!(page.matches("events lost (2 s)").count(), 5, "{page}");
+        assert_eq!(page.matches("generator lagged (1 s)").count(), 5);
+    }
+
+    #[test]
+    fn step_runs_draw_the_knee() {
+        let step = |r: f64, d: f64, p99: f64| {
+            json!({"rate_per_s": r, "offered_per_s": r, "delivered_per_s": d,
+                "latency_p50_us": p99 / 2.0, "latency_p99_us": p99, "sched_lag_p99_us": 50.0,
+                "errors_total": 0, "non_2xx": 0, "passed": d >= r, "valid": true, "why": [],
+                "series": [{"t_s": 0, "scheduled": r}]})
+        };
+        let doc = json!({
+            "schema": "trapdetect.load-steps/1", "version": "0",
+            "plan": {"url": "http://127.0.0.1:1/<i>"}, "from_per_s": 50.0, "to_per_s": 150.0,
+            "step_per_s": 50.0, "step_duration_s": 2.0,
+            "steps": [step(50.0, 50.0, 900.0), step(100.0, 100.0, 1500.0), step(150.0, 110.0, 400000.0)],
+            "knee": {"rate_per_s": 100.0, "verdict": "found", "text": "the knee is 100/s"},
+            "exit_code": 0
+        });
+        let page = render_value(&doc, &[]);
+        assert_eq!(page.matches("<svg").count(), 2, "{page}");
+        assert_eq!(page.matches("knee 100/s").count(), 2);
+        assert!(page.contains("step 150/s: per second"));
+        assert!(!page.contains("<i>"));
     }
 }

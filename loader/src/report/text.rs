@@ -339,10 +339,288 @@ pub fn render(r: &Report) -> String {
     out
 }
 
-/// Renders any saved trapdetect JSON document (`trapdetect report FILE --text`): the verdict
-/// and findings as the live command prints them, then the load figures and the tables, each
-/// with the columns the JSON has.
+/// Renders any saved trapdetect JSON document (`trapdetect report FILE --text`) of the schemas
+/// this module knows: reports (trace, preflight, run, net-census), load runs, step runs and
+/// wait-drain results. Sections are rendered from the JSON generically (objects as `key:
+/// value` lines, arrays of objects as tables), so a field another module adds shows up. Bytes
+/// that would drive a terminal are escaped: the file may not be ours.
 pub fn render_value(doc: &Value) -> String {
+    let schema = doc["schema"].as_str().unwrap_or("");
+    let out = if schema.starts_with("trapdetect.load-steps/") {
+        steps_value(doc)
+    } else if schema.starts_with("trapdetect.wait-drain/") {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "trapdetect wait-drain: port {} in netns {} ({}) (re-rendered from JSON)",
+            value(&doc["port"]),
+            value(&doc["netns"]),
+            value(&doc["source"])
+        );
+        let _ = writeln!(
+            out,
+            "  {}: {} TIME_WAIT sockets after {} (waiting for fewer than {}); their timers put fewer than that {} away",
+            if doc["drained"] == Value::Bool(true) {
+                "drained"
+            } else {
+                "timed out"
+            },
+            value(&doc["time_wait"]),
+            super::units::duration_us(doc["elapsed_s"].as_f64().unwrap_or(0.0) * 1e6),
+            value(&doc["below"]),
+            super::units::duration_us(doc["expected_below_in_s"].as_f64().unwrap_or(0.0) * 1e6),
+        );
+        generic_rest(
+            &mut out,
+            doc,
+            &[
+                "schema",
+                "port",
+                "below",
+                "drained",
+                "time_wait",
+                "elapsed_s",
+                "expected_below_in_s",
+                "netns",
+                "source",
+            ],
+        );
+        out
+    } else {
+        report_value(doc)
+    };
+    terminal_safe(&out)
+}
+
+/// Control characters (other than newlines) and invisible ones as visible escapes.
+pub fn terminal_safe(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c == '\n'
+            || c == '\\'
+            || !(c.is_control() || crate::escape::text(&c.to_string()).starts_with('\\'))
+        {
+            out.push(c);
+        } else {
+            out.push_str(&crate::escape::text(&c.to_string()));
+        }
+    }
+    out
+}
+
+/// A step run: the plan, the steps' table and the knee.
+fn steps_value(doc: &Value) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "trapdetect {} load steps: {} (re-rendered from JSON)",
+        doc["version"].as_str().unwrap_or("?"),
+        doc["plan"]["url"].as_str().unwrap_or("?")
+    );
+    let _ = writeln!(
+        out,
+        "  {}/s to {}/s by {}/s, {} each, {}",
+        num(doc["from_per_s"].as_f64()),
+        num(doc["to_per_s"].as_f64()),
+        num(doc["step_per_s"].as_f64()),
+        super::units::duration_us(doc["step_duration_s"].as_f64().unwrap_or(0.0) * 1e6),
+        doc["slo_p99_us"]
+            .as_f64()
+            .map_or("no latency SLO".into(), |us| format!(
+                "SLO p99 {}",
+                super::units::duration_us(us)
+            ))
+    );
+    let ms = |v: &Value| v.as_f64().map_or("-".into(), super::units::duration_us);
+    let rows: Vec<Vec<String>> = doc["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            vec![
+                num(s["rate_per_s"].as_f64()),
+                num(s["offered_per_s"].as_f64()),
+                num(s["delivered_per_s"].as_f64()),
+                format!(
+                    "{:.2} %",
+                    s["delivered_ratio"].as_f64().unwrap_or(0.0) * 100.0
+                ),
+                value(&s["non_2xx"]),
+                value(&s["errors_total"]),
+                ms(&s["latency_p50_us"]),
+                ms(&s["latency_p99_us"]),
+                ms(&s["sched_lag_p99_us"]),
+                if s["passed"] == Value::Bool(true) {
+                    "pass".into()
+                } else {
+                    let why: Vec<String> = s["why"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(value)
+                        .collect();
+                    format!(
+                        "{}: {}",
+                        if s["valid"] == Value::Bool(false) {
+                            "INVALID"
+                        } else {
+                            "FAIL"
+                        },
+                        why.join("; ")
+                    )
+                },
+            ]
+        })
+        .collect();
+    out.push('\n');
+    table_left(
+        &mut out,
+        &[
+            "rate/s",
+            "offered/s",
+            "delivered/s",
+            "delivered",
+            "non-2xx",
+            "errors",
+            "p50",
+            "p99",
+            "lag p99",
+            "verdict",
+        ],
+        &rows,
+        1,
+    );
+    let _ = writeln!(
+        out,
+        "\nknee: {} ({})\nexit {}",
+        doc["knee"]["text"].as_str().unwrap_or("?"),
+        doc["knee"]["verdict"].as_str().unwrap_or("?"),
+        value(&doc["exit_code"])
+    );
+    out
+}
+
+/// Like [`table`], with the first `left` columns left-aligned and the last one too (a verdict).
+fn table_left(out: &mut String, header: &[&str], rows: &[Vec<String>], left: usize) {
+    let n = header.len();
+    let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(n) {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[&str]| {
+        let mut s = String::from(" ");
+        for (i, c) in cells.iter().enumerate().take(n) {
+            let pad = " ".repeat(w[i] - c.chars().count());
+            s.push(' ');
+            if i < left || i + 1 == n {
+                s.push_str(c);
+                s.push_str(&pad);
+            } else {
+                s.push_str(&pad);
+                s.push_str(c);
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let _ = writeln!(out, "{}", line(header));
+    for r in rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        let _ = writeln!(out, "{}", line(&cells));
+    }
+}
+
+/// Members of `doc` not in `shown`, each as a titled block.
+fn generic_rest(out: &mut String, doc: &Value, shown: &[&str]) {
+    for (k, v) in doc.as_object().into_iter().flatten() {
+        if shown.contains(&k.as_str()) || v.is_null() {
+            continue;
+        }
+        if v.is_object() || v.as_array().is_some_and(|a| a.iter().any(Value::is_object)) {
+            let _ = writeln!(out, "\n{}", k.to_uppercase().replace('_', " "));
+            generic(out, 2, k, v);
+        } else {
+            let _ = writeln!(out, "{k}: {}", scalar(k, v));
+        }
+    }
+}
+
+/// A scalar (or a list of them) in human units by its key.
+fn scalar(key: &str, v: &Value) -> String {
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) => super::units::by_key(key, f),
+            None => n.to_string(),
+        },
+        Value::Array(a) => a
+            .iter()
+            .map(|x| scalar(key, x))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, x)| format!("{k}={}", scalar(k, x)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => value(other),
+    }
+}
+
+/// Any JSON value as indented text: objects as `key: value` lines, arrays of objects as
+/// tables (nested objects in a cell as `k=v` pairs).
+fn generic(out: &mut String, indent: usize, key: &str, v: &Value) {
+    let pad = " ".repeat(indent);
+    match v {
+        Value::Object(m) => {
+            let width = m.keys().map(|k| k.chars().count()).max().unwrap_or(0);
+            for (k, x) in m {
+                let table_like = x
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty() && a.iter().all(Value::is_object));
+                let nested = x
+                    .as_object()
+                    .is_some_and(|m| m.values().any(|y| y.is_object() || y.is_array()));
+                if table_like || nested {
+                    let _ = writeln!(out, "{pad}{k}:");
+                    generic(out, indent + 2, k, x);
+                } else {
+                    let _ = writeln!(out, "{pad}{k:width$}  {}", scalar(k, x));
+                }
+            }
+        }
+        Value::Array(a) if !a.is_empty() && a.iter().all(Value::is_object) => {
+            let mut cols: Vec<&String> = vec![];
+            for r in a {
+                for k in r.as_object().into_iter().flat_map(|m| m.keys()) {
+                    if !cols.contains(&k) {
+                        cols.push(k);
+                    }
+                }
+            }
+            let header: Vec<&str> = cols.iter().map(|c| c.as_str()).collect();
+            let rows: Vec<Vec<String>> = a
+                .iter()
+                .map(|r| {
+                    cols.iter()
+                        .map(|c| r.get(c.as_str()).map_or("-".into(), |x| scalar(c, x)))
+                        .collect()
+                })
+                .collect();
+            let mut t = String::new();
+            table_left(&mut t, &header, &rows, 1);
+            for l in t.lines() {
+                let _ = writeln!(out, "{pad}{}", l.trim_start());
+            }
+        }
+        other => {
+            let _ = writeln!(out, "{pad}{}", scalar(key, other));
+        }
+    }
+}
+
+/// A report or a load run.
+fn report_value(doc: &Value) -> String {
     let mut out = String::new();
     let is_load = doc["schema"]
         .as_str()
@@ -459,6 +737,67 @@ pub fn render_value(doc: &Value) -> String {
             .collect();
         table(&mut out, &header, &body);
     }
+    // Everything else, generically: the network census, the host, run's timeline, the load
+    // run's details (its per-second series and histograms are in the CSV and .hgrm exports).
+    let shown: &[&str] = if is_load {
+        &[
+            "schema",
+            "version",
+            "findings",
+            "ignored",
+            "measurement",
+            "exit_code",
+            "series",
+            "latency_histograms",
+            "offered_rate_per_s",
+            "delivered_rate_per_s",
+            "success_ratio",
+            "errors_total",
+            "non_2xx",
+            "latency_2xx",
+        ]
+    } else {
+        &[
+            "schema",
+            "command",
+            "version",
+            "target",
+            "window_s",
+            "requests",
+            "findings",
+            "syscalls",
+            "filesystems",
+            "paths",
+            "measurement",
+            "exit_code",
+            "probes",
+        ]
+    };
+    let mut rest = doc.clone();
+    if let Some(l) = rest.get_mut("load").and_then(Value::as_object_mut) {
+        for k in ["series", "latency_histograms"] {
+            l.remove(k);
+        }
+    }
+    generic_rest(&mut out, &rest, shown);
+    let missing: Vec<&Value> = doc["probes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["attached"] == Value::Bool(false))
+        .collect();
+    if !missing.is_empty() {
+        let _ = writeln!(out, "\nPROBES NOT ATTACHED");
+        for p in missing {
+            let _ = writeln!(
+                out,
+                "  {} ({}): {}",
+                value(&p["program"]),
+                value(&p["attach"]),
+                value(&p["note"])
+            );
+        }
+    }
     let m = &doc["measurement"];
     let _ = writeln!(out);
     if m["trusted"] == Value::Bool(false) {
@@ -468,6 +807,9 @@ pub fn render_value(doc: &Value) -> String {
         }
     } else {
         let _ = writeln!(out, "measurement: trusted");
+    }
+    for n in m["notes"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "  note: {}", value(n));
     }
     let count = |s: &str| findings.iter().filter(|f| f["severity"] == s).count();
     let _ = writeln!(
