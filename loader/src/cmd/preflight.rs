@@ -24,49 +24,35 @@ use crate::{
         process::{self, ProcEntry, Process},
     },
     report::{Report, Skipped, Target},
-    traps::{self, Finding, Severity, fpm::MemoryBasis, host::Tracer},
+    traps::{self, Finding, Severity, fpm::MemoryBasis, host::Tracer, registry},
     util::{parse_duration, parse_rate},
 };
-
-/// Every finding id preflight can report (plus `traps::net::IDS` from the network census);
-/// `--ignore` accepts these.
-pub const IDS: &[&str] = &[
-    "cpu.affinity",
-    "cpu.frequency",
-    "cpu.quota",
-    "fpm.alert-patterns",
-    "fpm.memory",
-    "fpm.oversized",
-    "fpm.ramp",
-    "fpm.socket-path",
-    "fpm.spare-servers",
-    "fs.cwd-slow",
-    "fs.dir-slow",
-    "fs.hot-path-slow",
-    "host.kernel-log",
-    "host.kernel-support",
-    "host.memory",
-    "host.noise",
-    "host.tracer",
-    "host.virt",
-    "proc.not-fresh",
-    "proc.provenance",
-];
 
 /// How far back the kernel log is read when there is no mark, s.
 const RECENT_KMSG_S: f64 = 600.0;
 /// Bytes of the FPM error log scanned for the max_children warning.
 const LOG_TAIL: u64 = 8 << 20;
 
-const AFTER_HELP: &str = "\
-Checks (ids for --ignore): fs.cwd-slow fs.dir-slow fs.hot-path-slow cpu.quota cpu.affinity
-cpu.frequency host.noise host.tracer host.virt host.memory host.kernel-log
-host.kernel-support proc.not-fresh
-proc.provenance fpm.memory fpm.ramp fpm.oversized fpm.socket-path fpm.alert-patterns
-fpm.spare-servers net.time-wait net.upstream-time-wait net.ephemeral-ports
-net.listen-overflow net.fd-limit (see docs/preflight.md and docs/net.md).
+/// `preflight --help`'s epilogue: the ids it checks, from the rule registry, then the
+/// harness line and the exit codes.
+fn after_help() -> String {
+    let mut ids = String::from("Checks (ids for --ignore):");
+    let mut width = ids.len();
+    for id in registry::ids_of(registry::Command::Preflight) {
+        if width + 1 + id.len() > 92 {
+            ids.push('\n');
+            width = 0;
+        } else {
+            ids.push(' ');
+            width += 1;
+        }
+        ids.push_str(id);
+        width += id.len();
+    }
+    format!("{ids}\n(see docs/preflight.md and docs/net.md).\n\n{AFTER_HELP}")
+}
 
-In a harness:
+const AFTER_HELP: &str = "In a harness:
   trapdetect preflight --dir \"$RUN\" --pid \"$SRV_PID\" || exit 1
 
 Exit codes:
@@ -78,7 +64,7 @@ Checks that need a privilege this run lacks are listed as `skipped`, with the re
 
 /// Flags of `trapdetect preflight`.
 #[derive(Debug, Clone, Default, clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = after_help())]
 pub struct PreflightArgs {
     /// The server to check: its cwd, exe and open files, cgroup CPU quota, affinity, tracer,
     /// age and peak memory (give php-fpm's master to cover its pools).
@@ -181,12 +167,13 @@ fn validate(a: &PreflightArgs) -> Result<()> {
         ));
     }
     for id in &a.verdict.ignore {
-        if !IDS.contains(&id.as_str()) && !traps::net::IDS.contains(&id.as_str()) {
+        if !registry::ids_of(registry::Command::Preflight).any(|k| k == id) {
             return Err(Error::usage(format!(
-                "--ignore {}: no such finding id (known: {}, {})",
+                "--ignore {}: no such finding id (known: {})",
                 escape::text(id),
-                IDS.join(", "),
-                traps::net::IDS.join(", ")
+                registry::ids_of(registry::Command::Preflight)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
     }
@@ -1312,9 +1299,11 @@ mod tests {
 
     #[test]
     fn every_id_is_documented_in_help() {
-        for id in IDS {
-            assert!(AFTER_HELP.contains(id), "{id} missing from --help");
+        let help = after_help();
+        for id in registry::ids_of(registry::Command::Preflight) {
+            assert!(help.contains(id), "{id} missing from --help");
         }
+        assert!(help.lines().all(|l| l.len() <= 100), "{help}");
     }
 
     #[test]

@@ -10,15 +10,6 @@ use crate::{
     traps::{Finding, Severity, round},
 };
 
-/// Every finding id these rules report (for `--ignore` lists).
-pub const IDS: &[&str] = &[
-    "net.ephemeral-ports",
-    "net.fd-limit",
-    "net.listen-overflow",
-    "net.time-wait",
-    "net.upstream-time-wait",
-];
-
 /// TIME_WAIT sockets from which the next point's results are suspect (warn).
 pub const TIME_WAIT_WARN: u64 = 1_000;
 /// "Tens of thousands" inherited TIME_WAIT: the shedding seed saw 8x goodput swings (fail).
