@@ -21,6 +21,11 @@ for f in sched/sched_process_exit sched/sched_process_fork sock/inet_sock_set_st
     fi
 done
 cd /tmp
+# $2: the trapdetect binary the tests run (`cargo xtask test` passes the static one it packed).
+if [ -n "$2" ]; then
+    export TRAPDETECT_BIN="$2"
+    echo "TD-VM-BIN $2"
+fi
 # $1: comma-separated test executables, each optionally "@test_name" (run exactly that one).
 # --nocapture: the focused tests print the "TD-KERNEL-ROW" lines the host collects.
 rc=0

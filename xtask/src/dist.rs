@@ -12,6 +12,9 @@ use anyhow::{Context, Result, bail, ensure};
 
 use crate::util::{self, root};
 
+/// The static target of this machine's architecture (`cargo xtask test` packs and checks it).
+pub const HOST_TARGET: &str = "x86_64-unknown-linux-musl";
+
 /// Targets `dist` knows: (rust target, Debian architecture, linker override).
 const TARGETS: &[(&str, &str, Option<&str>)] = &[
     ("x86_64-unknown-linux-musl", "amd64", None),
@@ -47,8 +50,9 @@ fn output(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-/// Builds every requested target, packages and checks; prints what it wrote.
-pub fn run(opts: &Options) -> Result<()> {
+/// Builds every requested target, packages and checks; prints what it wrote. Returns the
+/// static binary of the host's architecture.
+pub fn run(opts: &Options) -> Result<PathBuf> {
     let version = version()?;
     let dist = root().join("target/dist");
     let _ = std::fs::remove_dir_all(&dist);
@@ -110,7 +114,7 @@ pub fn run(opts: &Options) -> Result<()> {
     if !opts.no_trace_check {
         check_trace(&host)?;
     }
-    Ok(())
+    Ok(host)
 }
 
 /// `file` and `ldd` agree the binary needs no shared library (not even the host's glibc).
@@ -329,6 +333,10 @@ fn check_deb(deb: &Path) -> Result<()> {
         "trapdetect-preflight.1.gz",
         "trapdetect-load.1.gz",
         "trapdetect-wait-drain.1.gz",
+        "trapdetect-run.1.gz",
+        "trapdetect-report.1.gz",
+        "trapdetect-compare.1.gz",
+        "trapdetect-explain.1.gz",
     ] {
         ensure!(
             manpath.join("man1").join(want).is_file(),

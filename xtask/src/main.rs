@@ -110,8 +110,15 @@ fn main() -> Result<()> {
                          TRAPDETECT_FUZZ_SECONDS=8 cargo xtask test runs each target 8 s"
                     ),
                 }
+                // What a user copies to a benchmark host: the static binary, packed and
+                // checked (static, installs and removes in an empty dpkg root, a trusted trace
+                // here); the kernel matrix's guests then run their tests with it.
+                let bin = dist::run(&dist::Options {
+                    targets: vec![dist::HOST_TARGET.to_string()],
+                    no_trace_check: false,
+                })?;
                 // A filtered run is someone narrowing down one test: the matrix only runs in full.
-                vm::run(&[])?;
+                vm::run(&[], Some(&bin))?;
             }
             Ok(())
         }
@@ -121,7 +128,7 @@ fn main() -> Result<()> {
             if table {
                 vm::table_from_last_run()
             } else {
-                vm::run(&names)
+                vm::run(&names, None)
             }
         }
         Cmd::Fuzz { seconds, target } => {
@@ -147,6 +154,7 @@ fn main() -> Result<()> {
                 targets,
                 no_trace_check,
             })
+            .map(drop)
         }
         Cmd::Bench { filter } => {
             setup::run(setup::Scope::All)?;

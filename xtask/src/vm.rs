@@ -332,15 +332,24 @@ enum Outcome {
     Hung(String),
 }
 
-fn boot(k: &Kernel, initrd: &Path, run_list: &str, attempt: u32) -> Result<Outcome> {
+fn boot(
+    k: &Kernel,
+    initrd: &Path,
+    run_list: &str,
+    bin: Option<&Path>,
+    attempt: u32,
+) -> Result<Outcome> {
     let console_path = kernel_dir(k).join(format!("console-{attempt}.log"));
     let _ = std::fs::remove_file(&console_path);
     let ws = root();
-    let append = format!(
+    let mut append = format!(
         "console=ttyS0 panic=-1 quiet loglevel=4 td.dir={} td.run={}",
         ws.display(),
         run_list
     );
+    if let Some(b) = bin {
+        append += &format!(" td.bin={}", b.display());
+    }
     let mut child = Command::new("qemu-system-x86_64")
         .args(["-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "1024"])
         .args(["-nodefaults", "-display", "none", "-no-reboot"])
@@ -469,7 +478,10 @@ fn qemu_unavailable() -> Option<String> {
 
 /// Runs the matrix for the kernels whose name matches `filter` (all when empty). Where qemu
 /// cannot run it says so in one line, and under CI that is a failure, never a silent pass.
-pub fn run(filter: &[String]) -> Result<()> {
+///
+/// `bin`: the trapdetect binary the guests' tests run (`TRAPDETECT_BIN`); the build tree's
+/// when `None`.
+pub fn run(filter: &[String], bin: Option<&Path>) -> Result<()> {
     if let Some(why) = qemu_unavailable() {
         let line = format!("SKIP kernel matrix: {why}");
         if std::env::var_os("CI").is_some() {
@@ -504,7 +516,7 @@ pub fn run(filter: &[String]) -> Result<()> {
     let mut results = vec![];
     for k in &kernels {
         let initrd = initramfs(k)?;
-        results.push(guest(k, &initrd, &run_list));
+        results.push(guest(k, &initrd, &run_list, bin));
     }
     for (k, r) in kernels.iter().zip(results) {
         let (result, secs) = r?;
@@ -562,15 +574,21 @@ pub fn run(filter: &[String]) -> Result<()> {
 /// console, and how long it took.
 type GuestResult = (Option<(i32, String)>, f64);
 
-fn guest(k: &Kernel, initrd: &Path, run_list: &str) -> Result<GuestResult> {
+fn guest(k: &Kernel, initrd: &Path, run_list: &str, bin: Option<&Path>) -> Result<GuestResult> {
     let t0 = Instant::now();
     for attempt in 1..=ATTEMPTS {
         eprintln!(
             "xtask: kernel {} ({} {}), attempt {attempt}: booting under TCG",
             k.name, k.package, k.version
         );
-        match boot(k, initrd, run_list, attempt)? {
+        match boot(k, initrd, run_list, bin, attempt)? {
             Outcome::Ran { rc, console } => {
+                // The tests must have run the binary asked for, not the build tree's.
+                if let Some(b) = bin
+                    && !console.contains(&format!("TD-VM-BIN {}", b.display()))
+                {
+                    bail!("kernel {}: the guest did not take td.bin", k.name);
+                }
                 return Ok((Some((rc, console)), t0.elapsed().as_secs_f64()));
             }
             Outcome::Hung(why) => eprintln!("xtask: kernel {}: {why}; retrying", k.name),
