@@ -45,6 +45,10 @@ enum Cmd {
         /// Boot nothing: print README's "Kernels" table from the last run's consoles.
         #[arg(long)]
         table: bool,
+        /// The trapdetect binary the guests' tests run (e.g. `cargo xtask dist`'s static one);
+        /// the build tree's by default.
+        #[arg(long, value_name = "PATH")]
+        bin: Option<std::path::PathBuf>,
     },
     /// setup, build, then trace a php-fpm whose working directory is deep in a slow FUSE
     /// mount, and the same server started from a native directory, side by side.
@@ -122,13 +126,13 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Kernels { names, table } => {
+        Cmd::Kernels { names, table, bin } => {
             setup::run(setup::Scope::All)?;
             util::cargo(&["build", "--release"])?;
             if table {
                 vm::table_from_last_run()
             } else {
-                vm::run(&names, None)
+                vm::run(&names, bin.as_deref())
             }
         }
         Cmd::Fuzz { seconds, target } => {

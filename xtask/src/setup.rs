@@ -23,6 +23,9 @@ const APT_BUILD: &[&[&str]] = &[
     &["libpolly-22-dev"],
     &["libzstd-dev"],
     &["zlib1g-dev"],
+    // `cargo xtask dist`: the musl C toolchain (x86_64-linux-musl-gcc) for the crates that
+    // compile C (ring, under rustls) into the static binary.
+    &["musl-tools"],
 ];
 
 /// Packages for the tests: the real components the end-to-end tests exercise (php-fpm, nginx,
