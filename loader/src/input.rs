@@ -24,7 +24,7 @@ pub fn read_capped_io(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags((nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC).bits())
         .open(path)?;
     let m = f.metadata()?;
     if m.is_dir() {
@@ -75,9 +75,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("trapdetect-input-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let fifo = dir.join("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         // Returns at once (the read end opened non-blocking), refused as not regular.
         let e = read_capped_io(&fifo, FPM_CONFIG_CAP).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");

@@ -96,7 +96,7 @@ impl OutputFile {
                 .write(true)
                 .create_new(true)
                 .mode(0o644)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC).bits())
                 .open(&tmp)
             {
                 Ok(f) => {

@@ -5,13 +5,10 @@ use std::{io::IsTerminal, path::Path, time::Duration};
 /// Now, in CLOCK_MONOTONIC nanoseconds: the clock eBPF's `bpf_ktime_get_ns` reads, shared by
 /// the load generator and the samplers so their seconds join without conversion.
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    use nix::time::{ClockId, clock_gettime};
+    // CLOCK_MONOTONIC always exists on Linux; a failure would read as 0, as before.
+    let ts = clock_gettime(ClockId::CLOCK_MONOTONIC).unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
 }
 
 /// A small text file (/proc, /sys), trimmed; `None` when it cannot be read.
@@ -121,15 +118,18 @@ pub fn print(s: &str) -> crate::error::Result<()> {
     crate::output::stdout(s)
 }
 
+/// `sysconf(var)`, -1 when it fails or has no value (as libc's `sysconf` reports both).
+pub fn sysconf(var: nix::unistd::SysconfVar) -> i64 {
+    nix::unistd::sysconf(var)
+        .ok()
+        .flatten()
+        .map_or(-1, i64::from)
+}
+
 /// The descriptor limit (soft, hard).
 pub fn nofile_limit() -> (u64, u64) {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we own.
-    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-    (r.rlim_cur, r.rlim_max)
+    // (0, 0) when it cannot be read.
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap_or((0, 0))
 }
 
 /// Raises the soft descriptor limit to the hard one: every eBPF map and program is a
@@ -138,12 +138,9 @@ pub fn nofile_limit() -> (u64, u64) {
 pub fn raise_nofile_limit() {
     let (soft, hard) = nofile_limit();
     if soft < hard {
-        let r = libc::rlimit {
-            rlim_cur: hard,
-            rlim_max: hard,
-        };
-        // SAFETY: setrlimit reads the struct we own; raising soft up to hard needs no privilege.
-        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) };
+        // Raising soft up to hard needs no privilege; a failure leaves the limit as it was.
+        let _ =
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard);
     }
 }
 

@@ -280,16 +280,18 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(_: std::ffi::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
 fn catch_interrupts() {
-    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    let handler = SigHandler::Handler(on_signal);
+    // SAFETY: installing a handler is unsafe in nix; this one only stores to an atomic, which is
+    // async-signal-safe.
     unsafe {
-        libc::signal(libc::SIGINT, handler);
-        libc::signal(libc::SIGTERM, handler);
+        let _ = signal(Signal::SIGINT, handler);
+        let _ = signal(Signal::SIGTERM, handler);
     }
 }
 

@@ -370,38 +370,41 @@ fn include(
 }
 
 /// glob(3) with FPM's flags (`GLOB_ERR | GLOB_MARK`), directories skipped as FPM skips them.
+/// libc: nix has no glob, and FPM's own matching is glob(3)'s.
 pub fn glob(pattern: &str) -> io::Result<Vec<PathBuf>> {
+    /// The results, freed once on every way out.
+    struct Glob(libc::glob_t);
+    impl Drop for Glob {
+        fn drop(&mut self) {
+            // SAFETY: the glob_t is all-zero or filled by glob(); it is freed only here.
+            unsafe { libc::globfree(&mut self.0) };
+        }
+    }
     let c = CString::new(pattern).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let mut g: libc::glob_t = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::glob(c.as_ptr(), libc::GLOB_ERR | libc::GLOB_MARK, None, &mut g) };
+    // SAFETY: an all-zero glob_t is the empty one glob() expects and globfree() accepts.
+    let mut g = Glob(unsafe { std::mem::zeroed() });
+    // SAFETY: `c` is NUL-terminated and `g.0` is writable; no error callback.
+    let rc = unsafe { libc::glob(c.as_ptr(), libc::GLOB_ERR | libc::GLOB_MARK, None, &mut g.0) };
     let mut out = vec![];
     match rc {
         0 => {
-            for i in 0..g.gl_pathc {
-                let p = unsafe { CStr::from_ptr(*g.gl_pathv.add(i)) };
+            for i in 0..g.0.gl_pathc {
+                // SAFETY: glob() left gl_pathc NUL-terminated strings in gl_pathv, alive until
+                // `g` drops.
+                let p = unsafe { CStr::from_ptr(*g.0.gl_pathv.add(i)) };
                 let b = p.to_bytes();
                 if b.is_empty() || b.ends_with(b"/") {
                     continue;
                 }
                 out.push(PathBuf::from(std::ffi::OsStr::from_bytes(b)));
             }
-            unsafe { libc::globfree(&mut g) };
             Ok(out)
         }
-        libc::GLOB_NOMATCH => {
-            unsafe { libc::globfree(&mut g) };
-            Ok(out)
-        }
-        libc::GLOB_ABORTED => {
-            unsafe { libc::globfree(&mut g) };
-            Err(io::Error::other(
-                "read error (a directory in the pattern is missing or unreadable)",
-            ))
-        }
-        _ => {
-            unsafe { libc::globfree(&mut g) };
-            Err(io::Error::other(format!("glob() returned {rc}")))
-        }
+        libc::GLOB_NOMATCH => Ok(out),
+        libc::GLOB_ABORTED => Err(io::Error::other(
+            "read error (a directory in the pattern is missing or unreadable)",
+        )),
+        _ => Err(io::Error::other(format!("glob() returned {rc}"))),
     }
 }
 

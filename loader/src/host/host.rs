@@ -459,7 +459,7 @@ pub fn read_kmsg() -> io::Result<Vec<KmsgRecord>> {
     use std::{io::Read, os::unix::fs::OpenOptionsExt};
     let mut f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open("/dev/kmsg")?;
     let mut out = vec![];
     // Records are at most 8 KiB (CONSOLE_EXT_LOG_MAX); each read returns exactly one.
@@ -475,7 +475,7 @@ pub fn read_kmsg() -> io::Result<Vec<KmsgRecord>> {
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             // EPIPE: the record we were about to read was overwritten; the next read goes on.
-            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::EPIPE as i32) => continue,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
@@ -507,7 +507,7 @@ pub fn default_mark_path() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(d).join("trapdetect/kmsg.mark"));
     }
-    if unsafe { libc::geteuid() } == 0 {
+    if nix::unistd::geteuid().is_root() {
         return Some(PathBuf::from("/run/trapdetect/kmsg.mark"));
     }
     std::env::var_os("HOME")

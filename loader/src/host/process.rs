@@ -540,7 +540,7 @@ pub struct Process {
 
 /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
 pub fn clock_ticks() -> f64 {
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let t = crate::util::sysconf(nix::unistd::SysconfVar::CLK_TCK);
     if t > 0 { t as f64 } else { 100.0 }
 }
 

@@ -4,6 +4,7 @@
 
 use std::io;
 
+use nix::errno::Errno;
 use serde::Serialize;
 
 /// Why a request got no HTTP status.
@@ -75,12 +76,12 @@ impl ErrorKind {
 /// Classifies an I/O error by errno first, then by its kind.
 pub fn classify(e: &io::Error) -> ErrorKind {
     if let Some(errno) = e.raw_os_error() {
-        return match errno {
-            libc::ECONNREFUSED => ErrorKind::ConnRefused,
-            libc::ECONNRESET | libc::ECONNABORTED | libc::EPIPE => ErrorKind::ConnReset,
-            libc::ETIMEDOUT => ErrorKind::Timeout,
-            libc::EMFILE | libc::ENFILE => ErrorKind::FdLimit,
-            libc::EADDRNOTAVAIL => ErrorKind::PortsExhausted,
+        return match Errno::from_raw(errno) {
+            Errno::ECONNREFUSED => ErrorKind::ConnRefused,
+            Errno::ECONNRESET | Errno::ECONNABORTED | Errno::EPIPE => ErrorKind::ConnReset,
+            Errno::ETIMEDOUT => ErrorKind::Timeout,
+            Errno::EMFILE | Errno::ENFILE => ErrorKind::FdLimit,
+            Errno::EADDRNOTAVAIL => ErrorKind::PortsExhausted,
             _ => ErrorKind::ConnError,
         };
     }
@@ -103,16 +104,16 @@ mod tests {
 
     #[test]
     fn errno_decides() {
-        let k = |n| classify(&io::Error::from_raw_os_error(n));
-        assert_eq!(k(libc::ECONNREFUSED), ErrorKind::ConnRefused);
-        assert_eq!(k(libc::ECONNRESET), ErrorKind::ConnReset);
-        assert_eq!(k(libc::EPIPE), ErrorKind::ConnReset);
-        assert_eq!(k(libc::ECONNABORTED), ErrorKind::ConnReset);
-        assert_eq!(k(libc::ETIMEDOUT), ErrorKind::Timeout);
-        assert_eq!(k(libc::EMFILE), ErrorKind::FdLimit);
-        assert_eq!(k(libc::ENFILE), ErrorKind::FdLimit);
-        assert_eq!(k(libc::EADDRNOTAVAIL), ErrorKind::PortsExhausted);
-        assert_eq!(k(libc::EHOSTUNREACH), ErrorKind::ConnError);
+        let k = |n: Errno| classify(&io::Error::from_raw_os_error(n as i32));
+        assert_eq!(k(Errno::ECONNREFUSED), ErrorKind::ConnRefused);
+        assert_eq!(k(Errno::ECONNRESET), ErrorKind::ConnReset);
+        assert_eq!(k(Errno::EPIPE), ErrorKind::ConnReset);
+        assert_eq!(k(Errno::ECONNABORTED), ErrorKind::ConnReset);
+        assert_eq!(k(Errno::ETIMEDOUT), ErrorKind::Timeout);
+        assert_eq!(k(Errno::EMFILE), ErrorKind::FdLimit);
+        assert_eq!(k(Errno::ENFILE), ErrorKind::FdLimit);
+        assert_eq!(k(Errno::EADDRNOTAVAIL), ErrorKind::PortsExhausted);
+        assert_eq!(k(Errno::EHOSTUNREACH), ErrorKind::ConnError);
         let kind = |k| classify(&io::Error::from(k));
         assert_eq!(kind(io::ErrorKind::UnexpectedEof), ErrorKind::Eof);
         assert_eq!(kind(io::ErrorKind::InvalidData), ErrorKind::BadResponse);

@@ -1,7 +1,13 @@
 //! Time for the generator: CLOCK_MONOTONIC nanoseconds, the clock eBPF's `bpf_ktime_get_ns`
 //! reads, so every sample can be joined with kernel events without conversion.
 
+use std::os::fd::AsFd;
 use std::time::Duration;
+
+use nix::sys::{
+    time::TimeSpec,
+    timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags},
+};
 
 pub use crate::util::mono_ns;
 
@@ -9,72 +15,56 @@ pub use crate::util::mono_ns;
 /// dispatcher wakes within microseconds of an arrival (tokio's own timer has 1 ms ticks) and
 /// without a thread hop from a separate sleeper thread.
 pub struct Ticker {
-    fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    fd: tokio::io::unix::AsyncFd<Timer>,
+}
+
+/// The timerfd, with the raw descriptor tokio's `AsyncFd` registers.
+struct Timer(TimerFd);
+
+impl std::os::fd::AsRawFd for Timer {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
 }
 
 impl Ticker {
     /// Creates the timer; must be called inside a tokio runtime.
     pub fn new() -> std::io::Result<Ticker> {
-        use std::os::fd::FromRawFd;
-        // SAFETY: plain syscall; the result is checked before use.
-        let raw = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a fresh descriptor we own.
-        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+        let timer = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )?;
         // SAFETY: the descriptor is ours alone and registered nowhere else; the AsyncFd owns it.
         let fd = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+            tokio::io::unix::AsyncFd::register_with_interest(
+                Timer(timer),
+                tokio::io::Interest::READABLE,
+            )
         }?;
         Ok(Ticker { fd })
     }
 
     /// Waits until the absolute instant `deadline` (CLOCK_MONOTONIC ns).
     pub async fn sleep_until(&self, deadline: u64) -> std::io::Result<()> {
-        use std::os::fd::AsRawFd;
         if deadline <= mono_ns() {
             return Ok(());
         }
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (deadline / 1_000_000_000) as libc::time_t,
-                tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
-            },
-        };
-        let fd = self.fd.get_ref().as_raw_fd();
-        // SAFETY: valid descriptor and itimerspec; no old value requested.
-        if unsafe {
-            libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut())
-        } != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
+        let at = TimeSpec::new(
+            (deadline / 1_000_000_000) as _,
+            (deadline % 1_000_000_000) as _,
+        );
+        self.fd.get_ref().0.set(
+            Expiration::OneShot(at),
+            TimerSetTimeFlags::TFD_TIMER_ABSTIME,
+        )?;
         loop {
             let mut guard = self.fd.readable().await?;
             let read = guard.try_io(|inner| {
-                let mut ticks = 0u64;
-                // SAFETY: reads 8 bytes into a u64 we own.
-                let n = unsafe {
-                    libc::read(
-                        inner.get_ref().as_raw_fd(),
-                        (&mut ticks as *mut u64).cast(),
-                        8,
-                    )
-                };
-                if n < 0 {
-                    Err(std::io::Error::last_os_error())
-                } else {
-                    Ok(())
+                // The expiration count (8 bytes); EAGAIN becomes WouldBlock for try_io.
+                let mut ticks = [0u8; 8];
+                match nix::unistd::read(inner.get_ref().0.as_fd(), &mut ticks) {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(std::io::Error::from(e)),
                 }
             });
             match read {

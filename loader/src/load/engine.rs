@@ -167,39 +167,21 @@ pub struct Running {
 /// Raises RLIMIT_NOFILE's soft limit to the hard limit (a flood legitimately holds
 /// rate × timeout sockets) and returns the limits.
 pub fn raise_fd_limit() -> Result<FdLimit> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable rlimit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Err(Error::Syscall {
-            call: "getrlimit(RLIMIT_NOFILE)".into(),
-            source: std::io::Error::last_os_error(),
-        });
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit, rlim_t, setrlimit};
+    let (before, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(|e| Error::Syscall {
+        call: "getrlimit(RLIMIT_NOFILE)".into(),
+        source: e.into(),
+    })?;
+    let mut soft = before;
+    // Raising soft up to hard needs no privilege.
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        soft = hard;
     }
-    let before = lim.rlim_cur;
-    if lim.rlim_cur < lim.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: `raised` is a valid rlimit; raising soft up to hard needs no privilege.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            lim = raised;
-        }
-    }
-    let cap = |v: libc::rlim_t| {
-        if v == libc::RLIM_INFINITY {
-            u64::MAX
-        } else {
-            v
-        }
-    };
+    let cap = |v: rlim_t| if v == RLIM_INFINITY { u64::MAX } else { v };
     Ok(FdLimit {
         soft_before: cap(before),
-        soft: cap(lim.rlim_cur),
-        hard: cap(lim.rlim_max),
+        soft: cap(soft),
+        hard: cap(hard),
     })
 }
 
@@ -744,16 +726,17 @@ fn read_netstat() -> Option<std::collections::BTreeMap<String, u64>> {
 }
 
 fn rusage() -> GeneratorCost {
-    // SAFETY: an all-zero rusage is valid; getrusage fills it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is valid and writable.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+    use nix::sys::{
+        resource::{UsageWho, getrusage},
+        time::TimeVal,
+    };
+    let Ok(ru) = getrusage(UsageWho::RUSAGE_SELF) else {
         return GeneratorCost::default();
-    }
-    let tv = |t: libc::timeval| crate::traps::round(t.tv_sec as f64 + t.tv_usec as f64 / 1e6, 3);
+    };
+    let tv = |t: TimeVal| crate::traps::round(t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6, 3);
     GeneratorCost {
-        cpu_user_s: tv(ru.ru_utime),
-        cpu_sys_s: tv(ru.ru_stime),
-        rss_max_mib: crate::traps::round(ru.ru_maxrss as f64 / 1024.0, 1),
+        cpu_user_s: tv(ru.user_time()),
+        cpu_sys_s: tv(ru.system_time()),
+        rss_max_mib: crate::traps::round(ru.max_rss() as f64 / 1024.0, 1),
     }
 }

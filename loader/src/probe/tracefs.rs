@@ -7,6 +7,11 @@
 
 use std::path::{Path, PathBuf};
 
+use nix::{
+    mount::{MntFlags, MsFlags, mount, umount2},
+    sched::{CloneFlags, unshare},
+};
+
 use crate::error::{Error, Result};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -23,21 +28,16 @@ pub struct Tracefs {
 /// while the process is single-threaded (threads share the filesystem context), which is why
 /// it happens before anything else starts; returns false when it could not.
 fn enter_private_mount_namespace() -> bool {
-    unsafe {
-        if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return false;
-        }
-        // Without this, a mount under a shared mount (systemd's default for /) would
-        // propagate back to the host namespace.
-        libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) == 0
+    if unshare(CloneFlags::CLONE_NEWNS).is_err() {
+        return false;
     }
+    // Without this, a mount under a shared mount (systemd's default for /) would
+    // propagate back to the host namespace.
+    mount(NONE, "/", NONE, MsFlags::MS_REC | MsFlags::MS_PRIVATE, NONE).is_ok()
 }
+
+/// No source, filesystem type or data for `mount`.
+const NONE: Option<&str> = None;
 
 fn populated(p: &Path) -> bool {
     p.join("events").is_dir()
@@ -55,18 +55,14 @@ impl Tracefs {
             }
         }
         let private = enter_private_mount_namespace();
-        let target = std::ffi::CString::new(TRACEFS).expect("no NUL");
-        let rc = unsafe {
-            libc::mount(
-                c"nodev".as_ptr(),
-                target.as_ptr(),
-                c"tracefs".as_ptr(),
-                0,
-                std::ptr::null(),
-            )
-        };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
+        if let Err(e) = mount(
+            Some("nodev"),
+            TRACEFS,
+            Some("tracefs"),
+            MsFlags::empty(),
+            NONE,
+        ) {
+            let e = std::io::Error::from(e);
             return Err(Error::Kernel(format!(
                 "tracefs is not mounted and mounting it at {TRACEFS} failed ({e}); mount it with \
                  `mount -t tracefs nodev {TRACEFS}` (needs CAP_SYS_ADMIN)"
@@ -167,9 +163,7 @@ fn parse_field_attr(format: &str, field: &str, attr: &str) -> Option<u32> {
 impl Drop for Tracefs {
     fn drop(&mut self) {
         if self.mounted_by_us {
-            let target =
-                std::ffi::CString::new(self.root.as_os_str().as_encoded_bytes()).expect("no NUL");
-            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+            let _ = umount2(self.root.as_path(), MntFlags::MNT_DETACH);
         }
     }
 }

@@ -31,8 +31,8 @@ pub fn decide(choice: Choice, no_color: Option<&std::ffi::OsStr>, tty: bool) -> 
 
 /// Sets colour for this process (called once by `main`).
 pub fn init(choice: Choice) {
-    // SAFETY: isatty only inspects the descriptor.
-    let tty = unsafe { libc::isatty(1) } == 1;
+    // isatty(1), as std does it.
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let on = decide(choice, std::env::var_os("NO_COLOR").as_deref(), tty);
     ON.store(on, Ordering::Relaxed);
 }

@@ -6,7 +6,15 @@
 //! does not show. A queue that grows while every worker is busy is requests waiting for a
 //! worker.
 
-use std::{collections::HashSet, io, mem::size_of};
+use std::{
+    collections::HashSet,
+    io,
+    os::fd::{AsRawFd, OwnedFd},
+};
+
+use nix::sys::socket::{
+    AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, recv, send, socket,
+};
 
 /// The target's listeners at one instant.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -64,48 +72,40 @@ const NLMSG_DONE: u16 = 3;
 const UDIAG_SHOW_RQLEN: u32 = 0x10;
 const UNIX_DIAG_RQLEN: u16 = 4;
 const TCP_LISTEN: u32 = 10;
+const NLM_F_REQUEST: u16 = 1;
+const NLM_F_DUMP: u16 = 0x300;
+/// `sdiag_family` of a unix socket request and record.
+const AF_UNIX: u8 = AddressFamily::Unix as i32 as u8;
 
 /// (inode, queued, backlog) of every listening unix socket in this network namespace.
 pub fn unix_listeners() -> io::Result<Vec<(u64, u64, u64)>> {
-    // SAFETY: plain socket syscalls on a descriptor this function owns and closes.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            libc::NETLINK_SOCK_DIAG,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let r = unix_dump(fd);
-    unsafe { libc::close(fd) };
-    r
+    // Closed on return.
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkSockDiag,
+    )?;
+    unix_dump(&fd)
 }
 
-fn unix_dump(fd: i32) -> io::Result<Vec<(u64, u64, u64)>> {
+fn unix_dump(fd: &OwnedFd) -> io::Result<Vec<(u64, u64, u64)>> {
+    let fd = fd.as_raw_fd();
     // nlmsghdr (16) + unix_diag_req (24).
     let mut req = [0u8; 40];
     req[0..4].copy_from_slice(&40u32.to_ne_bytes());
     req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
-    req[6..8].copy_from_slice(&flags.to_ne_bytes());
+    req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
     req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    req[16] = libc::AF_UNIX as u8;
+    req[16] = AF_UNIX;
     req[20..24].copy_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
     req[28..32].copy_from_slice(&UDIAG_SHOW_RQLEN.to_ne_bytes());
-    let n = unsafe { libc::send(fd, req.as_ptr().cast(), req.len(), 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    send(fd, &req, MsgFlags::empty())?;
     let mut out = vec![];
     let mut buf = vec![0u8; 32 * 1024];
     loop {
-        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if n == 0 || parse_unix_batch(&buf[..n as usize], &mut out)? {
+        let n = recv(fd, &mut buf, MsgFlags::empty())?;
+        if n == 0 || parse_unix_batch(&buf[..n], &mut out)? {
             return Ok(out);
         }
     }
@@ -189,8 +189,6 @@ pub fn sample(root: u32, inodes: &HashSet<u64>) -> Backlog {
     b
 }
 
-const _: () = assert!(size_of::<libc::nlmsghdr>() == 16);
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,7 +207,7 @@ mod tests {
     }
 
     fn msg(ino: u32, rq: Option<(u32, u32)>) -> Vec<u8> {
-        let mut m = vec![libc::AF_UNIX as u8, 1, 10, 0];
+        let mut m = vec![AF_UNIX, 1, 10, 0];
         m.extend(ino.to_ne_bytes());
         m.extend([0u8; 8]);
         if let Some((q, w)) = rq {

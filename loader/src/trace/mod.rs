@@ -12,7 +12,6 @@ pub mod seconds;
 
 use std::{
     collections::HashMap,
-    os::fd::AsRawFd,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -67,16 +66,19 @@ pub struct Options {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(_: std::ffi::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
 /// SIGINT/SIGTERM end the window early; the report is still printed.
 fn install_signal_handlers() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
     STOP.store(false, Ordering::SeqCst);
+    // SAFETY: installing a handler is unsafe in nix; this one only stores to an atomic, which is
+    // async-signal-safe.
     unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        let _ = signal(Signal::SIGINT, SigHandler::Handler(on_signal));
+        let _ = signal(Signal::SIGTERM, SigHandler::Handler(on_signal));
     }
 }
 
@@ -92,6 +94,8 @@ fn spawn_ring_reader(
                 if item.len() < std::mem::size_of::<PathEvent>() {
                     continue;
                 }
+                // SAFETY: eBPF boundary: the item holds at least size_of::<PathEvent>() bytes and
+                // PathEvent is plain old data, valid for any bytes.
                 let ev: PathEvent = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
                 let n = if ev.len > 0 {
                     (ev.len as usize - 1).min(PATH_CAP)
@@ -103,12 +107,11 @@ fn spawn_ring_reader(
         };
         loop {
             let stop = done.load(Ordering::SeqCst);
-            let mut pfd = libc::pollfd {
-                fd: ring.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            unsafe { libc::poll(&mut pfd, 1, 50) };
+            {
+                use nix::poll::{PollFd, PollFlags, poll};
+                use std::os::fd::AsFd;
+                let _ = poll(&mut [PollFd::new(ring.as_fd(), PollFlags::POLLIN)], 50u16);
+            }
             drain(&mut ring);
             if stop {
                 break;
@@ -211,7 +214,7 @@ fn work_between(
     after: Option<&HashMap<u32, u64>>,
     request_ms: Option<f64>,
 ) -> Work {
-    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    let cpus = crate::util::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN).max(1) as usize;
     let cpu_ns = match (before, after) {
         (Some(b), Some(a)) => Some(
             a.iter()

@@ -332,7 +332,7 @@ impl Sampler {
         {
             sec.cores_busy = (b1 - b0) as f64 / (t1 - t0) as f64 * self.ncpu;
         }
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let hz = crate::util::sysconf(nix::unistd::SysconfVar::CLK_TCK).max(1) as f64;
         if sec.dt_s > 0.0 {
             sec.self_cores = (me.saturating_sub(self.prev_self)) as f64 / hz / sec.dt_s;
         }
@@ -373,6 +373,7 @@ impl Sampler {
         if want.is_empty() {
             return;
         }
+        use nix::sys::stat::{major, minor};
         use std::os::unix::fs::MetadataExt;
         for p in pids {
             let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/fd")) else {
@@ -383,7 +384,7 @@ impl Sampler {
                     continue;
                 };
                 let dev = md.dev();
-                let kdev = ((libc::major(dev)) << 20) | (libc::minor(dev) & 0xfffff);
+                let kdev = ((major(dev) as u32) << 20) | (minor(dev) as u32 & 0xfffff);
                 if want.contains(&(kdev, md.ino()))
                     && let Ok(target) = std::fs::read_link(e.path())
                 {

@@ -9,6 +9,8 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
+use nix::errno::Errno;
+
 use super::{
     super::process,
     diag::{ALL_STATES, Diag, TCP_LISTEN},
@@ -156,7 +158,10 @@ pub(super) fn enter_error(ns: &Netns, e: EnterError) -> Error {
         EnterError::Open(e) => ("open", e),
         EnterError::Setns(e) => ("setns", e),
     };
-    if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
+    if matches!(
+        e.raw_os_error().map(Errno::from_raw),
+        Some(Errno::EPERM | Errno::EACCES)
+    ) {
         Error::Privilege(format!(
             "entering the network namespace of {} needs CAP_SYS_ADMIN ({what}: {e}); run as root",
             ns.label()
@@ -187,7 +192,10 @@ fn read_namespace(ns: &Netns, ask: Ask) -> Result<NetObservation> {
                 Ok(r) => r,
                 Err(EnterError::Setns(e) | EnterError::Open(e))
                     if matches!(ns, Netns::Pid(_))
-                        && matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) =>
+                        && matches!(
+                            e.raw_os_error().map(Errno::from_raw),
+                            Some(Errno::EPERM | Errno::EACCES)
+                        ) =>
                 {
                     let Netns::Pid(p) = ns else { unreachable!() };
                     read_via_proc_pid(*p, &e, ask)

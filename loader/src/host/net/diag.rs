@@ -1,7 +1,8 @@
 //! sock_diag netlink (NETLINK_SOCK_DIAG, `inet_diag_req_v2`): what `ss` uses. The kernel
 //! applies the state filter and hands over fixed-size records in 32 KiB batches, which is why a
 //! census of 50,000 TIME_WAIT sockets costs milliseconds where /proc/net/tcp costs a text
-//! rendering and parse per socket. Raw libc, no netlink crate: one request, one record layout.
+//! rendering and parse per socket. nix's socket calls, no netlink crate: one request, one record
+//! layout.
 //!
 //! A netlink socket belongs to the namespace it was created in; open it on a thread inside the
 //! target's namespace (see `netns::run_in`) and use it from anywhere afterwards.
@@ -9,12 +10,23 @@
 use std::{
     io,
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
-    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    os::fd::{AsRawFd, OwnedFd},
+};
+
+use nix::{
+    errno::Errno,
+    sys::socket::{
+        AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, recv, sendto,
+        socket,
+    },
 };
 
 use super::SockRec;
 
-const NETLINK_SOCK_DIAG: libc::c_int = 4;
+/// Address families and protocol as the one-byte fields of the request and records carry them.
+const AF_INET: u8 = AddressFamily::Inet as i32 as u8;
+const AF_INET6: u8 = AddressFamily::Inet6 as i32 as u8;
+const IPPROTO_TCP: u8 = SockProtocol::Tcp as i32 as u8;
 /// The original request (`struct inet_diag_req`): the kernel answers it for both address
 /// families in one walk of the connection hash (`sdiag_family = AF_UNSPEC`), as `ss -t` does.
 const TCPDIAG_GETSOCK: u16 = 18;
@@ -53,20 +65,14 @@ pub struct Diag {
 impl Diag {
     /// Opens a sock_diag socket in the calling thread's network namespace.
     pub fn open() -> io::Result<Self> {
-        // SAFETY: plain syscall; the descriptor is owned immediately.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-                NETLINK_SOCK_DIAG,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = socket(
+            AddressFamily::Netlink,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            SockProtocol::NetlinkSockDiag,
+        )?;
         Ok(Diag {
-            // SAFETY: fd is a fresh descriptor nobody else owns.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd,
             seq: 0,
             buf: vec![0u8; BUF_LEN],
             per_family: false,
@@ -87,8 +93,8 @@ impl Diag {
                 Err(e)
                     if seen == 0
                         && matches!(
-                            e.raw_os_error(),
-                            Some(libc::EINVAL | libc::EOPNOTSUPP | libc::ENOENT)
+                            e.raw_os_error().map(Errno::from_raw),
+                            Some(Errno::EINVAL | Errno::EOPNOTSUPP | Errno::ENOENT)
                         ) =>
                 {
                     self.per_family = true
@@ -96,8 +102,8 @@ impl Diag {
                 Err(e) => return Err(e),
             }
         }
-        self.dump(Some(libc::AF_INET as u8), states, f)?;
-        self.dump(Some(libc::AF_INET6 as u8), states, f)
+        self.dump(Some(AF_INET), states, f)?;
+        self.dump(Some(AF_INET6), states, f)
     }
 
     /// One dump: both families in one walk (`None`), or one family (`inet_diag_req_v2`).
@@ -113,13 +119,13 @@ impl Diag {
         let (ty, len) = match family {
             None => {
                 // The family byte is ignored (AF_UNSPEC); states follow the socket id.
-                req[16] = libc::AF_INET as u8;
+                req[16] = AF_INET;
                 req[16 + 52..16 + 56].copy_from_slice(&states.to_ne_bytes());
                 (TCPDIAG_GETSOCK, NLMSG_HDRLEN + REQ_COMPAT_LEN)
             }
             Some(fam) => {
                 req[16] = fam;
-                req[17] = libc::IPPROTO_TCP as u8;
+                req[17] = IPPROTO_TCP;
                 req[20..24].copy_from_slice(&states.to_ne_bytes());
                 (SOCK_DIAG_BY_FAMILY, NLMSG_HDRLEN + REQ_LEN)
             }
@@ -129,41 +135,16 @@ impl Diag {
         req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
         req[8..12].copy_from_slice(&seq.to_ne_bytes());
         // The socket id stays zero: no single-socket lookup.
-        // SAFETY: zeroed sockaddr_nl is valid; nl_family set below.
-        let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        // SAFETY: req and kernel outlive the call; lengths are theirs.
-        let sent = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                req.as_ptr().cast(),
-                len,
-                0,
-                (&kernel as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        // To the kernel (port 0, no multicast groups).
+        let kernel = NetlinkAddr::new(0, 0);
+        sendto(self.fd.as_raw_fd(), &req[..len], &kernel, MsgFlags::empty())?;
         loop {
-            // SAFETY: buf is valid for BUF_LEN bytes.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    0,
-                )
+            let n = match recv(self.fd.as_raw_fd(), &mut self.buf, MsgFlags::empty()) {
+                Ok(n) => n,
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
             };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if parse_batch(&self.buf[..n as usize], seq, f)? {
+            if parse_batch(&self.buf[..n], seq, f)? {
                 return Ok(());
             }
         }
@@ -192,7 +173,7 @@ pub fn parse_batch(b: &[u8], seq: u32, f: &mut dyn FnMut(SockRec)) -> io::Result
                     let errno = payload
                         .get(0..4)
                         .map(|e| i32::from_ne_bytes(e.try_into().unwrap()))
-                        .unwrap_or(-libc::EIO);
+                        .unwrap_or(-(Errno::EIO as i32));
                     if errno != 0 {
                         return Err(io::Error::from_raw_os_error(-errno));
                     }
@@ -209,7 +190,7 @@ pub fn parse_batch(b: &[u8], seq: u32, f: &mut dyn FnMut(SockRec)) -> io::Result
 }
 
 fn addr(family: u8, raw: &[u8], port: u16) -> SocketAddr {
-    let ip = if family == libc::AF_INET as u8 {
+    let ip = if family == AF_INET {
         IpAddr::V4(Ipv4Addr::new(raw[0], raw[1], raw[2], raw[3]))
     } else {
         let a: [u8; 16] = raw[..16].try_into().unwrap();
@@ -248,7 +229,7 @@ mod tests {
 
     fn msg(state: u8, sport: u16, dport: u16, expires: u32) -> Vec<u8> {
         let mut m = vec![0u8; MSG_LEN];
-        m[0] = libc::AF_INET as u8;
+        m[0] = AF_INET;
         m[1] = state;
         m[2] = 3;
         m[4..6].copy_from_slice(&sport.to_be_bytes());
@@ -293,12 +274,12 @@ mod tests {
         assert_eq!(got[1].inode, 4242);
         assert!(parse_batch(&nl(NLMSG_DONE, 7, &[0; 4]), 7, &mut |_| {}).unwrap());
         let e = parse_batch(
-            &nl(NLMSG_ERROR, 7, &(-libc::EPERM).to_ne_bytes()),
+            &nl(NLMSG_ERROR, 7, &(-(Errno::EPERM as i32)).to_ne_bytes()),
             7,
             &mut |_| {},
         )
         .unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+        assert_eq!(e.raw_os_error(), Some(Errno::EPERM as i32));
     }
 
     #[test]
@@ -307,9 +288,6 @@ mod tests {
         raw[10] = 0xff;
         raw[11] = 0xff;
         raw[12..].copy_from_slice(&[127, 0, 0, 1]);
-        assert_eq!(
-            addr(libc::AF_INET6 as u8, &raw, 80),
-            "127.0.0.1:80".parse().unwrap()
-        );
+        assert_eq!(addr(AF_INET6, &raw, 80), "127.0.0.1:80".parse().unwrap());
     }
 }

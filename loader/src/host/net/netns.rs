@@ -10,12 +10,7 @@
 //! to `/proc/PID/net/tcp{,6}` and `/proc/PID/net/netstat` (readable without entering) and
 //! reports the sysctls of a foreign namespace as unknown rather than showing our own.
 
-use std::{
-    fs::File,
-    io,
-    os::{fd::AsRawFd, unix::fs::MetadataExt},
-    path::PathBuf,
-};
+use std::{fs::File, io, os::unix::fs::MetadataExt, path::PathBuf};
 
 /// A network namespace to take the census of.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,10 +88,9 @@ pub fn run_in<T: Send>(
     let file = File::open(path).map_err(EnterError::Open)?;
     std::thread::scope(|s| {
         let h = s.spawn(move || {
-            // SAFETY: plain syscall on a valid descriptor; CLONE_NEWNET affects this thread only.
-            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(EnterError::Setns(io::Error::last_os_error()));
-            }
+            // CLONE_NEWNET affects this thread only.
+            nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(|e| EnterError::Setns(e.into()))?;
             Ok(f())
         });
         match h.join() {
@@ -136,7 +130,9 @@ mod tests {
         match inside {
             Ok(id) => assert_eq!(id, me),
             // Unprivileged test runs cannot setns even into their own namespace.
-            Err(EnterError::Setns(e)) => assert_eq!(e.raw_os_error(), Some(libc::EPERM)),
+            Err(EnterError::Setns(e)) => {
+                assert_eq!(e.raw_os_error(), Some(nix::errno::Errno::EPERM as i32))
+            }
             Err(EnterError::Open(e)) => panic!("open: {e}"),
         }
     }

@@ -67,7 +67,10 @@ impl TimeWaitWatch {
             },
             Err((_, EnterError::Setns(e) | EnterError::Open(e)))
                 if matches!(ns, Netns::Pid(_))
-                    && matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) =>
+                    && matches!(
+                        e.raw_os_error().map(nix::errno::Errno::from_raw),
+                        Some(nix::errno::Errno::EPERM | nix::errno::Errno::EACCES)
+                    ) =>
             {
                 let Netns::Pid(p) = ns else { unreachable!() };
                 TimeWaitWatch {

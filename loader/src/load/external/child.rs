@@ -14,6 +14,15 @@ use std::{
     time::{Duration, Instant},
 };
 
+use nix::{
+    errno::Errno,
+    sys::{
+        signal::{Signal, killpg},
+        wait::{Id, WaitPidFlag, WaitStatus, waitid},
+    },
+    unistd::Pid,
+};
+
 use crate::{
     error::{Error, Result},
     host::tree,
@@ -50,14 +59,14 @@ impl Generator {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .process_group(0);
-        // SAFETY: only async-signal-safe calls between fork and exec.
+        // SAFETY: pre_exec is unsafe by contract; only async-signal-safe calls (prctl, getppid,
+        // _exit) run between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
                 // The parent may have died before the prctl: then it would never fire.
-                if libc::getppid() == 1 {
+                if nix::unistd::getppid() == Pid::from_raw(1) {
+                    // libc: nix has no _exit, and exit() would run atexit handlers in the fork.
                     libc::_exit(1);
                 }
                 Ok(())
@@ -107,17 +116,18 @@ impl Generator {
         if self.status.is_some() {
             return true;
         }
-        // SAFETY: waitid on our own child with WNOWAIT leaves it to be reaped by `stop`.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                self.pid,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        r == 0 && unsafe { info.si_pid() } != 0
+        // WNOWAIT leaves our own child to be reaped by `stop`.
+        match waitid(
+            Id::Pid(Pid::from_raw(self.pid as i32)),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        ) {
+            Ok(WaitStatus::StillAlive) => false,
+            Ok(_) => true,
+            // The call succeeded but nix has no name for the signal that ended it (a real-time
+            // one): it has exited all the same.
+            Err(Errno::EINVAL) => true,
+            Err(_) => false,
+        }
     }
 
     /// Ends it if it still runs (SIGINT to its group, SIGKILL after [`GRACE`]), kills what is
@@ -126,11 +136,10 @@ impl Generator {
         if let Some(s) = self.status {
             return s;
         }
-        let group = -(self.pid as i32);
+        let group = Pid::from_raw(self.pid as i32);
         if !self.exited() {
             self.interrupted = true;
-            // SAFETY: signals our own child's process group.
-            unsafe { libc::kill(group, libc::SIGINT) };
+            let _ = killpg(group, Signal::SIGINT);
             let deadline = Instant::now() + GRACE;
             while !self.exited() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
@@ -141,7 +150,7 @@ impl Generator {
         }
         // The leader is a zombie or alive: its pid still names the group, so this reaches
         // only what it started (a shell's children).
-        unsafe { libc::kill(group, libc::SIGKILL) };
+        let _ = killpg(group, Signal::SIGKILL);
         let status = match self.child.wait() {
             Ok(s) => {
                 use std::os::unix::process::ExitStatusExt;
@@ -176,8 +185,7 @@ impl Drop for Generator {
     fn drop(&mut self) {
         // An error path must not leave a generator running.
         if self.status.is_none() {
-            let group = -(self.pid as i32);
-            unsafe { libc::kill(group, libc::SIGKILL) };
+            let _ = killpg(Pid::from_raw(self.pid as i32), Signal::SIGKILL);
             let _ = self.child.wait();
         }
     }
@@ -292,7 +300,7 @@ mod tests {
         assert!(!g.exited());
         let code = g.stop();
         assert!(g.interrupted);
-        assert_eq!(code, 128 + libc::SIGINT, "sh dies of the SIGINT");
+        assert_eq!(code, 128 + Signal::SIGINT as i32, "sh dies of the SIGINT");
         assert_eq!(g.stdout().0, b"started\n");
         // Nothing of its group is left running (the backgrounded sleep, which ignores SIGINT
         // as a non-interactive shell's background jobs do, got the SIGKILL; it may linger
