@@ -297,12 +297,26 @@ fn steps_page(doc: &Value) -> String {
         }
         .svg(),
     );
-    // The table: every scalar of a step (the series are below, collapsed).
+    // The table: every scalar of a step (the series are below, collapsed); the errors by kind
+    // in one cell, only the kinds that occurred, so a row stays one line high.
     let rows: Vec<Value> = steps
         .iter()
         .map(|s| {
             let mut m = s.as_object().cloned().unwrap_or_default();
             m.remove("series");
+            if let Some(Value::Object(kinds)) = m.get("errors") {
+                let seen: Vec<String> = kinds
+                    .iter()
+                    .filter(|(_, n)| n.as_u64().is_some_and(|n| n > 0))
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                let cell = if seen.is_empty() {
+                    "none".to_string()
+                } else {
+                    seen.join(", ")
+                };
+                m.insert("errors".into(), Value::String(cell));
+            }
             Value::Object(m)
         })
         .collect();
