@@ -76,8 +76,11 @@ pub fn run(filter: Option<&str>) -> Result<()> {
             crate::util::root().join("target/release"),
         )
     };
+    // A bench's exact name runs that bench alone (`load` without `load-hyper`); otherwise
+    // every bench whose name contains the filter.
+    let exact = filter.is_some_and(|f| all().iter().any(|b| b.name == f));
     for b in all() {
-        if filter.is_none_or(|f| b.name.contains(f)) {
+        if filter.is_none_or(|f| b.name == f || (!exact && b.name.contains(f))) {
             eprintln!("== bench {}", b.name);
             (b.run)()?;
         }
