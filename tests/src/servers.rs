@@ -111,6 +111,9 @@ pub struct PhpOptions {
     pub docroot: Option<PathBuf>,
     /// A `cgroup.procs` file php-fpm's master joins before it execs (its workers follow).
     pub cgroup_procs: Option<PathBuf>,
+    /// `pm.max_requests`: a worker exits and is replaced after this many (0: never; worker
+    /// churn for the soak).
+    pub max_requests: u32,
 }
 
 impl PhpStack {
@@ -141,10 +144,11 @@ impl PhpStack {
             format!(
                 "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\n\
                  [www]\nuser = root\ngroup = root\nlisten = {sock}\nlisten.mode = 0666\n\
-                 pm = static\npm.max_children = {workers}\npm.max_requests = 0\n\
+                 pm = static\npm.max_children = {workers}\npm.max_requests = {max_requests}\n\
                  catch_workers_output = yes\nclear_env = no\n",
                 d = d.display(),
-                sock = sock.display()
+                sock = sock.display(),
+                max_requests = opts.max_requests
             ),
         )
         .unwrap();

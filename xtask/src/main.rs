@@ -6,6 +6,7 @@ mod demo;
 mod dist;
 mod fuzz;
 mod setup;
+mod soak;
 mod util;
 mod vm;
 
@@ -53,6 +54,17 @@ enum Cmd {
     /// setup, build, then trace a php-fpm whose working directory is deep in a slow FUSE
     /// mount, and the same server started from a native directory, side by side.
     Demo,
+    /// setup, build, then one long `trapdetect run` against php-fpm with worker and client
+    /// churn: trapdetect's RSS and CPU every 10 s, its event loss, and its counts against the
+    /// server's own. Not part of `test`.
+    Soak {
+        /// Length of the run, minutes.
+        #[arg(long, default_value_t = 30)]
+        minutes: u64,
+        /// Offered rate, requests per second.
+        #[arg(long, default_value_t = 300)]
+        rate: u64,
+    },
     /// Build the static binary (musl), man pages, completions, a tarball and a .deb into
     /// target/dist, and check them: static, runs, installs and removes, traces.
     Dist {
@@ -159,6 +171,11 @@ fn main() -> Result<()> {
                 no_trace_check,
             })
             .map(drop)
+        }
+        Cmd::Soak { minutes, rate } => {
+            setup::run(setup::Scope::All)?;
+            util::cargo(&["build", "--release"])?;
+            soak::run(&soak::Options { minutes, rate })
         }
         Cmd::Bench { filter } => {
             setup::run(setup::Scope::All)?;
