@@ -10,6 +10,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use object::{
+    Endianness, ReadCache, ReadRef, elf,
+    read::elf::{Dyn, FileHeader, NoteIterator, ProgramHeader},
+};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -207,194 +211,221 @@ pub enum ElfError {
     Io(#[from] io::Error),
 }
 
-/// Anything ELF headers can be read from at an offset (a file, or bytes in a test).
+/// Anything an ELF can be read from (a file, or bytes in a test or the fuzzer).
 pub trait ReadAt {
-    /// Reads exactly `buf.len()` bytes at `off`.
-    fn read_exact_at(&self, buf: &mut [u8], off: u64) -> io::Result<()>;
+    /// The length, bytes.
+    fn size(&self) -> io::Result<u64>;
+    /// Reads up to `buf.len()` bytes at `off` (0 at the end) without moving a file offset.
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
 }
 
 impl ReadAt for File {
-    fn read_exact_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        FileExt::read_exact_at(self, buf, off)
+    fn size(&self) -> io::Result<u64> {
+        self.metadata().map(|m| m.len())
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        FileExt::read_at(self, buf, off)
     }
 }
 
 impl ReadAt for [u8] {
-    fn read_exact_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        let off = usize::try_from(off).map_err(|_| io::ErrorKind::UnexpectedEof)?;
-        let end = off
-            .checked_add(buf.len())
-            .filter(|&e| e <= self.len())
-            .ok_or(io::ErrorKind::UnexpectedEof)?;
-        buf.copy_from_slice(&self[off..end]);
-        Ok(())
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.len() as u64)
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
+        let rest = usize::try_from(off)
+            .ok()
+            .and_then(|o| self.get(o..))
+            .unwrap_or(&[]);
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        Ok(n)
     }
 }
 
 /// Upper bounds so a hostile or corrupt binary cannot make us read much.
 const MAX_PHDRS: usize = 512;
 const MAX_SEGMENT: u64 = 1 << 20;
+/// All bytes read from one file (`object::ReadCache` keeps every read until it is dropped).
+const MAX_READ: u64 = 8 << 20;
 
-struct Endian(bool);
+/// A [`ReadAt`] as the stream `object::ReadCache` reads: positioned reads (a file's own offset
+/// does not move, so it can still be hashed from the start), at most `MAX_READ` bytes in all,
+/// and the first I/O error kept (`ReadCache` reports only that a read failed).
+struct Reader<'a, R: ?Sized> {
+    src: &'a R,
+    pos: u64,
+    budget: u64,
+    spent: bool,
+    error: Option<io::Error>,
+}
 
-impl Endian {
-    fn u16(&self, b: &[u8]) -> u16 {
-        let a = [b[0], b[1]];
-        if self.0 {
-            u16::from_le_bytes(a)
-        } else {
-            u16::from_be_bytes(a)
-        }
-    }
-    fn u32(&self, b: &[u8]) -> u32 {
-        let a = [b[0], b[1], b[2], b[3]];
-        if self.0 {
-            u32::from_le_bytes(a)
-        } else {
-            u32::from_be_bytes(a)
-        }
-    }
-    fn u64(&self, b: &[u8]) -> u64 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[..8]);
-        if self.0 {
-            u64::from_le_bytes(a)
-        } else {
-            u64::from_be_bytes(a)
+impl<R: ReadAt + ?Sized> Reader<'_, R> {
+    fn fail(&mut self, e: io::Error) {
+        if e.kind() != io::ErrorKind::UnexpectedEof && self.error.is_none() {
+            self.error = Some(e);
         }
     }
 }
 
-struct Phdr {
-    kind: u32,
-    offset: u64,
-    vaddr: u64,
-    filesz: u64,
+impl<R: ReadAt + ?Sized> object::ReadCacheOps for Reader<'_, R> {
+    fn len(&mut self) -> Result<u64, ()> {
+        self.src.size().map_err(|e| self.fail(e))
+    }
+
+    fn seek(&mut self, pos: u64) -> Result<u64, ()> {
+        self.pos = pos;
+        Ok(pos)
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> Result<usize, ()> {
+        if buf.len() as u64 > self.budget {
+            self.spent = true;
+            return Err(());
+        }
+        loop {
+            match self.src.read_at(buf, self.pos) {
+                Ok(n) => {
+                    self.pos = self.pos.saturating_add(n as u64);
+                    self.budget -= n as u64;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.fail(e);
+                    return Err(());
+                }
+            }
+        }
+    }
+
+    fn read_exact(&mut self, mut buf: &mut [u8]) -> Result<(), ()> {
+        while !buf.is_empty() {
+            match self.read(buf)? {
+                0 => return Err(()),
+                n => buf = &mut buf[n..],
+            }
+        }
+        Ok(())
+    }
 }
 
 fn machine_name(m: u16) -> String {
     match m {
-        3 => "i386".into(),
-        40 => "arm".into(),
-        62 => "x86_64".into(),
-        183 => "aarch64".into(),
-        243 => "riscv".into(),
-        8 => "mips".into(),
-        20 => "ppc".into(),
-        21 => "ppc64".into(),
-        22 => "s390".into(),
-        258 => "loongarch".into(),
+        elf::EM_386 => "i386".into(),
+        elf::EM_ARM => "arm".into(),
+        elf::EM_X86_64 => "x86_64".into(),
+        elf::EM_AARCH64 => "aarch64".into(),
+        elf::EM_RISCV => "riscv".into(),
+        elf::EM_MIPS => "mips".into(),
+        elf::EM_PPC => "ppc".into(),
+        elf::EM_PPC64 => "ppc64".into(),
+        elf::EM_S390 => "s390".into(),
+        elf::EM_LOONGARCH => "loongarch".into(),
         other => format!("e_machine {other}"),
     }
 }
 
-fn read_vec<R: ReadAt + ?Sized>(r: &R, off: u64, len: u64) -> Result<Vec<u8>, ElfError> {
-    if len > MAX_SEGMENT {
-        return Err(ElfError::Malformed("segment larger than 1 MiB"));
+/// Reads PT_INTERP, PT_NOTE (the GNU build-id) and PT_DYNAMIC (DT_NEEDED) from ELF headers with
+/// the `object` crate, through a `ReadCache` that reads only the ranges asked for: the header,
+/// the program headers, those segments (each at most 1 MiB) and the dynamic string table.
+pub fn parse_elf<R: ReadAt + ?Sized>(r: &R) -> Result<ElfInfo, ElfError> {
+    let cache = ReadCache::new(Reader {
+        src: r,
+        pos: 0,
+        budget: MAX_READ,
+        spent: false,
+        error: None,
+    });
+    let info = parse_headers(&cache);
+    let reader = cache.into_inner();
+    match (info, reader.error) {
+        (Err(_), Some(e)) => Err(ElfError::Io(e)),
+        (Err(_), None) if reader.spent => Err(ElfError::Malformed("headers larger than 8 MiB")),
+        (info, _) => info,
     }
-    let mut v = vec![0u8; len as usize];
-    r.read_exact_at(&mut v, off)
-        .map_err(|_| ElfError::Malformed("segment outside the file"))?;
-    Ok(v)
 }
 
-/// Reads PT_INTERP, PT_NOTE (the GNU build-id) and PT_DYNAMIC (DT_NEEDED) from ELF headers.
-pub fn parse_elf<R: ReadAt + ?Sized>(r: &R) -> Result<ElfInfo, ElfError> {
-    let mut ident = [0u8; 16];
-    r.read_exact_at(&mut ident, 0)
-        .map_err(|_| ElfError::NotElf)?;
-    if &ident[..4] != b"\x7fELF" {
+fn parse_headers<'d, D: ReadRef<'d>>(data: D) -> Result<ElfInfo, ElfError> {
+    // e_ident: magic, class, data encoding, version.
+    let ident = data.read_bytes_at(0, 16).map_err(|_| ElfError::NotElf)?;
+    if ident[..4] != elf::ELFMAG {
         return Err(ElfError::NotElf);
     }
     let class = match ident[4] {
-        1 => 32u8,
-        2 => 64,
+        elf::ELFCLASS32 => 32,
+        elf::ELFCLASS64 => 64,
         _ => return Err(ElfError::Malformed("bad class")),
     };
-    let e = Endian(match ident[5] {
-        1 => true,
-        2 => false,
-        _ => return Err(ElfError::Malformed("bad data encoding")),
-    });
-    let wide = class == 64;
-    let mut hdr = [0u8; 64];
-    let hlen = if wide { 64 } else { 52 };
-    r.read_exact_at(&mut hdr[..hlen], 0)
-        .map_err(|_| ElfError::Malformed("short header"))?;
-    let machine = machine_name(e.u16(&hdr[18..]));
-    let (phoff, phentsize, phnum) = if wide {
-        (e.u64(&hdr[32..]), e.u16(&hdr[54..]), e.u16(&hdr[56..]))
+    if ident[5] != elf::ELFDATA2LSB && ident[5] != elf::ELFDATA2MSB {
+        return Err(ElfError::Malformed("bad data encoding"));
+    }
+    if ident[6] != elf::EV_CURRENT {
+        return Err(ElfError::Malformed("bad version"));
+    }
+    if class == 32 {
+        segments::<elf::FileHeader32<Endianness>, D>(data, class)
     } else {
-        (
-            e.u32(&hdr[28..]) as u64,
-            e.u16(&hdr[42..]),
-            e.u16(&hdr[44..]),
-        )
-    };
-    let need = if wide { 56 } else { 32 };
-    if (phentsize as usize) < need || phnum as usize > MAX_PHDRS {
+        segments::<elf::FileHeader64<Endianness>, D>(data, class)
+    }
+}
+
+fn segments<'d, H, D>(data: D, class: u8) -> Result<ElfInfo, ElfError>
+where
+    H: FileHeader<Endian = Endianness>,
+    D: ReadRef<'d>,
+{
+    let h = H::parse(data).map_err(|_| ElfError::Malformed("short header"))?;
+    let endian = h
+        .endian()
+        .map_err(|_| ElfError::Malformed("bad data encoding"))?;
+    let bad_table = |_| ElfError::Malformed("bad program header table");
+    let phnum = h.phnum(endian, data).map_err(bad_table)?;
+    if phnum > MAX_PHDRS {
         return Err(ElfError::Malformed("bad program header table"));
     }
-    let table = read_vec(r, phoff, phentsize as u64 * phnum as u64)?;
-    let phdrs: Vec<Phdr> = table
-        .chunks_exact(phentsize as usize)
-        .map(|p| {
-            if wide {
-                Phdr {
-                    kind: e.u32(p),
-                    offset: e.u64(&p[8..]),
-                    vaddr: e.u64(&p[16..]),
-                    filesz: e.u64(&p[32..]),
-                }
-            } else {
-                Phdr {
-                    kind: e.u32(p),
-                    offset: e.u32(&p[4..]) as u64,
-                    vaddr: e.u32(&p[8..]) as u64,
-                    filesz: e.u32(&p[16..]) as u64,
-                }
-            }
-        })
-        .collect();
+    let phdrs = h.program_headers(endian, data).map_err(bad_table)?;
+    let bytes = |off: u64, len: u64| {
+        if len > MAX_SEGMENT {
+            return Err(ElfError::Malformed("segment larger than 1 MiB"));
+        }
+        data.read_bytes_at(off, len)
+            .map_err(|_| ElfError::Malformed("segment outside the file"))
+    };
+    let segment =
+        |p: &H::ProgramHeader| bytes(p.p_offset(endian).into(), p.p_filesz(endian).into());
     let mut info = ElfInfo {
         class,
-        machine,
+        machine: machine_name(h.e_machine(endian)),
         ..Default::default()
     };
-    const PT_LOAD: u32 = 1;
-    const PT_DYNAMIC: u32 = 2;
-    const PT_INTERP: u32 = 3;
-    const PT_NOTE: u32 = 4;
-    for p in &phdrs {
-        match p.kind {
-            PT_INTERP => {
-                let b = read_vec(r, p.offset, p.filesz)?;
+    for p in phdrs {
+        match p.p_type(endian) {
+            elf::PT_INTERP => {
+                let b = segment(p)?;
                 let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
                 info.interp = Some(String::from_utf8_lossy(&b[..end]).into_owned());
             }
-            PT_NOTE if info.build_id.is_none() => {
-                let b = read_vec(r, p.offset, p.filesz)?;
-                info.build_id = build_id(&e, &b);
+            elf::PT_NOTE if info.build_id.is_none() => {
+                info.build_id = build_id::<H>(endian, p.p_align(endian), segment(p)?);
             }
             _ => {}
         }
     }
-    if let Some(dynp) = phdrs.iter().find(|p| p.kind == PT_DYNAMIC) {
+    if let Some(dynp) = phdrs.iter().find(|p| p.p_type(endian) == elf::PT_DYNAMIC) {
         info.dynamic = true;
-        let b = read_vec(r, dynp.offset, dynp.filesz)?;
-        let step = if wide { 16 } else { 8 };
+        let b = segment(dynp)?;
+        // A partial entry at the end is ignored.
+        let (dyns, _) = object::pod::slice_from_bytes::<H::Dyn>(b, b.len() / size_of::<H::Dyn>())
+            .map_err(|_| ElfError::Malformed("misaligned dynamic segment"))?;
         let (mut strtab, mut strsz, mut needed) = (None, None, vec![]);
-        for d in b.chunks_exact(step) {
-            let (tag, val) = if wide {
-                (e.u64(d), e.u64(&d[8..]))
-            } else {
-                (e.u32(d) as u64, e.u32(&d[4..]) as u64)
-            };
-            match tag {
-                0 => break,
-                1 => needed.push(val),
-                5 => strtab = Some(val),
-                10 => strsz = Some(val),
+        for d in dyns {
+            let val: u64 = d.d_val(endian).into();
+            match d.d_tag(endian).into() {
+                elf::DT_NULL => break,
+                elf::DT_NEEDED => needed.push(val),
+                elf::DT_STRTAB => strtab = Some(val),
+                elf::DT_STRSZ => strsz = Some(val),
                 _ => {}
             }
         }
@@ -402,13 +433,16 @@ pub fn parse_elf<R: ReadAt + ?Sized>(r: &R) -> Result<ElfInfo, ElfError> {
             // DT_STRTAB is a virtual address: map it through the PT_LOAD that holds it.
             let off = phdrs
                 .iter()
-                .filter(|p| p.kind == PT_LOAD)
-                .find(|p| va >= p.vaddr && va < p.vaddr + p.filesz)
-                .map(|p| va - p.vaddr + p.offset);
+                .filter(|p| p.p_type(endian) == elf::PT_LOAD)
+                .find_map(|p| {
+                    va.checked_sub(p.p_vaddr(endian).into())
+                        .filter(|&d| d < p.p_filesz(endian).into())
+                        .and_then(|d| d.checked_add(p.p_offset(endian).into()))
+                });
             if let Some(off) = off {
-                let strs = read_vec(r, off, sz)?;
+                let strs = bytes(off, sz)?;
                 for n in needed {
-                    let Some(s) = strs.get(n as usize..) else {
+                    let Some(s) = usize::try_from(n).ok().and_then(|n| strs.get(n..)) else {
                         continue;
                     };
                     let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
@@ -421,28 +455,17 @@ pub fn parse_elf<R: ReadAt + ?Sized>(r: &R) -> Result<ElfInfo, ElfError> {
     Ok(info)
 }
 
-/// Finds NT_GNU_BUILD_ID (type 3, name "GNU") in a note segment.
-fn build_id(e: &Endian, b: &[u8]) -> Option<String> {
-    let mut i = 0usize;
-    while i + 12 <= b.len() {
-        let namesz = e.u32(&b[i..]) as usize;
-        let descsz = e.u32(&b[i + 4..]) as usize;
-        let kind = e.u32(&b[i + 8..]);
-        let name_at = i + 12;
-        let desc_at = name_at.checked_add(namesz.checked_add(3)? & !3)?;
-        let next = desc_at.checked_add(descsz.checked_add(3)? & !3)?;
-        if desc_at.checked_add(descsz)? > b.len() {
-            return None;
+/// Finds NT_GNU_BUILD_ID (name "GNU") in a note segment; `None` when the notes are malformed.
+fn build_id<H: FileHeader<Endian = Endianness>>(
+    endian: Endianness,
+    align: H::Word,
+    b: &[u8],
+) -> Option<String> {
+    let mut notes = NoteIterator::<H>::new(endian, align, b).ok()?;
+    while let Ok(Some(n)) = notes.next() {
+        if n.n_type(endian) == elf::NT_GNU_BUILD_ID && n.name() == elf::ELF_NOTE_GNU {
+            return Some(n.desc().iter().map(|x| format!("{x:02x}")).collect());
         }
-        if kind == 3 && namesz == 4 && &b[name_at..name_at + 4] == b"GNU\0" {
-            return Some(
-                b[desc_at..desc_at + descsz]
-                    .iter()
-                    .map(|x| format!("{x:02x}"))
-                    .collect(),
-            );
-        }
-        i = next;
     }
     None
 }
@@ -935,6 +958,97 @@ mod tests {
         ));
         let b = fixture("musl-hello.elf");
         assert!(parse_elf(&b[..200]).is_err());
+    }
+
+    #[test]
+    fn truncated_or_corrupt_elf_is_an_error_not_a_panic() {
+        let b = fixture("musl-hello.elf");
+        // The fixture's PT_DYNAMIC ends at 0x2fd0: every shorter prefix points outside the file.
+        for n in 0..0x2fd0 {
+            assert!(parse_elf(&b[..n]).is_err(), "prefix of {n} bytes");
+        }
+        assert!(parse_elf(&b[..0x2fd0]).is_ok());
+        let patched = |at: usize, v: &[u8]| {
+            let mut c = b.clone();
+            c[at..at + v.len()].copy_from_slice(v);
+            parse_elf(&c[..])
+        };
+        let msg = |r: Result<ElfInfo, ElfError>| r.unwrap_err().to_string();
+        // e_phnum (offset 56) over the cap.
+        assert_eq!(
+            msg(patched(56, &600u16.to_le_bytes())),
+            "malformed ELF: bad program header table"
+        );
+        // PT_INTERP (program header 1, at 64 + 56) with p_filesz (its offset 32) of 2 MiB.
+        assert_eq!(
+            msg(patched(64 + 56 + 32, &(2u64 << 20).to_le_bytes())),
+            "malformed ELF: segment larger than 1 MiB"
+        );
+        // ... and with p_offset (its offset 8) past the end.
+        assert_eq!(
+            msg(patched(64 + 56 + 8, &u64::MAX.to_le_bytes())),
+            "malformed ELF: segment outside the file"
+        );
+        assert_eq!(msg(patched(4, &[3])), "malformed ELF: bad class");
+        // A build-id note whose n_descsz (at PT_NOTE's 0x28c + 4) runs past the segment: no
+        // build-id, the rest still read.
+        let e = patched(0x28c + 4, &u32::MAX.to_le_bytes()).unwrap();
+        assert_eq!((e.libc(), e.build_id), (Libc::Musl, None));
+        // Pseudo-random bytes after a valid e_ident, and random bytes over the real headers.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..2000 {
+            let mut c = b[..0x2fd0].to_vec();
+            for _ in 0..1 + next() % 8 {
+                let at = 16 + (next() % 0x2c0) as usize;
+                c[at] = next() as u8;
+            }
+            let _ = parse_elf(&c[..]);
+            let g: Vec<u8> = b[..16]
+                .iter()
+                .copied()
+                .chain((0..next() % 4096).map(|_| next() as u8))
+                .collect();
+            let _ = parse_elf(&g[..]);
+        }
+    }
+
+    #[test]
+    fn reads_are_capped_in_all() {
+        // 20 PT_INTERP segments of 1 MiB at distinct offsets of a 2 MiB file: each one is
+        // allowed, together they are more than the read cache may hold.
+        let mut b = vec![0u8; 2 << 20];
+        b[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
+        let put = |b: &mut [u8], at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+        put(&mut b, 18, &62u16.to_le_bytes());
+        put(&mut b, 32, &64u64.to_le_bytes());
+        put(&mut b, 54, &56u16.to_le_bytes());
+        put(&mut b, 56, &20u16.to_le_bytes());
+        for i in 0..20 {
+            let p = 64 + 56 * i;
+            put(&mut b, p, &3u32.to_le_bytes());
+            put(&mut b, p + 8, &(4096 + i as u64).to_le_bytes());
+            put(&mut b, p + 32, &(1u64 << 20).to_le_bytes());
+        }
+        assert_eq!(
+            parse_elf(&b[..]).unwrap_err().to_string(),
+            "malformed ELF: headers larger than 8 MiB"
+        );
+        put(&mut b, 56, &2u16.to_le_bytes());
+        assert_eq!(parse_elf(&b[..]).unwrap().interp.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn reading_a_file_leaves_its_offset_for_the_hash() {
+        use std::io::Seek;
+        let mut f = File::open(std::env::current_exe().unwrap()).unwrap();
+        parse_elf(&f).unwrap();
+        assert_eq!(f.stream_position().unwrap(), 0);
     }
 
     #[test]
