@@ -174,14 +174,7 @@ impl Timeline {
                 }
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font((FONT, 12))
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
     }
 }
 
@@ -218,10 +211,17 @@ where
     Ok(())
 }
 
-fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Res {
+/// Every chart's legend box: one style, at `pos`.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> Res
+where
+    DB::ErrorType: 'static,
+{
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(pos)
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(200, 200, 200))
         .label_font((FONT, 12))
@@ -286,7 +286,7 @@ impl Stacked {
                     .label(s.name.clone())
                     .legend(move |(x, y)| swatch(x, y, c));
             }
-            legend(&mut chart)
+            legend(&mut chart, SeriesLabelPosition::UpperRight)
         })
     }
 }
@@ -432,14 +432,7 @@ impl Steps {
                 });
             chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font((FONT, 12))
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 }
 
@@ -506,14 +499,7 @@ impl Bars {
                     .label(name.clone())
                     .legend(move |(x, y)| swatch(x, y, c));
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(200, 200, 200))
-                .label_font((FONT, 12))
-                .draw()?;
-            Ok(())
+            legend(&mut chart, SeriesLabelPosition::UpperRight)
         })
     }
 }
@@ -576,14 +562,7 @@ impl Histogram {
                     .label(name.clone())
                     .legend(move |(x, y)| swatch(x, y, c));
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(200, 200, 200))
-                .label_font((FONT, 12))
-                .draw()?;
-            Ok(())
+            legend(&mut chart, SeriesLabelPosition::UpperRight)
         })
     }
 }

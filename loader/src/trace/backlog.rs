@@ -12,9 +12,7 @@ use std::{
     os::fd::{AsRawFd, OwnedFd},
 };
 
-use nix::sys::socket::{
-    AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, recv, send, socket,
-};
+use nix::sys::socket::{AddressFamily, MsgFlags, recv, send};
 
 /// The target's listeners at one instant.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -80,13 +78,7 @@ const AF_UNIX: u8 = AddressFamily::Unix as i32 as u8;
 /// (inode, queued, backlog) of every listening unix socket in this network namespace.
 pub fn unix_listeners() -> io::Result<Vec<(u64, u64, u64)>> {
     // Closed on return.
-    let fd = socket(
-        AddressFamily::Netlink,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        SockProtocol::NetlinkSockDiag,
-    )?;
-    unix_dump(&fd)
+    unix_dump(&crate::host::net::diag::sock_diag_socket()?)
 }
 
 fn unix_dump(fd: &OwnedFd) -> io::Result<Vec<(u64, u64, u64)>> {

@@ -62,15 +62,20 @@ pub struct Diag {
     per_family: bool,
 }
 
+/// A netlink sock_diag socket in the calling thread's network namespace (closed on drop).
+pub fn sock_diag_socket() -> io::Result<std::os::fd::OwnedFd> {
+    Ok(socket(
+        AddressFamily::Netlink,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkSockDiag,
+    )?)
+}
+
 impl Diag {
     /// Opens a sock_diag socket in the calling thread's network namespace.
     pub fn open() -> io::Result<Self> {
-        let fd = socket(
-            AddressFamily::Netlink,
-            SockType::Datagram,
-            SockFlag::SOCK_CLOEXEC,
-            SockProtocol::NetlinkSockDiag,
-        )?;
+        let fd = sock_diag_socket()?;
         Ok(Diag {
             fd,
             seq: 0,
