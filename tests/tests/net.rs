@@ -86,19 +86,35 @@ fn time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves() {
     // The server enters TIME_WAIT when it processes the client's FIN, which under load can be
     // after the client loop returned: the latest a TIME_WAIT can have started is the end of
     // the poll that saw the namespace settled.
-    let mut settled = Instant::now();
-    wait_until("the namespace to settle", LIMIT, || {
+    let mut settled;
+    let t0 = Instant::now();
+    loop {
         let o = ns.exec(
             &[
-                "sh",
-                "-c",
-                "ss -Htan exclude time-wait exclude listening | wc -l",
+                "ss",
+                "-Htan",
+                "exclude",
+                "time-wait",
+                "exclude",
+                "listening",
             ],
             LIMIT,
         );
         settled = Instant::now();
-        String::from_utf8_lossy(&o.stdout).trim() == "0"
-    });
+        let left = String::from_utf8_lossy(&o.stdout).into_owned();
+        if left.trim().is_empty() {
+            break;
+        }
+        // Name what lingers when it does not settle (the sockets, with their states).
+        assert!(
+            t0.elapsed() < LIMIT,
+            "the namespace did not settle within {LIMIT:?}; left besides TIME_WAIT and \
+             LISTEN ({} sockets, first 20):\n{}",
+            left.lines().count(),
+            left.lines().take(20).collect::<Vec<_>>().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     let before = Instant::now();
     let (code, r) = census(&["--netns", ns.name(), "--port", "8080"]);
