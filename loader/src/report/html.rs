@@ -706,17 +706,12 @@ fn load_section(o: &mut String, l: &Value, marks: &[Marks]) {
     );
 }
 
-/// Per-second fields of `run`'s timeline the load charts or the charts below already show;
-/// every other numeric field (or object of numbers) gets a chart of its own, so a field added
-/// to the timeline shows up without a change here.
-const RUN_SHOWN: [&str; 16] = [
+/// Per-second fields of `run`'s timeline the charts below already show (beside the load
+/// columns, `traps::run::LOAD_COLUMNS`, which the load charts show); every other numeric field
+/// (or object of numbers) gets a chart of its own, so a field added to the timeline shows up
+/// without a change here.
+const RUN_SHOWN: [&str; 10] = [
     "t_s",
-    "offered",
-    "ok_2xx",
-    "non_2xx",
-    "errors",
-    "p99_us",
-    "in_flight",
     "marks",
     "cores_busy",
     "target_cores",
@@ -854,7 +849,9 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
             let chartable = v.is_number()
                 || v.as_object()
                     .is_some_and(|m| !m.is_empty() && m.values().all(|x| x.is_number()));
-            if chartable && !RUN_SHOWN.contains(&k.as_str()) && !extra.contains(k) {
+            let shown = RUN_SHOWN.contains(&k.as_str())
+                || crate::traps::run::LOAD_COLUMNS.contains(&k.as_str());
+            if chartable && !shown && !extra.contains(k) {
                 extra.push(k.clone());
             }
         }

@@ -9,6 +9,17 @@ use super::{Finding, Severity, round};
 /// Off-CPU class names, in `trapdetect_common::offcpu` order.
 pub use trapdetect_common::offcpu::CLASS_NAMES;
 
+/// Load-side columns of the timeline, in the names of [`RunSecond`]'s fields: what a load
+/// generator's results supply (an external one may give only some of them).
+pub const LOAD_COLUMNS: [&str; 6] = [
+    "offered",
+    "ok_2xx",
+    "non_2xx",
+    "errors",
+    "p99_us",
+    "in_flight",
+];
+
 /// One second of the joined timeline (load side, then kernel side).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RunSecond {
@@ -575,6 +586,14 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn load_columns_are_fields_of_the_timeline() {
+        let row = serde_json::to_value(RunSecond::default()).unwrap();
+        for c in LOAD_COLUMNS {
+            assert!(row.get(c).is_some(), "{c} is not a RunSecond field: {row}");
+        }
+    }
 
     fn secs(n: u64, f: impl Fn(u64) -> RunSecond) -> Vec<RunSecond> {
         (0..n).map(f).collect()

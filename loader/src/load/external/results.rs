@@ -15,15 +15,8 @@ use serde_json::Value;
 
 use super::time::rfc3339;
 
-/// Load-side columns of the joined timeline, in the names of `traps::run::RunSecond`.
-pub const COLUMNS: [&str; 6] = [
-    "offered",
-    "ok_2xx",
-    "non_2xx",
-    "errors",
-    "p99_us",
-    "in_flight",
-];
+/// Load-side columns of the joined timeline (defined beside `traps::run::RunSecond`).
+pub use crate::traps::run::LOAD_COLUMNS as COLUMNS;
 
 /// A results format trapdetect reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
