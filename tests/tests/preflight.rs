@@ -825,7 +825,7 @@ fn bad_input_is_one_line_and_exit_2() {
     let cases: Vec<(Vec<String>, String)> = vec![
         (
             vec!["--pid".into(), "2147483647".into()],
-            "--pid 2147483647: no such process".into(),
+            "no process with pid 2147483647".into(),
         ),
         (
             vec!["--dir".into(), "/nonexistent/trapdetect-e2e".into()],

@@ -260,7 +260,7 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     // Inputs first, so bad ones fail before any time is spent.
     if let Some(pid) = args.pid {
         process::read_basic(pid)?;
-        if crate::host::mounts::is_zombie(pid) {
+        if process::is_zombie(pid) {
             return Err(Error::usage(format!(
                 "--pid {pid} is a zombie (it exited and its parent has not reaped it): nothing to check"
             )));
@@ -304,7 +304,13 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
 
     let root = Path::new("/");
     let target = match args.pid {
-        Some(pid) => Some(process::read(pid, process::ReadOptions { hash_exe: true })?),
+        Some(pid) => Some(process::read(
+            pid,
+            process::ReadOptions {
+                hash_exe: true,
+                ..Default::default()
+            },
+        )?),
         None => None,
     };
     let obs = Observed {

@@ -9,4 +9,3 @@ pub mod host;
 pub mod mounts;
 pub mod net;
 pub mod process;
-pub mod tree;

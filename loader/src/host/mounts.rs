@@ -193,16 +193,6 @@ fn unescape(field: &str) -> Vec<u8> {
     out
 }
 
-/// The process is in state Z (`/proc/PID/stat`'s third field, after the last `)`).
-pub fn is_zombie(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.iter()
-            .rposition(|&b| b == b')')
-            .and_then(|i| s.get(i + 2))
-            == Some(&b'Z')
-    })
-}
-
 impl MountTable {
     /// Parses the text of a mountinfo file.
     pub fn parse(text: &str) -> std::result::Result<Self, ParseError> {
@@ -250,7 +240,7 @@ impl MountTable {
     pub fn of_pid(pid: u32) -> Result<Self> {
         Self::read(&Path::new("/proc").join(pid.to_string()).join("mountinfo")).map_err(|e| {
             // A zombie has no mount namespace left (EINVAL): say what the process is.
-            if is_zombie(pid) {
+            if super::process::is_zombie(pid) {
                 Error::usage(format!(
                     "pid {pid} is a zombie (it exited and its parent has not reaped it): nothing to inspect"
                 ))

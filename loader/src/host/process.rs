@@ -1,7 +1,9 @@
-//! One process as preflight sees it: which binary it runs (path, sha256, build-id, libc), where
-//! it runs from, how long it has run and how much memory it has held, who traces it and which
-//! CPUs it may use. Parsers are pure (tested on recorded /proc files); `read` does the I/O and
-//! records what it was not allowed to read instead of failing.
+//! The one process model: which binary a process runs (path, sha256, build-id, libc), where it
+//! runs from, how long it has run and how much memory it has held, who traces it and which CPUs
+//! it may use; and its tree (descendants, liveness across pid reuse). `trace` and `run` read a
+//! process's identity ([`Depth::Identity`]), `preflight` all of it ([`Depth::Full`]). Parsers
+//! are pure (tested on recorded /proc files); `read` does the I/O and records what it was not
+//! allowed to read instead of failing.
 
 use std::{
     fs::File,
@@ -505,10 +507,22 @@ pub struct Exe {
     pub elf_error: Option<String>,
 }
 
+impl Exe {
+    /// The link as the kernel shows it: the path, then ` (deleted)` when it was replaced.
+    pub fn link(&self) -> Vec<u8> {
+        let mut l = self.path.clone();
+        if self.deleted {
+            l.extend_from_slice(DELETED);
+        }
+        l
+    }
+}
+
+const DELETED: &[u8] = b" (deleted)";
+
 /// Splits a readlink result into the path and whether the kernel marked it ` (deleted)`.
 pub fn split_deleted(link: &[u8]) -> (Vec<u8>, bool) {
-    const SUFFIX: &[u8] = b" (deleted)";
-    match link.strip_suffix(SUFFIX) {
+    match link.strip_suffix(DELETED) {
         Some(p) => (p.to_vec(), true),
         None => (link.to_vec(), false),
     }
@@ -532,7 +546,8 @@ pub struct Traced {
     pub tracer_pid: u32,
 }
 
-/// A process snapshot.
+/// A process snapshot. At [`Depth::Identity`] only `pid`, `stat`, `status`, `cmdline`,
+/// `age_s`, `exe` (its path, not its contents) and `cwd` are read; the rest stays empty.
 #[derive(Clone, Debug)]
 pub struct Process {
     /// Pid.
@@ -599,7 +614,7 @@ fn readlink(p: &Path) -> io::Result<Vec<u8>> {
 pub fn read_basic(pid: u32) -> Result<(Stat, Status)> {
     let stat_text = std::fs::read(proc_path(pid, "stat")).map_err(|e| {
         if e.kind() == io::ErrorKind::NotFound {
-            Error::usage(format!("--pid {pid}: no such process"))
+            Error::usage(format!("no process with pid {pid}"))
         } else {
             Error::input(format!("/proc/{pid}/stat"), e)
         }
@@ -612,11 +627,34 @@ pub fn read_basic(pid: u32) -> Result<(Stat, Status)> {
     Ok((stat, status))
 }
 
+/// How much of a process [`read`] reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Depth {
+    /// Who it is: stat, status, argv, the executable's path, the working directory (what a
+    /// trace names its target by; no file is opened).
+    Identity,
+    /// Everything: also the executable's ELF facts, open files, tracers and children.
+    #[default]
+    Full,
+}
+
 /// Options for [`read`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReadOptions {
-    /// Hash the executable (reads the whole file).
+    /// How much to read.
+    pub depth: Depth,
+    /// Hash the executable (reads the whole file; [`Depth::Full`] only).
     pub hash_exe: bool,
+}
+
+impl ReadOptions {
+    /// [`Depth::Identity`].
+    pub fn identity() -> ReadOptions {
+        ReadOptions {
+            depth: Depth::Identity,
+            hash_exe: false,
+        }
+    }
 }
 
 /// Snapshots a process. Missing privileges are recorded in `denied`, not raised.
@@ -647,8 +685,9 @@ pub fn read(pid: u32, opts: ReadOptions) -> Result<Process> {
                 elf_error: None,
             };
             // Open through /proc: this is the image that runs, even when the path was replaced.
-            match File::open(proc_path(pid, "exe")) {
-                Ok(mut f) => {
+            match (opts.depth == Depth::Full).then(|| File::open(proc_path(pid, "exe"))) {
+                None => {}
+                Some(Ok(mut f)) => {
                     exe.size_bytes = f.metadata().ok().map(|m| m.len());
                     match parse_elf(&f) {
                         Ok(e) => exe.elf = Some(e),
@@ -658,7 +697,7 @@ pub fn read(pid: u32, opts: ReadOptions) -> Result<Process> {
                         exe.sha256 = sha256_file(&mut f).ok();
                     }
                 }
-                Err(e) => deny("exe (contents)", &e),
+                Some(Err(e)) => deny("exe (contents)", &e),
             }
             Some(exe)
         }
@@ -673,6 +712,35 @@ pub fn read(pid: u32, opts: ReadOptions) -> Result<Process> {
             deny("cwd", &e);
             None
         }
+    };
+    let mut p = Process {
+        pid,
+        stat,
+        status,
+        cmdline,
+        age_s,
+        exe,
+        cwd,
+        fd_count: None,
+        open_paths: vec![],
+        traced: vec![],
+        children: vec![],
+        denied,
+    };
+    if opts.depth == Depth::Full {
+        read_details(&mut p);
+    }
+    Ok(p)
+}
+
+/// The [`Depth::Full`] part of [`read`]: open files, tracers, children.
+fn read_details(p: &mut Process) {
+    let pid = p.pid;
+    let mut deny = |what: &'static str, e: &io::Error| {
+        p.denied.push(Denied {
+            what,
+            reason: e.to_string(),
+        })
     };
     let (mut fd_count, mut open_paths) = (None, vec![]);
     match std::fs::read_dir(proc_path(pid, "fd")) {
@@ -727,20 +795,10 @@ pub fn read(pid: u32, opts: ReadOptions) -> Result<Process> {
         children.push((child, readlink(&proc_path(child, "cwd")).ok()));
     }
     traced.sort_by_key(|t| t.tid);
-    Ok(Process {
-        pid,
-        stat,
-        status,
-        cmdline,
-        age_s,
-        exe,
-        cwd,
-        fd_count,
-        open_paths,
-        traced,
-        children,
-        denied,
-    })
+    p.fd_count = fd_count;
+    p.open_paths = open_paths;
+    p.traced = traced;
+    p.children = children;
 }
 
 /// Direct children of `pid`, from /proc/PID/task/*/children (needs no privilege).
@@ -817,6 +875,28 @@ pub fn descendants(scan: &[ProcEntry], pid: u32) -> Vec<u32> {
         i += 1;
     }
     out
+}
+
+/// `root` and all its descendants now (one scan of /proc).
+pub fn tree_now(root: u32) -> Vec<u32> {
+    descendants(&scan(), root)
+}
+
+/// Whether the process that started at `start_ticks` is still alive (not exited, not a
+/// reused pid). A zombie still has its stat: exited for our purposes.
+pub fn alive(pid: u32, start_ticks: u64) -> bool {
+    std::fs::read(proc_path(pid, "stat"))
+        .ok()
+        .and_then(|t| parse_stat(&t))
+        .is_some_and(|st| st.start_ticks == start_ticks && st.state != 'Z')
+}
+
+/// The process is in state Z: it exited and its parent has not reaped it.
+pub fn is_zombie(pid: u32) -> bool {
+    std::fs::read(proc_path(pid, "stat"))
+        .ok()
+        .and_then(|t| parse_stat(&t))
+        .is_some_and(|st| st.state == 'Z')
 }
 
 /// `comm` of a process, escaped; `?` when it is gone.
@@ -920,6 +1000,52 @@ mod tests {
             (b"/usr/sbin/php-fpm8.2".to_vec(), true)
         );
         assert_eq!(split_deleted(b"/bin/x"), (b"/bin/x".to_vec(), false));
+        let (path, deleted) = split_deleted(b"/usr/sbin/php-fpm8.2 (deleted)");
+        let exe = Exe {
+            path,
+            deleted,
+            sha256: None,
+            size_bytes: None,
+            elf: None,
+            elf_error: None,
+        };
+        assert_eq!(exe.link(), b"/usr/sbin/php-fpm8.2 (deleted)");
+    }
+
+    #[test]
+    fn this_process_at_each_depth() {
+        let me = std::process::id();
+        let id = read(me, ReadOptions::identity()).unwrap();
+        let cwd = std::env::current_dir()
+            .unwrap()
+            .into_os_string()
+            .into_encoded_bytes();
+        assert_eq!(id.pid, me);
+        assert_eq!(id.cwd.as_deref(), Some(cwd.as_slice()));
+        assert_eq!(
+            id.exe.as_ref().unwrap().path,
+            std::env::current_exe()
+                .unwrap()
+                .into_os_string()
+                .into_encoded_bytes()
+        );
+        // Identity opens no file: no ELF facts, no descriptors, no children.
+        assert!(id.exe.as_ref().unwrap().elf.is_none());
+        assert_eq!((id.fd_count, id.open_paths.len()), (None, 0));
+        let full = read(me, ReadOptions::default()).unwrap();
+        assert!(full.exe.as_ref().unwrap().elf.is_some());
+        assert!(full.fd_count.unwrap() >= 3);
+        assert_eq!(full.stat.start_ticks, id.stat.start_ticks);
+        assert!(alive(me, id.stat.start_ticks));
+        assert!(!alive(me, id.stat.start_ticks + 1));
+        assert!(!is_zombie(me));
+        assert!(tree_now(me).starts_with(&[me]));
+        let gone = read(u32::MAX - 1, ReadOptions::identity()).unwrap_err();
+        assert!(matches!(gone, Error::Usage(_)));
+        assert_eq!(
+            gone.to_string(),
+            format!("no process with pid {}", u32::MAX - 1)
+        );
     }
 
     #[test]

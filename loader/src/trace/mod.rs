@@ -9,6 +9,7 @@ pub mod probe_load;
 pub mod quota;
 pub mod requests;
 pub mod seconds;
+mod session;
 
 use std::{
     collections::HashMap,
@@ -16,28 +17,25 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use aya::maps::{MapData, RingBuf};
 use trapdetect_common::{
     counters::*,
-    names::{PROG_FUSE_REQUEST_SEND, PROG_INET_SOCK_SET_STATE},
-    paths::{PATH_CAP, PF_TRUNCATED, PathEvent, PathKey},
+    paths::{PATH_CAP, PathEvent, PathKey},
 };
 
+use self::session::{Observations, Session};
 use crate::{
     error::Result,
     escape,
-    host::{
-        mounts::{MountTable, normalize},
-        tree,
-    },
-    probe::{AttachOptions, Probes},
+    host::{mounts::normalize, process},
+    probe::Probes,
     report::{Measurement, Report, Requests, Target},
     traps::{
         self,
-        fs::{CwdObs, FsObservation, Work},
+        fs::{FsObservation, Work},
         round,
     },
 };
@@ -165,7 +163,7 @@ struct CwdSampler {
 
 impl CwdSampler {
     fn rescan(&mut self, pid: u32) {
-        self.tree = tree::descendants(pid);
+        self.tree = process::tree_now(pid);
     }
 
     fn sample(&mut self) {
@@ -231,191 +229,44 @@ fn work_between(
     }
 }
 
-/// Runs a session and returns its report (exit code computed by the caller's `finish`).
+/// Runs a session and returns its report (exit code computed by the caller's `finish`):
+/// attach, hold the window, gather what was observed once, then judge it.
 pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Report> {
     // First: a Ctrl-C during setup must end the window, not be lost.
     install_signal_handlers();
-    let target = tree::info(opts.pid)?;
-    for &c in &opts.watch_clients {
-        tree::info(c)?;
-    }
-    crate::probe::check_privilege()?;
-    let mut mounts = MountTable::of_pid(opts.pid)?;
-    // The static census first: the target's listening ports come from it.
-    let net_start = net::start(opts.pid, &opts.watch_clients);
-    let mut probes = Probes::attach(
-        opts.btf.as_deref(),
-        &AttachOptions {
-            skip: opts.skip_probes.clone(),
-            watch_clients: !opts.watch_clients.is_empty(),
-            offcpu: opts.offcpu,
-        },
-    )?;
-    // Mark the target first: from here on its forks are followed in the kernel. Then walk
-    // /proc twice to catch descendants forked before the fork probe saw them. Watched
-    // clients the same way.
-    probes.trace_pids(&[opts.pid])?;
-    probes.watch_client_pids(&opts.watch_clients)?;
-    for _ in 0..2 {
-        let scan = crate::host::process::scan();
-        probes.trace_pids(&crate::host::process::descendants(&scan, opts.pid))?;
-        for &c in &opts.watch_clients {
-            probes.watch_client_pids(&crate::host::process::descendants(&scan, c))?;
-        }
-    }
-    let ring = probes.take_path_events()?;
-    let done = Arc::new(AtomicBool::new(false));
-    let reader = spawn_ring_reader(ring, done.clone());
-
-    // The sampler's baseline is read here, before the start line a caller may wait for.
-    let mut armed = net::arm(&net_start, &mut probes)?;
-    // Payload on the server's ports, whatever client sent it: its listening ports and the
-    // probe's.
-    let mut own_ports = net::listening_ports(&net_start);
-    own_ports.sort_unstable();
-    own_ports.dedup();
-    let front_ports: Vec<u16> = load
-        .as_deref()
-        .and_then(|l| l.server_port())
-        .filter(|p| !own_ports.contains(p))
-        .into_iter()
-        .collect();
-    let served_on = probes.watch_served_ports(&own_ports, &front_ports)?;
-    eprintln!(
-        "Tracing pid {} ({}) and its children for {:.1} s... Ctrl-C to end.",
-        opts.pid,
-        escape::bytes(&target.comm),
-        opts.duration.as_secs_f64()
-    );
-    if let Some(l) = load.as_deref_mut() {
-        l.start()?;
-    }
-    let start = Instant::now();
-    let mut exited_after = None;
-    let mut last_progress = Instant::now();
-    let mut cwds = CwdSampler::default();
-    cwds.rescan(opts.pid);
-    cwds.sample();
-    let cpu_before = thread_cpu_ns(&cwds.tree);
-    let mut last_sample = Instant::now();
-    let mut last_rescan = Instant::now();
-    while start.elapsed() < opts.duration && !STOP.load(Ordering::SeqCst) {
-        if last_rescan.elapsed() >= Duration::from_secs(1) {
-            last_rescan = Instant::now();
-            cwds.rescan(opts.pid);
-        }
-        if last_sample.elapsed() >= Duration::from_millis(200) {
-            last_sample = Instant::now();
-            cwds.sample();
-        }
-        std::thread::sleep(
-            Duration::from_millis(50).min(opts.duration.saturating_sub(start.elapsed())),
-        );
-        if let Some(l) = load.as_deref_mut() {
-            l.tick(&probes);
-            if l.done() {
-                break;
-            }
-        }
-        if !tree::alive(opts.pid, target.starttime) {
-            exited_after = Some(start.elapsed().as_secs_f64());
-            break;
-        }
-        if opts.progress != crate::util::Progress::Off
-            && last_progress.elapsed()
-                >= if opts.progress == crate::util::Progress::Line {
-                    Duration::from_millis(250)
-                } else {
-                    Duration::from_secs(1)
-                }
-        {
-            last_progress = Instant::now();
-            let req = load
-                .as_deref()
-                .and_then(|l| l.progress())
-                .map(|r| format!(", {r} requests"))
-                .unwrap_or_default();
-            opts.progress.show(&format!(
-                "  {:5.1}/{:.1} s  {} path calls{req}",
-                start.elapsed().as_secs_f64(),
-                opts.duration.as_secs_f64(),
-                probes.path_calls()
-            ));
-        }
-    }
-    let window_s = start.elapsed().as_secs_f64();
-    if let Some(l) = load.as_deref_mut() {
-        l.end(&probes);
-    }
-    opts.progress.clear();
-    if STOP.load(Ordering::SeqCst) {
-        eprintln!("interrupted after {window_s:.1} s: reporting what was gathered");
-    }
-    // Stop the probe load first (in-flight requests finish) so its last requests' syscalls
-    // are in the counts read next.
+    let session = Session::attach(opts, load.as_deref())?;
+    let window = session.hold(opts, &mut load)?;
     let mut report = Report::new("trace");
-    let (request_basis, sent_bytes_max, request_ms) = match load {
-        Some(l) => (l.finish(&mut report)?, l.sent_bytes_max(), l.request_ms()),
-        None => (None, None, None),
-    };
-    let readings = net::stop(&mut armed);
-    let counts = probes.read()?;
-    let served = if served_on {
-        probes
-            .served()?
-            .map(|[payload_bytes, data_segments, reqs]| requests::Served {
-                ports: own_ports.iter().chain(&front_ports).copied().collect(),
-                own_ports: own_ports.clone(),
-                payload_bytes,
-                data_segments,
-                requests: (!own_ports.is_empty()).then_some(reqs),
-                probe_bytes_max: sent_bytes_max,
-            })
-    } else {
-        None
-    };
-    let cpu_after = thread_cpu_ns(&tree::descendants(opts.pid));
-    let connect = probes.connect_counts()?;
-    let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
-    done.store(true, Ordering::SeqCst);
-    let strings = reader.join().unwrap_or_default();
-    // Each truncated path arrived once, flagged in its key.
-    let truncated = strings
-        .keys()
-        .filter(|k| k.flags & PF_TRUNCATED != 0)
-        .count() as u64;
-    let fuse_measured = probes.is_attached(PROG_FUSE_REQUEST_SEND);
-    let probe_rows = std::mem::take(&mut probes.rows);
-    let missing_required = std::mem::take(&mut probes.missing_required);
-    // Detach now: everything below is user-space work.
-    drop(probes);
+    let obs = session.gather(opts, window, load, &mut report)?;
+    judge(opts, obs, &mut report);
+    Ok(report)
+}
 
-    // Refresh what may have changed during the window (mounts, cwds), while the target lives.
-    if exited_after.is_none()
-        && let Ok(m) = MountTable::of_pid(opts.pid)
-    {
-        mounts = m;
-    }
-    cwds.rescan(opts.pid);
-    cwds.sample();
-    let tree_now = cwds.tree.clone();
-    if let Some(c) = &target.cwd {
-        cwds.seen.entry(normalize(c)).or_insert(1);
-    }
-    let mut cwds: Vec<CwdObs> = cwds
-        .seen
-        .into_iter()
-        .map(|(path, processes)| CwdObs {
-            path,
-            processes,
-            visited: false,
-        })
-        .collect();
-    cwds.sort_by(|a, b| {
-        b.processes
-            .cmp(&a.processes)
-            .then_with(|| a.path.cmp(&b.path))
-    });
+/// The rules and the report's sections, from the observations alone.
+fn judge(opts: &Options, obs: Observations, report: &mut Report) {
+    let Observations {
+        target,
+        window_s,
+        exited_after,
+        processes,
+        mounts,
+        mut cwds,
+        counts,
+        strings,
+        truncated,
+        fuse_measured,
+        probe_rows,
+        missing_required,
+        request_basis,
+        sent_bytes_max,
+        request_ms,
+        served,
+        cpu_before,
+        cpu_after,
+        net_start,
+        armed,
+        net: net_measured,
+    } = obs;
     let hints: Vec<Vec<u8>> = cwds.iter().map(|c| c.path.clone()).collect();
 
     // Requests: the probe load's responses, else accepted connections, else none; declined
@@ -444,7 +295,7 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
                     && k.path.as_deref() == Some(c.path.as_slice())
             });
     }
-    let obs = FsObservation {
+    let fs = FsObservation {
         mounts: mounts.clone(),
         calls: resolved.calls,
         cwds,
@@ -453,7 +304,7 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         fuse,
         fuse_measured,
         cmdline: target.cmdline.clone(),
-        exe: target.exe.clone(),
+        exe: target.exe.as_ref().map(process::Exe::link),
         // The probe's request time means something only when its requests are the count.
         work: work_between(
             cpu_before.as_ref(),
@@ -464,10 +315,14 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
 
     report.target = Some(Target {
         pid: opts.pid,
-        comm: escape::bytes(&target.comm),
-        exe: target.exe.as_deref().map(escape::bytes).unwrap_or_default(),
+        comm: escape::bytes(&target.stat.comm),
+        exe: target
+            .exe
+            .as_ref()
+            .map(|e| escape::bytes(&e.link()))
+            .unwrap_or_default(),
         cwd: target.cwd.as_deref().map(escape::bytes).unwrap_or_default(),
-        processes: tree_now.len().max(1),
+        processes,
         exited_after_s: exited_after.map(|s| round(s, 2)),
     });
     report.window_s = Some(round(window_s, 3));
@@ -478,22 +333,11 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
         note: denominator.note,
         served,
     });
-    report.findings.extend(traps::fs::rules(&obs));
-    report.syscalls = aggregate::syscall_rows(&obs.calls, &mounts, requests, window_s);
-    report.filesystems = aggregate::fs_rows(&obs.calls, &obs.fuse, &mounts, requests, window_s);
-    report.paths = aggregate::path_rows(&obs.calls, &mounts, requests, opts.top);
-    let not_tcp = counts
-        .counters
-        .get(C_CONNECT_NOT_TCP as usize)
-        .copied()
-        .unwrap_or(0);
-    let measured = net::Measured {
-        readings,
-        connect,
-        missed,
-        not_tcp,
-    };
-    net::finish(net_start, armed, measured, &probe_rows, &mut report);
+    report.findings.extend(traps::fs::rules(&fs));
+    report.syscalls = aggregate::syscall_rows(&fs.calls, &mounts, requests, window_s);
+    report.filesystems = aggregate::fs_rows(&fs.calls, &fs.fuse, &mounts, requests, window_s);
+    report.paths = aggregate::path_rows(&fs.calls, &mounts, requests, opts.top);
+    net::finish(net_start, armed, net_measured, &probe_rows, report);
     report.probes = probe_rows;
     let mut m = measurement(
         &counts,
@@ -514,7 +358,6 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     m.notes.append(&mut report.measurement.notes);
     m.trusted &= report.measurement.trusted;
     report.measurement = m;
-    Ok(report)
 }
 
 /// Decides whether the figures can be trusted and says why.

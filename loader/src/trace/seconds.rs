@@ -13,7 +13,7 @@ use trapdetect_common::offcpu::{
 };
 
 use crate::{
-    host::tree,
+    host::process,
     probe::{Probes, offcpu::OffcpuReading},
     trace::{
         backlog,
@@ -148,7 +148,7 @@ fn served_now(probes: &Probes) -> (u64, u64) {
 
 /// Threads of the traced tree.
 fn threads_of(root: u32) -> (Vec<u32>, Vec<u32>) {
-    let pids = tree::descendants(root);
+    let pids = process::tree_now(root);
     let mut tids = vec![];
     for p in &pids {
         if let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) {

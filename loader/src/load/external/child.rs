@@ -25,7 +25,7 @@ use nix::{
 
 use crate::{
     error::{Error, Result},
-    host::tree,
+    host::process,
 };
 
 /// Most of the command's stdout kept (beyond, it is drained and dropped).
@@ -218,7 +218,7 @@ impl ClientSampler {
     pub fn sample(&mut self, root: u32) -> Option<ClientSecond> {
         let now = Instant::now();
         let mut cur = HashMap::new();
-        for p in tree::descendants(root) {
+        for p in process::tree_now(root) {
             let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) else {
                 continue;
             };

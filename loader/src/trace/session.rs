@@ -1,0 +1,377 @@
+//! The live half of a trace: attach to the target, hold the window (with an optional load),
+//! then read everything the probes and /proc observed, once, into [`Observations`], and detach.
+//! Nothing here judges: the rules and the report read only the observations.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use trapdetect_common::{
+    counters::C_CONNECT_NOT_TCP,
+    names::{PROG_FUSE_REQUEST_SEND, PROG_INET_SOCK_SET_STATE},
+    paths::{PF_TRUNCATED, PathKey},
+};
+
+use super::{
+    CwdSampler, LoadDriver, Options, STOP, net, requests, spawn_ring_reader, thread_cpu_ns,
+};
+use crate::{
+    error::Result,
+    escape,
+    host::{
+        mounts::{MountTable, normalize},
+        process::{self, Process, ReadOptions},
+    },
+    probe::{AttachOptions, Counts, ProbeRow, Probes},
+    report::Report,
+    traps::fs::CwdObs,
+};
+
+/// Attached: the probes run, the target's forks are followed.
+pub(super) struct Session {
+    target: Process,
+    mounts: MountTable,
+    net_start: net::NetStart,
+    probes: Probes,
+    reader: JoinHandle<HashMap<PathKey, Vec<u8>>>,
+    done: Arc<AtomicBool>,
+    armed: net::Armed,
+    /// The server's listening ports, and the probe load's port when it is another one.
+    own_ports: Vec<u16>,
+    front_ports: Vec<u16>,
+    served_on: bool,
+}
+
+/// What holding the window gave.
+pub(super) struct Window {
+    window_s: f64,
+    exited_after: Option<f64>,
+    cwds: CwdSampler,
+    cpu_before: Option<HashMap<u32, u64>>,
+}
+
+/// Everything one trace observed, gathered once after the window.
+pub(super) struct Observations {
+    /// The target's identity, read before attaching.
+    pub target: Process,
+    /// Seconds the window lasted.
+    pub window_s: f64,
+    /// Seconds into the window when the target exited.
+    pub exited_after: Option<f64>,
+    /// Processes in the target's tree at the end.
+    pub processes: usize,
+    /// The target's mounts (refreshed at the end while it lives).
+    pub mounts: MountTable,
+    /// Working directories seen in the window (most processes first).
+    pub cwds: Vec<CwdObs>,
+    /// The kernel's counts.
+    pub counts: Counts,
+    /// Path strings by key.
+    pub strings: HashMap<PathKey, Vec<u8>>,
+    /// Distinct paths truncated at the kernel's cap.
+    pub truncated: u64,
+    /// The FUSE request tracepoint was attached.
+    pub fuse_measured: bool,
+    /// Every program's state.
+    pub probe_rows: Vec<ProbeRow>,
+    /// Required programs that did not attach.
+    pub missing_required: Vec<String>,
+    /// The load's request count and its basis.
+    pub request_basis: Option<(u64, &'static str)>,
+    /// The most request bytes the load can have written.
+    pub sent_bytes_max: Option<u64>,
+    /// The load's mean request time, ms.
+    pub request_ms: Option<f64>,
+    /// What the server's ports received.
+    pub served: Option<requests::Served>,
+    /// On-CPU ns by thread at the start and the end of the window.
+    pub cpu_before: Option<HashMap<u32, u64>>,
+    /// See `cpu_before`.
+    pub cpu_after: Option<HashMap<u32, u64>>,
+    /// The network half: its census at the start, its sampler, what the probes gave.
+    pub net_start: net::NetStart,
+    /// See `net_start`.
+    pub armed: net::Armed,
+    /// See `net_start`.
+    pub net: net::Measured,
+}
+
+impl Session {
+    /// Reads the target, attaches every program and follows the target's tree.
+    pub(super) fn attach(opts: &Options, load: Option<&dyn LoadDriver>) -> Result<Session> {
+        let target = process::read(opts.pid, ReadOptions::identity())?;
+        for &c in &opts.watch_clients {
+            process::read_basic(c)?;
+        }
+        crate::probe::check_privilege()?;
+        let mounts = MountTable::of_pid(opts.pid)?;
+        // The static census first: the target's listening ports come from it.
+        let net_start = net::start(opts.pid, &opts.watch_clients);
+        let mut probes = Probes::attach(
+            opts.btf.as_deref(),
+            &AttachOptions {
+                skip: opts.skip_probes.clone(),
+                watch_clients: !opts.watch_clients.is_empty(),
+                offcpu: opts.offcpu,
+            },
+        )?;
+        // Mark the target first: from here on its forks are followed in the kernel. Then walk
+        // /proc twice to catch descendants forked before the fork probe saw them. Watched
+        // clients the same way.
+        probes.trace_pids(&[opts.pid])?;
+        probes.watch_client_pids(&opts.watch_clients)?;
+        for _ in 0..2 {
+            let scan = process::scan();
+            probes.trace_pids(&process::descendants(&scan, opts.pid))?;
+            for &c in &opts.watch_clients {
+                probes.watch_client_pids(&process::descendants(&scan, c))?;
+            }
+        }
+        let ring = probes.take_path_events()?;
+        let done = Arc::new(AtomicBool::new(false));
+        let reader = spawn_ring_reader(ring, done.clone());
+
+        // The sampler's baseline is read here, before the start line a caller may wait for.
+        let armed = net::arm(&net_start, &mut probes)?;
+        // Payload on the server's ports, whatever client sent it: its listening ports and the
+        // probe's.
+        let mut own_ports = net::listening_ports(&net_start);
+        own_ports.sort_unstable();
+        own_ports.dedup();
+        let front_ports: Vec<u16> = load
+            .and_then(|l| l.server_port())
+            .filter(|p| !own_ports.contains(p))
+            .into_iter()
+            .collect();
+        let served_on = probes.watch_served_ports(&own_ports, &front_ports)?;
+        Ok(Session {
+            target,
+            mounts,
+            net_start,
+            probes,
+            reader,
+            done,
+            armed,
+            own_ports,
+            front_ports,
+            served_on,
+        })
+    }
+
+    /// Holds the window: until its end, Ctrl-C, the load's end or the target's exit.
+    pub(super) fn hold(
+        &self,
+        opts: &Options,
+        load: &mut Option<&mut dyn LoadDriver>,
+    ) -> Result<Window> {
+        eprintln!(
+            "Tracing pid {} ({}) and its children for {:.1} s... Ctrl-C to end.",
+            opts.pid,
+            escape::bytes(&self.target.stat.comm),
+            opts.duration.as_secs_f64()
+        );
+        if let Some(l) = load.as_deref_mut() {
+            l.start()?;
+        }
+        let start = Instant::now();
+        let mut exited_after = None;
+        let mut last_progress = Instant::now();
+        let mut cwds = CwdSampler::default();
+        cwds.rescan(opts.pid);
+        cwds.sample();
+        let cpu_before = thread_cpu_ns(&cwds.tree);
+        let mut last_sample = Instant::now();
+        let mut last_rescan = Instant::now();
+        while start.elapsed() < opts.duration && !STOP.load(Ordering::SeqCst) {
+            if last_rescan.elapsed() >= Duration::from_secs(1) {
+                last_rescan = Instant::now();
+                cwds.rescan(opts.pid);
+            }
+            if last_sample.elapsed() >= Duration::from_millis(200) {
+                last_sample = Instant::now();
+                cwds.sample();
+            }
+            std::thread::sleep(
+                Duration::from_millis(50).min(opts.duration.saturating_sub(start.elapsed())),
+            );
+            if let Some(l) = load.as_deref_mut() {
+                l.tick(&self.probes);
+                if l.done() {
+                    break;
+                }
+            }
+            if !process::alive(opts.pid, self.target.stat.start_ticks) {
+                exited_after = Some(start.elapsed().as_secs_f64());
+                break;
+            }
+            if opts.progress != crate::util::Progress::Off
+                && last_progress.elapsed()
+                    >= if opts.progress == crate::util::Progress::Line {
+                        Duration::from_millis(250)
+                    } else {
+                        Duration::from_secs(1)
+                    }
+            {
+                last_progress = Instant::now();
+                let req = load
+                    .as_deref()
+                    .and_then(|l| l.progress())
+                    .map(|r| format!(", {r} requests"))
+                    .unwrap_or_default();
+                opts.progress.show(&format!(
+                    "  {:5.1}/{:.1} s  {} path calls{req}",
+                    start.elapsed().as_secs_f64(),
+                    opts.duration.as_secs_f64(),
+                    self.probes.path_calls()
+                ));
+            }
+        }
+        let window_s = start.elapsed().as_secs_f64();
+        if let Some(l) = load.as_deref_mut() {
+            l.end(&self.probes);
+        }
+        opts.progress.clear();
+        if STOP.load(Ordering::SeqCst) {
+            eprintln!("interrupted after {window_s:.1} s: reporting what was gathered");
+        }
+        Ok(Window {
+            window_s,
+            exited_after,
+            cwds,
+            cpu_before,
+        })
+    }
+
+    /// Reads everything once and detaches. The load records its own section in `report`.
+    pub(super) fn gather(
+        self,
+        opts: &Options,
+        window: Window,
+        load: Option<&mut dyn LoadDriver>,
+        report: &mut Report,
+    ) -> Result<Observations> {
+        let Session {
+            target,
+            mut mounts,
+            net_start,
+            probes,
+            reader,
+            done,
+            mut armed,
+            own_ports,
+            front_ports,
+            served_on,
+        } = self;
+        let Window {
+            window_s,
+            exited_after,
+            mut cwds,
+            cpu_before,
+        } = window;
+        // Stop the probe load first (in-flight requests finish) so its last requests'
+        // syscalls are in the counts read next.
+        let (request_basis, sent_bytes_max, request_ms) = match load {
+            Some(l) => (l.finish(report)?, l.sent_bytes_max(), l.request_ms()),
+            None => (None, None, None),
+        };
+        let readings = net::stop(&mut armed);
+        let counts = probes.read()?;
+        let served = if served_on {
+            probes
+                .served()?
+                .map(|[payload_bytes, data_segments, reqs]| requests::Served {
+                    ports: own_ports.iter().chain(&front_ports).copied().collect(),
+                    own_ports: own_ports.clone(),
+                    payload_bytes,
+                    data_segments,
+                    requests: (!own_ports.is_empty()).then_some(reqs),
+                    probe_bytes_max: sent_bytes_max,
+                })
+        } else {
+            None
+        };
+        let cpu_after = thread_cpu_ns(&process::tree_now(opts.pid));
+        let connect = probes.connect_counts()?;
+        let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
+        done.store(true, Ordering::SeqCst);
+        let strings = reader.join().unwrap_or_default();
+        // Each truncated path arrived once, flagged in its key.
+        let truncated = strings
+            .keys()
+            .filter(|k| k.flags & PF_TRUNCATED != 0)
+            .count() as u64;
+        let fuse_measured = probes.is_attached(PROG_FUSE_REQUEST_SEND);
+        let mut probes = probes;
+        let probe_rows = std::mem::take(&mut probes.rows);
+        let missing_required = std::mem::take(&mut probes.missing_required);
+        // Detach now: everything below is user-space work.
+        drop(probes);
+
+        // Refresh what may have changed during the window (mounts, cwds), while the target
+        // lives.
+        if exited_after.is_none()
+            && let Ok(m) = MountTable::of_pid(opts.pid)
+        {
+            mounts = m;
+        }
+        cwds.rescan(opts.pid);
+        cwds.sample();
+        let processes = cwds.tree.len().max(1);
+        if let Some(c) = &target.cwd {
+            cwds.seen.entry(normalize(c)).or_insert(1);
+        }
+        let mut cwds: Vec<CwdObs> = cwds
+            .seen
+            .into_iter()
+            .map(|(path, processes)| CwdObs {
+                path,
+                processes,
+                visited: false,
+            })
+            .collect();
+        cwds.sort_by(|a, b| {
+            b.processes
+                .cmp(&a.processes)
+                .then_with(|| a.path.cmp(&b.path))
+        });
+        let not_tcp = counts
+            .counters
+            .get(C_CONNECT_NOT_TCP as usize)
+            .copied()
+            .unwrap_or(0);
+        Ok(Observations {
+            target,
+            window_s,
+            exited_after,
+            processes,
+            mounts,
+            cwds,
+            counts,
+            strings,
+            truncated,
+            fuse_measured,
+            probe_rows,
+            missing_required,
+            request_basis,
+            sent_bytes_max,
+            request_ms,
+            served,
+            cpu_before,
+            cpu_after,
+            net_start,
+            armed,
+            net: net::Measured {
+                readings,
+                connect,
+                missed,
+                not_tcp,
+            },
+        })
+    }
+}
