@@ -91,9 +91,28 @@ pub fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-/// Renders the whole report.
+/// Renders the whole report: the head, the findings, the trace's tables, the commands'
+/// sections, then how far the measurement can be trusted and the verdict.
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
+    for part in [
+        head,
+        findings,
+        syscalls,
+        filesystems,
+        paths,
+        sections,
+        probes_not_attached,
+        measurement,
+        verdict,
+    ] {
+        part(&mut out, r);
+    }
+    out
+}
+
+/// Who was traced, for how long, and the request basis.
+fn head(out: &mut String, r: &Report) {
     let mut head = format!("trapdetect {} {}", r.version, r.command);
     if let Some(t) = &r.target {
         let _ = write!(head, ": pid {} ({})", t.pid, t.comm);
@@ -138,12 +157,16 @@ pub fn render(r: &Report) -> String {
         };
     }
     out.push('\n');
+}
+
+/// The findings, what `--ignore` set aside and the checks skipped.
+fn findings(out: &mut String, r: &Report) {
     if r.findings.is_empty() {
         let _ = writeln!(out, "No traps found.");
     } else {
         let _ = writeln!(out, "FINDINGS");
         for f in &r.findings {
-            finding(&mut out, f);
+            finding(out, f);
         }
     }
     if !r.ignored.is_empty() {
@@ -153,6 +176,10 @@ pub fn render(r: &Report) -> String {
     for s in &r.skipped {
         let _ = writeln!(out, "skipped {}: {}", s.check, s.reason);
     }
+}
+
+/// The SYSCALLS table.
+fn syscalls(out: &mut String, r: &Report) {
     if !r.syscalls.is_empty() {
         let _ = writeln!(
             out,
@@ -178,7 +205,7 @@ pub fn render(r: &Report) -> String {
             })
             .collect();
         table(
-            &mut out,
+            out,
             &[
                 "syscall",
                 "fs",
@@ -195,6 +222,10 @@ pub fn render(r: &Report) -> String {
             &rows,
         );
     }
+}
+
+/// The FILESYSTEMS WALKED table.
+fn filesystems(out: &mut String, r: &Report) {
     if !r.filesystems.is_empty() {
         let _ = writeln!(
             out,
@@ -234,7 +265,7 @@ pub fn render(r: &Report) -> String {
             })
             .collect();
         table(
-            &mut out,
+            out,
             &[
                 "mount",
                 "type",
@@ -248,6 +279,10 @@ pub fn render(r: &Report) -> String {
             &rows,
         );
     }
+}
+
+/// The PATHS table.
+fn paths(out: &mut String, r: &Report) {
     if !r.paths.is_empty() {
         let _ = writeln!(out, "\nPATHS (most called; each string sampled once)");
         let rows: Vec<Vec<String>> = r
@@ -271,7 +306,7 @@ pub fn render(r: &Report) -> String {
             })
             .collect();
         table(
-            &mut out,
+            out,
             &[
                 "syscall",
                 "base",
@@ -285,6 +320,10 @@ pub fn render(r: &Report) -> String {
             &rows,
         );
     }
+}
+
+/// Each command's own sections, in the order they were added.
+fn sections(out: &mut String, r: &Report) {
     for (name, text) in &r.section_text {
         let _ = writeln!(out, "\n{}", name.to_uppercase());
         out.push_str(text);
@@ -292,6 +331,10 @@ pub fn render(r: &Report) -> String {
             out.push('\n');
         }
     }
+}
+
+/// Programs that did not attach.
+fn probes_not_attached(out: &mut String, r: &Report) {
     let missing: Vec<&super::ProbeRow> = r.probes.iter().filter(|p| !p.attached).collect();
     if !missing.is_empty() {
         let _ = writeln!(out, "\nPROBES NOT ATTACHED");
@@ -299,6 +342,10 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(out, "  {} ({}): {}", p.program, p.attach, p.note);
         }
     }
+}
+
+/// Whether the figures can be trusted, and why not.
+fn measurement(out: &mut String, r: &Report) {
     let m = &r.measurement;
     let _ = writeln!(out);
     if m.trusted {
@@ -320,6 +367,10 @@ pub fn render(r: &Report) -> String {
     for n in &m.notes {
         let _ = writeln!(out, "  note: {n}");
     }
+}
+
+/// Fail and warn counts and the exit code.
+fn verdict(out: &mut String, r: &Report) {
     let fails = r
         .findings
         .iter()
@@ -336,7 +387,6 @@ pub fn render(r: &Report) -> String {
         super::color::verdict(&format!("{fails} fail, {warns} warn"), r.exit_code),
         r.exit_code
     );
-    out
 }
 
 /// Renders any saved trapdetect JSON document (`trapdetect report FILE --text`) of the schemas
