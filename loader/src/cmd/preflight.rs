@@ -252,12 +252,17 @@ pub fn run(args: PreflightArgs) -> Result<i32> {
     Ok(report.exit_code)
 }
 
-/// Builds the report (everything but printing).
-pub fn check(args: &PreflightArgs) -> Result<Report> {
-    let started = Instant::now();
+/// What preflight was given, checked before anything is read.
+struct Inputs {
+    dirs: Vec<Dir>,
+    given_cfg: Option<fpm::FpmConfig>,
+    mark_path: Option<PathBuf>,
+}
+
+/// Checks every input first, so bad ones fail before any time is spent.
+fn inputs(args: &PreflightArgs) -> Result<Inputs> {
     validate(args)?;
     let dirs = resolve_dirs(&args.dir)?;
-    // Inputs first, so bad ones fail before any time is spent.
     if let Some(pid) = args.pid {
         process::read_basic(pid)?;
         if process::is_zombie(pid) {
@@ -281,7 +286,64 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
             "--mark: no place for the mark ($XDG_RUNTIME_DIR and $HOME unset); give --mark-file",
         ));
     }
+    Ok(Inputs {
+        dirs,
+        given_cfg,
+        mark_path,
+    })
+}
 
+impl Observed {
+    /// Reads the target and the host, once.
+    fn gather(pid: Option<u32>) -> Result<Observed> {
+        let root = Path::new("/");
+        let target = match pid {
+            Some(pid) => Some(process::read(
+                pid,
+                process::ReadOptions {
+                    hash_exe: true,
+                    ..Default::default()
+                },
+            )?),
+            None => None,
+        };
+        Ok(Observed {
+            scan: process::scan(),
+            cpu_host: cpu::read_cpu_host(root),
+            load: std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|t| hostinfo::parse_loadavg(&t)),
+            cpu_psi: hostinfo::read_psi(root, "cpu"),
+            memory: hostinfo::read_memory(root),
+            virt: hostinfo::read_virt(root),
+            kernel: hostinfo::read_kernel_support(root),
+            self_mounts: MountTable::read(Path::new("/proc/self/mountinfo")).ok(),
+            target_mounts: pid.and_then(|p| MountTable::of_pid(p).ok()),
+            target,
+        })
+    }
+}
+
+/// Findings and skipped checks as the rules produce them.
+#[derive(Default)]
+struct Verdicts {
+    findings: Vec<Finding>,
+    skipped: Vec<Skipped>,
+}
+
+impl Verdicts {
+    fn skip(&mut self, check: &str, reason: String) {
+        self.skipped.push(Skipped {
+            check: check.to_string(),
+            reason,
+        })
+    }
+}
+
+/// Builds the report (everything but printing): inputs, observations, rules, sections.
+pub fn check(args: &PreflightArgs) -> Result<Report> {
+    let started = Instant::now();
+    let inputs = inputs(args)?;
     // The sample runs on its own thread while everything else is read.
     let window = if args.no_sample {
         None
@@ -291,149 +353,26 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     let sample_targets: Vec<u32> = args.pid.into_iter().collect();
     let sampler =
         window.map(|w| std::thread::spawn(move || hostinfo::sample_noise(w, &sample_targets)));
-
-    let mut r = Report::new("preflight");
-    let mut findings: Vec<Finding> = vec![];
-    let mut skipped: Vec<Skipped> = vec![];
-    let skip = |skipped: &mut Vec<Skipped>, check: &str, reason: String| {
-        skipped.push(Skipped {
-            check: check.to_string(),
-            reason,
-        })
-    };
-
-    let root = Path::new("/");
-    let target = match args.pid {
-        Some(pid) => Some(process::read(
-            pid,
-            process::ReadOptions {
-                hash_exe: true,
-                ..Default::default()
-            },
-        )?),
-        None => None,
-    };
-    let obs = Observed {
-        scan: process::scan(),
-        cpu_host: cpu::read_cpu_host(root),
-        load: std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|t| hostinfo::parse_loadavg(&t)),
-        cpu_psi: hostinfo::read_psi(root, "cpu"),
-        memory: hostinfo::read_memory(root),
-        virt: hostinfo::read_virt(root),
-        kernel: hostinfo::read_kernel_support(root),
-        self_mounts: MountTable::read(Path::new("/proc/self/mountinfo")).ok(),
-        target_mounts: args.pid.and_then(|p| MountTable::of_pid(p).ok()),
-        target,
-    };
+    let obs = Observed::gather(args.pid)?;
     let online = obs.cpu_host.online.len();
-
-    // ---- the target process (or, without --pid, what this shell would hand a server) ----
-    let (subject, cg_pid, allowed_list) = match &obs.target {
-        Some(t) => ("the target", t.pid, t.status.cpus_allowed_list.clone()),
-        None => (
-            "this shell (and what it starts)",
-            std::process::id(),
-            std::fs::read_to_string("/proc/self/status")
-                .map(|t| process::parse_status(&t).cpus_allowed_list)
-                .unwrap_or_default(),
-        ),
-    };
-    let allowed = process::parse_cpu_list(&allowed_list).unwrap_or_default();
-    if let Some(f) = traps::cpu::affinity(
-        &allowed,
-        &allowed_list,
-        &obs.cpu_host.online,
-        &obs.cpu_host.online_list,
-        subject,
-    ) {
-        findings.push(f);
-    }
-    let usable = allowed
-        .iter()
-        .filter(|c| obs.cpu_host.online.contains(c))
-        .count()
-        .max(1);
-    match cpu_cgroup_of(cg_pid, obs.self_mounts.as_ref()) {
-        Ok(Some(cg)) => findings.extend(traps::cpu::quota(&cg, usable, subject)),
-        Ok(None) => skip(
-            &mut skipped,
-            "cpu.quota",
-            "no cgroup hierarchy with the cpu controller is mounted".into(),
-        ),
-        Err(e) => skip(&mut skipped, "cpu.quota", e),
-    }
-    if let Some(t) = &obs.target {
-        target_checks(t, &obs, &dirs, &mut findings, &mut skipped);
-        r.target = Some(Target {
-            pid: t.pid,
-            comm: escape::bytes(&t.stat.comm),
-            exe: t
-                .exe
-                .as_ref()
-                .map(|e| escape::bytes(&e.path))
-                .unwrap_or_else(|| "?".into()),
-            cwd: t
-                .cwd
-                .as_deref()
-                .map(escape::bytes)
-                .unwrap_or_else(|| "?".into()),
-            processes: process::descendants(&obs.scan, t.pid).len(),
-            exited_after_s: None,
-        });
-    }
-
-    // ---- --dir ----
-    if !dirs.is_empty() {
-        match &obs.self_mounts {
-            Some(t) => {
-                for d in &dirs {
-                    findings.extend(traps::fs_static::dir(t, &normalize(&d.real)));
-                }
-            }
-            None => skip(
-                &mut skipped,
-                "fs.dir-slow",
-                "/proc/self/mountinfo unreadable".into(),
-            ),
-        }
-    }
-
-    // ---- CPU frequency ----
-    findings.extend(traps::cpu::frequency(&obs.cpu_host));
-    if obs.cpu_host.freq.is_empty() {
-        skip(
-            &mut skipped,
-            "cpu.frequency",
-            "no cpufreq in /sys/devices/system/cpu/cpu*/cpufreq (usual in a VM: the hypervisor sets the clock); governor and turbo not checked".into(),
-        );
-    }
-
-    // ---- host ----
-    findings.extend(traps::host::virt(&obs.virt));
-    findings.push(traps::host::kernel_support(&obs.kernel));
-    let kmsg = kernel_log(args, mark_path.as_deref(), &obs, &mut skipped)?;
-    let oom_since_mark = kmsg
-        .as_ref()
-        .and_then(|k| k.mark.as_ref())
-        .and_then(|m| Some(obs.memory.oom_kill?.saturating_sub(m.oom_kill?)));
-    findings.extend(traps::host::memory(&obs.memory, oom_since_mark));
-    if let Some(k) = &kmsg {
-        findings.extend(traps::host::kernel_log(k));
-    }
-
-    // ---- PHP-FPM ----
-    let fpm_json = fpm_checks(args, given_cfg, &obs, online, &mut findings, &mut skipped);
-
-    // ---- the network census (host::net + traps::net): TIME_WAIT left from earlier runs,
-    // ephemeral ports, the listener's accept queue, descriptors for --rate × --timeout ----
-    let network = network_census(args, &mut findings, &mut skipped);
-
-    // ---- noise, last: the sample has been running all along ----
+    let mut v = Verdicts::default();
+    let target = cpu_and_target(&obs, &inputs.dirs, &mut v);
+    dir_and_host(args, &inputs, &obs, &mut v)?;
+    let fpm_json = fpm_checks(
+        args,
+        inputs.given_cfg,
+        &obs,
+        online,
+        &mut v.findings,
+        &mut v.skipped,
+    );
+    // The network census (host::net + traps::net): TIME_WAIT left from earlier runs,
+    // ephemeral ports, the listener's accept queue, descriptors for --rate × --timeout.
+    let network = network_census(args, &mut v.findings, &mut v.skipped);
+    // Noise, last: the sample has been running all along.
     let sample = sampler.and_then(|h| h.join().ok());
     if let Some(l) = &obs.load {
-        findings.extend(traps::host::noise(
+        v.findings.extend(traps::host::noise(
             l,
             online,
             sample.as_ref(),
@@ -441,8 +380,10 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
         ));
     }
 
-    r.findings = findings;
-    r.skipped = skipped;
+    let mut r = Report::new("preflight");
+    r.target = target;
+    r.findings = v.findings;
+    r.skipped = v.skipped;
     let elapsed_ms = traps::round(started.elapsed().as_secs_f64() * 1000.0, 1);
     r.window_s = sample.as_ref().map(|s| s.window_s);
     r.add(&HostSection(&obs, sample.as_ref()));
@@ -457,17 +398,112 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
         json!({
             "elapsed_ms": elapsed_ms,
             "sample_window_s": sample.as_ref().map(|s| s.window_s),
-            "dirs": dirs.iter().map(|d| json!({
+            "dirs": inputs.dirs.iter().map(|d| json!({
                 "given": escape::bytes(d.given.as_os_str().as_bytes()),
                 "resolved": escape::bytes(&d.real),
             })).collect::<Vec<_>>(),
             "strict": args.verdict.strict,
-            "mark_file": mark_path.as_ref().map(|p| escape::bytes(p.as_os_str().as_bytes())),
+            "mark_file": inputs.mark_path.as_ref().map(|p| escape::bytes(p.as_os_str().as_bytes())),
         }),
     ));
     r.finish(&args.verdict.ignore, args.verdict.strict);
     mark_incomplete(&mut r, &args.verdict.ignore, args.verdict.strict);
     Ok(r)
+}
+
+/// The CPUs the target (or, without --pid, what this shell would hand a server) may use, its
+/// cgroup quota, and the target's own checks; returns the report's target line.
+fn cpu_and_target(obs: &Observed, dirs: &[Dir], v: &mut Verdicts) -> Option<Target> {
+    let (subject, cg_pid, allowed_list) = match &obs.target {
+        Some(t) => ("the target", t.pid, t.status.cpus_allowed_list.clone()),
+        None => (
+            "this shell (and what it starts)",
+            std::process::id(),
+            std::fs::read_to_string("/proc/self/status")
+                .map(|t| process::parse_status(&t).cpus_allowed_list)
+                .unwrap_or_default(),
+        ),
+    };
+    let allowed = process::parse_cpu_list(&allowed_list).unwrap_or_default();
+    v.findings.extend(traps::cpu::affinity(
+        &allowed,
+        &allowed_list,
+        &obs.cpu_host.online,
+        &obs.cpu_host.online_list,
+        subject,
+    ));
+    let usable = allowed
+        .iter()
+        .filter(|c| obs.cpu_host.online.contains(c))
+        .count()
+        .max(1);
+    match cpu_cgroup_of(cg_pid, obs.self_mounts.as_ref()) {
+        Ok(Some(cg)) => v.findings.extend(traps::cpu::quota(&cg, usable, subject)),
+        Ok(None) => v.skip(
+            "cpu.quota",
+            "no cgroup hierarchy with the cpu controller is mounted".into(),
+        ),
+        Err(e) => v.skip("cpu.quota", e),
+    }
+    let t = obs.target.as_ref()?;
+    target_checks(t, obs, dirs, &mut v.findings, &mut v.skipped);
+    Some(Target {
+        pid: t.pid,
+        comm: escape::bytes(&t.stat.comm),
+        exe: t
+            .exe
+            .as_ref()
+            .map(|e| escape::bytes(&e.path))
+            .unwrap_or_else(|| "?".into()),
+        cwd: t
+            .cwd
+            .as_deref()
+            .map(escape::bytes)
+            .unwrap_or_else(|| "?".into()),
+        processes: process::descendants(&obs.scan, t.pid).len(),
+        exited_after_s: None,
+    })
+}
+
+/// `--dir`, the CPU frequency, the host (virtualization, kernel support, memory, the kernel
+/// log since the mark).
+fn dir_and_host(
+    args: &PreflightArgs,
+    inputs: &Inputs,
+    obs: &Observed,
+    v: &mut Verdicts,
+) -> Result<()> {
+    if !inputs.dirs.is_empty() {
+        match &obs.self_mounts {
+            Some(t) => {
+                for d in &inputs.dirs {
+                    v.findings
+                        .extend(traps::fs_static::dir(t, &normalize(&d.real)));
+                }
+            }
+            None => v.skip("fs.dir-slow", "/proc/self/mountinfo unreadable".into()),
+        }
+    }
+    v.findings.extend(traps::cpu::frequency(&obs.cpu_host));
+    if obs.cpu_host.freq.is_empty() {
+        v.skip(
+            "cpu.frequency",
+            "no cpufreq in /sys/devices/system/cpu/cpu*/cpufreq (usual in a VM: the hypervisor sets the clock); governor and turbo not checked".into(),
+        );
+    }
+    v.findings.extend(traps::host::virt(&obs.virt));
+    v.findings.push(traps::host::kernel_support(&obs.kernel));
+    let kmsg = kernel_log(args, inputs.mark_path.as_deref(), obs, &mut v.skipped)?;
+    let oom_since_mark = kmsg
+        .as_ref()
+        .and_then(|k| k.mark.as_ref())
+        .and_then(|m| Some(obs.memory.oom_kill?.saturating_sub(m.oom_kill?)));
+    v.findings
+        .extend(traps::host::memory(&obs.memory, oom_since_mark));
+    if let Some(k) = &kmsg {
+        v.findings.extend(traps::host::kernel_log(k));
+    }
+    Ok(())
 }
 
 /// Checks whose rule can return `fail`: when one is skipped (another user's /proc without
