@@ -314,24 +314,51 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
     Some(f)
 }
 
-/// All rules.
+/// All rules, in the order their verdicts depend on each other: a binding quota or saturated
+/// CPUs first, then run-queue delay, the filesystems, the locks, and the worker pool only when
+/// nothing else explains the wait.
 pub fn rules(o: &RunObs) -> Vec<Finding> {
     let mut out = vec![];
     if o.window_s <= 0.0 || o.wall_s() <= 0.0 {
         return out;
     }
-    let cores_busy = o.mean(|s| s.cores_busy);
     let quota = quota_rule(o);
     let quota_binds = quota.is_some();
     out.extend(quota);
-    // Busy cores alone are not the server at capacity (other processes may hold them): its
-    // threads' busy time must be mostly on a CPU or waiting for one.
+    let saturated = cpu_saturated(o, quota_binds);
+    let saturated_cpu = saturated.is_some();
+    out.extend(saturated);
+    if !saturated_cpu && !quota_binds {
+        out.extend(run_queue(o));
+    }
+    out.extend(o.filesystems.iter().filter_map(|fs| fs_waits(o, fs)));
+    out.extend(o.locks.iter().filter_map(|lock| lock_waits(o, lock)));
+    let explained = out.iter().any(|f| {
+        f.id.starts_with("fs.")
+            || f.id.starts_with("lock.")
+            || f.id == "cpu.run-queue"
+            || f.id == "cpu.quota"
+    });
+    if !explained {
+        out.extend(pool_too_small(o));
+    }
+    if !o.classified {
+        out.push(classes_unavailable(o));
+    }
+    out
+}
+
+/// cpu.saturated: the host's cores are busy and the target's busy time is mostly on a CPU or
+/// waiting for one (busy cores alone may be other processes'). Under a binding quota the cap
+/// is the quota, whatever else keeps the host's cores busy.
+fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
+    let cores_busy = o.mean(|s| s.cores_busy);
     let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.busy_s();
-    // Under a binding quota the cap is the quota, whatever else keeps the host's cores busy.
-    let saturated_cpu = !quota_binds && o.cores > 0.0 && cores_busy >= 0.85 * o.cores && cpu_bound;
-    if saturated_cpu {
-        out.push(
-            Finding::new(
+    if quota_binds || o.cores <= 0.0 || cores_busy < 0.85 * o.cores || !cpu_bound {
+        return None;
+    }
+    Some(
+        Finding::new(
                 "cpu.saturated",
                 Severity::Info,
                 format!(
@@ -349,17 +376,18 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
                 "ceiling ≈ delivered {:.0} req/s: more throughput needs more CPU or cheaper requests",
                 o.delivered_rate
             ))
-            .remedy("nothing to fix in the environment: profile the code (perf, a PHP profiler) or add cores"),
-        );
+            .remedy("nothing to fix in the environment: profile the code (perf, a PHP profiler) or add cores")
+    )
+}
+
+/// cpu.run-queue: run-queue delay without saturated CPUs: a quota or pinning, not capacity.
+fn run_queue(o: &RunObs) -> Option<Finding> {
+    let cores_busy = o.mean(|s| s.cores_busy);
+    if o.runq_s < 0.25 * o.busy_s() || o.runq_s / o.window_s < 0.2 {
+        return None;
     }
-    // Run-queue delay without saturated CPUs: a quota or pinning, not capacity.
-    if !saturated_cpu
-        && !quota_binds
-        && o.runq_s >= 0.25 * o.busy_s()
-        && o.runq_s / o.window_s >= 0.2
-    {
-        out.push(
-            with_shares(
+    Some(
+        with_shares(
                 Finding::new(
                     "cpu.run-queue",
                     ceiling_severity(o),
@@ -374,149 +402,150 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
             )
             .with("cores_busy", round(cores_busy, 2))
             .with("cores", o.cores)
-            .remedy("check the target's cgroup CPU quota (cpu.max / cpu.cfs_quota_us) and CPU affinity (taskset -p PID)"),
-        );
+            .remedy("check the target's cgroup CPU quota (cpu.max / cpu.cfs_quota_us) and CPU affinity (taskset -p PID)")
+    )
+}
+
+/// fs.serialized / fs.slow-ops: threads wait on one filesystem; serialized when its rate stays
+/// flat while waiters queue.
+fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
+    let l = fs.syscall_s / o.window_s;
+    if fs.syscall_s < 0.2 * o.busy_s() || l < 0.3 {
+        return None;
     }
-    for fs in &o.filesystems {
-        let l = fs.syscall_s / o.window_s;
-        if fs.syscall_s < 0.2 * o.busy_s() || l < 0.3 {
-            continue;
-        }
-        let window_rate = fs.ops as f64 / o.window_s;
-        let loaded: Vec<f64> = fs.ops_per_s.iter().map(|&x| x as f64).collect();
-        // Capacity: when threads queue for it (L ≥ 1), the rate it sustained; below that, a
-        // serialized server is busy at most L of the time, so it could do rate ÷ L.
-        let rate = if loaded.len() >= 3 {
-            let steady = &loaded[1..];
-            steady.iter().sum::<f64>() / steady.len() as f64
+    let window_rate = fs.ops as f64 / o.window_s;
+    let loaded: Vec<f64> = fs.ops_per_s.iter().map(|&x| x as f64).collect();
+    // Capacity: when threads queue for it (L ≥ 1), the rate it sustained; below that, a
+    // serialized server is busy at most L of the time, so it could do rate ÷ L.
+    let rate = if loaded.len() >= 3 {
+        let steady = &loaded[1..];
+        steady.iter().sum::<f64>() / steady.len() as f64
+    } else {
+        window_rate
+    };
+    let capacity = if l >= 1.0 { rate } else { rate / l.max(1e-9) };
+    let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
+    // Flat: the steady seconds' mean deviation within 40 % of their median (the first
+    // second ramps up; docs/run.md).
+    let serialized = l > 1.2 && {
+        let steady = if loaded.len() >= 3 {
+            &loaded[1..]
         } else {
-            window_rate
+            &loaded[..]
         };
-        let capacity = if l >= 1.0 { rate } else { rate / l.max(1e-9) };
-        let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
-        // Flat: the steady seconds' mean deviation within 40 % of their median (the first
-        // second ramps up; docs/run.md).
-        let serialized = l > 1.2 && {
-            let steady = if loaded.len() >= 3 {
-                &loaded[1..]
-            } else {
-                &loaded[..]
-            };
-            let m = median(steady.to_vec());
-            let spread =
-                steady.iter().map(|x| (x - m).abs()).sum::<f64>() / steady.len().max(1) as f64;
-            m > 0.0 && spread <= 0.4 * m
-        };
-        let mut f = with_shares(
-            {
-                let (sev, title) = (
-                    ceiling_severity(o),
-                format!(
-                    "{:.1} threads on average wait on {} ({}{}){}",
-                    l,
-                    fs.mount,
-                    fs.fs_type,
-                    fs.slow.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
-                    if serialized {
-                        ": its operations are serialized (flat rate while waiters queue)"
-                    } else {
-                        ""
-                    }
-                ),
-                );
-                // Two literals: the rule registry finds every id where it is emitted.
+        let m = median(steady.to_vec());
+        let spread = steady.iter().map(|x| (x - m).abs()).sum::<f64>() / steady.len().max(1) as f64;
+        m > 0.0 && spread <= 0.4 * m
+    };
+    let mut f = with_shares(
+        {
+            let (sev, title) = (
+                ceiling_severity(o),
+            format!(
+                "{:.1} threads on average wait on {} ({}{}){}",
+                l,
+                fs.mount,
+                fs.fs_type,
+                fs.slow.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
                 if serialized {
-                    Finding::new("fs.serialized", sev, title)
+                    ": its operations are serialized (flat rate while waiters queue)"
                 } else {
-                    Finding::new("fs.slow-ops", sev, title)
+                    ""
                 }
-            },
-            fs.syscall_s,
+            ),
+            );
+            // Two literals: the rule registry finds every id where it is emitted.
+            if serialized {
+                Finding::new("fs.serialized", sev, title)
+            } else {
+                Finding::new("fs.slow-ops", sev, title)
+            }
+        },
+        fs.syscall_s,
+        o,
+    )
+    .with("mount", fs.mount.clone())
+    .with("fs_type", fs.fs_type.clone())
+    .with("ops_kind", fs.ops_kind)
+    .with("ops_per_s", round(window_rate, 1))
+    .with("capacity_ops_per_s", round(capacity, 1))
+    .with_opt("ops_per_request", per_req.map(|v| round(v, 2)))
+    .with("delivered_per_s", round(o.delivered_rate, 1))
+    .with(
+        "cause",
+        if fs.holds_start_cwd {
+            "working directory"
+        } else {
+            "files the requests use"
+        },
+    )
+    .remedy(if fs.holds_start_cwd {
+        format!(
+            "start the server from a directory on a native filesystem (its working directory is on {}, and every request walks it), or enable caching on the mount",
+            fs.mount
+        )
+    } else {
+        format!(
+            "move the code and files the requests use (docroot, includes, sessions) off {} to a native filesystem, or enable caching on the mount; the server's start directory is not the cause",
+            fs.mount
+        )
+    });
+    if let Some(pr) = per_req.filter(|v| *v > 0.0) {
+        let predicted = capacity / pr;
+        f = f.with("predicted_ceiling_per_s", round(predicted, 1)).predict(format!(
+            "ceiling ≈ {:.0} {} /s ÷ {:.2} per request ≈ {:.0} req/s (delivered {:.0} req/s; Little's law: {:.1} threads ≈ {:.0} ops/s × {:.2} ms)",
+            capacity,
+            fs.ops_kind,
+            pr,
+            predicted,
+            o.delivered_rate,
+            l,
+            window_rate,
+            if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
+        ));
+    }
+    Some(f)
+}
+
+/// lock.contention: off-CPU time dominated by waits on one lock object.
+fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
+    if lock.wait_s < 0.2 * o.busy_s() || lock.wait_s / o.window_s < 0.2 {
+        return None;
+    }
+    Some(
+        with_shares(
+            Finding::new(
+                "lock.contention",
+                ceiling_severity(o),
+                format!(
+                    "{:.1} threads on average wait for one lock: {}",
+                    lock.wait_s / o.window_s,
+                    lock.object
+                ),
+            ),
+            lock.wait_s,
             o,
         )
-        .with("mount", fs.mount.clone())
-        .with("fs_type", fs.fs_type.clone())
-        .with("ops_kind", fs.ops_kind)
-        .with("ops_per_s", round(window_rate, 1))
-        .with("capacity_ops_per_s", round(capacity, 1))
-        .with_opt("ops_per_request", per_req.map(|v| round(v, 2)))
-        .with("delivered_per_s", round(o.delivered_rate, 1))
+        .with("object", lock.object.clone())
+        .with("waits", lock.waits)
         .with(
-            "cause",
-            if fs.holds_start_cwd {
-                "working directory"
-            } else {
-                "files the requests use"
-            },
+            "mean_wait_ms",
+            round(lock.wait_s / lock.waits.max(1) as f64 * 1e3, 3),
         )
-        .remedy(if fs.holds_start_cwd {
-            format!(
-                "start the server from a directory on a native filesystem (its working directory is on {}, and every request walks it), or enable caching on the mount",
-                fs.mount
-            )
-        } else {
-            format!(
-                "move the code and files the requests use (docroot, includes, sessions) off {} to a native filesystem, or enable caching on the mount; the server's start directory is not the cause",
-                fs.mount
-            )
-        });
-        if let Some(pr) = per_req.filter(|v| *v > 0.0) {
-            let predicted = capacity / pr;
-            f = f.with("predicted_ceiling_per_s", round(predicted, 1)).predict(format!(
-                "ceiling ≈ {:.0} {} /s ÷ {:.2} per request ≈ {:.0} req/s (delivered {:.0} req/s; Little's law: {:.1} threads ≈ {:.0} ops/s × {:.2} ms)",
-                capacity,
-                fs.ops_kind,
-                pr,
-                predicted,
-                o.delivered_rate,
-                l,
-                window_rate,
-                if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
-            ));
-        }
-        out.push(f);
-    }
-    for lock in &o.locks {
-        if lock.wait_s < 0.2 * o.busy_s() || lock.wait_s / o.window_s < 0.2 {
-            continue;
-        }
-        out.push(
-            with_shares(
-                Finding::new(
-                    "lock.contention",
-                    ceiling_severity(o),
-                    format!(
-                        "{:.1} threads on average wait for one lock: {}",
-                        lock.wait_s / o.window_s,
-                        lock.object
-                    ),
-                ),
-                lock.wait_s,
-                o,
-            )
-            .with("object", lock.object.clone())
-            .with("waits", lock.waits)
-            .with(
-                "mean_wait_ms",
-                round(lock.wait_s / lock.waits.max(1) as f64 * 1e3, 3),
-            )
-            .with("delivered_per_s", round(o.delivered_rate, 1))
-            .predict(format!(
-                "requests holding {} run one at a time: throughput stays near {:.0} req/s whatever the workers or cores",
-                lock.object, o.delivered_rate
-            ))
-            .remedy("shorten or remove the critical section (e.g. PHP: session_write_close() early, a non-locking session handler, distinct session ids per client)"),
-        );
-    }
-    let explained = out.iter().any(|f| {
-        f.id.starts_with("fs.")
-            || f.id.starts_with("lock.")
-            || f.id == "cpu.run-queue"
-            || f.id == "cpu.quota"
-    });
-    // All workers busy, not on a CPU nor waiting for one, the load queued: the pool is the
-    // ceiling. The host's CPUs may be busy with others; what matters is that the workers'
-    // busy time is not CPU time.
+        .with("delivered_per_s", round(o.delivered_rate, 1))
+        .predict(format!(
+            "requests holding {} run one at a time: throughput stays near {:.0} req/s whatever the workers or cores",
+            lock.object, o.delivered_rate
+        ))
+        .remedy("shorten or remove the critical section (e.g. PHP: session_write_close() early, a non-locking session handler, distinct session ids per client)"),
+    )
+}
+
+/// pool.too-small: all workers busy, not on a CPU nor waiting for one, the load queued: the
+/// pool is the ceiling. The host's CPUs may be busy with others; what matters is that the
+/// workers' busy time is not CPU time.
+fn pool_too_small(o: &RunObs) -> Option<Finding> {
+    let cores_busy = o.mean(|s| s.cores_busy);
     let busy = o.mean(|s| s.busy_threads as f64);
     let idle_threads_floor = o.mean(|s| s.threads as f64) - o.workers as f64;
     // Busy workers from the threads' time (thread-seconds not waiting for work per second),
@@ -524,12 +553,14 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
     // two requests would make a saturated pool look 17 % idle over six seconds.
     let busy_workers = (o.busy_s() / o.window_s).max(busy).min(o.workers as f64);
     let cpu_part = o.on_cpu_s + o.runq_s;
-    if !explained
-        && o.capped()
-        && o.workers > 0
-        && busy_workers >= 0.9 * o.workers as f64
-        && cpu_part < 0.5 * o.busy_s()
+    if !o.capped()
+        || o.workers == 0
+        || busy_workers < 0.9 * o.workers as f64
+        || cpu_part >= 0.5 * o.busy_s()
     {
+        return None;
+    }
+    Some({
         let serve_s_per_req = o.busy_s() / o.answered.max(1) as f64;
         let predicted = o.workers as f64 / serve_s_per_req.max(1e-9);
         // The accept queue: connections the kernel completed that no worker took yet.
@@ -537,8 +568,7 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
         let queue_max = queues.iter().max().copied();
         let queue_mean = (!queues.is_empty())
             .then(|| round(queues.iter().sum::<u64>() as f64 / queues.len() as f64, 1));
-        out.push(
-            Finding::new(
+        Finding::new(
                 "pool.too-small",
                 Severity::Fail,
                 format!(
@@ -566,21 +596,19 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
                 predicted,
                 o.delivered_rate
             ))
-            .remedy("raise the worker count (php-fpm: pm.max_children; a thread pool's size) while CPU and memory allow"),
-        );
-    }
-    if !o.classified && o.wall_s() > 0.0 {
-        out.push(
-            Finding::new(
-                "run.classes-unavailable",
-                Severity::Info,
-                "this kernel cannot tell which syscall blocked threads are in (bpf_task_pt_regs needs Linux ≥ 5.15 on x86_64): off-CPU time is not split by cause",
-            )
-            .with("unknown_off_cpu_pct", pct(class_s(o, "unknown"), o.wall_s()))
-            .remedy("run on Linux 5.15 or later for fs, lock and pool verdicts"),
-        );
-    }
-    out
+            .remedy("raise the worker count (php-fpm: pm.max_children; a thread pool's size) while CPU and memory allow")
+    })
+}
+
+/// run.classes-unavailable: the kernel cannot name the syscall a blocked thread is in.
+fn classes_unavailable(o: &RunObs) -> Finding {
+    Finding::new(
+            "run.classes-unavailable",
+            Severity::Info,
+            "this kernel cannot tell which syscall blocked threads are in (bpf_task_pt_regs needs Linux ≥ 5.15 on x86_64): off-CPU time is not split by cause",
+        )
+        .with("unknown_off_cpu_pct", pct(class_s(o, "unknown"), o.wall_s()))
+        .remedy("run on Linux 5.15 or later for fs, lock and pool verdicts")
 }
 
 #[cfg(test)]
