@@ -92,50 +92,14 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     } else {
         return None;
     };
-    let cf = &tw.closed_first;
-    // Nothing in TIME_WAIT before the run: the trace tells which side closed first, by whether
-    // the target's port was the local or the remote port of the sockets that entered it.
-    let traced_side = o
-        .traced
-        .as_ref()
-        .map(|t| t.time_wait_sides())
-        .filter(|(s, c)| tw.count == 0 && s + c > 0)
-        .map(|(s, c)| if s >= c { Side::Server } else { Side::Client });
-    let side = if let Some(s) = traced_side {
-        s
-    } else if tw.scoped {
-        // The target's port local: its server closed first; remote: a local client did.
-        if tw.own.local >= tw.own.remote {
-            Side::Server
-        } else {
-            Side::Client
-        }
-    } else if cf.server >= cf.client && cf.server >= cf.unknown {
-        Side::Server
-    } else if cf.client >= cf.unknown {
-        Side::Client
-    } else {
-        Side::Unknown
-    };
     let theirs = |p: u16| !tw.scoped || o.ports.contains(&p);
     let top_local = tw.by_local_port.iter().find(|p| theirs(p.port));
     let top_group = tw.groups.iter().find(|g| theirs(g.server_port));
-    // wait-drain matches local or remote port: the server's port names both sides' sockets.
-    let traced_port = o
-        .traced
-        .as_ref()
-        .and_then(|t| {
-            t.by_port
-                .iter()
-                .max_by_key(|p| p.local.time_wait_entered + p.remote.time_wait_entered)
-        })
-        .filter(|p| p.local.time_wait_entered + p.remote.time_wait_entered > 0)
-        .map(|p| p.port);
-    let port = match (traced_side, side) {
-        (Some(_), _) => traced_port,
-        (None, Side::Server) => top_local.map(|p| p.port),
-        (None, _) => top_group.map(|g| g.server_port),
-    };
+    let (side, port) = closed_first(
+        o,
+        top_local.map(|p| p.port),
+        top_group.map(|g| g.server_port),
+    );
     let drain_s = tw.drain_all_ms.map(|ms| round(ms as f64 / 1000.0, 1));
     let below_s = tw.seconds_until_below(TIME_WAIT_WARN);
     let title = if present >= TIME_WAIT_WARN {
@@ -182,6 +146,76 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     if overflow > 0 {
         f = f.with("tcp_time_wait_overflow", overflow);
     }
+    let predicted = time_wait_predictions(o, growth, steady, at_cap, overflow);
+    if !predicted.is_empty() {
+        f = f.predict(predicted.join("; "));
+    }
+    Some(f.remedy(time_wait_remedy(side, port, entered, below_s)))
+}
+
+/// Which side closed first, and the port to wait on. Nothing in TIME_WAIT before the run: the
+/// trace tells, by whether the target's port was the local or the remote port of the sockets
+/// that entered it; else the census (the target's port local: its server closed first;
+/// remote: a local client did), else the sockets' own sides.
+fn closed_first(
+    o: &NetObservation,
+    top_local_port: Option<u16>,
+    top_group_port: Option<u16>,
+) -> (Side, Option<u16>) {
+    let tw = &o.time_wait;
+    let cf = &tw.closed_first;
+    let traced_side = o
+        .traced
+        .as_ref()
+        .map(|t| t.time_wait_sides())
+        .filter(|(s, c)| tw.count == 0 && s + c > 0)
+        .map(|(s, c)| if s >= c { Side::Server } else { Side::Client });
+    let side = if let Some(s) = traced_side {
+        s
+    } else if tw.scoped {
+        if tw.own.local >= tw.own.remote {
+            Side::Server
+        } else {
+            Side::Client
+        }
+    } else if cf.server >= cf.client && cf.server >= cf.unknown {
+        Side::Server
+    } else if cf.client >= cf.unknown {
+        Side::Client
+    } else {
+        Side::Unknown
+    };
+    // wait-drain matches local or remote port: the server's port names both sides' sockets.
+    let traced_port = o
+        .traced
+        .as_ref()
+        .and_then(|t| {
+            t.by_port
+                .iter()
+                .max_by_key(|p| p.local.time_wait_entered + p.remote.time_wait_entered)
+        })
+        .filter(|p| p.local.time_wait_entered + p.remote.time_wait_entered > 0)
+        .map(|p| p.port);
+    let port = match (traced_side, side) {
+        (Some(_), _) => traced_port,
+        (None, Side::Server) => top_local_port,
+        (None, _) => top_group_port,
+    };
+    (side, port)
+}
+
+/// What TIME_WAIT will do next: today's sockets drain, a close rate settles, the cap.
+fn time_wait_predictions(
+    o: &NetObservation,
+    growth: Option<f64>,
+    steady: Option<u64>,
+    at_cap: bool,
+    overflow: u64,
+) -> Vec<String> {
+    let tw = &o.time_wait;
+    let drain_s = tw.drain_all_ms.map(|ms| round(ms as f64 / 1000.0, 1));
+    let below_s = tw.seconds_until_below(TIME_WAIT_WARN);
+    let max_tw = o.sysctls.tcp_max_tw_buckets;
     let mut predicted = vec![];
     if tw.count > 0 {
         predicted.push(format!(
@@ -205,9 +239,11 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
             max_tw.map_or("?".into(), fmt_count)
         ));
     }
-    if !predicted.is_empty() {
-        f = f.predict(predicted.join("; "));
-    }
+    predicted
+}
+
+/// net.time-wait's remedy: keep-alive on the side that closes first, and the drain to wait for.
+fn time_wait_remedy(side: Side, port: Option<u16>, entered: Option<u64>, below_s: u64) -> String {
     // TIME_WAIT made during the run lasts up to a full 60 s after its last entry.
     let wait_s = if entered.unwrap_or(0) > 0 {
         TIME_WAIT_LEN_S
@@ -217,7 +253,7 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     let wait = port.map(|p| {
         format!("`trapdetect wait-drain --port {p} --below {TIME_WAIT_WARN} --timeout {wait_s}s`")
     });
-    let remedy = if side == Side::Unknown {
+    if side == Side::Unknown {
         format!(
             "nothing listens on either port any more (a previous instance?) and neither port is ephemeral here; if port {} was the server's, start the next instance on a new port, or wait for the drain: {}",
             port.map_or("?".into(), |p| p.to_string()),
@@ -234,8 +270,7 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
             "the client closes first and holds its ephemeral ports for {TIME_WAIT_LEN_S} s: use keep-alive in the load generator, or `sysctl -w net.ipv4.tcp_tw_reuse=1` in the client's namespace (reuse after 1 s, needs TCP timestamps); between points wait for the drain: {}",
             wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
         )
-    };
-    Some(f.remedy(remedy))
+    }
 }
 
 /// net.upstream-time-wait: TIME_WAIT of the target's own upstream connections (nginx to
