@@ -63,6 +63,8 @@ const APT_TEST: &[&[&str]] = &[
     // static, `man` reads the installed pages.
     &["file"],
     &["man-db"],
+    // The fuzzers (`cargo xtask test` runs them): libfuzzer-sys compiles libFuzzer's C++.
+    &["g++"],
 ];
 
 fn installed(p: &str) -> bool {

@@ -179,8 +179,17 @@ pub fn parse_batch(b: &[u8], seq: u32, f: &mut dyn FnMut(SockRec)) -> io::Result
                         .get(0..4)
                         .map(|e| i32::from_ne_bytes(e.try_into().unwrap()))
                         .unwrap_or(-(Errno::EIO as i32));
-                    if errno != 0 {
-                        return Err(io::Error::from_raw_os_error(-errno));
+                    // The kernel sends a negative errno; anything else is a malformed message
+                    // (i32::MIN has no positive counterpart: found by the sock_diag fuzzer).
+                    match errno.checked_neg() {
+                        Some(0) => {}
+                        Some(e) if e > 0 => return Err(io::Error::from_raw_os_error(e)),
+                        _ => {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!("sock_diag: error message with errno {errno}"),
+                            ));
+                        }
                     }
                 }
                 SOCK_DIAG_BY_FAMILY | TCPDIAG_GETSOCK if payload.len() >= MSG_LEN => {
@@ -285,6 +294,16 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.raw_os_error(), Some(Errno::EPERM as i32));
+        // Malformed errnos: positive, and i32::MIN (negating it overflowed: the fuzzer's find).
+        for bad in [i32::MIN, 5] {
+            let e =
+                parse_batch(&nl(NLMSG_ERROR, 7, &bad.to_ne_bytes()), 7, &mut |_| {}).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+            assert_eq!(
+                e.to_string(),
+                format!("sock_diag: error message with errno {bad}")
+            );
+        }
     }
 
     #[test]
