@@ -256,6 +256,9 @@ fn delivered_basis(side: &LoadSide, k: &Sampler) -> &'static str {
     }
 }
 
+/// Run's observations, gathered once from the load side, the kernel sampler and the trace's
+/// report: the joined timeline, the threads' time by class, the filesystems and lock objects
+/// waited on, the worker pool and the quota.
 fn observe(
     s: &LoadSide,
     k: &Sampler,
@@ -264,6 +267,59 @@ fn observe(
     attached: bool,
     pid: u32,
 ) -> RunObs {
+    let seconds = timeline(s, k, mounts, attached);
+    let mut off_s = vec![0.0; NUM_CLASSES as usize];
+    let (mut on, mut runq) = (0.0, 0.0);
+    for ks in &k.seconds {
+        for (i, v) in ks.off_s.iter().enumerate() {
+            off_s[i] += v;
+        }
+        on += ks.on_cpu_s;
+        runq += ks.runq_s;
+    }
+    let window_s = k
+        .seconds
+        .iter()
+        .map(|x| x.dt_s)
+        .sum::<f64>()
+        .max(s.measured_s.min(1e-3));
+    let by_requests = served_by_requests(k);
+    // 2xx from the generator; where it gave only a summary, the kernel's served count. Kernel
+    // sampling stops when the window ends: every sampled second is in it.
+    let answered_window: u64 = if s.per_second_2xx {
+        s.seconds
+            .iter()
+            .filter(|p| k.seconds.iter().any(|x| x.t_s == p.t_s))
+            .map(|p| p.ok_2xx)
+            .sum()
+    } else {
+        k.seconds.iter().map(|x| served_of(x, by_requests)).sum()
+    };
+    let path_off = off_s[trapdetect_common::offcpu::CLASS_PATH as usize];
+    RunObs {
+        seconds,
+        window_s,
+        cores: std::thread::available_parallelism()
+            .map(|n| n.get() as f64)
+            .unwrap_or(1.0),
+        offered_rate: s.offered_rate,
+        // 2xx while the kernel was watched: the drain after the window is not the ceiling.
+        delivered_rate: answered_window as f64 / window_s,
+        answered: answered_window,
+        off_s,
+        on_cpu_s: on,
+        runq_s: runq,
+        workers: k.workers(),
+        filesystems: filesystems(k, report, mounts, pid, path_off, answered_window),
+        locks: locks(k),
+        classified: attached && have_pt_regs(&kernel_release()),
+        quota: quota_obs(k),
+    }
+}
+
+/// The load side's seconds joined with the kernel's, each marked where its figures are
+/// incomplete.
+fn timeline(s: &LoadSide, k: &Sampler, mounts: &MountTable, attached: bool) -> Vec<RunSecond> {
     let mut seconds: Vec<RunSecond> = s.seconds.clone();
     let by_requests = served_by_requests(k);
     for ks in &k.seconds {
@@ -315,48 +371,28 @@ fn observe(
         }
     }
     seconds.sort_by_key(|r| r.t_s);
-    let mut off_s = vec![0.0; NUM_CLASSES as usize];
-    let (mut on, mut runq) = (0.0, 0.0);
-    for ks in &k.seconds {
-        for (i, v) in ks.off_s.iter().enumerate() {
-            off_s[i] += v;
-        }
-        on += ks.on_cpu_s;
-        runq += ks.runq_s;
-    }
-    let window_s = k
-        .seconds
-        .iter()
-        .map(|x| x.dt_s)
-        .sum::<f64>()
-        .max(s.measured_s.min(1e-3));
-    // Filesystems. Time: the kernel's path-class off-CPU time of this window, shared out
-    // between mounts as the tracer's per-path attribution shares its path syscall time (a
-    // blocked walk's filesystem needs the path string), plus file I/O blocked on the mount's
-    // device. Operations: FUSE requests in the sampled seconds, per 2xx completed in them (a
-    // request that timed out on the client or got a fast 502 is not a served request).
+    seconds
+}
+
+/// The filesystems the threads waited on. Time: the kernel's path-class off-CPU time of this
+/// window, shared out between mounts as the tracer's per-path attribution shares its path
+/// syscall time (a blocked walk's filesystem needs the path string), plus file I/O blocked on
+/// the mount's device. Operations: FUSE requests in the sampled seconds, per 2xx completed in
+/// them (a request that timed out on the client or got a fast 502 is not a served request).
+fn filesystems(
+    k: &Sampler,
+    report: &Report,
+    mounts: &MountTable,
+    pid: u32,
+    path_off: f64,
+    answered_window: u64,
+) -> Vec<FsLoad> {
     let requests = report.requests.as_ref().and_then(|q| q.count).unwrap_or(0) as f64;
     let row_s =
         |row: &crate::report::FsRow| row.syscall_ms_per_request.unwrap_or(0.0) * requests / 1e3;
     let all_rows_s: f64 = report.filesystems.iter().map(row_s).sum();
-    let path_off = off_s[trapdetect_common::offcpu::CLASS_PATH as usize];
     let window_keys = k.window_keys();
-    // Kernel sampling stops when the window ends: every sampled second is in it (the last
-    // one partial, its counts turned into rates below).
     let in_window: Vec<&crate::trace::seconds::KernelSecond> = k.seconds.iter().collect();
-    // 2xx from the generator; where it gave only a summary, the kernel's served count.
-    let answered_in = |secs: &[&crate::trace::seconds::KernelSecond]| -> u64 {
-        if s.per_second_2xx {
-            s.seconds
-                .iter()
-                .filter(|p| secs.iter().any(|x| x.t_s == p.t_s))
-                .map(|p| p.ok_2xx)
-                .sum()
-        } else {
-            secs.iter().map(|x| served_of(x, by_requests)).sum()
-        }
-    };
-    let answered_window = answered_in(&in_window);
     // The directory the server was started in and stays in (its root process's; PHP's
     // workers visit the docroot per request and come back).
     let start_mount = std::fs::read_link(format!("/proc/{pid}/cwd"))
@@ -367,7 +403,7 @@ fn observe(
             ))
         })
         .map(|(m, _)| mounts.mounts[m].mount_point_display());
-    let filesystems = report
+    report
         .filesystems
         .iter()
         .map(|row| {
@@ -431,7 +467,11 @@ fn observe(
                 holds_start_cwd: start_mount.as_deref() == Some(row.mount_point.as_str()),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The lock objects waited on: flock/fcntl locks by file, futexes together.
+fn locks(k: &Sampler) -> Vec<LockLoad> {
     let mut locks: BTreeMap<String, LockLoad> = BTreeMap::new();
     for (key, (ns, count)) in k.window_keys() {
         let object = match key.class {
@@ -454,42 +494,29 @@ fn observe(
         e.wait_s += ns as f64 / 1e9;
         e.waits += count;
     }
-    RunObs {
-        seconds,
-        window_s,
-        cores: std::thread::available_parallelism()
-            .map(|n| n.get() as f64)
-            .unwrap_or(1.0),
-        offered_rate: s.offered_rate,
-        // 2xx while the kernel was watched: the drain after the window is not the ceiling.
-        delivered_rate: answered_window as f64 / window_s,
-        answered: answered_window,
-        off_s,
-        on_cpu_s: on,
-        runq_s: runq,
-        workers: k.workers(),
-        filesystems,
-        locks: locks.into_values().collect(),
-        classified: attached && have_pt_regs(&kernel_release()),
-        quota: k.quota.as_ref().map(|q| {
-            let mut o = QuotaObs {
-                version: match q.version {
-                    crate::host::cpu::CgroupVersion::V1 => "v1",
-                    crate::host::cpu::CgroupVersion::V2 => "v2",
-                },
-                dir: escape::text(&q.level.dir),
-                quota_us: q.level.quota_us,
-                period_us: q.level.period_us,
-                ..Default::default()
-            };
-            for t in k.seconds.iter().filter_map(|x| x.throttle) {
-                o.nr_periods += t.nr_periods;
-                o.nr_throttled += t.nr_throttled;
-                o.throttled_us += t.throttled_us;
-            }
-            o
-        }),
-    }
+    locks.into_values().collect()
+}
+
+/// The target's cgroup CPU quota and its throttling over the window.
+fn quota_obs(k: &Sampler) -> Option<QuotaObs> {
+    k.quota.as_ref().map(|q| {
+        let mut o = QuotaObs {
+            version: match q.version {
+                crate::host::cpu::CgroupVersion::V1 => "v1",
+                crate::host::cpu::CgroupVersion::V2 => "v2",
+            },
+            dir: escape::text(&q.level.dir),
+            quota_us: q.level.quota_us,
+            period_us: q.level.period_us,
+            ..Default::default()
+        };
+        for t in k.seconds.iter().filter_map(|x| x.throttle) {
+            o.nr_periods += t.nr_periods;
+            o.nr_throttled += t.nr_throttled;
+            o.throttled_us += t.throttled_us;
+        }
+        o
+    })
 }
 
 /// The `run` section: where the threads' time went, second by second.
