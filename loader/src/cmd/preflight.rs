@@ -762,6 +762,8 @@ fn master_config_path(m: &Master) -> Option<PathBuf> {
     Some(cwd.join(c))
 }
 
+/// The php-fpm checks: each master found (or the one running `--fpm-config`), with its
+/// configuration; then each pool's rules, its error log and its workers' memory.
 fn fpm_checks(
     args: &PreflightArgs,
     given: Option<fpm::FpmConfig>,
@@ -770,6 +772,30 @@ fn fpm_checks(
     findings: &mut Vec<Finding>,
     skipped: &mut Vec<Skipped>,
 ) -> Option<serde_json::Value> {
+    let units = fpm_units(args, given, obs, skipped);
+    if units.is_empty() {
+        if args.mem_budget.is_some() {
+            skipped.push(Skipped {
+                check: "fpm.memory".into(),
+                reason: "--mem-budget given, but no php-fpm master was found and no --fpm-config named one".into(),
+            });
+        }
+        return None;
+    }
+    let out = units
+        .iter()
+        .map(|u| fpm_unit_checks(u, args, obs, online, findings, skipped))
+        .collect();
+    Some(serde_json::Value::Array(out))
+}
+
+/// The php-fpm masters to check and their configurations (read now).
+fn fpm_units(
+    args: &PreflightArgs,
+    given: Option<fpm::FpmConfig>,
+    obs: &Observed,
+    skipped: &mut Vec<Skipped>,
+) -> Vec<FpmUnit> {
     let masters: Vec<u32> = match args.pid {
         Some(pid) => fpm::master_of(&obs.scan, pid).into_iter().collect(),
         None => fpm::find_masters(&obs.scan),
@@ -826,111 +852,110 @@ fn fpm_checks(
             master: None,
         });
     }
-    if units.is_empty() {
-        if args.mem_budget.is_some() {
-            skipped.push(Skipped {
-                check: "fpm.memory".into(),
-                reason: "--mem-budget given, but no php-fpm master was found and no --fpm-config named one".into(),
-            });
-        }
-        return None;
+    units
+}
+
+/// One master's (or one configuration's) checks; returns its `fpm` JSON entry.
+fn fpm_unit_checks(
+    u: &FpmUnit,
+    args: &PreflightArgs,
+    obs: &Observed,
+    online: usize,
+    findings: &mut Vec<Finding>,
+    skipped: &mut Vec<Skipped>,
+) -> serde_json::Value {
+    let pools: Vec<Pool> = u
+        .config
+        .as_ref()
+        .map(|c| {
+            c.pools
+                .iter()
+                .map(|p| Pool::from_config(p, fpm::DEFAULT_PREFIX))
+                .collect()
+        })
+        .unwrap_or_default();
+    let cpus = u
+        .master
+        .as_ref()
+        .map(|m| m.cpus_allowed)
+        .filter(|&c| c > 0)
+        .unwrap_or(online);
+    for p in &pools {
+        findings.extend(traps::fpm::spare_servers(p));
+        findings.extend(traps::fpm::socket_path(p));
+        findings.extend(traps::fpm::ramp(p));
+        findings.extend(traps::fpm::oversized(p, cpus));
     }
-    let mut out = vec![];
-    for u in &units {
-        let pools: Vec<Pool> = u
-            .config
-            .as_ref()
-            .map(|c| {
-                c.pools
-                    .iter()
-                    .map(|p| Pool::from_config(p, fpm::DEFAULT_PREFIX))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let cpus = u
-            .master
-            .as_ref()
-            .map(|m| m.cpus_allowed)
-            .filter(|&c| c > 0)
-            .unwrap_or(online);
-        for p in &pools {
-            findings.extend(traps::fpm::spare_servers(p));
-            findings.extend(traps::fpm::socket_path(p));
-            findings.extend(traps::fpm::ramp(p));
-            findings.extend(traps::fpm::oversized(p, cpus));
-        }
-        let log_path = u
-            .config
-            .as_ref()
-            .and_then(|c| fpm::error_log(c, fpm::DEFAULT_PREFIX));
-        let counts = match &log_path {
-            Some(p) => match fpm::scan_log(p, LOG_TAIL) {
-                Ok(c) => Some(c),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => {
-                    skipped.push(Skipped {
-                        check: "fpm.alert-patterns (log counts)".into(),
-                        reason: format!("{}: {e}", p.display()),
-                    });
-                    None
-                }
-            },
-            None => None,
-        };
-        let log_s = log_path
-            .as_ref()
-            .map(|p| escape::bytes(p.as_os_str().as_bytes()));
-        findings.extend(traps::fpm::alert_patterns(
-            &pools,
-            counts.as_ref(),
-            log_s.as_deref(),
-        ));
-        match &u.master {
-            Some(m) if !pools.is_empty() => {
-                let cgroup_limit = std::fs::read_to_string(format!("/proc/{}/cgroup", m.pid))
-                    .ok()
-                    .and_then(|t| {
-                        let lines = cpu::parse_proc_cgroup(&t);
-                        cpu::cgroup_dir(&lines, obs.self_mounts.as_ref()?, "memory", Path::new("/"))
-                    })
-                    .and_then(|at| cpu::read_memory_limit(&at, Path::new("/")));
-                let basis = MemoryBasis {
-                    mem_available_bytes: obs.memory.mem_available_kib * 1024,
-                    budget_bytes: args.mem_budget,
-                    cgroup_limit,
-                };
-                let (f, unmeasured) = traps::fpm::memory(&pools, m, &basis);
-                findings.extend(f);
-                for name in unmeasured {
-                    skipped.push(Skipped {
-                        check: format!("fpm.memory (pool {name})"),
-                        reason: "no worker of this pool is running, so its peak is unknown: drive one request per worker and rerun".into(),
-                    });
-                }
+    let log_path = u
+        .config
+        .as_ref()
+        .and_then(|c| fpm::error_log(c, fpm::DEFAULT_PREFIX));
+    let counts = match &log_path {
+        Some(p) => match fpm::scan_log(p, LOG_TAIL) {
+            Ok(c) => Some(c),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                skipped.push(Skipped {
+                    check: "fpm.alert-patterns (log counts)".into(),
+                    reason: format!("{}: {e}", p.display()),
+                });
+                None
             }
-            Some(_) => {}
-            None => skipped.push(Skipped {
-                check: "fpm.memory".into(),
-                reason: format!(
-                    "no running master uses {}: worker RSS cannot be measured (start the pool, drive a request per worker, rerun)",
-                    u.config_path
-                        .as_ref()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_default()
-                ),
-            }),
+        },
+        None => None,
+    };
+    let log_s = log_path
+        .as_ref()
+        .map(|p| escape::bytes(p.as_os_str().as_bytes()));
+    findings.extend(traps::fpm::alert_patterns(
+        &pools,
+        counts.as_ref(),
+        log_s.as_deref(),
+    ));
+    match &u.master {
+        Some(m) if !pools.is_empty() => {
+            let cgroup_limit = std::fs::read_to_string(format!("/proc/{}/cgroup", m.pid))
+                .ok()
+                .and_then(|t| {
+                    let lines = cpu::parse_proc_cgroup(&t);
+                    cpu::cgroup_dir(&lines, obs.self_mounts.as_ref()?, "memory", Path::new("/"))
+                })
+                .and_then(|at| cpu::read_memory_limit(&at, Path::new("/")));
+            let basis = MemoryBasis {
+                mem_available_bytes: obs.memory.mem_available_kib * 1024,
+                budget_bytes: args.mem_budget,
+                cgroup_limit,
+            };
+            let (f, unmeasured) = traps::fpm::memory(&pools, m, &basis);
+            findings.extend(f);
+            for name in unmeasured {
+                skipped.push(Skipped {
+                    check: format!("fpm.memory (pool {name})"),
+                    reason: "no worker of this pool is running, so its peak is unknown: drive one request per worker and rerun".into(),
+                });
+            }
         }
-        out.push(json!({
-            "config": u.config_path.as_ref().map(|p| escape::bytes(p.as_os_str().as_bytes())),
-            "files": u.config.as_ref().map(|c| c.files.iter().map(|f| escape::bytes(f.as_os_str().as_bytes())).collect::<Vec<_>>()),
-            "warnings": u.config.as_ref().map(|c| c.warnings.clone()),
-            "master": u.master,
-            "pools": pools,
-            "error_log": log_s,
-            "alerts": counts,
-        }));
+        Some(_) => {}
+        None => skipped.push(Skipped {
+            check: "fpm.memory".into(),
+            reason: format!(
+                "no running master uses {}: worker RSS cannot be measured (start the pool, drive a request per worker, rerun)",
+                u.config_path
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ),
+        }),
     }
-    Some(serde_json::Value::Array(out))
+    json!({
+        "config": u.config_path.as_ref().map(|p| escape::bytes(p.as_os_str().as_bytes())),
+        "files": u.config.as_ref().map(|c| c.files.iter().map(|f| escape::bytes(f.as_os_str().as_bytes())).collect::<Vec<_>>()),
+        "warnings": u.config.as_ref().map(|c| c.warnings.clone()),
+        "master": u.master,
+        "pools": pools,
+        "error_log": log_s,
+        "alerts": counts,
+    })
 }
 
 /// The network census, in the target's network namespace when there is a target; returns the
