@@ -508,6 +508,19 @@ pub struct Exe {
 }
 
 impl Exe {
+    /// From /proc/PID/exe's link, before anything is read through it.
+    pub fn from_link(link: &[u8]) -> Exe {
+        let (path, deleted) = split_deleted(link);
+        Exe {
+            path,
+            deleted,
+            sha256: None,
+            size_bytes: None,
+            elf: None,
+            elf_error: None,
+        }
+    }
+
     /// The link as the kernel shows it: the path, then ` (deleted)` when it was replaced.
     pub fn link(&self) -> Vec<u8> {
         let mut l = self.path.clone();
@@ -675,15 +688,7 @@ pub fn read(pid: u32, opts: ReadOptions) -> Result<Process> {
         .unwrap_or(0.0);
     let exe = match readlink(&proc_path(pid, "exe")) {
         Ok(link) => {
-            let (path, deleted) = split_deleted(&link);
-            let mut exe = Exe {
-                path,
-                deleted,
-                sha256: None,
-                size_bytes: None,
-                elf: None,
-                elf_error: None,
-            };
+            let mut exe = Exe::from_link(&link);
             // Open through /proc: this is the image that runs, even when the path was replaced.
             match (opts.depth == Depth::Full).then(|| File::open(proc_path(pid, "exe"))) {
                 None => {}
@@ -1000,15 +1005,11 @@ mod tests {
             (b"/usr/sbin/php-fpm8.2".to_vec(), true)
         );
         assert_eq!(split_deleted(b"/bin/x"), (b"/bin/x".to_vec(), false));
-        let (path, deleted) = split_deleted(b"/usr/sbin/php-fpm8.2 (deleted)");
-        let exe = Exe {
-            path,
-            deleted,
-            sha256: None,
-            size_bytes: None,
-            elf: None,
-            elf_error: None,
-        };
+        let exe = Exe::from_link(b"/usr/sbin/php-fpm8.2 (deleted)");
+        assert_eq!(
+            (exe.path.as_slice(), exe.deleted),
+            (&b"/usr/sbin/php-fpm8.2"[..], true)
+        );
         assert_eq!(exe.link(), b"/usr/sbin/php-fpm8.2 (deleted)");
     }
 
