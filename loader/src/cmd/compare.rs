@@ -508,8 +508,8 @@ pub fn html(c: &Comparison, a: &Value, b: &Value) -> String {
 
 /// Runs the command.
 pub fn run(args: CompareArgs) -> Result<i32> {
-    let a = super::report::read_comparable(&args.a)?;
-    let b = super::report::read_comparable(&args.b)?;
+    let a = read_comparable(&args.a)?;
+    let b = read_comparable(&args.b)?;
     let c = compare(describe(&args.a, &a), &a, describe(&args.b, &b), &b);
     if let Some(p) = &args.html {
         crate::output::write("--html", p, html(&c, &a, &b).as_bytes())?;
@@ -521,6 +521,21 @@ pub fn run(args: CompareArgs) -> Result<i32> {
         crate::util::print(&text(&c))?;
     }
     Ok(exit::OK)
+}
+
+/// The schemas `compare` reads: reports and load runs.
+fn read_comparable(path: &std::path::Path) -> Result<serde_json::Value> {
+    let doc = super::read_saved(path)?;
+    match doc["schema"].as_str() {
+        Some(s) if s.starts_with("trapdetect.report/") || s.starts_with("trapdetect.load/") => {
+            Ok(doc)
+        }
+        s => Err(crate::error::Error::usage(format!(
+            "{}: a {} document cannot be compared (expected a report or a load run)",
+            path.display(),
+            crate::escape::text(s.unwrap_or("?"))
+        ))),
+    }
 }
 
 #[cfg(test)]

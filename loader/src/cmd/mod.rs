@@ -55,3 +55,32 @@ pub fn check_ignore(ids: &[String]) -> crate::error::Result<()> {
         ))),
     }
 }
+
+/// The schemas `report` re-renders (prefixes, any version).
+const RENDERED: [&str; 5] = [
+    "trapdetect.report/",
+    "trapdetect.load/",
+    "trapdetect.load-steps/",
+    "trapdetect.compare/",
+    "trapdetect.wait-drain/",
+];
+
+/// Reads and checks a saved trapdetect JSON document.
+pub fn read_saved(path: &std::path::Path) -> crate::error::Result<serde_json::Value> {
+    let body = std::fs::read(path)
+        .map_err(|e| crate::error::Error::input(format!("read {}", path.display()), e))?;
+    let doc: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| crate::error::Error::usage(format!("{}: not JSON ({e})", path.display())))?;
+    match doc["schema"].as_str() {
+        Some(s) if RENDERED.iter().any(|k| s.starts_with(k)) => Ok(doc),
+        Some(s) => Err(crate::error::Error::usage(format!(
+            "{}: unknown schema {:?} (expected one of trapdetect.report/1, load/1, load-steps/1, compare/1, wait-drain/1)",
+            path.display(),
+            crate::escape::text(s)
+        ))),
+        None => Err(crate::error::Error::usage(format!(
+            "{}: not a trapdetect report (no \"schema\" field)",
+            path.display()
+        ))),
+    }
+}

@@ -2,7 +2,7 @@
 //! (trace, preflight, run and net-census reports, load runs, step runs, comparisons,
 //! wait-drain results) as text, HTML and the exports, so a CI artifact can be looked at later.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -32,53 +32,9 @@ pub struct ReportArgs {
     pub export: ExportArgs,
 }
 
-/// The schemas `report` re-renders (prefixes, any version).
-const RENDERED: [&str; 5] = [
-    "trapdetect.report/",
-    "trapdetect.load/",
-    "trapdetect.load-steps/",
-    "trapdetect.compare/",
-    "trapdetect.wait-drain/",
-];
-
-/// The schemas `compare` reads: reports and load runs.
-pub fn read_comparable(path: &Path) -> Result<Value> {
-    let doc = read(path)?;
-    match doc["schema"].as_str() {
-        Some(s) if s.starts_with("trapdetect.report/") || s.starts_with("trapdetect.load/") => {
-            Ok(doc)
-        }
-        s => Err(Error::usage(format!(
-            "{}: a {} document cannot be compared (expected a report or a load run)",
-            path.display(),
-            crate::escape::text(s.unwrap_or("?"))
-        ))),
-    }
-}
-
-/// Reads and checks a saved trapdetect JSON document.
-pub fn read(path: &Path) -> Result<Value> {
-    let body =
-        std::fs::read(path).map_err(|e| Error::input(format!("read {}", path.display()), e))?;
-    let doc: Value = serde_json::from_slice(&body)
-        .map_err(|e| Error::usage(format!("{}: not JSON ({e})", path.display())))?;
-    match doc["schema"].as_str() {
-        Some(s) if RENDERED.iter().any(|k| s.starts_with(k)) => Ok(doc),
-        Some(s) => Err(Error::usage(format!(
-            "{}: unknown schema {:?} (expected one of trapdetect.report/1, load/1, load-steps/1, compare/1, wait-drain/1)",
-            path.display(),
-            crate::escape::text(s)
-        ))),
-        None => Err(Error::usage(format!(
-            "{}: not a trapdetect report (no \"schema\" field)",
-            path.display()
-        ))),
-    }
-}
-
 /// Runs the command; 0 once everything asked for is written.
 pub fn run(a: ReportArgs) -> Result<i32> {
-    let doc = read(&a.file)?;
+    let doc = super::read_saved(&a.file)?;
     let comparison = if doc["schema"]
         .as_str()
         .is_some_and(|s| s.starts_with("trapdetect.compare/"))
