@@ -18,6 +18,7 @@ use super::{
     classify::ErrorKind,
     client::{Client, Progress},
     clock::{self, Ticker, mono_ns},
+    deadline::{Deadline, Deadlines},
     schedule::{Picker, Schedule, Ticket},
     stats::{Outcome, Recorder, Seconds, Timing},
     summary::{self, FdLimit, GeneratorCost, Listen},
@@ -105,6 +106,8 @@ struct Lane {
     client: Client,
     rec: Mutex<Recorder>,
     budget: Budget,
+    /// Every request's timeout (one sweeper per lane, no timer per request).
+    deadlines: Deadlines,
     /// Most slots of the budget in use at once.
     busy_max: AtomicU64,
     in_flight: AtomicU64,
@@ -300,6 +303,7 @@ pub fn start(plan: Plan) -> Result<Running> {
                 k,
             )),
             budget: Budget::new(slots, lane_connect_rate),
+            deadlines: Deadlines::default(),
             busy_max: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             drained: tokio::sync::Notify::new(),
@@ -496,11 +500,16 @@ impl Drop for Running {
 }
 
 async fn run_lane(lane: Arc<Lane>, source: Source, workers: Option<usize>) -> Dispatched {
+    let sweeper = tokio::spawn({
+        let lane = lane.clone();
+        async move { lane.deadlines.sweeper().await }
+    });
     let d = dispatch(&lane, source, workers).await;
     // Drain: every request ends by its own timeout, so this is bounded.
     while lane.in_flight.load(Ordering::Acquire) > 0 {
         lane.drained.notified().await;
     }
+    sweeper.abort();
     lane.client.close_idle();
     lane.rec.lock().unwrap_or_else(|e| e.into_inner()).finish();
     d
@@ -533,10 +542,16 @@ async fn dispatch(lane: &Arc<Lane>, source: Source, workers: Option<usize>) -> D
             let all = schedule.map(move |off| (off, picker.pick())).enumerate();
             let mut mine = all.filter(|(i, _)| i % lanes == index);
             let mut burst = 0;
+            // The clock is read again only when the last reading is before the next instant:
+            // an arrival already overdue at that reading is overdue now (one read per burst,
+            // not one per arrival).
+            let mut now = 0;
             while let Some((i, (offset, target))) = mine.next() {
                 let permit = acquire().await;
                 let due = start_ns + offset;
-                let mut now = mono_ns();
+                if now < due || permit.is_some() {
+                    now = mono_ns();
+                }
                 if now < due {
                     burst = 0;
                 }
@@ -572,6 +587,7 @@ async fn dispatch(lane: &Arc<Lane>, source: Source, workers: Option<usize>) -> D
                 if burst == BURST {
                     burst = 0;
                     tokio::task::yield_now().await;
+                    now = mono_ns();
                 }
             }
         }
@@ -633,13 +649,19 @@ fn launch(
 async fn request(lane: &Lane, t: Ticket) {
     let sh = &lane.shared;
     let start = mono_ns();
+    // The timeout counts from here, the wait for a connection included (registered now, in
+    // start order, as the deadline queue needs).
+    let deadline = lane
+        .deadlines
+        .register(start.saturating_add(clock::ns(sh.timeout)));
     let mut p = Progress::default();
     let (o, queue_ns) = match lane.budget.slot(sh.wait_bound).await {
         Slot::Dropped => (Outcome::Dropped, 0),
         // The slot is held until the connection is back in the pool (or closed).
-        Slot::Now(_slot) => (exchange(lane, &t, start, 0, &mut p).await, 0),
-        Slot::Waited(_slot, waited) => (exchange(lane, &t, start, waited, &mut p).await, waited),
+        Slot::Now(_slot) => (exchange(lane, &t, start, &deadline, &mut p).await, 0),
+        Slot::Waited(_slot, waited) => (exchange(lane, &t, start, &deadline, &mut p).await, waited),
     };
+    drop(deadline);
     let end = mono_ns();
     let tm = Timing {
         start_ns: start,
@@ -688,33 +710,35 @@ async fn request(lane: &Lane, t: Ticket) {
 
 /// Sends one request holding a slot of the budget: waits for a connect token first when it
 /// will need a new connection (dropped if that comes after the wait bound), then sends within
-/// what is left of the timeout (which counts from `start`, the queueing included).
-async fn exchange(lane: &Lane, t: &Ticket, start: u64, waited: u64, p: &mut Progress) -> Outcome {
+/// what is left of the timeout (`deadline`, which counts from `start`, the queueing included).
+async fn exchange(
+    lane: &Lane,
+    t: &Ticket,
+    start: u64,
+    deadline: &Deadline<'_>,
+    p: &mut Progress,
+) -> Outcome {
     let sh = &lane.shared;
     raise(&lane.busy_max, lane.budget.busy() as u64);
-    let mut now = start + waited;
     if lane.client.idle() == 0 {
-        now = mono_ns();
+        let now = mono_ns();
         let latest = start + clock::ns(sh.wait_bound);
         match lane.budget.connect_at(now, latest) {
             None => return Outcome::Dropped,
             Some(at) if at > now => {
                 tokio::time::sleep(Duration::from_nanos(at - now)).await;
-                now = mono_ns();
             }
             Some(_) => {}
         }
     }
-    let left = (start + clock::ns(sh.timeout)).saturating_sub(now).max(1);
-    match tokio::time::timeout(
-        Duration::from_nanos(left),
-        lane.client.exchange(t.target, p),
-    )
-    .await
+    match lane
+        .deadlines
+        .within(deadline, lane.client.exchange(t.target, p))
+        .await
     {
-        Ok(Ok(a)) => Outcome::Answered(a),
-        Ok(Err(k)) => Outcome::Failed(k),
-        Err(_) => Outcome::Failed(ErrorKind::Timeout),
+        Some(Ok(a)) => Outcome::Answered(a),
+        Some(Err(k)) => Outcome::Failed(k),
+        None => Outcome::Failed(ErrorKind::Timeout),
     }
 }
 
