@@ -37,6 +37,8 @@ const MAX_WAIT_NS: u64 = 50_000_000;
 /// a dispatcher that fell behind then does not open a connection per overdue arrival while
 /// the answers that would free pooled connections sit unread.
 const BURST: u32 = 32;
+/// Idle request workers a lane keeps; one that finds no arrival beyond these ends.
+const MAX_IDLE_WORKERS: usize = 1024;
 
 /// A cheap snapshot of a running generator (atomics only).
 #[derive(Clone, Copy, Debug, Default)]
@@ -108,6 +110,8 @@ struct Lane {
     budget: Budget,
     /// Every request's timeout (one sweeper per lane, no timer per request).
     deadlines: Deadlines,
+    /// Arrivals released and not yet taken, and the workers waiting for one.
+    workers: Mutex<Workers>,
     /// Most slots of the budget in use at once.
     busy_max: AtomicU64,
     in_flight: AtomicU64,
@@ -115,6 +119,22 @@ struct Lane {
     dispatched: AtomicU64,
     completed: AtomicU64,
     ok_2xx: AtomicU64,
+}
+
+/// An arrival released by the dispatcher, with its closed-loop worker permit.
+struct Job {
+    t: Ticket,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// The hand-over from a lane's dispatcher to its request workers: long-lived tasks that each
+/// run one request at a time. A task per request cost an allocation, a copy of its future and
+/// two locked updates of the runtime's task list per request; a worker is woken instead, and a
+/// new one is spawned only when every worker is busy, so an arrival never waits for one.
+#[derive(Default)]
+struct Workers {
+    jobs: std::collections::VecDeque<Job>,
+    idle: Vec<std::task::Waker>,
 }
 
 /// Adds one to a counter only this thread writes: a plain store, no locked instruction.
@@ -304,6 +324,7 @@ pub fn start(plan: Plan) -> Result<Running> {
             )),
             budget: Budget::new(slots, lane_connect_rate),
             deadlines: Deadlines::default(),
+            workers: Mutex::new(Workers::default()),
             busy_max: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             drained: tokio::sync::Notify::new(),
@@ -510,6 +531,11 @@ async fn run_lane(lane: Arc<Lane>, source: Source, workers: Option<usize>) -> Di
         lane.drained.notified().await;
     }
     sweeper.abort();
+    lane.workers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .idle
+        .clear();
     lane.client.close_idle();
     lane.rec.lock().unwrap_or_else(|e| e.into_inner()).finish();
     d
@@ -639,11 +665,38 @@ fn launch(
     lane.in_flight.fetch_add(1, Ordering::AcqRel);
     let n = sh.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
     sh.peak(n, now);
-    let lane = lane.clone();
-    tokio::spawn(async move {
-        request(&lane, t).await;
-        drop(permit);
-    });
+    let idle = {
+        let mut w = lane.workers.lock().unwrap_or_else(|e| e.into_inner());
+        w.jobs.push_back(Job { t, permit });
+        w.idle.pop()
+    };
+    match idle {
+        Some(w) => w.wake(),
+        None => {
+            tokio::spawn(worker(lane.clone()));
+        }
+    }
+}
+
+/// Runs the lane's released arrivals, one at a time, in release order.
+async fn worker(lane: Arc<Lane>) {
+    loop {
+        let job = std::future::poll_fn(|cx| {
+            let mut w = lane.workers.lock().unwrap_or_else(|e| e.into_inner());
+            match w.jobs.pop_front() {
+                Some(j) => std::task::Poll::Ready(Some(j)),
+                None if w.idle.len() >= MAX_IDLE_WORKERS => std::task::Poll::Ready(None),
+                None => {
+                    w.idle.push(cx.waker().clone());
+                    std::task::Poll::Pending
+                }
+            }
+        })
+        .await;
+        let Some(job) = job else { return };
+        request(&lane, job.t).await;
+        drop(job.permit);
+    }
 }
 
 async fn request(lane: &Lane, t: Ticket) {
