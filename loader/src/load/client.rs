@@ -172,15 +172,14 @@ impl Client {
     /// Sends request `target` and reads its response. A pooled connection the server closed
     /// while idle gets one retry on a fresh connection (counted in `stale_retries`).
     pub async fn exchange(&self, target: u32, p: &mut Progress) -> Result<Answer, ErrorKind> {
+        // The HTTP/2 and hyper paths and the connect (with its TLS handshake) are boxed: their
+        // futures are large, and inline they would make every request's task ~2 KiB, copied
+        // on each spawn and allocated past glibc's small-size caches (docs/load.md, OVERHEAD).
         if let Some(h2) = &self.h2 {
-            return h2
-                .exchange(target, p, &self.opened, &self.stale_retries)
-                .await;
+            return Box::pin(h2.exchange(target, p, &self.opened, &self.stale_retries)).await;
         }
         if let Some(hy) = &self.hyper {
-            return hy
-                .exchange(target, p, &self.opened, &self.stale_retries)
-                .await;
+            return Box::pin(hy.exchange(target, p, &self.opened, &self.stale_retries)).await;
         }
         let mut retried = false;
         loop {
@@ -188,7 +187,7 @@ impl Client {
             p.reused = pooled.is_some();
             let mut s = match pooled {
                 Some(s) => s,
-                None => self.connect(p).await?,
+                None => Box::pin(self.connect(p)).await?,
             };
             p.bytes_in = 0;
             match self.once(&mut s, target, p).await {
@@ -226,7 +225,8 @@ impl Client {
         // for the usual response that arrives whole.
         let mut pending: Vec<u8> = Vec::new();
         loop {
-            s.readable().await.map_err(|e| classify(&e))?;
+            // No separate wait for readability: poll_read registers the waker and returns
+            // Pending without a syscall while the socket is not known to be readable.
             let step = std::future::poll_fn(|cx| {
                 SCRATCH.with_borrow_mut(|buf| {
                     let mut rb = tokio::io::ReadBuf::new(&mut buf[..]);

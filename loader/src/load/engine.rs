@@ -18,6 +18,7 @@ use super::{
     classify::ErrorKind,
     client::{Client, Progress},
     clock::{self, Ticker, mono_ns},
+    deadline::{Deadline, Deadlines},
     schedule::{Picker, Schedule, Ticket},
     stats::{Outcome, Recorder, Seconds, Timing},
     summary::{self, FdLimit, GeneratorCost, Listen},
@@ -36,6 +37,8 @@ const MAX_WAIT_NS: u64 = 50_000_000;
 /// a dispatcher that fell behind then does not open a connection per overdue arrival while
 /// the answers that would free pooled connections sit unread.
 const BURST: u32 = 32;
+/// Idle request workers a lane keeps; one that finds no arrival beyond these ends.
+const MAX_IDLE_WORKERS: usize = 1024;
 
 /// A cheap snapshot of a running generator (atomics only).
 #[derive(Clone, Copy, Debug, Default)]
@@ -105,6 +108,10 @@ struct Lane {
     client: Client,
     rec: Mutex<Recorder>,
     budget: Budget,
+    /// Every request's timeout (one sweeper per lane, no timer per request).
+    deadlines: Deadlines,
+    /// Arrivals released and not yet taken, and the workers waiting for one.
+    workers: Mutex<Workers>,
     /// Most slots of the budget in use at once.
     busy_max: AtomicU64,
     in_flight: AtomicU64,
@@ -112,6 +119,22 @@ struct Lane {
     dispatched: AtomicU64,
     completed: AtomicU64,
     ok_2xx: AtomicU64,
+}
+
+/// An arrival released by the dispatcher, with its closed-loop worker permit.
+struct Job {
+    t: Ticket,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// The hand-over from a lane's dispatcher to its request workers: long-lived tasks that each
+/// run one request at a time. A task per request cost an allocation, a copy of its future and
+/// two locked updates of the runtime's task list per request; a worker is woken instead, and a
+/// new one is spawned only when every worker is busy, so an arrival never waits for one.
+#[derive(Default)]
+struct Workers {
+    jobs: std::collections::VecDeque<Job>,
+    idle: Vec<std::task::Waker>,
 }
 
 /// Adds one to a counter only this thread writes: a plain store, no locked instruction.
@@ -300,6 +323,8 @@ pub fn start(plan: Plan) -> Result<Running> {
                 k,
             )),
             budget: Budget::new(slots, lane_connect_rate),
+            deadlines: Deadlines::default(),
+            workers: Mutex::new(Workers::default()),
             busy_max: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             drained: tokio::sync::Notify::new(),
@@ -496,11 +521,21 @@ impl Drop for Running {
 }
 
 async fn run_lane(lane: Arc<Lane>, source: Source, workers: Option<usize>) -> Dispatched {
+    let sweeper = tokio::spawn({
+        let lane = lane.clone();
+        async move { lane.deadlines.sweeper().await }
+    });
     let d = dispatch(&lane, source, workers).await;
     // Drain: every request ends by its own timeout, so this is bounded.
     while lane.in_flight.load(Ordering::Acquire) > 0 {
         lane.drained.notified().await;
     }
+    sweeper.abort();
+    lane.workers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .idle
+        .clear();
     lane.client.close_idle();
     lane.rec.lock().unwrap_or_else(|e| e.into_inner()).finish();
     d
@@ -533,10 +568,16 @@ async fn dispatch(lane: &Arc<Lane>, source: Source, workers: Option<usize>) -> D
             let all = schedule.map(move |off| (off, picker.pick())).enumerate();
             let mut mine = all.filter(|(i, _)| i % lanes == index);
             let mut burst = 0;
+            // The clock is read again only when the last reading is before the next instant:
+            // an arrival already overdue at that reading is overdue now (one read per burst,
+            // not one per arrival).
+            let mut now = 0;
             while let Some((i, (offset, target))) = mine.next() {
                 let permit = acquire().await;
                 let due = start_ns + offset;
-                let mut now = mono_ns();
+                if now < due || permit.is_some() {
+                    now = mono_ns();
+                }
                 if now < due {
                     burst = 0;
                 }
@@ -572,6 +613,7 @@ async fn dispatch(lane: &Arc<Lane>, source: Source, workers: Option<usize>) -> D
                 if burst == BURST {
                     burst = 0;
                     tokio::task::yield_now().await;
+                    now = mono_ns();
                 }
             }
         }
@@ -623,23 +665,56 @@ fn launch(
     lane.in_flight.fetch_add(1, Ordering::AcqRel);
     let n = sh.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
     sh.peak(n, now);
-    let lane = lane.clone();
-    tokio::spawn(async move {
-        request(&lane, t).await;
-        drop(permit);
-    });
+    let idle = {
+        let mut w = lane.workers.lock().unwrap_or_else(|e| e.into_inner());
+        w.jobs.push_back(Job { t, permit });
+        w.idle.pop()
+    };
+    match idle {
+        Some(w) => w.wake(),
+        None => {
+            tokio::spawn(worker(lane.clone()));
+        }
+    }
+}
+
+/// Runs the lane's released arrivals, one at a time, in release order.
+async fn worker(lane: Arc<Lane>) {
+    loop {
+        let job = std::future::poll_fn(|cx| {
+            let mut w = lane.workers.lock().unwrap_or_else(|e| e.into_inner());
+            match w.jobs.pop_front() {
+                Some(j) => std::task::Poll::Ready(Some(j)),
+                None if w.idle.len() >= MAX_IDLE_WORKERS => std::task::Poll::Ready(None),
+                None => {
+                    w.idle.push(cx.waker().clone());
+                    std::task::Poll::Pending
+                }
+            }
+        })
+        .await;
+        let Some(job) = job else { return };
+        request(&lane, job.t).await;
+        drop(job.permit);
+    }
 }
 
 async fn request(lane: &Lane, t: Ticket) {
     let sh = &lane.shared;
     let start = mono_ns();
+    // The timeout counts from here, the wait for a connection included (registered now, in
+    // start order, as the deadline queue needs).
+    let deadline = lane
+        .deadlines
+        .register(start.saturating_add(clock::ns(sh.timeout)));
     let mut p = Progress::default();
     let (o, queue_ns) = match lane.budget.slot(sh.wait_bound).await {
         Slot::Dropped => (Outcome::Dropped, 0),
         // The slot is held until the connection is back in the pool (or closed).
-        Slot::Now(_slot) => (exchange(lane, &t, start, 0, &mut p).await, 0),
-        Slot::Waited(_slot, waited) => (exchange(lane, &t, start, waited, &mut p).await, waited),
+        Slot::Now(_slot) => (exchange(lane, &t, start, &deadline, &mut p).await, 0),
+        Slot::Waited(_slot, waited) => (exchange(lane, &t, start, &deadline, &mut p).await, waited),
     };
+    drop(deadline);
     let end = mono_ns();
     let tm = Timing {
         start_ns: start,
@@ -688,33 +763,35 @@ async fn request(lane: &Lane, t: Ticket) {
 
 /// Sends one request holding a slot of the budget: waits for a connect token first when it
 /// will need a new connection (dropped if that comes after the wait bound), then sends within
-/// what is left of the timeout (which counts from `start`, the queueing included).
-async fn exchange(lane: &Lane, t: &Ticket, start: u64, waited: u64, p: &mut Progress) -> Outcome {
+/// what is left of the timeout (`deadline`, which counts from `start`, the queueing included).
+async fn exchange(
+    lane: &Lane,
+    t: &Ticket,
+    start: u64,
+    deadline: &Deadline<'_>,
+    p: &mut Progress,
+) -> Outcome {
     let sh = &lane.shared;
     raise(&lane.busy_max, lane.budget.busy() as u64);
-    let mut now = start + waited;
     if lane.client.idle() == 0 {
-        now = mono_ns();
+        let now = mono_ns();
         let latest = start + clock::ns(sh.wait_bound);
         match lane.budget.connect_at(now, latest) {
             None => return Outcome::Dropped,
             Some(at) if at > now => {
                 tokio::time::sleep(Duration::from_nanos(at - now)).await;
-                now = mono_ns();
             }
             Some(_) => {}
         }
     }
-    let left = (start + clock::ns(sh.timeout)).saturating_sub(now).max(1);
-    match tokio::time::timeout(
-        Duration::from_nanos(left),
-        lane.client.exchange(t.target, p),
-    )
-    .await
+    match lane
+        .deadlines
+        .within(deadline, lane.client.exchange(t.target, p))
+        .await
     {
-        Ok(Ok(a)) => Outcome::Answered(a),
-        Ok(Err(k)) => Outcome::Failed(k),
-        Err(_) => Outcome::Failed(ErrorKind::Timeout),
+        Some(Ok(a)) => Outcome::Answered(a),
+        Some(Err(k)) => Outcome::Failed(k),
+        None => Outcome::Failed(ErrorKind::Timeout),
     }
 }
 

@@ -26,6 +26,7 @@ mod budget;
 mod classify;
 mod client;
 mod clock;
+mod deadline;
 mod engine;
 pub mod external;
 mod findings;

@@ -148,16 +148,6 @@ pub enum Stream {
 }
 
 impl Stream {
-    /// Waits until a read may make progress. TLS may hold decrypted bytes already, so it
-    /// reports ready and lets the read itself wait.
-    pub async fn readable(&self) -> io::Result<()> {
-        match self {
-            Stream::Plain(Plain::Tcp(s)) => s.readable().await,
-            Stream::Plain(Plain::Unix(s)) => s.readable().await,
-            Stream::Tls(_) => Ok(()),
-        }
-    }
-
     /// Whether bytes written may sit in a buffer until flushed.
     pub fn buffered(&self) -> bool {
         matches!(self, Stream::Tls(_))
