@@ -480,9 +480,16 @@ fn fd_limit(s: &Summary, plan: &Plan) -> Option<Finding> {
     }
     let sev = Severity::Warn;
     let title = if errors > 0 {
-        "the generator ran out of file descriptors: those requests were never sent"
+        "the generator ran out of file descriptors: those requests were never sent".to_string()
     } else {
-        "rate × timeout exceeds the generator's file descriptor limit"
+        format!(
+            "rate × timeout ({}) exceeds the generator's usable file descriptors ({} of its \
+             limit {}, {} kept for itself)",
+            need.map_or(0, |n| n.round() as u64),
+            usable,
+            s.fd_limit.soft,
+            super::FD_RESERVE
+        )
     };
     Some(
         Finding::new("net.fd-limit", sev, title)
@@ -491,6 +498,7 @@ fn fd_limit(s: &Summary, plan: &Plan) -> Option<Finding> {
             .with_opt("rate_x_timeout", need.map(|n| round(n, 1)))
             .with("in_flight_max", s.in_flight.max)
             .with("fd_limit_errors", errors)
+            .with("fd_reserved", super::FD_RESERVE)
             .predict(
                 "if the server stops answering, the flood needs one socket per outstanding \
                  request; beyond the limit the generator fails requests itself",
