@@ -261,7 +261,7 @@ fn time_wait_remedy(side: Side, port: Option<u16>, entered: Option<u64>, below_s
         )
     } else if side == Side::Server {
         format!(
-            "the server closes first, so TIME_WAIT sits on its port{}: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive), or a fresh instance on a new port per point; between points wait for the drain: {}",
+            "the server closes first, so TIME_WAIT sits on its port{}: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive) and in the server (one that closes every connection itself, as HTTP/1.0 servers, `Connection: close` or a low keep-alive request limit do, makes TIME_WAIT whatever the generator does), or a fresh instance on a new port per point; between points wait for the drain: {}",
             port.map(|p| format!(" {p}")).unwrap_or_default(),
             wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
         )
