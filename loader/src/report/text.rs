@@ -675,6 +675,17 @@ fn report_value(doc: &Value) -> String {
     let is_load = doc["schema"]
         .as_str()
         .is_some_and(|s| s.starts_with("trapdetect.load"));
+    value_head(&mut out, doc, is_load);
+    value_findings(&mut out, doc);
+    value_tables(&mut out, doc);
+    value_rest(&mut out, doc, is_load);
+    value_probes(&mut out, doc);
+    value_verdict(&mut out, doc);
+    out
+}
+
+/// The head: command, target, window, requests, the load's headline.
+fn value_head(out: &mut String, doc: &Value, is_load: bool) {
     let command = if is_load {
         "load"
     } else {
@@ -740,6 +751,10 @@ fn report_value(doc: &Value) -> String {
         }
     }
     out.push('\n');
+}
+
+/// The findings with their evidence, prediction and remedy.
+fn value_findings(out: &mut String, doc: &Value) {
     let findings = doc["findings"].as_array().cloned().unwrap_or_default();
     if findings.is_empty() {
         let _ = writeln!(out, "No traps found.");
@@ -767,6 +782,10 @@ fn report_value(doc: &Value) -> String {
             let _ = writeln!(out, "     remedy: {r}");
         }
     }
+}
+
+/// The trace's tables, with the columns the rows carry.
+fn value_tables(out: &mut String, doc: &Value) {
     for key in ["filesystems", "syscalls", "paths"] {
         let Some(rows) = doc[key].as_array().filter(|r| !r.is_empty()) else {
             continue;
@@ -785,8 +804,12 @@ fn report_value(doc: &Value) -> String {
             .iter()
             .map(|r| cols.iter().map(|c| value(&r[c.as_str()])).collect())
             .collect();
-        table(&mut out, &header, &body);
+        table(out, &header, &body);
     }
+}
+
+/// Everything else, generically.
+fn value_rest(out: &mut String, doc: &Value, is_load: bool) {
     // Everything else, generically: the network census, the host, run's timeline, the load
     // run's details (its per-second series and histograms are in the CSV and .hgrm exports).
     let shown: &[&str] = if is_load {
@@ -829,7 +852,11 @@ fn report_value(doc: &Value) -> String {
             l.remove(k);
         }
     }
-    generic_rest(&mut out, &rest, shown);
+    generic_rest(out, &rest, shown);
+}
+
+/// Programs that did not attach.
+fn value_probes(out: &mut String, doc: &Value) {
     let missing: Vec<&Value> = doc["probes"]
         .as_array()
         .into_iter()
@@ -848,6 +875,10 @@ fn report_value(doc: &Value) -> String {
             );
         }
     }
+}
+
+/// Trust, notes and the verdict.
+fn value_verdict(out: &mut String, doc: &Value) {
     let m = &doc["measurement"];
     let _ = writeln!(out);
     if m["trusted"] == Value::Bool(false) {
@@ -861,6 +892,7 @@ fn report_value(doc: &Value) -> String {
     for n in m["notes"].as_array().into_iter().flatten() {
         let _ = writeln!(out, "  note: {}", value(n));
     }
+    let findings = doc["findings"].as_array().cloned().unwrap_or_default();
     let count = |s: &str| findings.iter().filter(|f| f["severity"] == s).count();
     let _ = writeln!(
         out,
@@ -869,5 +901,4 @@ fn report_value(doc: &Value) -> String {
         count("warn"),
         value(&doc["exit_code"])
     );
-    out
 }
