@@ -32,6 +32,24 @@ impl Section for NetObservation {
 /// Text rendering of the observation for the report's `network` section.
 fn census_text(o: &NetObservation) -> String {
     let mut out = String::new();
+    for part in [
+        sockets_text,
+        time_wait_text,
+        ephemeral_text,
+        listeners_text,
+        tcp_ext_text,
+        limits_text,
+    ] {
+        part(&mut out, o);
+    }
+    for n in &o.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+    out
+}
+
+/// The namespace and its TCP sockets by state.
+fn sockets_text(out: &mut String, o: &NetObservation) {
     let _ = writeln!(
         out,
         "  netns {}, read with {}, census {:.1} ms",
@@ -52,6 +70,10 @@ fn census_text(o: &NetObservation) -> String {
             states.join(", ")
         }
     );
+}
+
+/// TIME_WAIT: who closed first, by local port and by flow group.
+fn time_wait_text(out: &mut String, o: &NetObservation) {
     let tw = &o.time_wait;
     if tw.count > 0 {
         let _ = writeln!(
@@ -92,6 +114,10 @@ fn census_text(o: &NetObservation) -> String {
     } else {
         let _ = writeln!(out, "  TIME_WAIT 0");
     }
+}
+
+/// The ephemeral port range and its use per flow group.
+fn ephemeral_text(out: &mut String, o: &NetObservation) {
     if let Some(e) = &o.ephemeral {
         let _ = writeln!(
             out,
@@ -118,6 +144,10 @@ fn census_text(o: &NetObservation) -> String {
     } else {
         let _ = writeln!(out, "  ephemeral ports: range unknown");
     }
+}
+
+/// Listeners and their accept queues.
+fn listeners_text(out: &mut String, o: &NetObservation) {
     let _ = writeln!(out, "  listeners ({} in the namespace):", o.listeners_total);
     for l in &o.listeners {
         let _ = writeln!(
@@ -129,6 +159,10 @@ fn census_text(o: &NetObservation) -> String {
             l.backlog.map_or("?".into(), |b| b.to_string())
         );
     }
+}
+
+/// TcpExt counters (over the window, or since the namespace started).
+fn tcp_ext_text(out: &mut String, o: &NetObservation) {
     if let Some(d) = &o.tcp_ext_delta {
         let c: Vec<String> = d
             .counters
@@ -167,6 +201,10 @@ fn census_text(o: &NetObservation) -> String {
             c.join(", ")
         );
     }
+}
+
+/// Descriptor limits, the planned run, the TCP sysctls.
+fn limits_text(out: &mut String, o: &NetObservation) {
     for f in &o.fds {
         let lim = |v: Option<u64>| v.map_or("unlimited".into(), fmt_count);
         let _ = writeln!(
@@ -201,10 +239,6 @@ fn census_text(o: &NetObservation) -> String {
         v(s.somaxconn),
         v(s.tcp_syncookies)
     );
-    for n in &o.notes {
-        let _ = writeln!(out, "  note: {n}");
-    }
-    out
 }
 
 fn series(v: &[u64]) -> String {
