@@ -267,8 +267,22 @@ pub fn openmetrics(doc: &Value) -> String {
     } else {
         doc["command"].as_str().unwrap_or("report").to_string()
     };
-    let base = || vec![("command", command.clone())];
+    let base = vec![("command", command)];
     let mut fams = vec![];
+    verdict_families(doc, &base, &mut fams);
+    fs_families(doc, &base, &mut fams);
+    if let Some(l) = load_of(doc) {
+        load_families(l, &base, &mut fams);
+    }
+    write_families(&fams)
+}
+
+/// Labels every sample carries.
+type Labels = Vec<(&'static str, String)>;
+
+/// The findings, the exit code and whether the figures are trusted.
+fn verdict_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
+    let base = || base.clone();
     let mut f = Family {
         name: "trapdetect_finding",
         help: "A trap the run found (1 per finding), by id and severity.",
@@ -298,6 +312,11 @@ pub fn openmetrics(doc: &Value) -> String {
             },
         )],
     });
+}
+
+/// Per filesystem: lookups and syscall time per request; per syscall: calls per request.
+fn fs_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
+    let base = || base.clone();
     let fs_labels = |r: &Value| {
         let mut l = base();
         l.push((
@@ -341,70 +360,77 @@ pub fn openmetrics(doc: &Value) -> String {
             })
             .collect(),
     });
-    if let Some(l) = load_of(doc) {
-        let url = || {
-            let mut b = base();
-            b.push(("url", l["plan"]["url"].as_str().unwrap_or("").to_string()));
-            b
-        };
-        for (name, help, key) in [
-            (
-                "trapdetect_load_offered_requests_per_second",
-                "Arrivals per second of the window.",
-                "offered_rate_per_s",
-            ),
-            (
-                "trapdetect_load_delivered_requests_per_second",
-                "2xx answers per second of the window.",
-                "delivered_rate_per_s",
-            ),
-            (
-                "trapdetect_load_success_ratio",
-                "2xx answers / arrivals.",
-                "success_ratio",
-            ),
-            (
-                "trapdetect_load_errors",
-                "Arrivals that got no status.",
-                "errors_total",
-            ),
-            (
-                "trapdetect_load_non_2xx",
-                "Answers with a status other than 2xx.",
-                "non_2xx",
-            ),
-        ] {
-            if let Some(v) = l[key].as_f64() {
-                fams.push(Family {
-                    name,
-                    help,
-                    samples: vec![(url(), v)],
-                });
-            }
+}
+
+/// The load run's headline and its latency quantiles.
+fn load_families(l: &Value, base: &Labels, fams: &mut Vec<Family>) {
+    let base = || base.clone();
+    let url = || {
+        let mut b = base();
+        b.push(("url", l["plan"]["url"].as_str().unwrap_or("").to_string()));
+        b
+    };
+    for (name, help, key) in [
+        (
+            "trapdetect_load_offered_requests_per_second",
+            "Arrivals per second of the window.",
+            "offered_rate_per_s",
+        ),
+        (
+            "trapdetect_load_delivered_requests_per_second",
+            "2xx answers per second of the window.",
+            "delivered_rate_per_s",
+        ),
+        (
+            "trapdetect_load_success_ratio",
+            "2xx answers / arrivals.",
+            "success_ratio",
+        ),
+        (
+            "trapdetect_load_errors",
+            "Arrivals that got no status.",
+            "errors_total",
+        ),
+        (
+            "trapdetect_load_non_2xx",
+            "Answers with a status other than 2xx.",
+            "non_2xx",
+        ),
+    ] {
+        if let Some(v) = l[key].as_f64() {
+            fams.push(Family {
+                name,
+                help,
+                samples: vec![(url(), v)],
+            });
         }
-        let mut lat = Family {
-            name: "trapdetect_load_latency_seconds",
-            help: "Latency from the intended send time, by status class and quantile.",
-            samples: vec![],
-        };
-        for (class, key) in [("2xx", "latency_2xx"), ("non_2xx", "latency_non_2xx")] {
-            for (q, k) in [
-                ("0.5", "p50_us"),
-                ("0.9", "p90_us"),
-                ("0.99", "p99_us"),
-                ("0.999", "p99_9_us"),
-                ("1", "max_us"),
-            ] {
-                if let Some(v) = l[key][k].as_f64() {
-                    let mut lb = url();
-                    lb.push(("class", class.to_string()));
-                    lb.push(("quantile", q.to_string()));
-                    lat.samples.push((lb, v / 1e6));
-                }
-            }
-        }
-        fams.push(lat);
     }
+    let mut lat = Family {
+        name: "trapdetect_load_latency_seconds",
+        help: "Latency from the intended send time, by status class and quantile.",
+        samples: vec![],
+    };
+    for (class, key) in [("2xx", "latency_2xx"), ("non_2xx", "latency_non_2xx")] {
+        for (q, k) in [
+            ("0.5", "p50_us"),
+            ("0.9", "p90_us"),
+            ("0.99", "p99_us"),
+            ("0.999", "p99_9_us"),
+            ("1", "max_us"),
+        ] {
+            if let Some(v) = l[key][k].as_f64() {
+                let mut lb = url();
+                lb.push(("class", class.to_string()));
+                lb.push(("quantile", q.to_string()));
+                lat.samples.push((lb, v / 1e6));
+            }
+        }
+    }
+    fams.push(lat);
+}
+
+/// The exposition text.
+fn write_families(fams: &[Family]) -> String {
     let mut o = String::new();
     for f in fams.iter().filter(|f| !f.samples.is_empty()) {
         let _ = writeln!(o, "# TYPE {} gauge\n# HELP {} {}", f.name, f.name, f.help);
