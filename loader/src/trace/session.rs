@@ -260,7 +260,7 @@ impl Session {
             target,
             mut mounts,
             net_start,
-            probes,
+            mut probes,
             reader,
             done,
             mut armed,
@@ -307,7 +307,6 @@ impl Session {
             .filter(|k| k.flags & PF_TRUNCATED != 0)
             .count() as u64;
         let fuse_measured = probes.is_attached(PROG_FUSE_REQUEST_SEND);
-        let mut probes = probes;
         let probe_rows = std::mem::take(&mut probes.rows);
         let missing_required = std::mem::take(&mut probes.missing_required);
         // Detach now: everything below is user-space work.
