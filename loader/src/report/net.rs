@@ -148,6 +148,15 @@ fn ephemeral_text(out: &mut String, o: &NetObservation) {
 
 /// Listeners and their accept queues.
 fn listeners_text(out: &mut String, o: &NetObservation) {
+    if o.listeners.is_empty() && o.listeners_total > 0 {
+        // Only the target's listeners and the ports asked about are listed.
+        let _ = writeln!(
+            out,
+            "  listeners ({} in the namespace): none is the target's or on a port asked about",
+            o.listeners_total
+        );
+        return;
+    }
     let _ = writeln!(out, "  listeners ({} in the namespace):", o.listeners_total);
     for l in &o.listeners {
         let _ = writeln!(
