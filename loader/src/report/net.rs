@@ -121,13 +121,19 @@ fn ephemeral_text(out: &mut String, o: &NetObservation) {
     if let Some(e) = &o.ephemeral {
         let _ = writeln!(
             out,
-            "  ephemeral ports {}-{}: {} usable ({} reserved); {} in use across {} flow groups",
+            "  ephemeral ports {}-{}: {} usable ({} reserved); {} held by local sockets, {} client flow group{}{}",
             e.range[0],
             e.range[1],
             fmt_count(e.usable as u64),
             e.reserved_in_range,
             fmt_count(e.distinct_ports_in_range as u64),
-            e.groups_total
+            e.groups_total,
+            if e.groups_total == 1 { "" } else { "s" },
+            if e.groups_total == 0 && e.distinct_ports_in_range > 0 {
+                " (no side known: neither port listens here and both are ephemeral)"
+            } else {
+                ""
+            }
         );
         for g in &e.groups {
             let _ = writeln!(
