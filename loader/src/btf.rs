@@ -183,7 +183,8 @@ impl Btf {
                     Some(KIND_STRUCT | KIND_UNION)
                 ) && let Some(o) = self.find(inner, field, depth + 1)
                 {
-                    return Some(m.bit_offset + o);
+                    // Checked: offsets past u32 are a malformed blob (the btf fuzzer's find).
+                    return m.bit_offset.checked_add(o);
                 }
             }
         }

@@ -178,9 +178,10 @@ pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
         .filter_map(|x| x.parse().ok())
         .collect();
     let g = |i: usize| v.get(i).copied().unwrap_or(0);
+    // Checked: counters that sum past u64 are a malformed file (the proc_files fuzzer's find).
     Some(CpuTimes {
-        user: g(0) + g(1),
-        system: g(2) + g(5) + g(6),
+        user: g(0).checked_add(g(1))?,
+        system: g(2).checked_add(g(5))?.checked_add(g(6))?,
         idle: g(3),
         iowait: g(4),
         steal: g(7),
@@ -646,6 +647,9 @@ mod tests {
     fn loadavg_stat_psi_meminfo() {
         let l = parse_loadavg("0.52 0.33 0.27 3/412 99871\n").unwrap();
         assert_eq!((l.one, l.running, l.total), (0.52, 3, 412));
+        // Counters that sum past u64: malformed, not a panic or a wrapped sum.
+        let huge = format!("cpu  {} 1 20 300 4 5 6 7 0 0\n", u64::MAX);
+        assert!(parse_proc_stat(&huge).is_none());
         let s = parse_proc_stat("cpu  10 1 20 300 4 5 6 7 0 0\ncpu0 1 2 3\n").unwrap();
         assert_eq!(
             s,

@@ -52,7 +52,9 @@ pub fn parse_stat(text: &[u8]) -> Option<Stat> {
         comm,
         state: f.first()?.chars().next()?,
         ppid: num(4)? as u32,
-        cpu_ticks: num(14)? + num(15)?,
+        // Checked: two values near u64::MAX are a malformed file, not a sum (the proc_files
+        // fuzzer's find).
+        cpu_ticks: num(14)?.checked_add(num(15)?)?,
         start_ticks: num(22)?,
     })
 }
@@ -106,6 +108,9 @@ pub fn parse_status(text: &str) -> Status {
 
 /// Parses a kernel CPU list (`0-3,8,10-11`). Returns `None` on anything malformed.
 pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
+    // Linux allows at most 8,192 CPUs; an id past this is a malformed list, and a range to
+    // it would expand to billions of entries (the proc_files fuzzer's find: `2-522523475`).
+    const MAX_CPU_ID: u32 = 1 << 16;
     let mut out = vec![];
     let s = s.trim();
     if s.is_empty() {
@@ -121,12 +126,12 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
         match range.split_once('-') {
             Some((a, b)) => {
                 let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a {
+                if b < a || b >= MAX_CPU_ID {
                     return None;
                 }
                 out.extend((a..=b).step_by(stride as usize));
             }
-            None => out.push(range.parse().ok()?),
+            None => out.push(range.parse().ok().filter(|&c| c < MAX_CPU_ID)?),
         }
     }
     out.sort_unstable();
@@ -974,6 +979,19 @@ mod tests {
         assert_eq!(s.ppid, 4242);
         assert_eq!(s.cpu_ticks, 1234 + 567);
         assert_eq!(s.start_ticks, 98765);
+        // utime + stime past u64::MAX: malformed, not a panic or a wrapped sum.
+        let huge = format!(
+            "1 (x) S 1 1 1 0 -1 0 0 0 0 0 {} {} 0 0 20 0 1 0 5 0 0",
+            u64::MAX,
+            2
+        );
+        assert!(parse_stat(huge.as_bytes()).is_none());
+        let max = format!(
+            "1 (x) S 1 1 1 0 -1 0 0 0 0 0 {} {} 0 0 20 0 1 0 5 0 0",
+            u64::MAX - 2,
+            2
+        );
+        assert_eq!(parse_stat(max.as_bytes()).unwrap().cpu_ticks, u64::MAX);
     }
 
     #[test]
@@ -996,6 +1014,10 @@ mod tests {
         assert_eq!(parse_cpu_list("0-7:2").unwrap(), vec![0, 2, 4, 6]);
         assert!(parse_cpu_list("3-1").is_none());
         assert!(parse_cpu_list("a").is_none());
+        // Past any real CPU id: malformed, not a range of half a billion entries.
+        assert!(parse_cpu_list("0,2-522523475").is_none());
+        assert!(parse_cpu_list("65536").is_none());
+        assert_eq!(parse_cpu_list("65535").unwrap(), vec![65535]);
     }
 
     #[test]
