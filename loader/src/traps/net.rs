@@ -146,7 +146,7 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     if overflow > 0 {
         f = f.with("tcp_time_wait_overflow", overflow);
     }
-    let predicted = time_wait_predictions(o, growth, steady, at_cap, overflow);
+    let predicted = time_wait_predictions(o, growth, steady, at_cap, overflow, (drain_s, below_s));
     if !predicted.is_empty() {
         f = f.predict(predicted.join("; "));
     }
@@ -204,17 +204,17 @@ fn closed_first(
     (side, port)
 }
 
-/// What TIME_WAIT will do next: today's sockets drain, a close rate settles, the cap.
+/// What TIME_WAIT will do next: today's sockets drain (in `drain_s`, below the warning level
+/// in `below_s`, as the finding's evidence says), a close rate settles, the cap.
 fn time_wait_predictions(
     o: &NetObservation,
     growth: Option<f64>,
     steady: Option<u64>,
     at_cap: bool,
     overflow: u64,
+    (drain_s, below_s): (Option<f64>, u64),
 ) -> Vec<String> {
     let tw = &o.time_wait;
-    let drain_s = tw.drain_all_ms.map(|ms| round(ms as f64 / 1000.0, 1));
-    let below_s = tw.seconds_until_below(TIME_WAIT_WARN);
     let max_tw = o.sysctls.tcp_max_tw_buckets;
     let mut predicted = vec![];
     if tw.count > 0 {
