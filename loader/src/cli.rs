@@ -126,3 +126,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "cli_checks.rs"]
+mod checks;

@@ -1,6 +1,6 @@
 //! The `trapdetect` binary: parse, dispatch, print one-line errors with documented exit codes.
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use trapdetect::{
     cli::{Cli, Command},
     cmd,
@@ -36,7 +36,7 @@ fn main() {
         Some(Command::Version(a)) => cmd::version::run(a),
         Some(Command::Explain(a)) => cmd::explain::run(a),
         Some(Command::NetCensus(a)) => cmd::net_census::run(a),
-        Some(Command::Generate(a)) => cmd::generate::run(a),
+        Some(Command::Generate(a)) => cmd::generate::run(a, Cli::command()),
     };
     match result {
         Ok(code) => std::process::exit(code),

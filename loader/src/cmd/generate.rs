@@ -1,16 +1,14 @@
 //! `trapdetect generate` (hidden): writes the man pages and shell completions from the one CLI
 //! definition in `cli.rs`, so packaging (`cargo xtask dist`) never carries a hand-written copy
-//! that drifts. Every visible subcommand gets its page without anyone listing it here.
+//! that drifts. Every visible subcommand gets its page without anyone listing it here. The
+//! definition is passed in (`Cli::command()`), so this module does not import the CLI that
+//! imports it; the tests of the definition itself are in `cli_checks.rs`.
 
 use std::path::{Path, PathBuf};
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 
-use crate::{
-    cli::Cli,
-    error::{Error, Result, exit},
-};
+use crate::error::{Error, Result, exit};
 
 /// Flags of `trapdetect generate`.
 #[derive(Debug, clap::Args)]
@@ -28,8 +26,8 @@ pub struct GenerateArgs {
 
 /// The file names `write_man_pages` produces: `trapdetect.1` and `trapdetect-<sub>.1` for every
 /// subcommand not hidden, in definition order.
-pub fn man_page_names() -> Vec<String> {
-    let mut cmd = Cli::command().disable_help_subcommand(true);
+pub fn man_page_names(root: &clap::Command) -> Vec<String> {
+    let mut cmd = root.clone().disable_help_subcommand(true);
     cmd.build();
     let mut names = vec!["trapdetect.1".to_string()];
     names.extend(
@@ -48,9 +46,9 @@ fn io_err(what: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 }
 
 /// Writes one man page per visible (sub)command into `dir`; returns the paths written.
-pub fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
+pub fn write_man_pages(root: &clap::Command, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let mut root = Cli::command().disable_help_subcommand(true);
+    let mut root = root.clone().disable_help_subcommand(true);
     root.build();
     let date = crate::version::BUILD_DATE;
     let mut written = vec![];
@@ -71,11 +69,11 @@ pub fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Writes the bash, zsh and fish completions into `dir`; returns the paths written.
-pub fn write_completions(dir: &Path) -> Result<Vec<PathBuf>> {
+pub fn write_completions(root: &clap::Command, dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     let mut written = vec![];
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-        let mut cmd = Cli::command();
+        let mut cmd = root.clone();
         let path =
             clap_complete::generate_to(shell, &mut cmd, "trapdetect", dir).map_err(io_err(dir))?;
         written.push(path);
@@ -83,8 +81,8 @@ pub fn write_completions(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-/// Runs the command; returns the exit code.
-pub fn run(a: GenerateArgs) -> Result<i32> {
+/// Runs the command for the CLI definition `root`; returns the exit code.
+pub fn run(a: GenerateArgs, root: clap::Command) -> Result<i32> {
     if a.man_dir.is_none() && a.completions_dir.is_none() {
         return Err(Error::usage(
             "nothing to generate: give --man-dir DIR and/or --completions-dir DIR",
@@ -92,256 +90,13 @@ pub fn run(a: GenerateArgs) -> Result<i32> {
     }
     let mut written = vec![];
     if let Some(d) = &a.man_dir {
-        written.extend(write_man_pages(d)?);
+        written.extend(write_man_pages(&root, d)?);
     }
     if let Some(d) = &a.completions_dir {
-        written.extend(write_completions(d)?);
+        written.extend(write_completions(&root, d)?);
     }
     for p in written {
         println!("{}", p.display());
     }
     Ok(exit::OK)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_visible_subcommand_gets_a_man_page_and_completions_cover_them() {
-        let dir = std::env::temp_dir().join(format!("trapdetect-gen-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let pages = write_man_pages(&dir.join("man")).unwrap();
-        let names: Vec<String> = pages
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, man_page_names());
-        for want in [
-            "trapdetect.1",
-            "trapdetect-trace.1",
-            "trapdetect-load.1",
-            "trapdetect-preflight.1",
-            "trapdetect-wait-drain.1",
-        ] {
-            assert!(
-                names.iter().any(|n| n == want),
-                "{want} missing from {names:?}"
-            );
-        }
-        // Hidden plumbing stays out of the manual.
-        assert!(
-            !names
-                .iter()
-                .any(|n| n.contains("net-census") || n.contains("generate"))
-        );
-        let trace = std::fs::read_to_string(dir.join("man/trapdetect-trace.1")).unwrap();
-        assert!(
-            trace.starts_with(".ie \\n(.g .ds Aq") || trace.contains(".TH"),
-            "{trace}"
-        );
-        assert!(trace.contains("trapdetect\\-trace"), "title: {trace}");
-        assert!(trace.contains("\\-\\-watch\\-client"), "options missing");
-        assert!(trace.contains("Exit codes"), "exit codes missing");
-
-        let comp = write_completions(&dir.join("comp")).unwrap();
-        let files: Vec<String> = comp
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(files, ["trapdetect.bash", "_trapdetect", "trapdetect.fish"]);
-        let bash = std::fs::read_to_string(dir.join("comp/trapdetect.bash")).unwrap();
-        assert!(bash.contains("wait-drain") && bash.contains("--mem-budget"));
-        let fish = std::fs::read_to_string(dir.join("comp/trapdetect.fish")).unwrap();
-        assert!(fish.contains("-l watch-client"));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
-
-/// One help style: every command's help ends with the exit codes it can return.
-#[cfg(test)]
-mod help_style {
-    use clap::CommandFactory;
-
-    use crate::cli::Cli;
-
-    #[test]
-    fn every_command_lists_its_exit_codes_and_takes_q_the_same_way() {
-        let mut root = Cli::command();
-        root.build();
-        let mut cmds = vec![root.clone()];
-        cmds.extend(
-            root.get_subcommands()
-                .filter(|s| s.get_name() != "help")
-                .cloned(),
-        );
-        for mut c in cmds {
-            let name = c.get_name().to_string();
-            let help = c.render_long_help().to_string();
-            let codes = help
-                .split("Exit codes:")
-                .nth(1)
-                .unwrap_or_else(|| panic!("{name}: no `Exit codes:` block in --help"));
-            for code in ["  0  ", "  2  "] {
-                assert!(
-                    codes.contains(code),
-                    "{name}: exit code{code}missing:\n{codes}"
-                );
-            }
-            // -q, where a command has it, is --quiet and says the same thing everywhere.
-            if let Some(q) = c.get_arguments().find(|a| a.get_short() == Some('q')) {
-                assert_eq!(q.get_long(), Some("quiet"), "{name}");
-                let h = q.get_help().map(ToString::to_string).unwrap_or_default();
-                assert!(
-                    h.starts_with("No progress on stderr"),
-                    "{name}: -q says {h:?}"
-                );
-            }
-        }
-    }
-}
-
-/// The docs/*.md synopses and OPTIONS against the CLI definition: every flag a command has is
-/// in its synopsis, and every flag a synopsis or OPTIONS entry names exists.
-#[cfg(test)]
-mod docs_match_cli {
-    use std::collections::{BTreeMap, BTreeSet};
-
-    use clap::CommandFactory;
-
-    use crate::cli::Cli;
-
-    /// `--long` and `-s` tokens in `text`.
-    fn flags(text: &str) -> BTreeSet<String> {
-        text.split(|c: char| c.is_whitespace() || "[]|()`,".contains(c))
-            .map(|t| t.split('=').next().unwrap_or(t).trim_end_matches("..."))
-            .filter(|t| {
-                let b = t.as_bytes();
-                (t.starts_with("--") && t.len() > 2 && b[2].is_ascii_lowercase())
-                    || (b.len() == 2 && b[0] == b'-' && b[1].is_ascii_alphabetic())
-            })
-            .map(str::to_string)
-            .collect()
-    }
-
-    /// The subcommand a synopsis line is for (`sudo trapdetect --pid` is `trace`).
-    fn synopsis_command(line: &str, subs: &[String]) -> Option<String> {
-        let rest = line
-            .trim()
-            .trim_start_matches("sudo ")
-            .strip_prefix("trapdetect ")?;
-        let word = rest.split_whitespace().next()?;
-        if word.starts_with('-') {
-            Some("trace".into())
-        } else {
-            subs.iter().find(|s| *s == word).cloned()
-        }
-    }
-
-    /// `(synopsis flags, OPTIONS flags)` per subcommand, from every docs/*.md.
-    fn documented(subs: &[String]) -> BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> {
-        let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
-        let mut out: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
-        for entry in std::fs::read_dir(&docs).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "md") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            // The page's own command, from its `# trapdetect-<sub>(1)` title.
-            let page_cmd = text
-                .lines()
-                .next()
-                .and_then(|l| l.strip_prefix("# trapdetect-"))
-                .and_then(|l| l.strip_suffix("(1)"))
-                .map(str::to_string);
-            let mut section = "";
-            let mut current: Option<String> = None;
-            for line in text.lines() {
-                if let Some(h) = line.strip_prefix("## ") {
-                    section = h.trim();
-                    current = None;
-                    continue;
-                }
-                if section == "SYNOPSIS" || section == "COMMANDS" {
-                    if !line.starts_with("    ") {
-                        current = None;
-                        continue;
-                    }
-                    if let Some(c) = synopsis_command(line, subs) {
-                        current = Some(c);
-                    } else if !line.trim_start().starts_with(['[', '-']) {
-                        current = None;
-                    }
-                    if let Some(c) = &current {
-                        out.entry(c.clone()).or_default().0.extend(flags(line));
-                    }
-                } else if section == "OPTIONS"
-                    && let Some(c) = &page_cmd
-                    && line.starts_with('`')
-                {
-                    // Definition terms: the backticked spans opening an entry.
-                    let term = line.split(" — ").next().unwrap_or(line);
-                    let spans: String = term
-                        .split('`')
-                        .skip(1)
-                        .step_by(2)
-                        .collect::<Vec<_>>()
-                        .join(" ");
-                    out.entry(c.clone()).or_default().1.extend(flags(&spans));
-                }
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn docs_synopses_match_the_cli_definition() {
-        let mut root = Cli::command();
-        root.build();
-        let subs: Vec<String> = root
-            .get_subcommands()
-            .map(|s| s.get_name().to_string())
-            .filter(|s| s != "help")
-            .collect();
-        let docs = documented(&subs);
-        let mut problems = vec![];
-        for sub in root.get_subcommands().filter(|s| s.get_name() != "help") {
-            let name = sub.get_name();
-            let Some((synopsis, options)) = docs.get(name) else {
-                if !sub.is_hide_set() {
-                    problems.push(format!("{name}: no synopsis in docs/*.md"));
-                }
-                continue;
-            };
-            let mut cli = BTreeSet::new();
-            for a in sub.get_arguments() {
-                if a.is_hide_set() || a.is_positional() {
-                    continue;
-                }
-                let long = a.get_long().map(|l| format!("--{l}"));
-                let short = a.get_short().map(|s| format!("-{s}"));
-                if ["--help", "--version"].contains(&long.as_deref().unwrap_or("")) {
-                    continue;
-                }
-                let in_synopsis = long.iter().chain(&short).any(|f| synopsis.contains(f));
-                if !in_synopsis {
-                    problems.push(format!(
-                        "{name}: {} is missing from its synopsis",
-                        long.clone().or(short.clone()).unwrap()
-                    ));
-                }
-                cli.extend(long);
-                cli.extend(short);
-            }
-            for f in synopsis.iter().chain(options) {
-                if !cli.contains(f) {
-                    problems.push(format!(
-                        "{name}: docs name {f}, which the CLI does not have"
-                    ));
-                }
-            }
-        }
-        assert!(problems.is_empty(), "{}", problems.join("\n"));
-    }
 }

@@ -15,38 +15,13 @@ use std::sync::{
 
 use tokio::io::{AsyncRead, AsyncWriteExt};
 
+use super::exchange::{Answer, Progress};
 use super::{
     classify::{ErrorKind, classify},
     clock::mono_ns,
     http::ResponseReader,
     transport::{Connector, Stream},
 };
-
-/// What a request got as far as, kept outside the request future so a timeout still knows it.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Progress {
-    /// When the request's first byte was written (0: never sent).
-    pub sent_ns: u64,
-    /// Time to establish a new connection (socket connect), when one was opened.
-    pub connect_ns: Option<u64>,
-    /// TLS handshake time of that new connection.
-    pub tls_ns: Option<u64>,
-    /// That handshake resumed an earlier session.
-    pub tls_resumed: bool,
-    /// Response bytes read so far.
-    pub bytes_in: u64,
-    /// Sent on a pooled connection.
-    pub reused: bool,
-}
-
-/// A complete response.
-#[derive(Clone, Copy, Debug)]
-pub struct Answer {
-    /// Status code.
-    pub status: u16,
-    /// Body bytes.
-    pub body_bytes: u64,
-}
 
 /// Connection pool and prebuilt requests for one target address.
 #[derive(Debug)]

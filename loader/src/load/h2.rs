@@ -19,8 +19,8 @@ use tokio::sync::{Mutex, Semaphore};
 
 use super::{
     classify::{ErrorKind, classify},
-    client::{Answer, Progress},
     clock::mono_ns,
+    exchange::{Answer, H2Settings, Progress},
     transport::{Connector, Stream},
 };
 
@@ -28,15 +28,6 @@ use super::{
 const CONN_WINDOW: u32 = 16 << 20;
 /// Per-stream receive window.
 const STREAM_WINDOW: u32 = 1 << 20;
-
-/// HTTP/2 settings of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct H2Settings {
-    /// Connections per lane.
-    pub connections: usize,
-    /// Concurrent streams per connection, at most.
-    pub max_streams: usize,
-}
 
 /// One request, ready to send as HTTP/2.
 #[derive(Debug)]

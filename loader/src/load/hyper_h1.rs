@@ -21,8 +21,8 @@ use hyper_util::rt::TokioIo;
 
 use super::{
     classify::{ErrorKind, classify},
-    client::{Answer, Progress},
     clock::mono_ns,
+    exchange::{Answer, Progress},
     transport::Connector,
 };
 

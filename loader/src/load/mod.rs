@@ -28,6 +28,7 @@ mod client;
 mod clock;
 mod deadline;
 mod engine;
+mod exchange;
 pub mod external;
 mod findings;
 mod h2;
@@ -46,8 +47,8 @@ pub use classify::ErrorKind;
 pub use client::Engine;
 pub use clock::mono_ns;
 pub use engine::{Live, Running, raise_fd_limit, start};
+pub use exchange::H2Settings;
 pub use findings::{findings, problems};
-pub use h2::H2Settings;
 pub use plan::{
     CONNECT_RATE_PER_BUDGET, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ERRORS_PCT, DEFAULT_MAX_WAIT,
     Plan, PlanEcho, Url, default_threads, expand_hosts, parse_path_mix,

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::{
     Sample,
-    h2::H2Settings,
+    exchange::H2Settings,
     schedule::Arrival,
     tls::{self, TlsOptions},
     transport::{self, Address, Connector},

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::{
     classify::ErrorKind,
-    client::{Answer, Progress},
+    exchange::{Answer, Progress},
     schedule::Ticket,
 };
 

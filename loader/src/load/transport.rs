@@ -58,7 +58,7 @@ pub struct Connector {
     /// TLS, if any.
     pub tls: Option<Tls>,
     /// HTTP/2 instead of HTTP/1.1.
-    pub http2: Option<super::h2::H2Settings>,
+    pub http2: Option<super::exchange::H2Settings>,
 }
 
 impl fmt::Debug for Connector {
@@ -234,7 +234,7 @@ impl AsyncWrite for Stream {
 pub fn connector(
     address: Address,
     tls: Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>,
-    http2: Option<super::h2::H2Settings>,
+    http2: Option<super::exchange::H2Settings>,
 ) -> Connector {
     Connector {
         address,
