@@ -777,4 +777,18 @@ mod tests {
         );
         assert_eq!(problems(&s, &p).len(), 1);
     }
+
+    #[test]
+    fn a_stop_before_the_planned_end_is_stated_with_both_lengths() {
+        let (mut s, _) = summary(100);
+        s.window.stopped_early = true;
+        s.window.measured_s = 9.996;
+        let text = crate::load::render_text(&s);
+        assert!(
+            text.contains("stopped before the planned end: 9.996 s measured of 10 s planned"),
+            "{text}"
+        );
+        s.window.stopped_early = false;
+        assert!(!crate::load::render_text(&s).contains("planned end"));
+    }
 }

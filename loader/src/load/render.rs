@@ -92,7 +92,15 @@ pub fn render_text(s: &Summary) -> String {
         },
     );
     if s.window.stopped_early {
-        let _ = writeln!(o, "  stopped early at {}", seconds(s.window.measured_s));
+        // Milliseconds: a caller that stops the load at the end of its own window (trace's
+        // probe load) stops it a few ms before the load's planned end, and "stopped early at
+        // 3.0 s" of 3 s planned read as a contradiction.
+        let _ = writeln!(
+            o,
+            "  stopped before the planned end: {:.3} s measured of {} planned",
+            s.window.measured_s,
+            seconds(p.duration_s)
+        );
     }
     let _ = writeln!(o);
     let pct = |n: u64| {
