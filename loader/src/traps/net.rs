@@ -97,6 +97,7 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     let top_group = tw.groups.iter().find(|g| theirs(g.server_port));
     let (side, port) = closed_first(
         o,
+        present >= TIME_WAIT_WARN,
         top_local.map(|p| p.port),
         top_group.map(|g| g.server_port),
     );
@@ -143,6 +144,18 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         .with_opt("tcp_tw_reuse", o.sysctls.tcp_tw_reuse)
         .with_opt("time_wait_growth_per_s", growth.map(|g| round(g, 1)))
         .with_opt("time_wait_entered_during_trace", entered);
+    // The trace's witness of who closed first: the target's port local (its server's side) or
+    // remote (its clients' side) on the sockets that entered TIME_WAIT during the run.
+    if let Some((server, client)) = o
+        .traced
+        .as_ref()
+        .map(|t| t.time_wait_sides())
+        .filter(|(s, c)| s + c > 0)
+    {
+        f = f
+            .with("time_wait_entered_server_side", server)
+            .with("time_wait_entered_client_side", client);
+    }
     if overflow > 0 {
         f = f.with("tcp_time_wait_overflow", overflow);
     }
@@ -153,12 +166,16 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     Some(f.remedy(time_wait_remedy(side, port, entered, below_s)))
 }
 
-/// Which side closed first, and the port to wait on. Nothing in TIME_WAIT before the run: the
-/// trace tells, by whether the target's port was the local or the remote port of the sockets
-/// that entered it; else the census (the target's port local: its server closed first;
-/// remote: a local client did), else the sockets' own sides.
+/// Which side closed first, and the port to wait on. Two witnesses: the census before the run
+/// (the target's port local: its server closed first; remote: a local client did; else the
+/// sockets' own sides) and the trace (whether the target's port was the local or the remote
+/// port of the sockets that entered TIME_WAIT during it). A finding about sockets present
+/// before the run (`leftovers`) asks the census first; one about TIME_WAIT building up asks the
+/// trace first, since that is what the run itself did. A witness with no socket says nothing:
+/// a census with none of the target's sockets never decides "the server" by a 0 ≥ 0 tie.
 fn closed_first(
     o: &NetObservation,
+    leftovers: bool,
     top_local_port: Option<u16>,
     top_group_port: Option<u16>,
 ) -> (Side, Option<u16>) {
@@ -168,22 +185,28 @@ fn closed_first(
         .traced
         .as_ref()
         .map(|t| t.time_wait_sides())
-        .filter(|(s, c)| tw.count == 0 && s + c > 0)
+        .filter(|(s, c)| s + c > 0)
         .map(|(s, c)| if s >= c { Side::Server } else { Side::Client });
-    let side = if let Some(s) = traced_side {
-        s
-    } else if tw.scoped {
-        if tw.own.local >= tw.own.remote {
-            Side::Server
-        } else {
-            Side::Client
+    let census_side = if tw.scoped {
+        match (tw.own.local, tw.own.remote) {
+            (0, 0) => None,
+            (l, r) if l >= r => Some(Side::Server),
+            _ => Some(Side::Client),
         }
+    } else if cf.server + cf.client + cf.unknown == 0 {
+        None
     } else if cf.server >= cf.client && cf.server >= cf.unknown {
-        Side::Server
+        Some(Side::Server)
     } else if cf.client >= cf.unknown {
-        Side::Client
+        Some(Side::Client)
     } else {
-        Side::Unknown
+        Some(Side::Unknown)
+    };
+    let (side, from_trace) = match (leftovers, census_side, traced_side) {
+        (true, Some(c), _) => (c, false),
+        (_, _, Some(t)) => (t, true),
+        (_, Some(c), None) => (c, false),
+        (_, None, None) => (Side::Unknown, false),
     };
     // wait-drain matches local or remote port: the server's port names both sides' sockets.
     let traced_port = o
@@ -196,10 +219,10 @@ fn closed_first(
         })
         .filter(|p| p.local.time_wait_entered + p.remote.time_wait_entered > 0)
         .map(|p| p.port);
-    let port = match (traced_side, side) {
-        (Some(_), _) => traced_port,
-        (None, Side::Server) => top_local_port,
-        (None, _) => top_group_port,
+    let port = match (from_trace, side) {
+        (true, _) => traced_port,
+        (false, Side::Server) => top_local_port,
+        (false, _) => top_group_port,
     };
     (side, port)
 }
@@ -893,6 +916,80 @@ mod tests {
         assert_eq!(f.severity, Severity::Fail, "200/s x 60 s = 12,000");
         assert_eq!(f.evidence["time_wait_growth_per_s"], 200.0);
         assert!(f.predicted.as_ref().unwrap().contains("12,000"));
+    }
+
+    /// Seen with `python3 -m http.server` (HTTP/1.0: it closes every connection) traced while
+    /// 1,113 TIME_WAIT sockets of earlier runs sat on other ports: the census had none of the
+    /// target's, and a 0 ≥ 0 tie said "the server closes first" with nothing behind it. The
+    /// run's own closes decide now, and are in the evidence.
+    #[test]
+    fn time_wait_building_up_is_attributed_by_the_runs_own_closes() {
+        use crate::host::net::{SockRec, TcpEvents, traced::TracedPort};
+        let sock = |state: u8, l: &str, r: &str, inode: u64| SockRec {
+            state,
+            local: l.parse().unwrap(),
+            remote: r.parse().unwrap(),
+            timer: if state == 6 { 3 } else { 0 },
+            expires_ms: if state == 6 { 30_000 } else { 0 },
+            rqueue: 0,
+            backlog: None,
+            inode,
+        };
+        let sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(
+            "tw-server-closes.sysctl",
+        )));
+        let mut socks = vec![sock(10, "127.0.0.1:18090", "0.0.0.0:0", 7)];
+        for i in 0..1_113u16 {
+            socks.push(sock(
+                6,
+                &format!("127.0.0.1:{}", 40_000 + i),
+                "127.0.0.1:41559",
+                0,
+            ));
+        }
+        let mine: HashSet<u64> = [7].into();
+        let traced = |server: u64, client: u64| NetTraced {
+            window_s: 3.0,
+            time_wait_entered_per_s: vec![20, 20, 20],
+            by_port: vec![TracedPort {
+                port: 18090,
+                local: TcpEvents {
+                    time_wait_entered: server,
+                    ..Default::default()
+                },
+                remote: TcpEvents {
+                    time_wait_entered: client,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut o = NetObservation::build(&socks, &sys, &[], Some(&mine));
+        assert_eq!((o.time_wait.count, o.time_wait.own.count), (1_113, 0));
+        // 20 a second settles near 1,200: a warning about the run's growth.
+        o.traced = Some(traced(5, 55));
+        let f = time_wait(&o).unwrap();
+        assert_eq!(f.severity, Severity::Warn);
+        assert!(f.title.contains("builds up during the run"), "{}", f.title);
+        assert_eq!(f.evidence["time_wait_entered_server_side"], 5);
+        assert_eq!(f.evidence["time_wait_entered_client_side"], 55);
+        assert!(f.remedy.contains("the client closes first"), "{}", f.remedy);
+        assert!(f.remedy.contains("--port 18090"), "{}", f.remedy);
+        o.traced = Some(traced(47, 40));
+        let f = time_wait(&o).unwrap();
+        assert!(f.remedy.contains("the server closes first"), "{}", f.remedy);
+        assert!(f.remedy.contains("port 18090"), "{}", f.remedy);
+        // No socket entered TIME_WAIT on the target's port and none of its own before: nobody
+        // is named.
+        o.traced = Some(NetTraced {
+            window_s: 3.0,
+            time_wait_entered_per_s: vec![20, 20, 20],
+            ..Default::default()
+        });
+        let f = time_wait(&o).unwrap();
+        assert!(!f.remedy.contains("closes first"), "{}", f.remedy);
+        assert!(!f.evidence.contains_key("time_wait_entered_server_side"));
     }
 
     #[test]
