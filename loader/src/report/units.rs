@@ -85,6 +85,10 @@ pub fn bytes(v: f64) -> String {
 
 /// Seconds, in the unit that reads best (see [`duration_us`]).
 pub fn seconds(s: f64) -> String {
+    // A zero given in seconds reads as seconds ("below 1,000 in 0 s"), not "0 µs".
+    if s == 0.0 {
+        return "0 s".into();
+    }
     duration_us(s * 1e6)
 }
 
@@ -99,6 +103,8 @@ mod tests {
         assert_eq!(human(1_500.0), "1.5k");
         assert_eq!(human(0.25), "0.25");
         assert_eq!(duration_us(850.0), "850 µs");
+        assert_eq!(seconds(0.0), "0 s");
+        assert_eq!(seconds(8.0), "8.0 s");
         assert_eq!(duration_us(12_500.0), "12.5 ms");
         assert_eq!(duration_us(7_995_407.0), "8.0 s");
         assert_eq!(seconds(10.0), "10 s");
