@@ -174,10 +174,18 @@ fn time_wait_entries_on_the_servers_port_are_counted_exactly() {
         (rate - N as f64 / window).abs() < 0.06,
         "{rate} vs {N} / {window}"
     );
+    // One connection per request: not reused, and the server closed each one first.
+    assert_eq!(f["evidence"]["new_connections_during_trace"], N);
+    assert_eq!(f["evidence"]["requests_during_trace"], N);
+    assert_eq!(f["evidence"]["time_wait_entered_server_side"], N);
+    assert_eq!(f["evidence"]["time_wait_entered_client_side"], 0);
     let remedy = f["remedy"].as_str().unwrap();
     assert!(
-        remedy.contains("the server closes first, so TIME_WAIT sits on its port 8080")
-            && remedy.contains("trapdetect wait-drain --port 8080 --below 1000 --timeout 65s"),
+        remedy.starts_with(&format!(
+            "connections are not reused ({} new connections for {} requests, the server closing first)",
+            fmt_thousands(N),
+            fmt_thousands(N)
+        )) && remedy.contains("trapdetect wait-drain --port 8080 --below 1000 --timeout 65s"),
         "{remedy}"
     );
     // The sockets the probes were attached for are gone with trapdetect.
@@ -357,4 +365,17 @@ fn listen_overflows_per_second_sum_to_the_kernels_delta() {
     assert_eq!(c["errors"], serde_json::json!({}));
     drop(flood);
     drop(listener);
+}
+
+/// `1009` as the report writes it, `1,009`.
+fn fmt_thousands(n: u16) -> String {
+    let d = n.to_string();
+    let mut out = String::new();
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

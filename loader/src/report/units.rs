@@ -57,9 +57,14 @@ pub fn by_key(key: &str, v: f64) -> String {
     if key.ends_with("_us") {
         duration_us(v)
     } else if key.ends_with("_ms") || key.ends_with("_ms_per_request") {
-        duration_us(v * 1e3)
+        // A zero reads in the key's own unit.
+        if v == 0.0 {
+            "0 ms".into()
+        } else {
+            duration_us(v * 1e3)
+        }
     } else if key.ends_with("_s") && !key.ends_with("_per_s") {
-        duration_us(v * 1e6)
+        seconds(v)
     } else if key.ends_with("_bytes") {
         bytes(v)
     } else {
@@ -104,6 +109,9 @@ mod tests {
         assert_eq!(human(0.25), "0.25");
         assert_eq!(duration_us(850.0), "850 µs");
         assert_eq!(seconds(0.0), "0 s");
+        assert_eq!(by_key("below_1000_in_s", 0.0), "0 s");
+        assert_eq!(by_key("mean_wait_ms", 0.0), "0 ms");
+        assert_eq!(by_key("mean_wait_ms", 0.078), "78 µs");
         assert_eq!(seconds(8.0), "8.0 s");
         assert_eq!(duration_us(12_500.0), "12.5 ms");
         assert_eq!(duration_us(7_995_407.0), "8.0 s");

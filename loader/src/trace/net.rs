@@ -497,6 +497,9 @@ pub fn finish(
             }),
         }
     }
+    if let Some(t) = traced.as_mut() {
+        t.requests = report.requests.as_ref().and_then(|r| r.count);
+    }
     obs.traced = traced;
     let mut judged = obs.clone();
     if judged_elsewhere && let Some(t) = judged.traced.as_mut() {

@@ -159,12 +159,26 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     if overflow > 0 {
         f = f.with("tcp_time_wait_overflow", overflow);
     }
+    // Connections not reused: about one accepted connection per request in the window.
+    let per_request = o
+        .traced
+        .as_ref()
+        .and_then(|t| Some((t.on_ports.passive_opens, t.requests?)))
+        .filter(|&(conns, reqs)| reqs >= MIN_REQUESTS_FOR_REUSE && 2 * conns >= reqs);
+    if let Some((conns, reqs)) = per_request {
+        f = f
+            .with("new_connections_during_trace", conns)
+            .with("requests_during_trace", reqs);
+    }
     let predicted = time_wait_predictions(o, growth, steady, at_cap, overflow, (drain_s, below_s));
     if !predicted.is_empty() {
         f = f.predict(predicted.join("; "));
     }
-    Some(f.remedy(time_wait_remedy(side, port, entered, below_s)))
+    Some(f.remedy(time_wait_remedy(side, port, entered, below_s, per_request)))
 }
+
+/// Requests in the window below which connections per request say nothing.
+const MIN_REQUESTS_FOR_REUSE: u64 = 20;
 
 /// Which side closed first, and the port to wait on. Two witnesses: the census before the run
 /// (the target's port local: its server closed first; remote: a local client did; else the
@@ -265,8 +279,16 @@ fn time_wait_predictions(
     predicted
 }
 
-/// net.time-wait's remedy: keep-alive on the side that closes first, and the drain to wait for.
-fn time_wait_remedy(side: Side, port: Option<u16>, entered: Option<u64>, below_s: u64) -> String {
+/// net.time-wait's remedy: keep-alive on the side that closes first (on both sides when about
+/// one connection was opened per request: `per_request`, connections and requests), and the
+/// drain to wait for.
+fn time_wait_remedy(
+    side: Side,
+    port: Option<u16>,
+    entered: Option<u64>,
+    below_s: u64,
+    per_request: Option<(u64, u64)>,
+) -> String {
     // TIME_WAIT made during the run lasts up to a full 60 s after its last entry.
     let wait_s = if entered.unwrap_or(0) > 0 {
         TIME_WAIT_LEN_S
@@ -276,7 +298,19 @@ fn time_wait_remedy(side: Side, port: Option<u16>, entered: Option<u64>, below_s
     let wait = port.map(|p| {
         format!("`trapdetect wait-drain --port {p} --below {TIME_WAIT_WARN} --timeout {wait_s}s`")
     });
-    if side == Side::Unknown {
+    if let Some((conns, reqs)) = per_request {
+        format!(
+            "connections are not reused ({} new connections for {} requests{}): each request leaves a TIME_WAIT socket on whichever side closes first, so keep connections alive on both sides: a server that answers HTTP/1.0, sends `Connection: close` or caps requests per connection closes them whatever the generator does, and a generator without keep-alive (hey -disable-keepalive, ab without -k) closes them from the client; between points wait for the drain: {}",
+            fmt_count(conns),
+            fmt_count(reqs),
+            match side {
+                Side::Server => ", the server closing first",
+                Side::Client => ", the client closing first",
+                Side::Unknown => "",
+            },
+            wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
+        )
+    } else if side == Side::Unknown {
         format!(
             "nothing listens on either port any more (a previous instance?) and neither port is ephemeral here; if port {} was the server's, start the next instance on a new port, or wait for the drain: {}",
             port.map_or("?".into(), |p| p.to_string()),
@@ -980,6 +1014,38 @@ mod tests {
         let f = time_wait(&o).unwrap();
         assert!(f.remedy.contains("the server closes first"), "{}", f.remedy);
         assert!(f.remedy.contains("port 18090"), "{}", f.remedy);
+        assert!(!f.remedy.contains("not reused"), "{}", f.remedy);
+        // One accepted connection per request: whichever side closes, the connections are not
+        // reused, and that comes first in the remedy.
+        let mut t = traced(47, 40);
+        t.on_ports.passive_opens = 87;
+        t.requests = Some(75);
+        o.traced = Some(t.clone());
+        let f = time_wait(&o).unwrap();
+        assert_eq!(f.evidence["new_connections_during_trace"], 87);
+        assert_eq!(f.evidence["requests_during_trace"], 75);
+        assert!(
+            f.remedy
+                .starts_with("connections are not reused (87 new connections for 75 requests, the server closing first)"),
+            "{}",
+            f.remedy
+        );
+        assert!(
+            f.remedy.contains("the server closing first"),
+            "{}",
+            f.remedy
+        );
+        assert!(f.remedy.contains("wait-drain --port 18090"), "{}", f.remedy);
+        // Kept alive: 4 connections for 75 requests say nothing of reuse.
+        t.on_ports.passive_opens = 4;
+        o.traced = Some(t);
+        let f = time_wait(&o).unwrap();
+        assert!(!f.evidence.contains_key("new_connections_during_trace"));
+        assert!(
+            f.remedy.starts_with("the server closes first"),
+            "{}",
+            f.remedy
+        );
         // No socket entered TIME_WAIT on the target's port and none of its own before: nobody
         // is named.
         o.traced = Some(NetTraced {

@@ -150,6 +150,10 @@ pub struct NetTraced {
     pub connect_eaddrnotavail: Option<u64>,
     /// ... with EADDRINUSE.
     pub connect_eaddrinuse: Option<u64>,
+    /// Requests the trace counted in the window (its per-request denominator), for the
+    /// rules' connections-per-request; in the report's `requests`, so not serialized here.
+    #[serde(skip)]
+    pub requests: Option<u64>,
 }
 
 impl NetTraced {
