@@ -314,6 +314,11 @@ fn observe(
         locks: locks(k),
         classified: attached && have_pt_regs(&kernel_release()),
         quota: quota_obs(k),
+        exe: report
+            .target
+            .as_ref()
+            .map(|t| t.exe.clone())
+            .unwrap_or_default(),
     }
 }
 
@@ -488,6 +493,7 @@ fn locks(k: &Sampler) -> Vec<LockLoad> {
             _ => continue,
         };
         let e = locks.entry(object.clone()).or_insert(LockLoad {
+            futex: key.class == CLASS_FUTEX,
             object,
             ..Default::default()
         });

@@ -128,6 +128,8 @@ pub struct FsLoad {
 pub struct LockLoad {
     /// What is locked: a file path, or "a futex in user space".
     pub object: String,
+    /// A futex (a mutex or condition variable in user space), not a file lock.
+    pub futex: bool,
     /// Waiting time, thread-seconds over the window.
     pub wait_s: f64,
     /// Waits.
@@ -165,6 +167,8 @@ pub struct RunObs {
     pub classified: bool,
     /// The target's cgroup CPU quota, when one binds.
     pub quota: Option<QuotaObs>,
+    /// The target's executable (escaped path), for what its runtime's own locks are.
+    pub exe: String,
 }
 
 fn class_s(o: &RunObs, name: &str) -> f64 {
@@ -383,6 +387,12 @@ fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
 /// cpu.run-queue: run-queue delay without saturated CPUs: a quota or pinning, not capacity.
 fn run_queue(o: &RunObs) -> Option<Finding> {
     let cores_busy = o.mean(|s| s.cores_busy);
+    // An external generator's CPU, when one was watched (`run -- COMMAND`).
+    let generator_cores = o
+        .loaded()
+        .iter()
+        .any(|s| s.client_cores.is_some())
+        .then(|| o.mean(|s| s.client_cores.unwrap_or(0.0)));
     if o.runq_s < 0.25 * o.busy_s() || o.runq_s / o.window_s < 0.2 {
         return None;
     }
@@ -402,8 +412,37 @@ fn run_queue(o: &RunObs) -> Option<Finding> {
             )
             .with("cores_busy", round(cores_busy, 2))
             .with("cores", o.cores)
-            .remedy("check the target's cgroup CPU quota (cpu.max / cpu.cfs_quota_us) and CPU affinity (taskset -p PID)")
+            .with_opt("generator_cores", generator_cores.map(|c| round(c, 2)))
+            .with("cpu_quota", match &o.quota {
+                None => "none binds".to_string(),
+                Some(q) => format!("{} µs per {} µs, not throttling", q.quota_us, q.period_us),
+            })
+            .remedy(run_queue_remedy(o, cores_busy, generator_cores))
     )
+}
+
+/// cpu.run-queue's remedy from what was measured: a shared host first, then what is left to
+/// check (the quota was read: say so, not "check the quota").
+fn run_queue_remedy(o: &RunObs, cores_busy: f64, generator_cores: Option<f64>) -> String {
+    let mut parts = vec![];
+    if cores_busy >= 0.6 * o.cores {
+        parts.push(format!(
+            "the host's cores are shared ({:.2} of {} busy on average{}): runnable threads wait their turn when demand comes in bursts; give the server CPUs of its own (the load generator on other CPUs or another machine: taskset, cpusets), or run fewer busy threads than cores",
+            cores_busy,
+            o.cores,
+            generator_cores
+                .map(|g| format!(", {g:.2} of them the load generator's"))
+                .unwrap_or_default()
+        ));
+    }
+    parts.push(match &o.quota {
+        None => "no cgroup CPU quota binds it (read from its cgroups); check its CPU affinity (taskset -p PID) and what else runs on its CPUs".to_string(),
+        Some(q) => format!(
+            "its cgroup's CPU quota ({} µs per {} µs, {}) was not throttling it; check its CPU affinity (taskset -p PID) and what else runs on its CPUs",
+            q.quota_us, q.period_us, q.version
+        ),
+    });
+    parts.join("; ")
 }
 
 /// fs.serialized / fs.slow-ops: threads wait on one filesystem; serialized when its rate stays
@@ -507,26 +546,60 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
     Some(f)
 }
 
+/// A runtime whose threads share one lock by design, from the target's executable: the name of
+/// that lock and what serves around it. CPython's GIL and Ruby's GVL are futexes in user space.
+fn interpreter_lock(exe: &str) -> Option<(&'static str, &'static str)> {
+    let base = exe.rsplit('/').next().unwrap_or(exe);
+    let base = base.strip_suffix(" (deleted)").unwrap_or(base);
+    if base.starts_with("python") {
+        Some((
+            "CPython's global interpreter lock (GIL)",
+            "threads of one CPython interpreter run Python code one at a time: serve with processes instead of threads (gunicorn or uWSGI workers, multiprocessing), or move the hot path into code that releases the GIL",
+        ))
+    } else if base.starts_with("ruby") {
+        Some((
+            "Ruby's global VM lock (GVL)",
+            "threads of one Ruby VM run Ruby code one at a time: serve with processes instead of threads (Puma or Unicorn workers)",
+        ))
+    } else {
+        None
+    }
+}
+
 /// lock.contention: off-CPU time dominated by waits on one lock object.
 fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
     if lock.wait_s < 0.2 * o.busy_s() || lock.wait_s / o.window_s < 0.2 {
         return None;
     }
+    let interpreter = lock.futex.then(|| interpreter_lock(&o.exe)).flatten();
+    let object = match interpreter {
+        Some((name, _)) => format!("{} (in this interpreter, most likely {name})", lock.object),
+        None => lock.object.clone(),
+    };
+    let remedy = match (lock.futex, interpreter) {
+        (true, Some((_, remedy))) => remedy,
+        (true, None) => {
+            "a futex is a mutex or condition variable in the server's code or its runtime: find which with the runtime's profiler or off-CPU stacks (perf record -e sched:sched_switch -g -p PID), then shorten the critical section or split the lock"
+        }
+        (false, _) => {
+            "shorten or remove the critical section (e.g. PHP: session_write_close() early, a non-locking session handler, distinct session ids per client)"
+        }
+    };
     Some(
         with_shares(
             Finding::new(
                 "lock.contention",
                 ceiling_severity(o),
                 format!(
-                    "{:.1} threads on average wait for one lock: {}",
+                    "{:.1} threads on average wait for one lock: {object}",
                     lock.wait_s / o.window_s,
-                    lock.object
                 ),
             ),
             lock.wait_s,
             o,
         )
         .with("object", lock.object.clone())
+        .with_opt("runtime_lock", interpreter.map(|(name, _)| name))
         .with("waits", lock.waits)
         .with(
             "mean_wait_ms",
@@ -537,7 +610,7 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
             "requests holding {} run one at a time: throughput stays near {:.0} req/s whatever the workers or cores",
             lock.object, o.delivered_rate
         ))
-        .remedy("shorten or remove the critical section (e.g. PHP: session_write_close() early, a non-locking session handler, distinct session ids per client)"),
+        .remedy(remedy),
     )
 }
 
@@ -708,6 +781,43 @@ mod tests {
         assert_eq!(f[0].evidence["cores_busy"], 1.97);
     }
 
+    /// Runnable threads on a host whose cores are busy but not saturated: the remedy says the
+    /// host is shared and that no quota binds (it was read), instead of "check the quota".
+    #[test]
+    fn a_run_queue_on_a_shared_host_says_so_and_what_was_checked() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("wait_work", 10.0)]);
+        o.on_cpu_s = 8.0;
+        o.runq_s = 6.0;
+        for s in &mut o.seconds {
+            s.cores_busy = 1.42;
+            s.client_cores = Some(0.9);
+        }
+        let f = rules(&o);
+        assert_eq!(f[0].id, "cpu.run-queue", "{f:#?}");
+        assert_eq!(f[0].evidence["cores_busy"], 1.42);
+        assert_eq!(f[0].evidence["generator_cores"], 0.9);
+        assert_eq!(f[0].evidence["cpu_quota"], "none binds");
+        assert_eq!(
+            f[0].remedy,
+            "the host's cores are shared (1.42 of 2 busy on average, 0.90 of them the load generator's): runnable threads wait their turn when demand comes in bursts; give the server CPUs of its own (the load generator on other CPUs or another machine: taskset, cpusets), or run fewer busy threads than cores; no cgroup CPU quota binds it (read from its cgroups); check its CPU affinity (taskset -p PID) and what else runs on its CPUs"
+        );
+        // A quiet host: only the affinity is left to check.
+        for s in &mut o.seconds {
+            s.cores_busy = 0.5;
+            s.client_cores = None;
+        }
+        let f = rules(&o);
+        assert_eq!(f[0].id, "cpu.run-queue");
+        assert!(!f[0].evidence.contains_key("generator_cores"));
+        assert!(
+            f[0].remedy.starts_with("no cgroup CPU quota binds it"),
+            "{}",
+            f[0].remedy
+        );
+    }
+
     #[test]
     fn a_locked_session_file_is_named() {
         let mut o = fuse_flood();
@@ -715,6 +825,7 @@ mod tests {
         o.off_s = off(&[("file_lock", 38.0), ("wait_work", 10.0)]);
         o.locks = vec![LockLoad {
             object: "/var/lib/php/sessions/sess_x".into(),
+            futex: false,
             wait_s: 38.0,
             waits: 4000,
         }];
@@ -724,6 +835,63 @@ mod tests {
         assert_eq!(f[0].evidence["object"], "/var/lib/php/sessions/sess_x");
         assert_eq!(f[0].evidence["mean_threads"], 3.8);
         assert_eq!(f[0].evidence["mean_wait_ms"], 9.5);
+    }
+
+    /// Seen with `python3 -m http.server` (a thread per connection) flooded: its threads wait
+    /// on one futex, the GIL; the remedy named PHP sessions. A futex gets a futex's remedy, and
+    /// an interpreter with a global lock gets its own.
+    #[test]
+    fn a_futex_is_not_a_session_file_and_an_interpreter_names_its_lock() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("futex", 38.0), ("wait_work", 10.0)]);
+        o.locks = vec![LockLoad {
+            object: "a futex in user space".into(),
+            futex: true,
+            wait_s: 38.0,
+            waits: 4000,
+        }];
+        o.exe = "/usr/sbin/mysqld".into();
+        let f = rules(&o);
+        assert_eq!(f[0].id, "lock.contention", "{f:#?}");
+        assert_eq!(
+            f[0].title,
+            "3.8 threads on average wait for one lock: a futex in user space"
+        );
+        assert!(
+            f[0].remedy.starts_with("a futex is a mutex"),
+            "{}",
+            f[0].remedy
+        );
+        assert!(!f[0].evidence.contains_key("runtime_lock"));
+        o.exe = "/root/.pyenv/versions/3.11.7/bin/python3.11".into();
+        let f = rules(&o);
+        assert!(
+            f[0].title.ends_with("a futex in user space (in this interpreter, most likely CPython's global interpreter lock (GIL))"),
+            "{}",
+            f[0].title
+        );
+        assert_eq!(
+            f[0].evidence["runtime_lock"],
+            "CPython's global interpreter lock (GIL)"
+        );
+        assert!(
+            f[0].remedy.contains("processes instead of threads"),
+            "{}",
+            f[0].remedy
+        );
+        assert_eq!(f[0].evidence["object"], "a futex in user space");
+        // A file lock in a Python server is still the file.
+        o.locks[0].futex = false;
+        o.locks[0].object = "/srv/app/db.lock".into();
+        let f = rules(&o);
+        assert!(f[0].title.ends_with(": /srv/app/db.lock"), "{}", f[0].title);
+        assert!(!f[0].evidence.contains_key("runtime_lock"));
+        assert_eq!(
+            interpreter_lock("/usr/bin/ruby3.1").unwrap().0,
+            "Ruby's global VM lock (GVL)"
+        );
+        assert!(interpreter_lock("/usr/sbin/php-fpm8.2").is_none());
     }
 
     #[test]
