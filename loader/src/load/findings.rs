@@ -472,7 +472,14 @@ fn refused_after_success(s: &Summary) -> Option<u64> {
 
 fn fd_limit(s: &Summary, plan: &Plan) -> Option<Finding> {
     let usable = s.fd_limit.soft.saturating_sub(super::FD_RESERVE);
-    let need = s.in_flight.rate_x_timeout;
+    // Sockets the run can hold: one per outstanding request, but never more than the connection
+    // budget (arrivals beyond it queue without a socket, and `start` refuses a budget above the
+    // usable descriptors). rate × timeout alone warned on every run at 2,000/s with the default
+    // 10 s timeout, where 512 sockets were the most it could ever open.
+    let need = s
+        .in_flight
+        .rate_x_timeout
+        .map(|n| n.min(s.connections.budget as f64));
     let errors = s.errors.fd_limit;
     let short = need.is_some_and(|n| n > usable as f64);
     if errors == 0 && !short {
@@ -483,8 +490,8 @@ fn fd_limit(s: &Summary, plan: &Plan) -> Option<Finding> {
         "the generator ran out of file descriptors: those requests were never sent".to_string()
     } else {
         format!(
-            "rate × timeout ({}) exceeds the generator's usable file descriptors ({} of its \
-             limit {}, {} kept for itself)",
+            "rate × timeout, up to the connection budget ({}), exceeds the generator's usable \
+             file descriptors ({} of its limit {}, {} kept for itself)",
             need.map_or(0, |n| n.round() as u64),
             usable,
             s.fd_limit.soft,
@@ -495,13 +502,18 @@ fn fd_limit(s: &Summary, plan: &Plan) -> Option<Finding> {
         Finding::new("net.fd-limit", sev, title)
             .with("fd_limit_soft", s.fd_limit.soft)
             .with("fd_limit_hard", s.fd_limit.hard)
-            .with_opt("rate_x_timeout", need.map(|n| round(n, 1)))
+            .with_opt(
+                "rate_x_timeout",
+                s.in_flight.rate_x_timeout.map(|n| round(n, 1)),
+            )
+            .with("connection_budget", s.connections.budget)
             .with("in_flight_max", s.in_flight.max)
             .with("fd_limit_errors", errors)
             .with("fd_reserved", super::FD_RESERVE)
             .predict(
                 "if the server stops answering, the flood needs one socket per outstanding \
-                 request; beyond the limit the generator fails requests itself",
+                 request up to the connection budget; beyond the limit the generator fails \
+                 requests itself",
             )
             .remedy(format!(
                 "raise the hard limit (prlimit --nofile={0}:{0} -- trapdetect load ..., or \
@@ -762,6 +774,11 @@ mod tests {
     fn descriptors_and_ports() {
         let (mut s, p) = summary(1000);
         s.in_flight.rate_x_timeout = Some(50_000.0);
+        // 512 connections at most: however many arrivals are outstanding, the sockets fit.
+        s.connections.budget = 512;
+        assert_eq!(ids(&s, &p), []);
+        // A budget above the usable descriptors (a limit lowered under a running generator).
+        s.connections.budget = 30_000;
         assert_eq!(ids(&s, &p), [("net.fd-limit".to_string(), Severity::Warn)]);
         assert!(problems(&s, &p).is_empty(), "a risk, not yet a failure");
         s.errors.fd_limit = 7;
