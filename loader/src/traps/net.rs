@@ -20,6 +20,10 @@ pub const PORTS_WARN_SHARE: f64 = 0.5;
 pub const FD_WARN_SHARE: f64 = 0.8;
 /// A somaxconn this low caps common backlogs (nginx asks 511, many servers 1024 or more).
 pub const SOMAXCONN_LOW: u64 = 1024;
+/// A backlog the server itself asked for below this is a trap of its own (Python's
+/// socketserver asks for 5; nginx, Node and php-fpm for 511): a burst of connections beyond
+/// it is dropped and retried after 1 s.
+pub const BACKLOG_LOW: u32 = 128;
 
 /// All network findings for one observation.
 pub fn rules(o: &NetObservation) -> Vec<Finding> {
@@ -535,10 +539,16 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
         l.backlog.is_some_and(|b| Some(b as u64) == somaxconn)
             && somaxconn.is_some_and(|s| s < SOMAXCONN_LOW)
     });
+    // The target's own listener asked for a short queue (the server's setting, not somaxconn).
+    let low = o
+        .listeners
+        .iter()
+        .find(|l| l.target && l.backlog.is_some_and(|b| b < BACKLOG_LOW));
     // Name a listener only when it is the one at fault or the target's: the TcpExt counters
     // are per namespace, not per socket.
     let listener = full
         .or(capped)
+        .or(low)
         .or_else(|| o.listeners.iter().find(|l| l.target))
         .or_else(|| (o.listeners.len() == 1 && !o.ports.is_empty()).then(|| &o.listeners[0]));
     let (severity, title) = if let Some(n) =
@@ -569,6 +579,16 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
                 "the backlog of {} is capped at somaxconn = {}",
                 l.local,
                 l.backlog.unwrap_or(0)
+            ),
+        )
+    } else if let Some(l) = low {
+        (
+            Severity::Warn,
+            format!(
+                "the backlog of {} is {}: more than {} connections arriving together are dropped",
+                l.local,
+                l.backlog.unwrap_or(0),
+                l.backlog.unwrap_or(0) + 1
             ),
         )
     } else if delta.is_none() && since_start.is_some_and(|n| n > 0) {
@@ -617,7 +637,7 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
         _ => "`sysctl -w net.core.somaxconn=4096` in the server's namespace and ".into(),
     };
     Some(f.remedy(format!(
-        "{raise}a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"
+        "{raise}a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`; php-fpm: `listen.backlog`; Python's socketserver: `request_queue_size`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"
     )))
 }
 
@@ -1141,6 +1161,27 @@ mod tests {
         let w = listen_overflow(&o).unwrap();
         assert_eq!(w.severity, Severity::Warn);
         assert!(w.remedy.contains("sysctl -w net.core.somaxconn=4096"));
+        // The target's own short queue (python3 -m http.server asks for 5), somaxconn 4096.
+        o.sysctls.somaxconn = Some(4096);
+        o.listeners[0].backlog = Some(5);
+        o.listeners[0].target = true;
+        let w = listen_overflow(&o).unwrap();
+        assert_eq!(w.severity, Severity::Warn);
+        assert_eq!(
+            w.title,
+            format!(
+                "the backlog of {} is 5: more than 6 connections arriving together are dropped",
+                o.listeners[0].local
+            )
+        );
+        assert_eq!(w.evidence["backlog_connections"], 5);
+        assert!(w.remedy.contains("request_queue_size"), "{}", w.remedy);
+        // 511 (nginx's, Node's default) is no finding; nor is another process's short queue.
+        o.listeners[0].backlog = Some(511);
+        assert!(listen_overflow(&o).is_none_or(|f| f.severity == Severity::Info));
+        o.listeners[0].backlog = Some(5);
+        o.listeners[0].target = false;
+        assert!(listen_overflow(&o).is_none_or(|f| f.severity == Severity::Info));
     }
 
     #[test]
