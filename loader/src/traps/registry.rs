@@ -92,6 +92,19 @@ pub const RULES: &[Rule] = &[
         doc: "docs/preflight.md",
     },
     Rule {
+        id: "cpu.one-core",
+        title: "the server runs about one core at a time while the load is capped",
+        commands: &[Run],
+        mechanism: "a single-threaded event loop (Node.js), an interpreter lock (CPython's GIL, \
+                    Ruby's GVL) or one lock around the whole request path lets one thread run \
+                    at a time: the ceiling is one core, whatever the threads or the cores; its \
+                    other threads wait on futexes (idle pools, the lock) and look like contention.",
+        evidence: &["target_cores", "cores", "cores_busy", "threads", "runtime"],
+        remedy: "run more processes (Node's cluster module or a process manager, gunicorn or \
+                 uWSGI workers, Puma workers) or move the hot path off the one thread.",
+        doc: "docs/run.md",
+    },
+    Rule {
         id: "cpu.quota",
         title: "a cgroup CPU quota caps or throttles the server",
         commands: &[Preflight, Run],
@@ -121,7 +134,13 @@ pub const RULES: &[Rule] = &[
         commands: &[Run],
         mechanism: "threads that are runnable but not on a CPU queue behind other work or a CPU \
                     quota: the ceiling is CPU time, while the server's own CPU use looks modest.",
-        evidence: &["share_of_busy_thread_time_pct", "cores_busy", "cores"],
+        evidence: &[
+            "share_of_busy_thread_time_pct",
+            "cores_busy",
+            "cores",
+            "generator_cores",
+            "cpu_quota",
+        ],
         remedy: "find what else holds the CPUs (host.noise, the load generator on the same cores) \
                  or the quota (cpu.quota), and give the server CPUs of its own.",
         doc: "docs/run.md",
@@ -488,7 +507,12 @@ pub const RULES: &[Rule] = &[
         commands: &[Run],
         mechanism: "off-CPU time dominated by waits on one lock object (a flock'd file such as a \
                     PHP session, or a futex) serializes the workers whatever their number.",
-        evidence: &["object", "mean_threads", "share_of_thread_wall_time_pct"],
+        evidence: &[
+            "object",
+            "runtime_lock",
+            "mean_threads",
+            "share_of_thread_wall_time_pct",
+        ],
         remedy: "remove the shared lock from the request path (per-user sessions, a lock-free \
                  store) or shorten what runs under it.",
         doc: "docs/run.md",
@@ -564,6 +588,10 @@ pub const RULES: &[Rule] = &[
             "drain_all_s",
             "below_1000_in_s",
             "time_wait_growth_per_s",
+            "time_wait_entered_server_side",
+            "time_wait_entered_client_side",
+            "new_connections_during_trace",
+            "requests_during_trace",
         ],
         remedy: "keep-alive, a fresh instance or port per point, and between points `trapdetect \
                  wait-drain --port P --below 1000 --timeout T`.",

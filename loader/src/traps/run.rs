@@ -337,9 +337,18 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
     }
     out.extend(o.filesystems.iter().filter_map(|fs| fs_waits(o, fs)));
     let host_saturated = o.mean(|s| s.cores_busy) >= 0.85 * o.cores;
+    let one_core = if saturated_cpu || quota_binds {
+        None
+    } else {
+        one_core(o, host_saturated)
+    };
+    // Serialized on one core: its futex waits are that one thread's (the GIL) or idle pools'.
+    let serialized = one_core.is_some();
+    out.extend(one_core);
     out.extend(
         o.locks
             .iter()
+            .filter(|lock| !(serialized && lock.futex))
             .filter_map(|lock| lock_waits(o, lock, host_saturated)),
     );
     let explained = out.iter().any(|f| {
@@ -347,6 +356,7 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
             || f.id.starts_with("lock.")
             || f.id == "cpu.run-queue"
             || f.id == "cpu.quota"
+            || f.id == "cpu.one-core"
     });
     if !explained {
         out.extend(pool_too_small(o));
@@ -549,6 +559,62 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
         ));
     }
     Some(f)
+}
+
+/// cpu.one-core: the load is capped, the host has cores to spare, and the server's threads
+/// together run about one core (0.8-1.25) all through the window: one thread runs at a time.
+/// A single-threaded event loop, an interpreter lock or one lock around the request path; the
+/// other threads' futex waits are idle pools or that lock, not a second cause. Node flooded at
+/// 30,000/s: 10,536/s delivered on ~1 core of 2 while 7 threads sat on futexes.
+fn one_core(o: &RunObs, host_saturated: bool) -> Option<Finding> {
+    let target_cores = o.on_cpu_s / o.window_s;
+    let spare = o.cores - o.mean(|s| s.cores_busy);
+    if !o.capped() || host_saturated || o.cores < 2.0 || spare < 0.3 {
+        return None;
+    }
+    if !(0.8..=1.25).contains(&target_cores) {
+        return None;
+    }
+    // Every loaded second, not only on average: a server that scales would spread out.
+    if o.loaded().iter().any(|s| s.target_cores > 1.5) {
+        return None;
+    }
+    let runtime = runtime_name(&o.exe);
+    Some(
+        Finding::new(
+            "cpu.one-core",
+            ceiling_severity(o),
+            format!(
+                "the server runs about one core at a time ({target_cores:.2} of {} cores) while the load is capped{}",
+                o.cores,
+                runtime.map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+        )
+        .with("target_cores", round(target_cores, 2))
+        .with("cores", o.cores)
+        .with("cores_busy", round(o.mean(|s| s.cores_busy), 2))
+        .with("threads", round(o.mean(|s| s.threads as f64), 1))
+        .with_opt("runtime", runtime)
+        .with("delivered_per_s", round(o.delivered_rate, 1))
+        .predict(format!(
+            "one thread at a time serves: throughput stays near {:.0} req/s with more threads or cores, and grows with processes",
+            o.delivered_rate
+        ))
+        .remedy(
+            "run more processes (nginx `worker_processes auto`, php-fpm `pm.max_children`, Node's cluster module or a process manager, gunicorn or uWSGI workers, Puma workers), or move the hot path off the one thread (worker threads for CPU work in Node, code that releases the GIL in Python); if it is one lock around the request path, split it",
+        ),
+    )
+}
+
+/// The runtime an executable names, when it serializes by design.
+fn runtime_name(exe: &str) -> Option<&'static str> {
+    let base = exe.rsplit('/').next().unwrap_or(exe);
+    let base = base.strip_suffix(" (deleted)").unwrap_or(base);
+    if base == "node" || base.starts_with("nodejs") {
+        Some("Node.js runs JavaScript on one event-loop thread")
+    } else {
+        interpreter_lock(exe).map(|(name, _)| name)
+    }
 }
 
 /// A runtime whose threads share one lock by design, from the target's executable: the name of
@@ -845,6 +911,57 @@ mod tests {
             "{:?}",
             ids(&o)
         );
+    }
+
+    /// Node flooded at 30,000/s: 10,536/s delivered, ~1 core of 2 busy in the server, 7 of its
+    /// 11 threads on futexes (libuv's and V8's idle pools). The one event-loop thread is the
+    /// ceiling, not a lock.
+    #[test]
+    fn one_thread_at_a_time_is_the_one_core_ceiling_not_a_lock() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.offered_rate = 30_000.0;
+        o.delivered_rate = 10_536.0;
+        o.on_cpu_s = 10.2;
+        o.runq_s = 0.3;
+        o.off_s = off(&[("futex", 70.0), ("wait_work", 9.0)]);
+        o.locks = vec![LockLoad {
+            object: "a futex in user space".into(),
+            futex: true,
+            wait_s: 70.0,
+            waits: 90_000,
+        }];
+        o.exe = "/usr/bin/node".into();
+        for s in &mut o.seconds {
+            s.cores_busy = 1.55;
+            s.target_cores = 1.02;
+            s.threads = 11;
+        }
+        let f = rules(&o);
+        let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
+        assert_eq!(ids, ["cpu.one-core"], "{f:#?}");
+        assert_eq!(f[0].severity, Severity::Fail);
+        assert_eq!(f[0].evidence["target_cores"], 1.02);
+        assert_eq!(f[0].evidence["threads"], 11.0);
+        assert_eq!(
+            f[0].title,
+            "the server runs about one core at a time (1.02 of 2 cores) while the load is capped: Node.js runs JavaScript on one event-loop thread"
+        );
+        assert!(
+            f[0].remedy.starts_with("run more processes"),
+            "{}",
+            f[0].remedy
+        );
+        // A server whose threads spread over both cores in some second is not one-core.
+        o.seconds[3].target_cores = 1.8;
+        let ids: Vec<String> = rules(&o).into_iter().map(|x| x.id).collect();
+        assert!(!ids.contains(&"cpu.one-core".to_string()), "{ids:?}");
+        // Not capped: no ceiling to name.
+        o.seconds[3].target_cores = 1.02;
+        o.offered_rate = 10_000.0;
+        o.delivered_rate = 10_000.0;
+        let ids: Vec<String> = rules(&o).into_iter().map(|x| x.id).collect();
+        assert!(!ids.contains(&"cpu.one-core".to_string()), "{ids:?}");
     }
 
     /// Runnable threads on a host whose cores are busy but not saturated: the remedy says the
