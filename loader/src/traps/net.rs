@@ -732,6 +732,27 @@ mod tests {
         NetObservation::build(&socks, &sys, ports, None)
     }
 
+    /// One socket of a made-up census: state 6 (TIME_WAIT) with 30 s left, 10 a listener.
+    fn sock(state: u8, l: &str, r: &str, inode: u64) -> crate::host::net::SockRec {
+        crate::host::net::SockRec {
+            state,
+            local: l.parse().unwrap(),
+            remote: r.parse().unwrap(),
+            timer: if state == 6 { 3 } else { 0 },
+            expires_ms: if state == 6 { 30_000 } else { 0 },
+            rqueue: 0,
+            backlog: None,
+            inode,
+        }
+    }
+
+    /// The recorded sysctls of the TIME_WAIT fixtures.
+    fn tw_sysctls() -> crate::host::net::NetSysctls {
+        procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(
+            "tw-server-closes.sysctl",
+        )))
+    }
+
     fn find<'a>(f: &'a [Finding], id: &str) -> Option<&'a Finding> {
         f.iter().find(|x| x.id == id)
     }
@@ -741,20 +762,7 @@ mod tests {
     /// processes'; the clients' TIME_WAIT on nginx's port stays net.time-wait's.
     #[test]
     fn upstream_time_wait_is_the_targets_own_not_the_generators() {
-        use crate::host::net::SockRec;
-        let sock = |state: u8, l: &str, r: &str, inode: u64| SockRec {
-            state,
-            local: l.parse().unwrap(),
-            remote: r.parse().unwrap(),
-            timer: if state == 6 { 3 } else { 0 },
-            expires_ms: if state == 6 { 30_000 } else { 0 },
-            rqueue: 0,
-            backlog: None,
-            inode,
-        };
-        let sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(
-            "tw-server-closes.sysctl",
-        )));
+        let sys = tw_sysctls();
         // nginx (inodes 1, 2, 3) listens on 8080 and has one request in flight to php-fpm
         // (inode 9) on 9000; 1,009 earlier requests left TIME_WAIT on both hops, php-fpm and
         // nginx each closing first.
@@ -825,21 +833,8 @@ mod tests {
     /// target that listens on nothing FAIL, with "its port" in the remedy.
     #[test]
     fn time_wait_is_judged_on_the_targets_own_ports_only() {
-        use crate::host::net::SockRec;
         use std::collections::HashSet;
-        let sock = |state: u8, l: &str, r: &str, inode: u64| SockRec {
-            state,
-            local: l.parse().unwrap(),
-            remote: r.parse().unwrap(),
-            timer: if state == 6 { 3 } else { 0 },
-            expires_ms: if state == 6 { 30_000 } else { 0 },
-            rqueue: 0,
-            backlog: None,
-            inode,
-        };
-        let sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(
-            "tw-server-closes.sysctl",
-        )));
+        let sys = tw_sysctls();
         // Another server listens on 9000 and closed 1,500 connections first.
         let mut socks = vec![sock(10, "127.0.0.1:9000", "0.0.0.0:0", 111)];
         for i in 0..1_500u16 {
@@ -978,20 +973,8 @@ mod tests {
     /// run's own closes decide now, and are in the evidence.
     #[test]
     fn time_wait_building_up_is_attributed_by_the_runs_own_closes() {
-        use crate::host::net::{SockRec, TcpEvents, traced::TracedPort};
-        let sock = |state: u8, l: &str, r: &str, inode: u64| SockRec {
-            state,
-            local: l.parse().unwrap(),
-            remote: r.parse().unwrap(),
-            timer: if state == 6 { 3 } else { 0 },
-            expires_ms: if state == 6 { 30_000 } else { 0 },
-            rqueue: 0,
-            backlog: None,
-            inode,
-        };
-        let sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&fixture(
-            "tw-server-closes.sysctl",
-        )));
+        use crate::host::net::{TcpEvents, traced::TracedPort};
+        let sys = tw_sysctls();
         let mut socks = vec![sock(10, "127.0.0.1:18090", "0.0.0.0:0", 7)];
         for i in 0..1_113u16 {
             socks.push(sock(
