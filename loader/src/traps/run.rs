@@ -208,6 +208,11 @@ impl RunObs {
         }
     }
 
+    /// The host's cores were 85 % busy or more over the loaded seconds (anyone's work).
+    fn host_saturated(&self) -> bool {
+        self.cores > 0.0 && self.mean(|s| s.cores_busy) >= 0.85 * self.cores
+    }
+
     /// Delivered under 90 % of offered: the load found a ceiling.
     pub fn capped(&self) -> bool {
         self.offered_rate > 0.0 && self.delivered_rate < 0.9 * self.offered_rate
@@ -336,12 +341,7 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
         out.extend(run_queue(o));
     }
     out.extend(o.filesystems.iter().filter_map(|fs| fs_waits(o, fs)));
-    let host_saturated = o.mean(|s| s.cores_busy) >= 0.85 * o.cores;
-    let one_core = if saturated_cpu || quota_binds {
-        None
-    } else {
-        one_core(o, host_saturated)
-    };
+    let one_core = (!quota_binds).then(|| one_core(o)).flatten();
     // Serialized on one core: its futex waits are that one thread's (the GIL) or idle pools'.
     let serialized = one_core.is_some();
     out.extend(one_core);
@@ -349,7 +349,7 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
         o.locks
             .iter()
             .filter(|lock| !(serialized && lock.futex))
-            .filter_map(|lock| lock_waits(o, lock, host_saturated)),
+            .filter_map(|lock| lock_waits(o, lock)),
     );
     let explained = out.iter().any(|f| {
         f.id.starts_with("fs.")
@@ -373,7 +373,7 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
 fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
     let cores_busy = o.mean(|s| s.cores_busy);
     let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.busy_s();
-    if quota_binds || o.cores <= 0.0 || cores_busy < 0.85 * o.cores || !cpu_bound {
+    if quota_binds || !o.host_saturated() || !cpu_bound {
         return None;
     }
     Some(
@@ -566,10 +566,9 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
 /// A single-threaded event loop, an interpreter lock or one lock around the request path; the
 /// other threads' futex waits are idle pools or that lock, not a second cause. Node flooded at
 /// 30,000/s: 10,536/s delivered on ~1 core of 2 while 7 threads sat on futexes.
-fn one_core(o: &RunObs, host_saturated: bool) -> Option<Finding> {
+fn one_core(o: &RunObs) -> Option<Finding> {
     let target_cores = o.on_cpu_s / o.window_s;
-    let spare = o.cores - o.mean(|s| s.cores_busy);
-    if !o.capped() || host_saturated || o.cores < 2.0 || spare < 0.3 {
+    if !o.capped() || o.host_saturated() || o.cores < 2.0 {
         return None;
     }
     if !(0.8..=1.25).contains(&target_cores) {
@@ -579,7 +578,7 @@ fn one_core(o: &RunObs, host_saturated: bool) -> Option<Finding> {
     if o.loaded().iter().any(|s| s.target_cores > 1.5) {
         return None;
     }
-    let runtime = runtime_name(&o.exe);
+    let runtime = Runtime::of(&o.exe).map(|r| r.one_thread);
     Some(
         Finding::new(
             "cpu.one-core",
@@ -606,51 +605,60 @@ fn one_core(o: &RunObs, host_saturated: bool) -> Option<Finding> {
     )
 }
 
-/// The runtime an executable names, when it serializes by design.
-fn runtime_name(exe: &str) -> Option<&'static str> {
-    let base = exe.rsplit('/').next().unwrap_or(exe);
-    let base = base.strip_suffix(" (deleted)").unwrap_or(base);
-    if base == "node" || base.starts_with("nodejs") {
-        Some("Node.js runs JavaScript on one event-loop thread")
-    } else {
-        interpreter_lock(exe).map(|(name, _)| name)
-    }
+/// A runtime that runs one thread at a time by design, named from the target's executable.
+struct Runtime {
+    /// What serializes it, for cpu.one-core's title.
+    one_thread: &'static str,
+    /// Its global lock, a futex in user space, and the remedy for waits on it (none for Node:
+    /// one event-loop thread, no lock).
+    lock: Option<(&'static str, &'static str)>,
 }
 
-/// A runtime whose threads share one lock by design, from the target's executable: the name of
-/// that lock and what serves around it. CPython's GIL and Ruby's GVL are futexes in user space.
-fn interpreter_lock(exe: &str) -> Option<(&'static str, &'static str)> {
-    let base = exe.rsplit('/').next().unwrap_or(exe);
-    let base = base.strip_suffix(" (deleted)").unwrap_or(base);
-    if base.starts_with("python") {
-        Some((
-            "CPython's global interpreter lock (GIL)",
-            "threads of one CPython interpreter run Python code one at a time: serve with processes instead of threads (gunicorn or uWSGI workers, multiprocessing), or move the hot path into code that releases the GIL",
-        ))
-    } else if base.starts_with("ruby") {
-        Some((
-            "Ruby's global VM lock (GVL)",
-            "threads of one Ruby VM run Ruby code one at a time: serve with processes instead of threads (Puma or Unicorn workers)",
-        ))
-    } else {
-        None
+impl Runtime {
+    fn of(exe: &str) -> Option<Runtime> {
+        let base = exe.rsplit('/').next().unwrap_or(exe);
+        let base = base.strip_suffix(" (deleted)").unwrap_or(base);
+        let locked = |lock: &'static str, remedy: &'static str| Runtime {
+            one_thread: lock,
+            lock: Some((lock, remedy)),
+        };
+        if base == "node" || base.starts_with("nodejs") {
+            Some(Runtime {
+                one_thread: "Node.js runs JavaScript on one event-loop thread",
+                lock: None,
+            })
+        } else if base.starts_with("python") {
+            Some(locked(
+                "CPython's global interpreter lock (GIL)",
+                "threads of one CPython interpreter run Python code one at a time: serve with processes instead of threads (gunicorn or uWSGI workers, multiprocessing), or move the hot path into code that releases the GIL",
+            ))
+        } else if base.starts_with("ruby") {
+            Some(locked(
+                "Ruby's global VM lock (GVL)",
+                "threads of one Ruby VM run Ruby code one at a time: serve with processes instead of threads (Puma or Unicorn workers)",
+            ))
+        } else {
+            None
+        }
     }
 }
 
 /// lock.contention: off-CPU time dominated by waits on one lock object. A futex is judged only
 /// at a ceiling (load capped) with the host's CPUs not saturated: a thread pool's idle workers
-/// wait on a condition
-/// variable, a futex too (Node's libuv and V8 threads between jobs: 7 threads "waiting" while
-/// node served 2,000/s of 2,000), and below a ceiling nothing tells them from a contended
-/// mutex. A file lock names its file and is judged at any rate.
-fn lock_waits(o: &RunObs, lock: &LockLoad, host_saturated: bool) -> Option<Finding> {
+/// wait on a condition variable, a futex too (Node's libuv and V8 threads between jobs: 7
+/// threads "waiting" while node served 2,000/s of 2,000), and below a ceiling nothing tells
+/// them from a contended mutex. A file lock names its file and is judged at any rate.
+fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
     if lock.wait_s < 0.2 * o.busy_s() || lock.wait_s / o.window_s < 0.2 {
         return None;
     }
-    if lock.futex && (!o.capped() || host_saturated) {
+    if lock.futex && (!o.capped() || o.host_saturated()) {
         return None;
     }
-    let interpreter = lock.futex.then(|| interpreter_lock(&o.exe)).flatten();
+    let interpreter = lock
+        .futex
+        .then(|| Runtime::of(&o.exe).and_then(|r| r.lock))
+        .flatten();
     let object = match interpreter {
         Some((name, _)) => format!("{} (in this interpreter, most likely {name})", lock.object),
         None => lock.object.clone(),
@@ -1071,10 +1079,14 @@ mod tests {
         assert!(f[0].title.ends_with(": /srv/app/db.lock"), "{}", f[0].title);
         assert!(!f[0].evidence.contains_key("runtime_lock"));
         assert_eq!(
-            interpreter_lock("/usr/bin/ruby3.1").unwrap().0,
+            Runtime::of("/usr/bin/ruby3.1")
+                .and_then(|r| r.lock)
+                .unwrap()
+                .0,
             "Ruby's global VM lock (GVL)"
         );
-        assert!(interpreter_lock("/usr/sbin/php-fpm8.2").is_none());
+        assert!(Runtime::of("/usr/sbin/php-fpm8.2").is_none());
+        assert!(Runtime::of("/usr/bin/node").unwrap().lock.is_none());
     }
 
     #[test]
