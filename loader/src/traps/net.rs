@@ -99,8 +99,16 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     let theirs = |p: u16| !tw.scoped || o.ports.contains(&p);
     let top_local = tw.by_local_port.iter().find(|p| theirs(p.port));
     let top_group = tw.groups.iter().find(|g| theirs(g.server_port));
+    // The trace's witness of who closed first: the target's port local (its server's side) or
+    // remote (its clients' side) on the sockets that entered TIME_WAIT during the run.
+    let traced_sides = o
+        .traced
+        .as_ref()
+        .map(|t| t.time_wait_sides())
+        .filter(|(s, c)| s + c > 0);
     let (side, port) = closed_first(
         o,
+        traced_sides,
         present >= TIME_WAIT_WARN,
         top_local.map(|p| p.port),
         top_group.map(|g| g.server_port),
@@ -148,14 +156,7 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         .with_opt("tcp_tw_reuse", o.sysctls.tcp_tw_reuse)
         .with_opt("time_wait_growth_per_s", growth.map(|g| round(g, 1)))
         .with_opt("time_wait_entered_during_trace", entered);
-    // The trace's witness of who closed first: the target's port local (its server's side) or
-    // remote (its clients' side) on the sockets that entered TIME_WAIT during the run.
-    if let Some((server, client)) = o
-        .traced
-        .as_ref()
-        .map(|t| t.time_wait_sides())
-        .filter(|(s, c)| s + c > 0)
-    {
+    if let Some((server, client)) = traced_sides {
         f = f
             .with("time_wait_entered_server_side", server)
             .with("time_wait_entered_client_side", client);
@@ -186,25 +187,21 @@ const MIN_REQUESTS_FOR_REUSE: u64 = 20;
 
 /// Which side closed first, and the port to wait on. Two witnesses: the census before the run
 /// (the target's port local: its server closed first; remote: a local client did; else the
-/// sockets' own sides) and the trace (whether the target's port was the local or the remote
-/// port of the sockets that entered TIME_WAIT during it). A finding about sockets present
+/// sockets' own sides) and the trace (`traced_sides`: of the sockets that entered TIME_WAIT
+/// during it, those with the target's port local, and remote). A finding about sockets present
 /// before the run (`leftovers`) asks the census first; one about TIME_WAIT building up asks the
 /// trace first, since that is what the run itself did. A witness with no socket says nothing:
 /// a census with none of the target's sockets never decides "the server" by a 0 ≥ 0 tie.
 fn closed_first(
     o: &NetObservation,
+    traced_sides: Option<(u64, u64)>,
     leftovers: bool,
     top_local_port: Option<u16>,
     top_group_port: Option<u16>,
 ) -> (Side, Option<u16>) {
     let tw = &o.time_wait;
     let cf = &tw.closed_first;
-    let traced_side = o
-        .traced
-        .as_ref()
-        .map(|t| t.time_wait_sides())
-        .filter(|(s, c)| s + c > 0)
-        .map(|(s, c)| if s >= c { Side::Server } else { Side::Client });
+    let traced_side = traced_sides.map(|(s, c)| if s >= c { Side::Server } else { Side::Client });
     let census_side = if tw.scoped {
         match (tw.own.local, tw.own.remote) {
             (0, 0) => None,
