@@ -597,11 +597,7 @@ fn wrk_best(s: &Settings, nginx: &Nginx) -> Result<(f64, String)> {
             ]),
             nginx,
         )?;
-        let rps = out
-            .lines()
-            .find_map(|l| l.strip_prefix("Requests/sec:"))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(0.0);
+        let rps = super::wrk_rps(&out).unwrap_or(0.0);
         eprintln!(
             "  wrk -t{t} -c{c}: {rps:.0} req/s; CPU/request {:.1} µs; other processes {others:.2} \
              cores",
@@ -916,11 +912,7 @@ fn overload(s: &Settings, bin: &Path, oha: Option<&Path>) -> Result<()> {
             s.command("wrk")
                 .args(["-t1", "-c256", &format!("-d{secs}s"), &url]),
         )?;
-    let cap = out
-        .lines()
-        .find_map(|l| l.strip_prefix("Requests/sec:"))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .context("wrk Requests/sec")?;
+    let cap = super::wrk_rps(&out).context("wrk Requests/sec")?;
     eprintln!(
         "overload: misbehave capacity {WORKERS} workers × {SERVICE_MS} ms (nominal {}/s); wrk \
          -t1 -c256 closed loop: {cap:.0}/s; {WARMUP_S}s warm-up + {STEP_S}s judged per point",
@@ -1046,11 +1038,7 @@ fn server_cost(s: &Settings, bin: &Path) -> Result<()> {
                 .args(["-t1", "-c50", &format!("-d{STEP_S}s"), &url]),
             &nginx,
         )?;
-        let rps = out
-            .lines()
-            .find_map(|l| l.strip_prefix("Requests/sec:"))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .context("wrk Requests/sec")?;
+        let rps = super::wrk_rps(&out).context("wrk Requests/sec")?;
         let n = rps * STEP_S as f64;
         w.push(per_req(ng, n));
         let (cv, _, cn) = td(&["--closed-loop", "-c", "50", "--warmup", "0s"])?;

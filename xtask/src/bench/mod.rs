@@ -61,6 +61,13 @@ pub fn record(key: &str, v: serde_json::Value) {
     RESULTS.lock().unwrap().insert(key.to_string(), v);
 }
 
+/// wrk's `Requests/sec:` figure from its output.
+pub fn wrk_rps(out: &str) -> Option<f64> {
+    out.lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Median of a non-empty sample.
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();

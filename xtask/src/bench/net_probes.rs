@@ -121,11 +121,7 @@ impl Wrk {
             bail!("wrk exited with {}", out.status);
         }
         let text = String::from_utf8_lossy(&out.stdout);
-        let rate: f64 = text
-            .lines()
-            .find_map(|l| l.strip_prefix("Requests/sec:"))
-            .and_then(|v| v.trim().parse().ok())
-            .with_context(|| format!("wrk output: {text}"))?;
+        let rate = super::wrk_rps(&text).with_context(|| format!("wrk output: {text}"))?;
         let requests: f64 = text
             .lines()
             .find_map(|l| l.trim().split_once(" requests in "))
