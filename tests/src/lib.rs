@@ -1,6 +1,7 @@
 //! Fixtures for trapdetect's end-to-end tests: the binary under test, real servers (php-fpm,
-//! nginx), a slow FUSE filesystem, network namespaces. Everything a fixture starts or mounts is
-//! torn down by its `Drop`, also when a test panics.
+//! nginx, and the zoo: gunicorn, Node, Go, python3's http.server), a slow FUSE filesystem,
+//! network namespaces. Everything a fixture starts or mounts is torn down by its `Drop`, also
+//! when a test panics.
 
 pub mod browser;
 pub mod cgroup;
@@ -11,6 +12,7 @@ pub mod pathload;
 pub mod schema;
 pub mod servers;
 pub mod slowfs;
+pub mod zoo;
 
 use std::{
     path::{Path, PathBuf},

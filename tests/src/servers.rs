@@ -96,6 +96,8 @@ pub struct PhpStack {
     pub port: u16,
     /// php-fpm master.
     pub fpm: Proc,
+    /// php-fpm's port on 127.0.0.1 when it listens on TCP ([`PhpOptions::listen_tcp`]).
+    pub fpm_port: Option<u16>,
     nginx: Proc,
     /// Where configs, sockets and logs live.
     pub dir: TempDir,
@@ -114,6 +116,9 @@ pub struct PhpOptions {
     /// `pm.max_requests`: a worker exits and is replaced after this many (0: never; worker
     /// churn for the soak).
     pub max_requests: u32,
+    /// php-fpm listens on 127.0.0.1 (a free port) instead of a unix socket, and nginx passes
+    /// to it over TCP with a new connection per request (no upstream keep-alive).
+    pub listen_tcp: bool,
 }
 
 impl PhpStack {
@@ -138,16 +143,23 @@ impl PhpStack {
             }
         };
         let sock = d.join("fpm.sock");
+        let fpm_port = opts.listen_tcp.then(free_port);
+        let (listen, pass) = match fpm_port {
+            Some(p) => (format!("127.0.0.1:{p}"), format!("127.0.0.1:{p}")),
+            None => (
+                sock.display().to_string(),
+                format!("unix:{}", sock.display()),
+            ),
+        };
         let fpm_conf = d.join("fpm.conf");
         std::fs::write(
             &fpm_conf,
             format!(
                 "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\n\
-                 [www]\nuser = root\ngroup = root\nlisten = {sock}\nlisten.mode = 0666\n\
+                 [www]\nuser = root\ngroup = root\nlisten = {listen}\nlisten.mode = 0666\n\
                  pm = static\npm.max_children = {workers}\npm.max_requests = {max_requests}\n\
                  catch_workers_output = yes\nclear_env = no\n",
                 d = d.display(),
-                sock = sock.display(),
                 max_requests = opts.max_requests
             ),
         )
@@ -191,10 +203,9 @@ impl PhpStack {
                    proxy_temp_path {d}/nginx-tmp/proxy;\n  uwsgi_temp_path {d}/nginx-tmp/uwsgi;\n  scgi_temp_path {d}/nginx-tmp/scgi;\n\
                    server {{\n    listen 127.0.0.1:{port} backlog=4096;\n    root {root};\n\
                      location / {{\n      include /etc/nginx/fastcgi_params;\n      fastcgi_param SCRIPT_FILENAME $document_root/index.php;\n\
-                       fastcgi_pass unix:{sock};\n    }}\n  }}\n}}\n",
+                       fastcgi_pass {pass};\n    }}\n  }}\n}}\n",
                 d = d.display(),
                 root = docroot.display(),
-                sock = sock.display()
             ),
         )
         .unwrap();
@@ -215,6 +226,7 @@ impl PhpStack {
         let mut stack = PhpStack {
             port,
             fpm,
+            fpm_port,
             nginx,
             dir,
             docroot,
@@ -300,28 +312,58 @@ pub struct StaticNginx {
     pub dir: TempDir,
 }
 
+/// How [`StaticNginx::start_with`] serves: where the files are and what the worker may open.
+#[derive(Clone, Debug, Default)]
+pub struct StaticOptions {
+    /// A docroot that already holds the files (e.g. on a slow mount); default: a fresh one on
+    /// ext4 holding the files given.
+    pub docroot: Option<PathBuf>,
+    /// `worker_rlimit_nofile`: the descriptor limit of the worker (the master keeps its own),
+    /// so a load above it makes the worker log EMFILE on accept.
+    pub worker_rlimit_nofile: Option<u32>,
+    /// `worker_processes` (default 1).
+    pub workers: u32,
+}
+
 impl StaticNginx {
     /// Starts nginx (one worker) serving `files` (name, content) from a fresh docroot.
     pub fn start(files: &[(&str, &[u8])]) -> StaticNginx {
+        StaticNginx::start_with(files, StaticOptions::default())
+    }
+
+    /// As [`StaticNginx::start`], with the docroot elsewhere or a low descriptor limit; waits
+    /// until the first file answers 200 (`/` when `files` is empty).
+    pub fn start_with(files: &[(&str, &[u8])], opts: StaticOptions) -> StaticNginx {
         let dir = TempDir::new("nginx");
         let d = dir.path().to_path_buf();
-        let docroot = d.join("www");
-        std::fs::create_dir_all(&docroot).unwrap();
+        let docroot = match &opts.docroot {
+            Some(r) => r.clone(),
+            None => {
+                let r = d.join("www");
+                std::fs::create_dir_all(&r).unwrap();
+                for (name, body) in files {
+                    std::fs::write(r.join(name), body).unwrap();
+                }
+                r
+            }
+        };
         std::fs::create_dir_all(d.join("nginx-tmp")).unwrap();
-        for (name, body) in files {
-            std::fs::write(docroot.join(name), body).unwrap();
-        }
+        let rlimit = opts
+            .worker_rlimit_nofile
+            .map(|n| format!("worker_rlimit_nofile {n};\n"))
+            .unwrap_or_default();
         let port = free_port();
         let conf = d.join("nginx.conf");
         std::fs::write(
             &conf,
             format!(
-                "daemon off;\nmaster_process on;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\n\
-                 error_log {d}/nginx-error.log;\nevents {{ worker_connections 1024; }}\n\
+                "daemon off;\nmaster_process on;\nworker_processes {workers};\nuser root;\npid {d}/nginx.pid;\n\
+                 {rlimit}error_log {d}/nginx-error.log;\nevents {{ worker_connections 1024; }}\n\
                  http {{\n  access_log off;\n  keepalive_requests 1000000;\n  client_body_temp_path {d}/nginx-tmp/body;\n\
                    fastcgi_temp_path {d}/nginx-tmp/fcgi;\n  proxy_temp_path {d}/nginx-tmp/proxy;\n\
                    uwsgi_temp_path {d}/nginx-tmp/uwsgi;\n  scgi_temp_path {d}/nginx-tmp/scgi;\n\
                    server {{\n    listen 127.0.0.1:{port} backlog=1024;\n    root {root};\n  }}\n}}\n",
+                workers = opts.workers.max(1),
                 d = d.display(),
                 root = docroot.display()
             ),
@@ -342,11 +384,31 @@ impl StaticNginx {
                 .stderr(Stdio::null()),
         );
         let first = format!("/{}", files.first().map(|f| f.0).unwrap_or(""));
+        let log = d.join("nginx-error.log");
         wait_until("nginx to answer 200", Duration::from_secs(20), || {
-            assert!(nginx.running(), "nginx exited");
+            assert!(
+                nginx.running(),
+                "nginx exited: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
             matches!(http_get(port, &first), Ok((200, _)))
         });
         StaticNginx { port, nginx, dir }
+    }
+
+    /// The URL of `path` (starting with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Pids of the nginx master's children (the workers).
+    pub fn workers(&self) -> Vec<u32> {
+        children_of(self.nginx.pid())
+    }
+
+    /// nginx's error log.
+    pub fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("nginx-error.log")).unwrap_or_default()
     }
 }
 

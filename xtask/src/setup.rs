@@ -48,6 +48,11 @@ const APT_TEST: &[&[&str]] = &[
     &["procps"],
     &["python3"],
     &["sqlite3"],
+    // The server zoo (tests/src/zoo.rs): gunicorn's sync workers, Node's http module, Go's
+    // net/http (built offline from the stdlib).
+    &["python3-gunicorn"],
+    &["nodejs"],
+    &["golang-go"],
     &["util-linux"],
     // The HTML reports are rendered in a real browser in the tests; the OpenMetrics export is
     // checked with the reference Python parser.

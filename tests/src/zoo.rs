@@ -1,0 +1,553 @@
+//! A zoo of server families beside php-fpm (issue 22: a verdict must hold on any server, not
+//! only on the ones its rule was written with). Each is Debian's own, started by the test on
+//! 127.0.0.1 from a working directory the test chooses (so it can sit on the slow FUSE mount),
+//! with a request cost the test chooses ([`Work`]), waited for until it answers 200, and torn
+//! down in `Drop`: gunicorn with sync workers, Node's http module, Go's net/http (built here,
+//! offline, stdlib only), `python3 -m http.server`. nginx (static, as a FastCGI proxy over TCP,
+//! with a low descriptor limit) is [`crate::servers::StaticNginx`] and
+//! [`crate::servers::PhpStack`]. Beside them: a bounded CPU hog, pinning a process tree to
+//! CPUs, and the ground-truth readings a test compares a verdict with (a closed-loop capacity
+//! from wrk, descriptors and their limit per process, TCP states by port).
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use crate::{
+    TempDir, free_port,
+    servers::{Proc, children_of, http_get},
+    wait_until,
+};
+
+/// Debian's Python: `python3` on PATH may be another one (pyenv) without Debian's modules.
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// What one request costs the server (the same knob in every family that has it).
+#[derive(Clone, Debug)]
+pub enum Work {
+    /// Answer `ok` at once.
+    Plain,
+    /// Open and read a file by this path, relative to the server's working directory (a
+    /// template read on every request).
+    ReadFile(PathBuf),
+    /// A busy loop of this many iterations (`x += i % 7`).
+    Cpu(u64),
+    /// Take an exclusive `flock` on this file and hold it this many ms (gunicorn only).
+    Flock(PathBuf, u64),
+    /// Open this SQLite database and `SELECT count(*) FROM t` (gunicorn only; see
+    /// [`sqlite_db`]).
+    Sqlite(PathBuf),
+}
+
+impl Work {
+    /// (`ZOO_MODE`, `ZOO_ARG`, `ZOO_MS`) for the servers' environment.
+    fn env(&self) -> [(&'static str, String); 3] {
+        let (mode, arg, ms) = match self {
+            Work::Plain => ("plain", String::new(), 0),
+            Work::ReadFile(p) => ("file", p.display().to_string(), 0),
+            Work::Cpu(n) => ("cpu", n.to_string(), 0),
+            Work::Flock(p, ms) => ("flock", p.display().to_string(), *ms),
+            Work::Sqlite(p) => ("sqlite", p.display().to_string(), 0),
+        };
+        [
+            ("ZOO_MODE", mode.into()),
+            ("ZOO_ARG", arg),
+            ("ZOO_MS", ms.to_string()),
+        ]
+    }
+}
+
+/// Creates the SQLite database `path` with one table `t` of `rows` rows (with Debian's
+/// `sqlite3`; write it in a slowfs' backing directory before the mount, which is read-only).
+pub fn sqlite_db(path: &Path, rows: u32) {
+    let sql = format!(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);\n\
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})\n\
+         INSERT INTO t (v) SELECT printf('row %d', i) FROM n;\n"
+    );
+    let out = Command::new("sqlite3")
+        .arg(path)
+        .arg(sql)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sqlite3 (cargo xtask setup installs it)");
+    assert!(
+        out.status.success(),
+        "sqlite3 {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Waits (up to `limit`) until `port` answers `/` with 200, failing at once if `proc` exited
+/// (with `log`'s content in the message).
+fn wait_200(what: &str, proc: &mut Proc, port: u16, log: &Path, limit: Duration) {
+    wait_until(&format!("{what} to answer 200"), limit, || {
+        assert!(
+            proc.running(),
+            "{what} exited: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        matches!(http_get(port, "/"), Ok((200, _)))
+    });
+}
+
+/// The WSGI application gunicorn serves: the request's cost from `ZOO_MODE` and `ZOO_ARG`.
+const WSGI_APP: &str = r#"import fcntl, os, sqlite3, time
+
+MODE = os.environ.get("ZOO_MODE", "plain")
+ARG = os.environ.get("ZOO_ARG", "")
+MS = int(os.environ.get("ZOO_MS", "0"))
+
+
+def app(environ, start_response):
+    if MODE == "file":
+        with open(ARG, "rb") as f:
+            body = f.read()
+    elif MODE == "cpu":
+        x = 0
+        for i in range(int(ARG)):
+            x += i % 7
+        body = b"%d\n" % x
+    elif MODE == "flock":
+        with open(ARG, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            time.sleep(MS / 1000.0)
+            fcntl.flock(f, fcntl.LOCK_UN)
+        body = b"ok\n"
+    elif MODE == "sqlite":
+        c = sqlite3.connect(ARG)
+        try:
+            n = c.execute("SELECT count(*) FROM t").fetchone()[0]
+        finally:
+            c.close()
+        body = b"%d\n" % n
+    else:
+        body = b"ok\n"
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+"#;
+
+/// Debian's gunicorn (python3-gunicorn) with sync workers: one request at a time per worker,
+/// and every connection closed after its response (sync workers do not keep alive).
+pub struct Gunicorn {
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The master (arbiter); the workers are its children.
+    pub master: Proc,
+    /// The app, pid file and log (on ext4).
+    pub dir: TempDir,
+}
+
+impl Gunicorn {
+    /// Starts `workers` sync workers in working directory `cwd` serving `work`; waits until
+    /// it answers 200 and all the workers are up.
+    pub fn start(cwd: &Path, workers: u32, work: Work) -> Gunicorn {
+        let dir = TempDir::new("gunicorn");
+        let d = dir.path();
+        std::fs::write(d.join("zooapp.py"), WSGI_APP).unwrap();
+        let port = free_port();
+        let log = d.join("gunicorn.log");
+        let mut cmd = Command::new(PYTHON);
+        cmd.args(["-m", "gunicorn", "--worker-class", "sync"])
+            .args(["--workers", &workers.to_string()])
+            .args(["--bind", &format!("127.0.0.1:{port}")])
+            .arg("--chdir")
+            .arg(cwd)
+            .arg("--pythonpath")
+            .arg(d)
+            .arg("--error-logfile")
+            .arg(&log)
+            // Stop within Proc's 5 s grace; a request never takes a minute here.
+            .args(["--graceful-timeout", "1", "--timeout", "60"])
+            .arg("zooapp:app")
+            .envs(work.env())
+            // No __pycache__ left beside the app.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut master = Proc::spawn("gunicorn", &mut cmd);
+        wait_200("gunicorn", &mut master, port, &log, Duration::from_secs(60));
+        let pid = master.pid();
+        wait_until("gunicorn's workers", Duration::from_secs(30), || {
+            children_of(pid).len() == workers as usize
+        });
+        Gunicorn { port, master, dir }
+    }
+
+    /// The URL of `/`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// Pids of the workers.
+    pub fn workers(&self) -> Vec<u32> {
+        children_of(self.master.pid())
+    }
+}
+
+/// The Node.js server: one process, one event loop; a file read is `readFileSync` (the loop
+/// waits for it), the CPU loop runs on the loop.
+const NODE_APP: &str = r#"const http = require("http");
+const fs = require("fs");
+const mode = process.env.ZOO_MODE || "plain";
+const arg = process.env.ZOO_ARG || "";
+const port = Number(process.argv[2]);
+http.createServer((req, res) => {
+  let body;
+  if (mode === "file") {
+    body = fs.readFileSync(arg);
+  } else if (mode === "cpu") {
+    let x = 0;
+    for (let i = 0; i < Number(arg); i++) x += i % 7;
+    body = x + "\n";
+  } else {
+    body = "ok\n";
+  }
+  res.writeHead(200, { "Content-Type": "text/plain", "Content-Length": Buffer.byteLength(body) });
+  res.end(body);
+}).listen(port, "127.0.0.1", 511);
+"#;
+
+/// Go's net/http server: a goroutine per connection on as many threads as CPUs.
+const GO_APP: &str = r#"package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+)
+
+func main() {
+	mode, arg := os.Getenv("ZOO_MODE"), os.Getenv("ZOO_ARG")
+	n, _ := strconv.Atoi(arg)
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		switch mode {
+		case "file":
+			b, err := os.ReadFile(arg)
+			if err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
+			w.Write(b)
+		case "cpu":
+			x := 0
+			for i := 0; i < n; i++ {
+				x += i % 7
+			}
+			fmt.Fprintln(w, x)
+		default:
+			w.Write([]byte("ok\n"))
+		}
+	})
+	if err := http.ListenAndServe("127.0.0.1:"+os.Args[1], nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+"#;
+
+/// Which runtime an [`AppServer`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    /// Debian's `node` (nodejs).
+    Node,
+    /// A Go binary built with Debian's golang-go ([`GoBinary`]).
+    Go,
+}
+
+/// The Go server built once (about a minute on a cold cache here), run as often as needed.
+pub struct GoBinary {
+    /// The executable.
+    pub exe: PathBuf,
+    _dir: TempDir,
+}
+
+impl GoBinary {
+    /// Builds [`GO_APP`] with Debian's `go`, offline: GOPATH mode (no module, nothing to
+    /// download), GOPATH and GOCACHE in a fresh temporary directory.
+    pub fn build() -> GoBinary {
+        let dir = TempDir::new("go");
+        let d = dir.path();
+        std::fs::write(d.join("main.go"), GO_APP).unwrap();
+        let exe = d.join("zoo-go");
+        let out = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&exe)
+            .arg("main.go")
+            .current_dir(d)
+            .env("GO111MODULE", "off")
+            .env("GOFLAGS", "")
+            .env("GOPROXY", "off")
+            .env("GOPATH", d.join("gopath"))
+            .env("GOCACHE", d.join("gocache"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run go (cargo xtask setup installs golang-go)");
+        assert!(
+            out.status.success(),
+            "go build: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        GoBinary { exe, _dir: dir }
+    }
+}
+
+/// A Node or Go server (one process) on 127.0.0.1.
+pub struct AppServer {
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The server process.
+    pub proc: Proc,
+    /// Its script and log.
+    pub dir: TempDir,
+}
+
+impl AppServer {
+    /// Starts Node's server in `cwd` serving `work` (Plain, ReadFile, Cpu).
+    pub fn node(cwd: &Path, work: Work) -> AppServer {
+        let dir = TempDir::new("node");
+        let script = dir.path().join("server.js");
+        std::fs::write(&script, NODE_APP).unwrap();
+        let mut cmd = Command::new("node");
+        cmd.arg(&script);
+        AppServer::start("node", cmd, cwd, work, dir)
+    }
+
+    /// Starts the Go server `bin` in `cwd` serving `work` (Plain, ReadFile, Cpu).
+    pub fn go(bin: &GoBinary, cwd: &Path, work: Work) -> AppServer {
+        AppServer::start(
+            "go",
+            Command::new(&bin.exe),
+            cwd,
+            work,
+            TempDir::new("go-run"),
+        )
+    }
+
+    fn start(what: &str, mut cmd: Command, cwd: &Path, work: Work, dir: TempDir) -> AppServer {
+        assert!(
+            matches!(work, Work::Plain | Work::ReadFile(_) | Work::Cpu(_)),
+            "{what} serves Plain, ReadFile and Cpu, not {work:?}"
+        );
+        let port = free_port();
+        let log = dir.path().join("server.log");
+        cmd.arg(port.to_string())
+            .envs(work.env())
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let mut proc = Proc::spawn(what, &mut cmd);
+        wait_200(what, &mut proc, port, &log, Duration::from_secs(30));
+        AppServer { port, proc, dir }
+    }
+
+    /// The URL of `/`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+/// `python3 -m http.server` serving a directory (HTTP/1.0: a connection per request; a
+/// listen backlog of 5).
+pub struct PyHttpServer {
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The server.
+    pub proc: Proc,
+    _dir: TempDir,
+}
+
+impl PyHttpServer {
+    /// Serves `root` (its working directory too) with `index.html` there answering `/`.
+    pub fn start(root: &Path) -> PyHttpServer {
+        let dir = TempDir::new("pyhttp");
+        let log = dir.path().join("server.log");
+        let port = free_port();
+        let mut proc = Proc::spawn(
+            "python3 -m http.server",
+            Command::new(PYTHON)
+                .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+                .arg(root)
+                .arg(port.to_string())
+                .current_dir(root)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap()),
+        );
+        wait_200(
+            "python3 -m http.server",
+            &mut proc,
+            port,
+            &log,
+            Duration::from_secs(30),
+        );
+        PyHttpServer {
+            port,
+            proc,
+            _dir: dir,
+        }
+    }
+}
+
+/// A bounded busy loop (`sh` spinning under `timeout`), optionally pinned to one CPU: other
+/// work on the host. Stopped on drop, or by itself after its time.
+pub struct CpuHog {
+    /// The `timeout` process (the loop is its child).
+    pub proc: Proc,
+}
+
+impl CpuHog {
+    /// Spins for at most `seconds`, on `cpu` when given.
+    pub fn start(seconds: u32, cpu: Option<usize>) -> CpuHog {
+        let mut cmd = match cpu {
+            Some(c) => {
+                let mut t = Command::new("taskset");
+                t.args(["-c", &c.to_string(), "timeout"]);
+                t
+            }
+            None => Command::new("timeout"),
+        };
+        cmd.args([&seconds.to_string(), "sh", "-c", "while :; do :; done"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        CpuHog {
+            proc: Proc::spawn("cpu hog", &mut cmd),
+        }
+    }
+}
+
+/// `pid` and every process below it.
+pub fn tree(pid: u32) -> Vec<u32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() {
+        all.extend(children_of(all[i]));
+        i += 1;
+    }
+    all
+}
+
+/// Pins every thread of every process in `pid`'s tree to `cpus` (processes forked later
+/// inherit it); returns the threads pinned.
+pub fn pin_tree(pid: u32, cpus: &[usize]) -> usize {
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    let mut n = 0;
+    for p in tree(pid) {
+        for t in std::fs::read_dir(format!("/proc/{p}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let r = unsafe {
+                libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+            };
+            assert_eq!(
+                r,
+                0,
+                "sched_setaffinity {tid}: {}",
+                std::io::Error::last_os_error()
+            );
+            n += 1;
+        }
+    }
+    n
+}
+
+/// `Cpus_allowed_list` of `pid` (e.g. `1` or `0-1`).
+pub fn cpus_allowed(pid: u32) -> String {
+    proc_status(pid, "Cpus_allowed_list:")
+}
+
+fn proc_status(pid: u32, key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// Open descriptors of `pid` now.
+pub fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// The soft `Max open files` of `pid`, from /proc/PID/limits.
+pub fn nofile_limit(pid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with("Max open files"))?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+/// TCP sockets in the host's namespace by state (as `ss -tan` names them, e.g. `TIME-WAIT`)
+/// whose local or peer port is `port`.
+pub fn tcp_states(port: u16) -> std::collections::BTreeMap<String, usize> {
+    let out = Command::new("ss")
+        .args(["-tanH"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("ss (iproute2)");
+    let mut m = std::collections::BTreeMap::new();
+    let suffix = format!(":{port}");
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 5 && (f[3].ends_with(&suffix) || f[4].ends_with(&suffix)) {
+            *m.entry(f[0].to_string()).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+/// A closed-loop capacity: wrk's `Requests/sec` with `connections` connections (one thread)
+/// for `seconds`, and its non-2xx/3xx and socket errors (`0` when it had none).
+pub fn wrk_capacity(url: &str, connections: u32, seconds: u32) -> (f64, u64) {
+    let out = Command::new("wrk")
+        .args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s")])
+        .args(["--timeout", "5s"])
+        .arg(url)
+        .stdin(Stdio::null())
+        .output()
+        .expect("wrk");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rps = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("wrk output without Requests/sec: {text}"));
+    // "Non-2xx or 3xx responses: N" and "Socket errors: connect A, read B, write C, timeout D".
+    let mut errors = 0;
+    for l in text.lines().map(str::trim) {
+        if let Some(n) = l.strip_prefix("Non-2xx or 3xx responses:") {
+            errors += n.trim().parse::<u64>().unwrap_or(0);
+        }
+        if let Some(rest) = l.strip_prefix("Socket errors:") {
+            errors += rest
+                .split(',')
+                .filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+    }
+    (rps, errors)
+}
