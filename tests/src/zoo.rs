@@ -520,9 +520,21 @@ pub fn tcp_states(port: u16) -> std::collections::BTreeMap<String, usize> {
     m
 }
 
-/// A closed-loop capacity: wrk's `Requests/sec` with `connections` connections (one thread)
-/// for `seconds`, and its non-2xx/3xx and socket errors (`0` when it had none).
-pub fn wrk_capacity(url: &str, connections: u32, seconds: u32) -> (f64, u64) {
+/// What one wrk run measured.
+#[derive(Clone, Debug)]
+pub struct WrkRun {
+    /// `Requests/sec`.
+    pub rps: f64,
+    /// Requests completed (`N requests in T`).
+    pub requests: u64,
+    /// Non-2xx/3xx responses plus socket errors (0 when it had none).
+    pub errors: u64,
+    /// wrk's own output.
+    pub output: String,
+}
+
+/// A closed-loop capacity: wrk with `connections` connections (one thread) for `seconds`.
+pub fn wrk_capacity(url: &str, connections: u32, seconds: u32) -> WrkRun {
     let out = Command::new("wrk")
         .args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s")])
         .args(["--timeout", "5s"])
@@ -530,12 +542,17 @@ pub fn wrk_capacity(url: &str, connections: u32, seconds: u32) -> (f64, u64) {
         .stdin(Stdio::null())
         .output()
         .expect("wrk");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let rps = text
         .lines()
         .find_map(|l| l.strip_prefix("Requests/sec:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("wrk output without Requests/sec: {text}"));
+    let requests = text
+        .lines()
+        .find(|l| l.contains(" requests in "))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
     // "Non-2xx or 3xx responses: N" and "Socket errors: connect A, read B, write C, timeout D".
     let mut errors = 0;
     for l in text.lines().map(str::trim) {
@@ -549,5 +566,10 @@ pub fn wrk_capacity(url: &str, connections: u32, seconds: u32) -> (f64, u64) {
                 .sum::<u64>();
         }
     }
-    (rps, errors)
+    WrkRun {
+        rps,
+        requests,
+        errors,
+        output: text,
+    }
 }
