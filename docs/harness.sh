@@ -1,8 +1,15 @@
 #!/bin/sh
 # An example benchmark harness around trapdetect: a preflight gate, load steps with
 # wait-drain between them, a trace of the server under load, and every artifact kept as JSON
-# next to a one-line-per-step summary. Copy it and adapt the steps; the exit codes are the
-# documented ones (0 ok, 1 a fail finding, 2 bad usage, 3 untrusted measurement, 4 privilege).
+# next to a one-line-per-step summary, then a gate after the run that compares the environment
+# with the one saved before it (`preflight --save` / `--since`). Copy it and adapt the steps.
+#
+# Exit codes of this harness: 0 measured, and the environment held; 1 preflight refused the
+# environment before measuring; 3 a step's measurement cannot be trusted; 5 the environment
+# drifted during the run (an env.drift `fail`: a reboot, another binary or configuration,
+# throttling, swapping): the artifacts are kept, but the results must not be published.
+# trapdetect's own exit codes are the documented ones (0 ok, 1 a fail finding, 2 bad usage,
+# 3 untrusted measurement, 4 privilege).
 #
 #   docs/harness.sh URL PORT SERVER_PID OUT_DIR
 #
@@ -33,8 +40,9 @@ step() {
 
 # 1. Gate: refuse a bad environment before measuring it (exit 1: a fail finding; stop).
 # shellcheck disable=SC2086 # PREFLIGHT_FLAGS is a list of flags
+#    --save keeps the environment's fingerprint and moving counters for the gate after the run.
 step preflight "$td" preflight --pid "$pid" --port "$port" ${PREFLIGHT_FLAGS:-} \
-    --json-out "$out/preflight.json" -q > "$out/preflight.txt" || {
+    --save "$out/env-before.json" --json-out "$out/preflight.json" -q > "$out/preflight.txt" || {
     echo "harness: preflight refused this environment; see $out/preflight.txt" >&2
     exit 1
 }
@@ -62,5 +70,15 @@ else
     echo "trace skipped: needs root" >> "$summary"
 fi
 
+# 4. Gate after the run: what drifted since step 1 (exit 1 from --since: an env.drift fail).
+# shellcheck disable=SC2086
+step "preflight --since" "$td" preflight --pid "$pid" --port "$port" --no-sample ${PREFLIGHT_FLAGS:-} \
+    --since "$out/env-before.json" --json-out "$out/preflight-after.json" -q > "$out/preflight-after.txt"
+drift=$?
+
 echo "harness: artifacts in $out:" >&2
 cat "$summary" >&2
+if [ "$drift" = 1 ]; then
+    echo "harness: the environment drifted during the run; see $out/preflight-after.txt" >&2
+    exit 5
+fi

@@ -65,7 +65,7 @@ fn dir_of(path: &Path) -> &Path {
 }
 
 /// 64 unpredictable bits: std's `RandomState` is keyed from the OS random source.
-fn random_suffix() -> u64 {
+pub(crate) fn random_suffix() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     h.write_u128(

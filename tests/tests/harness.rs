@@ -59,7 +59,7 @@ fn the_example_harness_gates_loads_traces_and_keeps_every_artifact() {
     assert_eq!(
         summary,
         "preflight exit 0\nwait-drain before 50/s exit 0\nload 50/s exit 0\n\
-         wait-drain before 100/s exit 0\nload 100/s exit 0\ntrace exit 0\n",
+         wait-drain before 100/s exit 0\nload 100/s exit 0\ntrace exit 0\npreflight --since exit 0\n",
         "{err}"
     );
     let version = std::fs::read_to_string(out.path().join("version.txt")).unwrap();
@@ -80,4 +80,21 @@ fn the_example_harness_gates_loads_traces_and_keeps_every_artifact() {
     assert_eq!(t["measurement"]["trusted"], true, "{t:#}");
     assert_eq!(t["exit_code"], 0);
     assert!(t["requests"]["count"].as_u64().unwrap() > 0, "{t:#}");
+    // The gate after the run compared the environment with the one saved before it.
+    let before = read_json(&out.path().join("env-before.json"));
+    assert_eq!(before["schema"], "trapdetect.snapshot/1");
+    let after = read_json(&out.path().join("preflight-after.json"));
+    schema::validate(&schema::load("report.schema.json"), &after, "$");
+    assert_eq!(
+        after["fingerprint"], before["fingerprint"],
+        "same server, same machine"
+    );
+    assert!(
+        after["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| !(f["id"] == "env.drift" && f["severity"] == "fail")),
+        "{after:#}"
+    );
 }

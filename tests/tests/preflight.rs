@@ -184,6 +184,9 @@ fn taskset_pinning_names_one_of_the_online_cpus_and_ignore_keeps_it_listed() {
         "proc.not-fresh",
         "--ignore",
         "cpu.frequency",
+        // Pinned to CPU 0, where this VM's NIC interrupts are served: a true warning here.
+        "--ignore",
+        "host.nic-irqs",
     ]);
     assert!(findings(&j, "cpu.affinity").is_empty());
     let ignored: Vec<&str> = j["ignored"]
@@ -571,46 +574,105 @@ fn fpm_spare_servers_rule_matches_what_php_fpm_itself_refuses() {
 
 // ---- filesystems ----
 
+/// The row of `op` in a probe table (the `probe` evidence or a `dir_probe` section entry).
+fn probe_row<'a>(rows: &'a Value, op: &str) -> &'a Value {
+    rows.as_array()
+        .expect("probe rows")
+        .iter()
+        .find(|r| r["op"] == op)
+        .unwrap_or_else(|| panic!("no {op} row in {rows:#}"))
+}
+
+/// Files in the backing directory of a slowfs, for the probe to stat and open.
+fn files_below(depth: usize) -> impl FnOnce(&Path) {
+    move |b: &Path| {
+        let mut d = b.to_path_buf();
+        for i in 1..=depth {
+            d.push(format!("d{i}"));
+        }
+        std::fs::create_dir_all(&d).unwrap();
+        for i in 0..3 {
+            std::fs::write(d.join(format!("f{i}.php")), "<?php echo 1;\n").unwrap();
+        }
+    }
+}
+
 #[test]
-fn dir_and_cwd_inside_the_slow_fuse_mount_warn_with_the_reason() {
-    if !require_root("dir_and_cwd_inside_the_slow_fuse_mount_warn_with_the_reason") {
+fn dir_probe_fails_an_uncached_200us_fuse_dir_and_prints_the_table() {
+    if !require_root("dir_probe_fails_an_uncached_200us_fuse_dir_and_prints_the_table") {
         return;
     }
-    let fs = SlowFs::mount(200, |_| {});
+    let fs = SlowFs::mount(200, files_below(3));
     let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 3);
     let native = TempDir::new("native");
+    let before = fs.stats();
     let (out, j) = preflight(&[
         "--dir",
         deep.to_str().unwrap(),
         "--dir",
         native.path().to_str().unwrap(),
         "--no-sample",
+        "--ignore",
+        "net.time-wait",
     ]);
-    // A FUSE mount's cost depends on its cache (TTLs), which preflight cannot measure: a
-    // warning that says so, not a failure (issue 16).
-    assert_eq!(code(&out), 0, "{j:#}");
+    assert_eq!(code(&out), 1, "{j:#}");
     let f = one(&j, "fs.dir-slow");
-    assert_eq!(f["severity"], "warn");
-    assert!(
-        f["evidence"]["severity_because"]
-            .as_str()
-            .unwrap()
-            .contains("trapdetect --pid"),
-        "{f:#}"
-    );
+    assert_eq!(f["severity"], "fail");
     assert_eq!(f["evidence"]["dir"], deep.to_str().unwrap());
     assert_eq!(f["evidence"]["fs_type"], "fuse.slowfs");
-    assert_eq!(f["evidence"]["mount_point"], fs.mount.to_str().unwrap());
     assert_eq!(f["evidence"]["depth_below_mount"], 3);
-    assert_eq!(f["evidence"]["slow_because"], "fuse");
+    assert_eq!(f["evidence"]["lookup_floor_us"], 10.0);
+    let stat = probe_row(&f["evidence"]["probe"], "stat_repeated");
+    // slowfs sleeps 200 µs in every lookup and getattr: no lookup can be faster than that.
+    assert!(stat["p50_us"].as_f64().unwrap() >= 200.0, "{stat:#}");
+    assert_eq!(stat["material"], true);
+    assert!(f["evidence"]["lookup_excess_us"].as_f64().unwrap() >= 190.0);
+    // Each repeated stat reached the daemon: its own counters saw at least as many requests.
+    let after = fs.stats();
+    let served = |s: &Value| s["lookup"].as_u64().unwrap() + s["getattr"].as_u64().unwrap();
     assert!(
-        f["remedy"]
+        served(&after) - served(&before) >= stat["n"].as_u64().unwrap(),
+        "{before} -> {after}: {stat:#}"
+    );
+    // The mount is read-only: nothing was written, and the probe says why.
+    let dirs = j["dir_probe"]["dirs"].as_array().unwrap();
+    assert_eq!(dirs.len(), 2);
+    assert_eq!(dirs[0]["wrote"], false);
+    assert!(
+        dirs[0]["notes"].as_array().unwrap().iter().any(|n| n
             .as_str()
             .unwrap()
-            .contains(&format!("case \"$RUN\" in {}/*)", fs.mount.display())),
-        "{f:#}"
+            .starts_with("create+write+fsync+unlink: not writable")),
+        "{dirs:#?}"
     );
-    // A server started from inside the mount: its cwd warns, with the restart command.
+    // The native directory beside it: measured, written to, judged clean.
+    assert_eq!(dirs[1]["wrote"], true);
+    assert_eq!(findings(&j, "fs.dir-slow").len(), 1);
+    trapdetect_e2e::schema::validate(&trapdetect_e2e::schema::load("report.schema.json"), &j, "$");
+    // The text report: the finding, then the table "× slower than local".
+    let out = trapdetect(
+        &["preflight", "--dir", deep.to_str().unwrap(), "--no-sample"],
+        LIMIT,
+    );
+    assert_eq!(code(&out), 1);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("FAIL fs.dir-slow: --dir ")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&format!("  dir probe {} (", deep.display()))),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("stat (repeated)") && l.ends_with("material")),
+        "{text}"
+    );
+
+    // A server started from inside the mount: its cwd is measured too (read-only) and fails.
     let server = sleeper(&deep);
     let (out, j) = preflight(&[
         "--pid",
@@ -619,12 +681,15 @@ fn dir_and_cwd_inside_the_slow_fuse_mount_warn_with_the_reason() {
         native.path().to_str().unwrap(),
         "--no-sample",
     ]);
-    assert_eq!(code(&out), 0, "{j:#}");
+    assert_eq!(code(&out), 1, "{j:#}");
     let f = one(&j, "fs.cwd-slow");
-    assert_eq!(f["severity"], "warn");
+    assert_eq!(f["severity"], "fail");
     assert_eq!(f["evidence"]["cwd"], deep.to_str().unwrap());
     assert_eq!(f["evidence"]["cwd_depth_below_mount"], 3);
-    assert_eq!(f["evidence"]["fs_type"], "fuse.slowfs");
+    assert!(
+        f["evidence"]["lookup_excess_us"].as_f64().unwrap() >= 190.0,
+        "{f:#}"
+    );
     assert_eq!(
         f["remedy"],
         format!(
@@ -632,8 +697,69 @@ fn dir_and_cwd_inside_the_slow_fuse_mount_warn_with_the_reason() {
             native.path().display()
         )
     );
-    assert!(findings(&j, "fs.dir-slow").is_empty());
+    assert!(findings(&j, "fs.dir-slow").is_empty(), "{j:#}");
+    let dirs = j["dir_probe"]["dirs"].as_array().unwrap();
+    assert_eq!(dirs[1]["dir"], deep.to_str().unwrap());
+    assert_eq!(
+        dirs[1]["wrote"], false,
+        "nothing is written in a server's cwd"
+    );
     drop(server);
+}
+
+#[test]
+fn dir_probe_passes_a_cached_fuse_mount_and_tmpfs() {
+    if !require_root("dir_probe_passes_a_cached_fuse_mount_and_tmpfs") {
+        return;
+    }
+    // The same 200 µs per operation, with entries and attributes cached for 10 s.
+    let fs = SlowFs::mount_with(200, 10_000, files_below(3));
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 3);
+    let shm = tempfile_in("/dev/shm");
+    // The host's namespace (no --pid): other tests' TIME_WAIT sockets are not this test's.
+    let (out, j) = preflight(&[
+        "--dir",
+        deep.to_str().unwrap(),
+        "--dir",
+        shm.to_str().unwrap(),
+        "--no-sample",
+        "--ignore",
+        "net.time-wait",
+    ]);
+    assert_eq!(code(&out), 0, "{j:#}");
+    let f = one(&j, "fs.dir-slow");
+    assert_eq!(f["evidence"]["dir"], deep.to_str().unwrap());
+    // Lookups come from the kernel's cache; opens still go to the daemon: a warning with the
+    // figures, not a failure.
+    assert_eq!(f["severity"], "warn", "{f:#}");
+    let rows = &f["evidence"]["probe"];
+    assert_eq!(probe_row(rows, "stat_repeated")["material"], false);
+    assert!(probe_row(rows, "stat_repeated")["p50_us"].as_f64().unwrap() < 200.0);
+    assert!(probe_row(rows, "stat_cold")["p50_us"].as_f64().unwrap() >= 200.0);
+    assert_eq!(probe_row(rows, "open_read_close")["material"], true);
+    // tmpfs: measured, written to (and cleaned), no finding.
+    let dirs = j["dir_probe"]["dirs"].as_array().unwrap();
+    assert_eq!(dirs[1]["dir"], shm.to_str().unwrap());
+    assert_eq!(dirs[1]["wrote"], true);
+    assert!(
+        probe_row(&dirs[1]["ops"], "create_write_fsync_unlink")["n"]
+            .as_u64()
+            .unwrap()
+            >= 3
+    );
+    assert_eq!(
+        std::fs::read_dir(&shm).unwrap().count(),
+        0,
+        "nothing left behind"
+    );
+    std::fs::remove_dir(&shm).unwrap();
+}
+
+/// An empty private directory under `parent`.
+fn tempfile_in(parent: &str) -> PathBuf {
+    let p = Path::new(parent).join(unique("trapdetect-e2e-shm-"));
+    std::fs::create_dir(&p).unwrap();
+    p
 }
 
 #[test]
@@ -976,4 +1102,83 @@ fn network_census_runs_in_preflight_and_names_the_fd_limit() {
             .iter()
             .any(|f| f["id"] == "net.fd-limit")
     );
+}
+
+#[test]
+fn save_then_since_names_what_drifted_during_the_run() {
+    if !require_root("save_then_since_names_what_drifted_during_the_run") {
+        return;
+    }
+    let dir = TempDir::new("drift");
+    let server = sleeper(dir.path());
+    let pid = server.pid().to_string();
+    let saved = dir.path().join("env-before.json");
+    let s = saved.to_str().unwrap();
+    let (out, j) = preflight(&["--pid", &pid, "--no-sample", "--save", s]);
+    assert_ne!(code(&out), 2, "{}", stderr(&out));
+    let snap: Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    assert_eq!(snap["schema"], "trapdetect.snapshot/1");
+    assert_eq!(snap["fingerprint"], j["fingerprint"]);
+    assert_eq!(
+        j["fingerprint"]["server_sha256"],
+        one(&j, "proc.provenance")["evidence"]["sha256"]
+    );
+    // A neighbour starts during the "run" and burns a CPU for a second (at a high priority,
+    // so other work on a shared test machine cannot starve it below the 0.25 CPU bound).
+    let busy = Proc::spawn(
+        "busy loop",
+        quiet(Command::new("nice").args(["-n", "-15", "sh", "-c", "while :; do :; done"])),
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let (_, j) = preflight(&["--pid", &pid, "--no-sample", "--since", s]);
+    let drift = findings(&j, "env.drift");
+    let cpu = drift
+        .iter()
+        .find(|f| {
+            f["title"]
+                .as_str()
+                .unwrap()
+                .starts_with("other processes used CPU")
+        })
+        .unwrap_or_else(|| panic!("{j:#}"));
+    assert_eq!(cpu["severity"], "warn");
+    let named = format!("{} sh ", busy.pid());
+    assert!(
+        cpu["evidence"]["busy_processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str().unwrap().starts_with(&named)
+                && p.as_str().unwrap().ends_with("(started during the run)")),
+        "{cpu:#}"
+    );
+    drop(busy);
+    // The same snapshot from another boot: a reboot, which fails the gate.
+    let mut other = snap.clone();
+    other["boot_id"] = "00000000-0000-0000-0000-000000000000".into();
+    let rebooted = dir.path().join("other-boot.json");
+    std::fs::write(&rebooted, other.to_string()).unwrap();
+    let (out, j) = preflight(&[
+        "--pid",
+        &pid,
+        "--no-sample",
+        "--since",
+        rebooted.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{j:#}");
+    assert_eq!(
+        one(&j, "env.drift")["title"],
+        "the machine rebooted between --save and --since"
+    );
+    // Not a snapshot: bad input, one line, exit 2.
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"schema\": \"trapdetect.report/1\"}").unwrap();
+    let out = trapdetect(&["preflight", "--since", junk.to_str().unwrap()], LIMIT);
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).starts_with("trapdetect: --since "),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stderr(&out).lines().count(), 1);
 }

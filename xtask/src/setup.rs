@@ -70,6 +70,13 @@ const APT_TEST: &[&[&str]] = &[
     &["man-db"],
     // The fuzzers (`cargo xtask test` runs them): libfuzzer-sys compiles libFuzzer's C++.
     &["g++"],
+    // preflight's runtime-mode traps (issue 23) on real servers: Xdebug (left disabled: the
+    // tests load it with -d zend_extension=xdebug.so), Express from Debian (node-express,
+    // found through NODE_PATH=/usr/share/nodejs), a Go server (golang-go, above) built with
+    // and without -race (the race runtime needs cgo, so gcc).
+    &["php8.2-xdebug", "php-xdebug"],
+    &["node-express"],
+    &["gcc"],
 ];
 
 fn installed(p: &str) -> bool {
@@ -177,11 +184,34 @@ fn bpf_linker_works() -> bool {
 }
 
 /// Installs everything `scope` needs that is missing.
+/// Debian enables Xdebug for every SAPI when it installs it; every php-fpm the tests and the
+/// demo start would then run instrumented (about 14× slower calls, and a runtime.xdebug fail).
+/// Only the test that wants it loads it, so it is disabled here, idempotently.
+fn disable_xdebug() -> Result<()> {
+    let enabled = std::fs::read_dir("/etc/php")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|v| {
+            ["fpm", "cli"]
+                .iter()
+                .any(|sapi| v.path().join(sapi).join("conf.d/20-xdebug.ini").exists())
+        });
+    if enabled && has("phpdismod") {
+        eprintln!("xtask: disabling Xdebug for every PHP SAPI (phpdismod xdebug)");
+        util::run(Command::new("phpdismod").args(["-s", "ALL", "xdebug"]))?;
+    }
+    Ok(())
+}
+
 pub fn run(scope: Scope) -> Result<()> {
     ensure_llvm_repo()?;
     let missing = missing_packages(scope);
     if !missing.is_empty() {
         apt_install(&missing)?;
+    }
+    if scope == Scope::All {
+        disable_xdebug()?;
     }
     if !has("rustup") {
         bail!(

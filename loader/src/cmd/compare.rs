@@ -75,6 +75,17 @@ pub struct FindingsDiff {
     pub both: Vec<String>,
 }
 
+/// One field of the environment fingerprint that differs between the runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct FieldDiff {
+    /// The field (`kernel`, `thp`, `mitigations.mds`, `config_sha256./etc/...`).
+    pub field: String,
+    /// In A.
+    pub a: String,
+    /// In B.
+    pub b: String,
+}
+
 /// The comparison.
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Comparison {
@@ -84,6 +95,9 @@ pub struct Comparison {
     pub a: String,
     /// B's file and command.
     pub b: String,
+    /// Fields of the two runs' environment fingerprints that differ, said before any figure
+    /// (`null`: a run carries no fingerprint).
+    pub fingerprint_differences: Option<Vec<FieldDiff>>,
     /// Figures.
     pub rows: Vec<Row>,
     /// Findings.
@@ -280,10 +294,20 @@ pub fn compare(a_name: String, a: &Value, b_name: String, b: &Value) -> Comparis
         rows.push(row(None, Some(m)));
     }
     let (ia, ib) = (ids(a), ids(b));
+    let fingerprint_differences = match (a.get("fingerprint"), b.get("fingerprint")) {
+        (Some(x), Some(y)) => Some(
+            crate::host::fingerprint::differences(x, y)
+                .into_iter()
+                .map(|(field, a, b)| FieldDiff { field, a, b })
+                .collect(),
+        ),
+        _ => None,
+    };
     Comparison {
         schema: SCHEMA.into(),
         a: a_name,
         b: b_name,
+        fingerprint_differences,
         rows,
         findings: FindingsDiff {
             only_a: ia.iter().filter(|i| !ib.contains(i)).cloned().collect(),
@@ -353,6 +377,7 @@ fn noise(r: &Row) -> String {
 pub fn text(c: &Comparison) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "trapdetect compare\n  A: {}\n  B: {}\n", c.a, c.b);
+    let _ = writeln!(o, "{}\n", environment_line(c));
     let rows: Vec<Vec<String>> = c
         .rows
         .iter()
@@ -403,6 +428,22 @@ pub fn text(c: &Comparison) -> String {
     o
 }
 
+/// What the fingerprints say, before any figure: the same environment, or which fields differ.
+pub fn environment_line(c: &Comparison) -> String {
+    match &c.fingerprint_differences {
+        None => "ENVIRONMENT: not compared (a run carries no fingerprint: reports of preflight carry one)".into(),
+        Some(d) if d.is_empty() => "ENVIRONMENT: the same fingerprint in both runs".into(),
+        Some(d) => format!(
+            "ENVIRONMENT DIFFERS in {} field(s): the figures below were measured in different environments\n{}",
+            d.len(),
+            d.iter()
+                .map(|f| format!("  {}: {} -> {}", f.field, f.a, f.b))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    }
+}
+
 /// The comparison as HTML (self-contained), with per-second overlays of both runs.
 pub fn html(c: &Comparison, a: &Value, b: &Value) -> String {
     let mut o = String::new();
@@ -410,10 +451,11 @@ pub fn html(c: &Comparison, a: &Value, b: &Value) -> String {
         o,
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
 <title>trapdetect compare</title><style>{}</style></head><body><h1>trapdetect compare</h1>\
-<p class=\"meta\">A: <code>{}</code><br>B: <code>{}</code></p><h2>Figures</h2><div class=\"wrap\"><table><tr>",
+<p class=\"meta\">A: <code>{}</code><br>B: <code>{}</code></p><pre>{}</pre><h2>Figures</h2><div class=\"wrap\"><table><tr>",
         crate::report::html::CSS,
         h(&c.a),
-        h(&c.b)
+        h(&c.b),
+        h(&environment_line(c))
     );
     for col in [
         "group",
@@ -588,6 +630,32 @@ mod tests {
         let page = html(&c, &a, &far);
         assert_eq!(page.matches("<svg").count(), 2);
         assert!(text(&c).contains("beyond noise"));
+    }
+
+    #[test]
+    fn differing_fingerprints_are_said_before_the_figures() {
+        let doc = |thp: &str| {
+            json!({"schema": "trapdetect.report/1", "command": "preflight",
+                "fingerprint": {"kernel": "6.18", "thp": thp, "mitigations": {"mds": "Not affected"}},
+                "findings": []})
+        };
+        let c = compare("a".into(), &doc("madvise"), "b".into(), &doc("always"));
+        assert_eq!(
+            c.fingerprint_differences,
+            Some(vec![FieldDiff {
+                field: "thp".into(),
+                a: "madvise".into(),
+                b: "always".into()
+            }])
+        );
+        let t = text(&c);
+        let env = t.find("ENVIRONMENT DIFFERS in 1 field(s)").unwrap();
+        assert!(t[env..].starts_with("ENVIRONMENT DIFFERS in 1 field(s): the figures below were measured in different environments\n  thp: madvise -> always"), "{t}");
+        assert!(env < t.find("FINDINGS").unwrap());
+        let same = compare("a".into(), &doc("madvise"), "b".into(), &doc("madvise"));
+        assert!(text(&same).contains("ENVIRONMENT: the same fingerprint in both runs"));
+        let none = compare("a".into(), &json!({"findings": []}), "b".into(), &doc("x"));
+        assert_eq!(none.fingerprint_differences, None);
     }
 
     #[test]

@@ -18,10 +18,13 @@ use crate::{
     escape,
     host::{
         cpu::{self, CpuHost},
+        dirprobe::{self, DirProbe},
+        fingerprint,
         fpm::{self, Master, Pool},
         host::{self as hostinfo, KernelLog, Mark},
         mounts::{MountTable, normalize},
         process::{self, ProcEntry, Process},
+        runtime,
     },
     report::{Report, Skipped, Target},
     traps::{self, Finding, Severity, fpm::MemoryBasis, host::Tracer, registry},
@@ -74,6 +77,9 @@ pub struct PreflightArgs {
     /// filesystem. Repeatable.
     #[arg(long, value_name = "PATH")]
     pub dir: Vec<PathBuf>,
+    /// The load generator's pid: whether it shares CPUs or SMT siblings with the server.
+    #[arg(long, value_name = "PID")]
+    pub client: Option<u32>,
     /// Port the server listens on (for the network census).
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
@@ -105,6 +111,14 @@ pub struct PreflightArgs {
     /// /run/trapdetect/kmsg.mark for root).
     #[arg(long, value_name = "FILE")]
     pub mark_file: Option<PathBuf>,
+    /// Before a run: save the environment's fingerprint and moving counters (frequency,
+    /// throttling, steal, pressure, kernel log position, swap, processes' CPU) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+    /// After a run: compare the environment with the one saved by --save FILE; what drifted
+    /// is an env.drift finding (exit 1 when one fails).
+    #[arg(long, value_name = "FILE")]
+    pub since: Option<PathBuf>,
     /// --ignore and --strict.
     #[command(flatten)]
     pub verdict: crate::cmd::VerdictArgs,
@@ -217,7 +231,20 @@ struct Observed {
     kernel: hostinfo::KernelSupport,
     self_mounts: Option<MountTable>,
     target_mounts: Option<MountTable>,
+    /// The directory probe of each --dir, in order.
+    dir_probes: Vec<DirProbe>,
+    /// The read-only probe of the target's working directory, when it is on a slow kind of
+    /// mount.
+    cwd_probe: Option<DirProbe>,
+    /// The target's runtime mode (maps, environment, build info).
+    runtime: Option<runtime::Runtime>,
+    /// Read-only probes of the directories of the target's open files on slow kinds of
+    /// mounts (at most [`OPEN_DIRS_PROBED`]), with the mount point each is on.
+    open_dir_probes: Vec<(String, DirProbe)>,
 }
+
+/// Directories of a target's open files probed, at most.
+const OPEN_DIRS_PROBED: usize = 3;
 
 /// Runs the command; returns the exit code.
 pub fn run(args: PreflightArgs) -> Result<i32> {
@@ -257,6 +284,31 @@ struct Inputs {
     dirs: Vec<Dir>,
     given_cfg: Option<fpm::FpmConfig>,
     mark_path: Option<PathBuf>,
+    since: Option<fingerprint::Snapshot>,
+}
+
+/// Reads a snapshot saved by `--save` (exit 2 on anything else).
+fn load_since(p: &Path) -> Result<fingerprint::Snapshot> {
+    let b = crate::input::read_capped(
+        &format!("--since {}", p.display()),
+        p,
+        crate::input::REPORT_CAP,
+    )?;
+    let snap: fingerprint::Snapshot = serde_json::from_slice(&b).map_err(|e| {
+        Error::usage(format!(
+            "--since {}: not a snapshot saved by `preflight --save` ({e})",
+            p.display()
+        ))
+    })?;
+    if snap.schema != fingerprint::SNAPSHOT_SCHEMA {
+        return Err(Error::usage(format!(
+            "--since {}: schema {} is not {}",
+            p.display(),
+            escape::text(&snap.schema),
+            fingerprint::SNAPSHOT_SCHEMA
+        )));
+    }
+    Ok(snap)
 }
 
 /// Checks every input first, so bad ones fail before any time is spent.
@@ -286,16 +338,24 @@ fn inputs(args: &PreflightArgs) -> Result<Inputs> {
             "--mark: no place for the mark ($XDG_RUNTIME_DIR and $HOME unset); give --mark-file",
         ));
     }
+    if let Some(p) = &args.save {
+        crate::output::check_target("--save", p)?;
+    }
+    if let Some(c) = args.client {
+        process::read_basic(c).map_err(|e| Error::usage(format!("--client: {e}")))?;
+    }
+    let since = args.since.as_deref().map(load_since).transpose()?;
     Ok(Inputs {
         dirs,
         given_cfg,
         mark_path,
+        since,
     })
 }
 
 impl Observed {
     /// Reads the target and the host, once.
-    fn gather(pid: Option<u32>) -> Result<Observed> {
+    fn gather(pid: Option<u32>, dirs: &[Dir]) -> Result<Observed> {
         let root = Path::new("/");
         let target = match pid {
             Some(pid) => Some(process::read(
@@ -307,7 +367,79 @@ impl Observed {
             )?),
             None => None,
         };
+        let self_mounts = MountTable::read(Path::new("/proc/self/mountinfo")).ok();
+        let dir_probes = dirs
+            .iter()
+            .map(|d| {
+                dirprobe::probe(dirprobe::ProbeRequest {
+                    open: PathBuf::from(std::ffi::OsStr::from_bytes(&d.real)),
+                    shown: escape::bytes(&d.real),
+                    write: true,
+                    reference_parents: dirprobe::local_parents(self_mounts.as_ref()),
+                })
+            })
+            .collect();
+        let target_mounts = pid.and_then(|p| MountTable::of_pid(p).ok());
+        // The working directory through /proc/PID/cwd (its own mount namespace), read-only.
+        let cwd_probe = match (&target, &target_mounts) {
+            (Some(t), Some(tm)) => t
+                .cwd
+                .as_ref()
+                .filter(|c| {
+                    tm.mount_of(c)
+                        .is_some_and(|i| tm.mounts[i].slow_kind().is_some())
+                })
+                .map(|c| {
+                    dirprobe::probe(dirprobe::ProbeRequest {
+                        open: PathBuf::from(format!("/proc/{}/cwd", t.pid)),
+                        shown: escape::bytes(c),
+                        write: false,
+                        reference_parents: dirprobe::local_parents(self_mounts.as_ref()),
+                    })
+                }),
+            _ => None,
+        };
+        // The directories the target's open files live in, on slow kinds of mounts, through
+        // its own root (/proc/PID/root), read-only.
+        let mut open_dir_probes = vec![];
+        if let (Some(t), Some(tm)) = (&target, &target_mounts) {
+            let mut dirs: Vec<(Vec<u8>, String)> = vec![];
+            for p in &t.open_paths {
+                let Some(i) = tm.mount_of(p) else { continue };
+                if tm.mounts[i].slow_kind().is_none() {
+                    continue;
+                }
+                let d = match p.iter().rposition(|&c| c == b'/') {
+                    Some(0) => b"/".to_vec(),
+                    Some(k) => p[..k].to_vec(),
+                    None => continue,
+                };
+                if !dirs.iter().any(|(x, _)| *x == d) && dirs.len() < OPEN_DIRS_PROBED {
+                    dirs.push((d, tm.mounts[i].mount_point_display()));
+                }
+            }
+            for (d, mp) in dirs {
+                let mut open = PathBuf::from(format!("/proc/{}/root", t.pid));
+                open.push(std::ffi::OsStr::from_bytes(
+                    d.strip_prefix(b"/").unwrap_or(&d),
+                ));
+                open_dir_probes.push((
+                    mp,
+                    dirprobe::probe(dirprobe::ProbeRequest {
+                        open,
+                        shown: escape::bytes(&d),
+                        write: false,
+                        reference_parents: dirprobe::local_parents(self_mounts.as_ref()),
+                    }),
+                ));
+            }
+        }
         Ok(Observed {
+            open_dir_probes,
+            runtime: pid.map(runtime::read),
+            dir_probes,
+            cwd_probe,
+            target_mounts,
             scan: process::scan(),
             cpu_host: cpu::read_cpu_host(root),
             load: std::fs::read_to_string("/proc/loadavg")
@@ -317,8 +449,7 @@ impl Observed {
             memory: hostinfo::read_memory(root),
             virt: hostinfo::read_virt(root),
             kernel: hostinfo::read_kernel_support(root),
-            self_mounts: MountTable::read(Path::new("/proc/self/mountinfo")).ok(),
-            target_mounts: pid.and_then(|p| MountTable::of_pid(p).ok()),
+            self_mounts,
             target,
         })
     }
@@ -353,11 +484,11 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     let sample_targets: Vec<u32> = args.pid.into_iter().collect();
     let sampler =
         window.map(|w| std::thread::spawn(move || hostinfo::sample_noise(w, &sample_targets)));
-    let obs = Observed::gather(args.pid)?;
+    let obs = Observed::gather(args.pid, &inputs.dirs)?;
     let online = obs.cpu_host.online.len();
     let mut v = Verdicts::default();
     let target = cpu_and_target(&obs, &inputs.dirs, &mut v);
-    dir_and_host(args, &inputs, &obs, &mut v)?;
+    let kmsg_seq = dir_and_host(args, &inputs, &obs, &mut v)?;
     let fpm_json = fpm_checks(
         args,
         inputs.given_cfg,
@@ -366,6 +497,21 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
         &mut v.findings,
         &mut v.skipped,
     );
+    // nginx's logging: the master given (or the one of a worker given), else every master.
+    for pid in crate::host::nginx::masters(&obs.scan, args.pid) {
+        match (crate::host::nginx::read_master(pid), &obs.self_mounts) {
+            (Some(m), Some(t)) => {
+                for u in &m.unreadable {
+                    v.skip("runtime.nginx-log", u.clone());
+                }
+                v.findings.extend(traps::runtime::nginx_log(&m, t));
+            }
+            _ => v.skip(
+                "runtime.nginx-log",
+                format!("nginx {pid}: its title or the mount table could not be read"),
+            ),
+        }
+    }
     // The network census (host::net + traps::net): TIME_WAIT left from earlier runs,
     // ephemeral ports, the listener's accept queue, descriptors for --rate × --timeout.
     let network = network_census(args, &mut v.findings, &mut v.skipped);
@@ -380,6 +526,45 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
         ));
     }
 
+    // The environment's fingerprint, then the before/after gate.
+    let mut fp = fingerprint::read(Path::new("/"), &obs.virt, &obs.cpu_host);
+    fp.server_sha256 = obs
+        .target
+        .as_ref()
+        .and_then(|t| t.exe.as_ref())
+        .and_then(|e| e.sha256.clone());
+    for f in fpm_json
+        .iter()
+        .flat_map(|j| j.as_array().into_iter().flatten())
+        .flat_map(|u| u["files"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+    {
+        if let Some(h) = fingerprint::file_sha256(Path::new(f)) {
+            fp.config_sha256.insert(f.to_string(), h);
+        }
+    }
+    if args.save.is_some() || inputs.since.is_some() {
+        let now = fingerprint::snapshot(Path::new("/"), fp.clone(), kmsg_seq);
+        if let Some(p) = &args.save {
+            crate::output::write(
+                "--save",
+                p,
+                (serde_json::to_string(&now).unwrap_or_default() + "\n").as_bytes(),
+            )?;
+        }
+        if let Some(before) = &inputs.since {
+            let mut exclude = vec![std::process::id()];
+            if let Some(pid) = args.pid {
+                exclude.extend(process::descendants(&obs.scan, pid));
+            }
+            v.findings.extend(traps::drift::drift(
+                before,
+                &now,
+                &exclude,
+                process::clock_ticks(),
+            ));
+        }
+    }
     let mut r = Report::new("preflight");
     r.target = target;
     r.findings = v.findings;
@@ -387,11 +572,22 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     let elapsed_ms = traps::round(started.elapsed().as_secs_f64() * 1000.0, 1);
     r.window_s = sample.as_ref().map(|s| s.window_s);
     r.add(&HostSection(&obs, sample.as_ref()));
+    r.add(&fp);
     if let Some(j) = fpm_json {
         r.add(&FpmSection(j));
     }
     if let Some(obs) = &network {
         r.add(obs);
+    }
+    let probes: Vec<DirProbe> = obs
+        .dir_probes
+        .iter()
+        .chain(&obs.cwd_probe)
+        .chain(obs.open_dir_probes.iter().map(|(_, p)| p))
+        .cloned()
+        .collect();
+    if !probes.is_empty() {
+        r.add(&DirProbeSection(&probes));
     }
     r.add(&PreflightSection(
         elapsed_ms,
@@ -472,13 +668,13 @@ fn dir_and_host(
     inputs: &Inputs,
     obs: &Observed,
     v: &mut Verdicts,
-) -> Result<()> {
+) -> Result<Option<u64>> {
     if !inputs.dirs.is_empty() {
         match &obs.self_mounts {
             Some(t) => {
-                for d in &inputs.dirs {
+                for (d, p) in inputs.dirs.iter().zip(&obs.dir_probes) {
                     v.findings
-                        .extend(traps::fs_static::dir(t, &normalize(&d.real)));
+                        .extend(traps::dir_probe::dir(t, &normalize(&d.real), p));
                 }
             }
             None => v.skip("fs.dir-slow", "/proc/self/mountinfo unreadable".into()),
@@ -492,6 +688,42 @@ fn dir_and_host(
         );
     }
     v.findings.extend(traps::host::virt(&obs.virt));
+    // Kernel and CPU settings the run inherits.
+    let tuning = crate::host::tuning::read(Path::new("/"));
+    let cpus_of = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|t| process::parse_cpu_list(&process::parse_status(&t).cpus_allowed_list))
+            .unwrap_or_default()
+    };
+    let server_cpus = obs
+        .target
+        .as_ref()
+        .and_then(|t| process::parse_cpu_list(&t.status.cpus_allowed_list))
+        .unwrap_or_default();
+    v.findings.extend(traps::tuning::thp(&tuning));
+    v.findings.extend(traps::tuning::numa_balancing(&tuning));
+    v.findings.extend(traps::tuning::nic_irqs(
+        &tuning,
+        &server_cpus,
+        obs.cpu_host.online.len(),
+    ));
+    v.findings.extend(traps::tuning::perf_paranoid(
+        &tuning,
+        nix::unistd::geteuid().is_root(),
+    ));
+    match (args.client, obs.target.is_some()) {
+        (Some(c), true) => v.findings.extend(traps::tuning::smt_shared(
+            &tuning,
+            &server_cpus,
+            &cpus_of(c),
+        )),
+        (Some(_), false) => v.skip(
+            "cpu.smt-shared",
+            "--client without --pid: no server to compare its CPUs with".into(),
+        ),
+        _ => {}
+    }
     v.findings.push(traps::host::kernel_support(&obs.kernel));
     let kmsg = kernel_log(args, inputs.mark_path.as_deref(), obs, &mut v.skipped)?;
     let oom_since_mark = kmsg
@@ -503,7 +735,7 @@ fn dir_and_host(
     if let Some(k) = &kmsg {
         v.findings.extend(traps::host::kernel_log(k));
     }
-    Ok(())
+    Ok(kmsg.map(|k| k.last_seq))
 }
 
 /// Checks whose rule can return `fail`: when one is skipped (another user's /proc without
@@ -580,6 +812,14 @@ fn target_checks(
         })
     };
     findings.extend(traps::process::not_fresh(t));
+    // Runtime modes (PHP's are judged with its pools, in fpm_checks).
+    if let Some(r) = &obs.runtime {
+        if let Some(e) = &r.env_error {
+            skip("runtime.dev-mode", e.clone());
+        }
+        findings.extend(traps::runtime::dev_mode(r));
+        findings.extend(traps::runtime::debug_build(r));
+    }
     match denied_reason(t, "exe") {
         Some(r) => skip("proc.provenance", r),
         None => {
@@ -635,7 +875,11 @@ fn target_checks(
     match &t.cwd {
         Some(c) => {
             let mut seen = vec![c.clone()];
-            findings.extend(traps::fs_static::cwd(table, t.pid, c, &restart));
+            findings.extend(traps::dir_probe::cwd(
+                traps::fs_static::cwd(table, t.pid, c, &restart),
+                obs.cwd_probe.as_ref(),
+                table.mount_of(c).map(|i| &table.mounts[i]),
+            ));
             // Children (php-fpm workers with `chdir =`) may run elsewhere.
             for (pid, cwd) in &t.children {
                 if let Some(cwd) = cwd
@@ -651,12 +895,16 @@ fn target_checks(
             denied_reason(t, "cwd").unwrap_or_else(|| "cwd unreadable".into()),
         ),
     }
-    findings.extend(traps::fs_static::hot_paths(
-        table,
-        t.pid,
-        t.exe.as_ref().map(|e| e.path.as_slice()),
-        &t.open_paths,
-    ));
+    findings.extend(
+        traps::fs_static::hot_paths(
+            table,
+            t.pid,
+            t.exe.as_ref().map(|e| e.path.as_slice()),
+            &t.open_paths,
+        )
+        .into_iter()
+        .map(|f| traps::dir_probe::hot_path(f, &obs.open_dir_probes)),
+    );
 }
 
 fn load_fpm_config(p: &Path) -> Result<fpm::FpmConfig> {
@@ -880,6 +1128,9 @@ fn fpm_unit_checks(
         .map(|m| m.cpus_allowed)
         .filter(|&c| c > 0)
         .unwrap_or(online);
+    if let Some(m) = &u.master {
+        php_runtime(m, u.config.as_ref(), obs, findings);
+    }
     for p in &pools {
         findings.extend(traps::fpm::spare_servers(p));
         findings.extend(traps::fpm::socket_path(p));
@@ -958,6 +1209,58 @@ fn fpm_unit_checks(
     })
 }
 
+/// PHP's runtime mode for one running master: Xdebug and OPcache from what it mapped, its
+/// effective ini (Debian's php.ini and conf.d, then each pool's php_value/php_admin_value), and
+/// where its workers run from (revalidation on a slow mount).
+fn php_runtime(
+    m: &Master,
+    config: Option<&fpm::FpmConfig>,
+    obs: &Observed,
+    findings: &mut Vec<Finding>,
+) {
+    let r = runtime::read(m.pid);
+    let files = runtime::read_php_ini(Path::new("/"), &runtime::php_version(&r.exe_name), "fpm");
+    let mut ini = files.clone();
+    for pool in config.map(|c| c.pools.as_slice()).unwrap_or_default() {
+        for (k, d) in &pool.directives {
+            let key = [
+                "php_admin_value[",
+                "php_value[",
+                "php_admin_flag[",
+                "php_flag[",
+            ]
+            .iter()
+            .find_map(|p| k.strip_prefix(p))
+            .and_then(|k| k.strip_suffix(']'));
+            if let Some(key) = key {
+                ini.insert(
+                    key.to_string(),
+                    runtime::IniValue {
+                        value: escape::text(&d.value),
+                        at: escape::text(&d.at()),
+                    },
+                );
+            }
+        }
+    }
+    let slow = m.workers.iter().find_map(|w| {
+        let cwd = std::fs::read_link(format!("/proc/{}/cwd", w.pid)).ok()?;
+        let t = obs.self_mounts.as_ref()?;
+        let i = t.mount_of(cwd.as_os_str().as_bytes())?;
+        t.mounts[i].slow_kind().map(|_| {
+            format!(
+                "{} ({})",
+                t.mounts[i].mount_point_display(),
+                escape::text(&t.mounts[i].fs_type)
+            )
+        })
+    });
+    // xdebug.mode is read once at startup, from the ini files only (a pool's php_value does
+    // not change it).
+    findings.extend(traps::runtime::xdebug(&r, files.get("xdebug.mode")));
+    findings.extend(traps::runtime::opcache(&r, &ini, slow.as_deref()));
+}
+
 /// The network census, in the target's network namespace when there is a target; returns the
 /// `network` section. A census that cannot run is a skipped check, not a failed preflight.
 fn network_census(
@@ -994,6 +1297,37 @@ impl crate::report::Section for HostSection<'_> {
     }
     fn text(&self) -> String {
         host_text(self.0, self.1)
+    }
+}
+
+/// The `dir_probe` section: each probed directory's operations beside the local reference.
+struct DirProbeSection<'a>(&'a [DirProbe]);
+
+impl crate::report::Section for DirProbeSection<'_> {
+    fn name(&self) -> &'static str {
+        "dir_probe"
+    }
+    fn json(&self) -> std::result::Result<serde_json::Value, String> {
+        Ok(json!({
+            "lookup_floor_us": traps::dir_probe::lookup_floor_us(),
+            "other_floor_us": traps::dir_probe::other_floor_us(),
+            "ratio_floor": traps::dir_probe::RATIO,
+            "dirs": self.0.iter().map(|p| json!({
+                "dir": p.dir,
+                "elapsed_ms": p.elapsed_ms,
+                "reference_dir": p.reference_dir,
+                "error": p.error,
+                "wrote": p.measured.wrote,
+                "notes": p.measured.notes.iter().chain(&p.reference.notes).collect::<Vec<_>>(),
+                "ops": traps::dir_probe::rows_json(&traps::dir_probe::rows(p)),
+            })).collect::<Vec<_>>(),
+        }))
+    }
+    fn text(&self) -> String {
+        self.0
+            .iter()
+            .map(|p| traps::dir_probe::table(p, &traps::dir_probe::rows(p)))
+            .collect()
     }
 }
 
@@ -1201,6 +1535,12 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
     }
     for s in &r.skipped {
         out.push_str(&format!("skipped {}: {}\n", s.check, s.reason));
+    }
+    // The directory probes' tables are the measurement a verdict on a --dir rests on.
+    for (name, text) in &r.section_text {
+        if name == "dir_probe" && !verbose {
+            out.push_str(text);
+        }
     }
     if verbose {
         for (name, text) in &r.section_text {

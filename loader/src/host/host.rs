@@ -137,7 +137,7 @@ pub fn parse_loadavg(text: &str) -> Option<LoadAvg> {
 }
 
 /// The aggregate `cpu` line of /proc/stat, in clock ticks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuTimes {
     /// user + nice.
     pub user: u64,

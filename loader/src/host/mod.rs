@@ -2,10 +2,15 @@
 //! observations; no rule reads these files itself.
 
 pub mod cpu;
+pub mod dirprobe;
+pub mod fingerprint;
 pub mod fpm;
 // `host::host`: the brief names the machine-wide snapshot `host.rs`.
 #[allow(clippy::module_inception)]
 pub mod host;
 pub mod mounts;
 pub mod net;
+pub mod nginx;
 pub mod process;
+pub mod runtime;
+pub mod tuning;

@@ -4,6 +4,7 @@
 pub mod chart;
 pub mod color;
 pub mod export;
+pub mod fingerprint;
 pub mod html;
 mod net;
 pub mod section;

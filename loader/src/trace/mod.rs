@@ -239,6 +239,10 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     let mut report = Report::new("trace");
     let obs = session.gather(opts, window, load, &mut report)?;
     judge(opts, obs, &mut report);
+    // JSON only: the fingerprint is for `compare` and the archive, not the trace's text.
+    if let Ok(v) = serde_json::to_value(crate::host::fingerprint::gather(Some(opts.pid))) {
+        report.sections.insert("fingerprint".into(), v);
+    }
     Ok(report)
 }
 

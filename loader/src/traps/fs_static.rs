@@ -1,6 +1,6 @@
-//! Static filesystem checks (no tracing): the target's working directory (fs.cwd-slow), each
-//! run directory a harness names (fs.dir-slow), and the target's executable and open files
-//! (fs.hot-path-slow) on slow or remote filesystems, classified by the shared mount table.
+//! Static filesystem checks (no tracing): the target's working directory (fs.cwd-slow) and its
+//! executable and open files (fs.hot-path-slow) on slow or remote filesystems, classified by the
+//! shared mount table. Run directories (fs.dir-slow) are measured instead (`dir_probe`).
 
 use super::{Finding, Severity, fs::mount_evidence};
 use crate::{
@@ -86,35 +86,6 @@ pub fn cwd(t: &MountTable, pid: u32, cwd: &[u8], restart: &str) -> Option<Findin
                 m.fs_type
             ))
             .remedy(restart.to_string()),
-    )
-}
-
-/// fs.dir-slow: a run directory the harness names is on a slow filesystem.
-pub fn dir(t: &MountTable, dir: &[u8]) -> Option<Finding> {
-    let (m, kind, depth) = slow_mount(t, dir)?;
-    let mp = m.mount_point_display();
-    let (severity, why) = static_severity(m);
-    let f = Finding::new(
-        "fs.dir-slow",
-        severity,
-        format!(
-            "--dir {}, {} component(s) below {mp} on {}",
-            escape::bytes(dir),
-            depth,
-            kind.describe()
-        ),
-    )
-    .with("dir", escape::bytes(dir));
-    Some(
-        mount_evidence(f, m)
-            .with("depth_below_mount", depth as u64)
-            .with("severity_because", why)
-            .predict("everything the server reads, writes or returns to under this directory pays a round trip per path component")
-            .remedy(format!(
-                "use a run directory on a local filesystem; in the harness: case \"$RUN\" in {}/*) echo \"RUN is on {}\" >&2; exit 1 ;; esac",
-                escape::shell(&mp),
-                escape::text(&m.fs_type)
-            )),
     )
 }
 
@@ -253,35 +224,6 @@ mod tests {
             ),
             "( cd '/tmp/it'\\''s' && exec /bin/srv 'a b' )"
         );
-    }
-
-    #[test]
-    fn dirs_on_nfs_and_sshfs() {
-        let t = table("nfs-sshfs.txt");
-        let f = dir(&t, b"/home/alice/src/app/run").unwrap();
-        // NFS caches attributes and lookups: its type alone is a warning.
-        assert_eq!(f.severity, Severity::Warn);
-        assert!(
-            f.evidence["severity_because"]
-                .as_str()
-                .unwrap()
-                .contains("trapdetect --pid")
-        );
-        assert_eq!(f.evidence["fs_type"], "nfs4");
-        assert_eq!(f.evidence["depth_below_mount"], 3);
-        assert!(
-            f.remedy.contains("case \"$RUN\" in /home/alice/*)"),
-            "{}",
-            f.remedy
-        );
-        let f = dir(&t, b"/home/alice/remote box/www").unwrap();
-        assert_eq!(f.evidence["fs_type"], "fuse.sshfs");
-        assert!(
-            f.remedy.contains("'/home/alice/remote box'/*)"),
-            "{}",
-            f.remedy
-        );
-        assert!(dir(&t, b"/tmp").is_none());
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! /proc, so every rule is unit-tested with recorded observations.
 
 pub mod cpu;
+pub mod dir_probe;
+pub mod drift;
 pub mod fpm;
 pub mod fs;
 pub mod fs_static;
@@ -10,6 +12,8 @@ pub mod net;
 pub mod process;
 pub mod registry;
 pub mod run;
+pub mod runtime;
+pub mod tuning;
 
 pub use crate::figures::round;
 use serde::Serialize;

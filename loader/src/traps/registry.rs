@@ -156,6 +156,38 @@ pub const RULES: &[Rule] = &[
         doc: "docs/run.md",
     },
     Rule {
+        id: "cpu.smt-shared",
+        title: "the server and the load generator share CPUs or SMT siblings",
+        commands: PRE,
+        mechanism: "two hardware threads of one core share its execution units and caches: a \
+                    load generator on the server's sibling (or CPU) takes from the server, and \
+                    its work shows up as the server's latency.",
+        evidence: &["server_cpus", "client_cpus", "shared_cpus", "sibling_pairs"],
+        remedy: "pin them to different physical cores (taskset -c), whole cores each.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "env.drift",
+        title: "the environment changed between preflight --save and --since",
+        commands: PRE,
+        mechanism: "a run is spoiled while it runs when the machine reboots, the server's binary \
+                    or configuration, kernel or CPU settings change, the CPUs are throttled or \
+                    slow down, the hypervisor steals time, tasks stall on CPU or memory, the \
+                    kernel logs trouble, the machine swaps or another process starts using CPU.",
+        evidence: &[
+            "changed_fields",
+            "throttle_events",
+            "frequency_drops",
+            "steal_pct",
+            "pressure_some_pct",
+            "kernel_log_lines",
+            "pages_swapped_in",
+            "busy_processes",
+        ],
+        remedy: "discard the run and rerun with the environment held fixed (see each finding).",
+        doc: "docs/preflight.md",
+    },
+    Rule {
         id: "fpm.alert-patterns",
         title: "PHP-FPM reached max_children during earlier runs",
         commands: PRE,
@@ -268,17 +300,26 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: "fs.dir-slow",
-        title: "a run directory (--dir) is on a slow or remote filesystem",
+        title: "a run directory (--dir) is slow: its operations measured against local",
         commands: PRE,
-        mechanism: "a server started from, or reading files under, that directory pays the \
-                    filesystem's round trips per lookup (see fs.cwd-slow).",
+        mechanism: "a server started from, or reading files under, that directory pays what \
+                    each operation costs there: preflight measures stat (cold and repeated), \
+                    open+read+close, readdir and create+write+fsync+unlink beside the same \
+                    operations on a local reference directory; a lookup 10 µs and 2× slower than \
+                    local costs a request of 1 ms making 10 of them a tenth of its time (fail); \
+                    other operations 100 µs slower warn; a mount the kernel answers from its \
+                    cache passes with the figures.",
         evidence: &[
             "dir",
             "fs_type",
             "mount_point",
             "depth_below_mount",
-            "mount_source",
-            "mount_options",
+            "probe",
+            "lookup_excess_us",
+            "lookup_floor_us",
+            "other_floor_us",
+            "ratio_floor",
+            "severity_because",
         ],
         remedy: "move the run directory to a native filesystem; guard the harness with `case \
                  \"$RUN\" in <mount>/*)`.",
@@ -409,6 +450,18 @@ pub const RULES: &[Rule] = &[
         doc: "docs/preflight.md",
     },
     Rule {
+        id: "host.nic-irqs",
+        title: "the network interface's interrupts are served on the pinned server's CPUs",
+        commands: PRE,
+        mechanism: "packet processing (hard and soft IRQs) runs on the CPUs that take the \
+                    interrupts: a server pinned to some CPUs that also serve the NIC loses time \
+                    to every packet.",
+        evidence: &["server_cpus", "nic_irqs"],
+        remedy: "steer the NIC's IRQs away (/proc/irq/N/smp_affinity_list) or pin the server \
+                 elsewhere.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
         id: "host.noise",
         title: "other processes use the CPUs",
         commands: PRE,
@@ -423,6 +476,38 @@ pub const RULES: &[Rule] = &[
             "steal_pct",
         ],
         remedy: "stop the other work (the top consumers are named) or run on a quiet machine.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "host.numa-balancing",
+        title: "automatic NUMA balancing migrates pages during the run",
+        commands: PRE,
+        mechanism: "with more than one node, kernel.numa_balancing unmaps pages to sample their \
+                    accesses and migrates them while the run runs: hinting faults and copies.",
+        evidence: &["numa_balancing", "numa_nodes"],
+        remedy: "sysctl -w kernel.numa_balancing=0 and bind the server to a node (numactl).",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "host.perf-paranoid",
+        title: "what perf_event_paranoid lets the tracer attach",
+        commands: PRE,
+        mechanism: "above 1, perf events (which carry the tracer's tracepoint programs) need \
+                    CAP_PERFMON or root; Debian's level 3 refuses unprivileged ones altogether.",
+        evidence: &["perf_event_paranoid", "privileged"],
+        remedy: "run the tracer as root (or with CAP_BPF + CAP_PERFMON).",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "host.thp",
+        title: "transparent huge pages are set to `always`",
+        commands: PRE,
+        mechanism: "THP always backs large anonymous mappings with huge pages: faults may compact \
+                    memory synchronously (defrag always) and khugepaged collapses pages in the \
+                    background, so latency and RSS vary from run to run.",
+        evidence: &["thp_enabled", "thp_defrag"],
+        remedy: "madvise in /sys/kernel/mm/transparent_hugepage/{enabled,defrag}, or state it \
+                 with the results.",
         doc: "docs/preflight.md",
     },
     Rule {
@@ -665,6 +750,68 @@ pub const RULES: &[Rule] = &[
         evidence: &["unknown_off_cpu_pct"],
         remedy: "run on Linux 5.15 or newer to see off-CPU time by class.",
         doc: "docs/run.md",
+    },
+    Rule {
+        id: "runtime.debug-build",
+        title: "the server is a debug build (Go -race, a debug CPython)",
+        commands: PRE,
+        mechanism: "a Go binary built with -race instruments every memory access (Go's \
+                    documentation: 5-10× the memory, 2-20× the time); a debug CPython (Py_DEBUG, \
+                    ABI flag d) checks reference counts on every operation: the run measures the \
+                    instrumentation.",
+        evidence: &["build", "go_version", "go_build_settings", "exe"],
+        remedy: "benchmark the release build: `go build` without -race, python3 rather than \
+                 python3.X-dbg.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "runtime.dev-mode",
+        title: "the server's environment puts its framework or interpreter in development mode",
+        commands: PRE,
+        mechanism: "NODE_ENV other than production (Express re-reads views per request), \
+                    RAILS_ENV/RACK_ENV=development (code reloading), FLASK_DEBUG, FLASK_ENV, \
+                    DJANGO_DEBUG or a dev settings module, PYTHONDEVMODE, PYTHONASYNCIODEBUG, \
+                    PYTHONMALLOC=debug, PYTHONTRACEMALLOC, costly GODEBUG settings: read from \
+                    /proc/PID/environ, the environment the server started with.",
+        evidence: &["variable", "value", "exe"],
+        remedy: "start the server with its production settings (NODE_ENV=production, \
+                 RAILS_ENV=production, no debug variables).",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "runtime.nginx-log",
+        title: "nginx logs at debug level, or per request to a slow filesystem",
+        commands: PRE,
+        mechanism: "Debian's nginx is built --with-debug: `error_log FILE debug` writes dozens of \
+                    lines per request; an access_log without buffer= writes once per request, a \
+                    round trip each on a FUSE, NFS, 9p or SMB mount.",
+        evidence: &["directive", "args", "at", "path", "fs_type", "buffered"],
+        remedy: "error_log at `error` or `notice`, access logs on a local filesystem (or off, or \
+                 buffer=64k) for the benchmark, then `nginx -s reload`.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "runtime.opcache",
+        title: "PHP compiles every script on every request (OPcache off), or revalidates on a slow mount",
+        commands: PRE,
+        mechanism: "without OPcache (not loaded, or opcache.enable = 0 in the effective ini or \
+                    the pool) PHP parses and compiles every script per request; with \
+                    validate_timestamps on and revalidate_freq 0 it stats every include per \
+                    request, a round trip each on a slow mount.",
+        evidence: &["opcache_loaded", "opcache_enable", "set_at", "code_mount"],
+        remedy: "opcache.enable = 1 (and validate_timestamps = 0 for a benchmark), then \
+                 restart php-fpm.",
+        doc: "docs/preflight.md",
+    },
+    Rule {
+        id: "runtime.xdebug",
+        title: "PHP runs with Xdebug loaded",
+        commands: PRE,
+        mechanism: "Xdebug hooks every function call; in its default mode (develop) a loop of \
+                    function calls ran about 14× slower here (2.1-2.7 s against 0.13-0.19 s).",
+        evidence: &["xdebug_mode", "xdebug_mode_set_at", "loaded"],
+        remedy: "`phpdismod xdebug` (or remove zend_extension=xdebug.so) and restart php-fpm.",
+        doc: "docs/preflight.md",
     },
 ];
 

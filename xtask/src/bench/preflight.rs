@@ -1,7 +1,9 @@
 //! Preflight speed, side by side in one run with the shell commands a harness would run to
 //! look at the same things (findmnt, ss -s, ps, dmesg, cat of /proc and /sys files). Rounds
 //! are interleaved; medians, the 90th percentile and the ratio are reported. Target: a full
-//! preflight without the --pid sampling window under 200 ms on this machine.
+//! preflight without the --pid sampling window under 200 ms on this machine, plus the
+//! directory probe of each --dir (issue 23: about 40 ms a side; the `host-no-dir` case is the
+//! rest alone, so the difference is the probe).
 
 use std::{
     process::{Command, Stdio},
@@ -76,6 +78,12 @@ pub fn run() -> Result<()> {
         .spawn()?;
     let pid = server.id().to_string();
     let cases: Vec<(&str, Vec<String>, String)> = vec![
+        // Without --dir: no directory probe (issue 23), the rest of the checks alone.
+        (
+            "host-no-dir",
+            vec!["preflight".into(), "--no-sample".into(), "--json".into()],
+            SHELL_HOST.replace("df -T \"$DIR\" >/dev/null\n", ""),
+        ),
         (
             "host",
             vec![

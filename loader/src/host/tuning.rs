@@ -1,0 +1,175 @@
+//! Kernel and CPU settings that change what a benchmark measures (issue 23): transparent huge
+//! pages, NUMA balancing, the IRQs of the network interfaces and the CPUs that serve them,
+//! `perf_event_paranoid` (what the tracer itself may do), and the SMT siblings of each CPU.
+//! Parsers are pure; readers take a filesystem root so recorded trees exercise them.
+
+use std::{collections::BTreeMap, path::Path};
+
+use serde::Serialize;
+
+use super::{cpu::under, fingerprint::selected, process::parse_cpu_list};
+use crate::util::read_trim;
+
+/// The interrupts of one network interface's device.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NicIrq {
+    /// The interface (escaped).
+    pub interface: String,
+    /// IRQ number.
+    pub irq: u32,
+    /// Its name in /proc/interrupts (escaped).
+    pub name: String,
+    /// Interrupts served per CPU since boot, by CPU.
+    pub count_by_cpu: BTreeMap<u32, u64>,
+    /// /proc/irq/N/smp_affinity_list.
+    pub affinity: Vec<u32>,
+}
+
+/// The settings read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tuning {
+    /// THP `enabled` mode.
+    pub thp_enabled: Option<String>,
+    /// THP `defrag` mode.
+    pub thp_defrag: Option<String>,
+    /// kernel.numa_balancing.
+    pub numa_balancing: Option<String>,
+    /// NUMA nodes online.
+    pub numa_nodes: usize,
+    /// kernel.perf_event_paranoid.
+    pub perf_event_paranoid: Option<i32>,
+    /// NIC interrupts.
+    pub nic_irqs: Vec<NicIrq>,
+    /// Each CPU's SMT siblings (itself included).
+    pub siblings: BTreeMap<u32, Vec<u32>>,
+}
+
+/// Parses /proc/interrupts: IRQ number → (counts by CPU, name).
+pub fn parse_interrupts(text: &str) -> BTreeMap<u32, (BTreeMap<u32, u64>, String)> {
+    let mut lines = text.lines();
+    let cpus: Vec<u32> = lines
+        .next()
+        .unwrap_or("")
+        .split_ascii_whitespace()
+        .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
+        .collect();
+    let mut out = BTreeMap::new();
+    for l in lines {
+        let Some((irq, rest)) = l.trim_start().split_once(':') else {
+            continue;
+        };
+        let Ok(irq) = irq.parse::<u32>() else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+        let counts: BTreeMap<u32, u64> = cpus
+            .iter()
+            .zip(&fields)
+            .filter_map(|(c, v)| Some((*c, v.parse().ok()?)))
+            .collect();
+        let name = fields
+            .last()
+            .map(|n| crate::escape::text(n))
+            .unwrap_or_default();
+        out.insert(irq, (counts, name));
+    }
+    out
+}
+
+/// Reads the settings under `root`.
+pub fn read(root: &Path) -> Tuning {
+    let thp = |f: &str| {
+        read_trim(&under(root, "/sys/kernel/mm/transparent_hugepage").join(f))
+            .and_then(|t| selected(&t))
+    };
+    let interrupts = parse_interrupts(
+        &std::fs::read_to_string(under(root, "/proc/interrupts")).unwrap_or_default(),
+    );
+    let mut nic_irqs = vec![];
+    if let Ok(rd) = std::fs::read_dir(under(root, "/sys/class/net")) {
+        let mut ifs: Vec<_> = rd.flatten().collect();
+        ifs.sort_by_key(|e| e.file_name());
+        for e in ifs {
+            let dev = e.path().join("device");
+            // The MSI vectors of the device, or of its PCI parent (virtio-net sits below one).
+            let irqs: Vec<u32> = [dev.join("msi_irqs"), dev.join("../msi_irqs")]
+                .iter()
+                .find_map(|d| std::fs::read_dir(d).ok())
+                .map(|rd| {
+                    rd.flatten()
+                        .filter_map(|x| x.file_name().to_str()?.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for irq in irqs {
+                let Some((counts, name)) = interrupts.get(&irq) else {
+                    continue;
+                };
+                if name.ends_with("-config") {
+                    continue;
+                }
+                nic_irqs.push(NicIrq {
+                    interface: crate::escape::text(&e.file_name().to_string_lossy()),
+                    irq,
+                    name: name.clone(),
+                    count_by_cpu: counts.clone(),
+                    affinity: read_trim(&under(
+                        root,
+                        &format!("/proc/irq/{irq}/smp_affinity_list"),
+                    ))
+                    .and_then(|l| parse_cpu_list(&l))
+                    .unwrap_or_default(),
+                });
+            }
+        }
+    }
+    nic_irqs.sort_by_key(|n| n.irq);
+    let mut siblings = BTreeMap::new();
+    let base = under(root, "/sys/devices/system/cpu");
+    for cpu in read_trim(&base.join("online"))
+        .and_then(|l| parse_cpu_list(&l))
+        .unwrap_or_default()
+    {
+        if let Some(s) = read_trim(&base.join(format!("cpu{cpu}/topology/thread_siblings_list")))
+            .and_then(|l| parse_cpu_list(&l))
+        {
+            siblings.insert(cpu, s);
+        }
+    }
+    Tuning {
+        thp_enabled: thp("enabled"),
+        thp_defrag: thp("defrag"),
+        numa_balancing: read_trim(&under(root, "/proc/sys/kernel/numa_balancing")),
+        numa_nodes: read_trim(&under(root, "/sys/devices/system/node/online"))
+            .and_then(|l| parse_cpu_list(&l))
+            .map(|n| n.len())
+            .unwrap_or(1),
+        perf_event_paranoid: read_trim(&under(root, "/proc/sys/kernel/perf_event_paranoid"))
+            .and_then(|v| v.parse().ok()),
+        nic_irqs,
+        siblings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interrupts_by_cpu_and_name() {
+        // Recorded on this VM (virtio-net eth0 is virtio2 on PCI 0000:00:03.0).
+        let t = "           CPU0       CPU1       \n 24:          1          0  IO-APIC   5-edge      ACPI:Ged\n 38:          0      11034 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0\n 39:       7275          0 PCI-MSIX-0000:00:03.0   2-edge      virtio2-output.0\nNMI:          0          0   Non-maskable interrupts\n";
+        let m = parse_interrupts(t);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[&38].0[&1], 11034);
+        assert_eq!(m[&38].1, "virtio2-input.0");
+        assert_eq!(m[&39].0[&0], 7275);
+    }
+
+    #[test]
+    fn reads_this_machine() {
+        let t = read(Path::new("/"));
+        assert!(!t.siblings.is_empty());
+        assert!(t.numa_nodes >= 1);
+    }
+}
