@@ -302,10 +302,17 @@ pub fn dev_mode(r: &Runtime) -> Vec<Finding> {
             Finding::new(
                 "runtime.dev-mode",
                 d.severity,
-                format!(
-                    "pid {} ({}) runs with {}={} in its environment",
-                    r.pid, r.exe_name, d.var, d.value
-                ),
+                if d.value == "(unset)" {
+                    format!(
+                        "pid {} ({}) runs without {} in its environment",
+                        r.pid, r.exe_name, d.var
+                    )
+                } else {
+                    format!(
+                        "pid {} ({}) runs with {}={} in its environment",
+                        r.pid, r.exe_name, d.var, d.value
+                    )
+                },
             )
             .with("pid", r.pid as u64)
             .with("exe", r.exe_name.clone())
@@ -522,6 +529,10 @@ mod tests {
         let f = dev_mode(&rt("node", &[], &[]));
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].evidence["value"], "(unset)");
+        assert_eq!(
+            f[0].title,
+            "pid 42 (node) runs without NODE_ENV in its environment"
+        );
         assert_eq!(f[0].severity, Severity::Warn);
         assert!(dev_mode(&rt("node", &[("NODE_ENV", "production")], &[])).is_empty());
         // NODE_ENV means nothing to Python.
