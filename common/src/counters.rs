@@ -50,6 +50,9 @@ counters! {
     C_TCP_NETNS_READ_FAILS = 12 => "tcp_netns_read_fails";
     /// TCP state changes on a watched port number but in another network namespace (not counted).
     C_TCP_OTHER_NETNS = 13 => "tcp_other_netns";
+    /// `accept`/`accept4` returns of traced processes that failed with EMFILE or ENFILE: a
+    /// process (or the system) out of descriptors, refusing connections it should serve.
+    C_ACCEPT_EMFILE = 14 => "accept_emfile";
 }
 
 /// Number of counter slots (the size of the `COUNTERS` map; spare slots stay 0).

@@ -7,16 +7,23 @@
 pub struct FuseKey {
     /// The FUSE connection, as a kernel `dev_t` (the superblock's `s_dev`).
     pub dev: u32,
-    /// `enum fuse_opcode`.
+    /// `enum fuse_opcode`, with [`IN_PATH_CALL`] set when a traced path syscall (whose time
+    /// the tracer measures) caused the request.
     pub opcode: u32,
 }
+
+/// Bit of [`FuseKey::opcode`]: the request was sent while the thread was inside a traced path
+/// syscall (stat, openat, chdir...). The others come from calls the tracer does not time (read,
+/// close, getdents...): a request's whole cost on the mount is the timed part scaled by all
+/// requests over the timed ones.
+pub const IN_PATH_CALL: u32 = 1 << 31;
 
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for FuseKey {}
 
 /// Name of a FUSE opcode (include/uapi/linux/fuse.h).
 pub fn opcode_name(op: u32) -> &'static str {
-    match op {
+    match op & !IN_PATH_CALL {
         1 => "LOOKUP",
         2 => "FORGET",
         3 => "GETATTR",

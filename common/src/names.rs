@@ -39,6 +39,8 @@ pub const MAP_NETNS: &str = "NETNS";
 pub const MAP_TCP_TOTALS: &str = "TCP_TOTALS";
 /// TCP events per watched port and direction (per-CPU array).
 pub const MAP_TCP_PORTS: &str = "TCP_PORTS";
+/// Map: remote ports traced processes connected to (their upstreams), with connects.
+pub const MAP_UPSTREAM: &str = "UPSTREAM";
 /// port-indexed array: non-zero for the ports whose received payload counts (`tcp_probe`).
 pub const MAP_SERVED_PORT: &str = "SERVED_PORT";
 /// Payload bytes, data segments and requests received on those ports (per-CPU array).

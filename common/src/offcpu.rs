@@ -170,6 +170,10 @@ pub const MAP_OFFCPU: &str = "OFFCPU";
 pub const MAP_THREADS: &str = "THREADS";
 /// Map: `S_*` totals (per-CPU array).
 pub const MAP_SCHED_TOTALS: &str = "SCHED_TOTALS";
+/// Map: processes outside the traced set that woke traced threads (tgid → wakeups).
+pub const MAP_WAKERS: &str = "WAKERS";
+/// Entries of `WAKERS` (an LRU: the busiest wakers stay).
+pub const WAKERS_ENTRIES: u32 = 256;
 /// Global: `offsetof(struct task_struct, pid)`.
 pub const GLOBAL_OFF_TASK_PID: &str = "OFF_TASK_PID";
 /// Global: `offsetof(struct task_struct, tgid)`.

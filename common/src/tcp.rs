@@ -50,6 +50,8 @@ pub const EV_ABORT: u32 = 4;
 pub const EV_PASSIVE_CLOSE: u32 = 5;
 /// Number of event kinds.
 pub const NUM_EVENTS: u32 = 6;
+/// Entries of the `UPSTREAM` map (remote port → connects of traced processes).
+pub const UPSTREAM_ENTRIES: u32 = 256;
 
 /// Event names for reports, indexed by kind.
 pub const EVENT_NAMES: [&str; NUM_EVENTS as usize] = [

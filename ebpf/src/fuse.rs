@@ -7,9 +7,9 @@ use aya_ebpf::{
     maps::PerCpuHashMap,
     programs::TracePointContext,
 };
-use trapdetect_common::fuse::FuseKey;
+use trapdetect_common::fuse::{FuseKey, IN_PATH_CALL};
 
-use crate::{kernel::tp_u32, process::current_traced};
+use crate::{kernel::tp_u32, process::current_traced, syscalls::in_path_call};
 
 /// (connection dev, opcode) → requests.
 #[map]
@@ -18,12 +18,13 @@ pub static FUSE_OPS: PerCpuHashMap<FuseKey, u64> = PerCpuHashMap::with_max_entri
 /// fuse/fuse_request_send: connection @8 (dev_t), opcode @24.
 #[tracepoint(category = "fuse", name = "fuse_request_send")]
 pub fn fuse_request_send(ctx: TracePointContext) -> u32 {
-    if current_traced().is_none() {
+    let Some((_, tid)) = current_traced() else {
         return 0;
-    }
+    };
+    let flag = if in_path_call(tid) { IN_PATH_CALL } else { 0 };
     let key = FuseKey {
         dev: tp_u32(&ctx, 8),
-        opcode: tp_u32(&ctx, 24),
+        opcode: tp_u32(&ctx, 24) | flag,
     };
     match FUSE_OPS.get_ptr_mut(&key) {
         Some(p) => unsafe { *p += 1 },

@@ -5,9 +5,11 @@
 //! switch of a traced thread and one inlined array lookup for every other switch.
 
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
+    },
     macros::{btf_tracepoint, map},
-    maps::{Array, PerCpuArray, PerCpuHashMap},
+    maps::{Array, LruPerCpuHashMap, PerCpuArray, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
 use trapdetect_common::{
@@ -17,7 +19,7 @@ use trapdetect_common::{
         CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_UNKNOWN, CLASS_WAIT_WORK, F_OFD_SETLKW, F_SETLKW,
         NUM_SCHED_SLOTS, OffKey, OffVal, S_KEY_INSERT_FAILS, S_ONCPU_NS, S_REGS_FAILS,
         S_RUNQ_COUNT, S_RUNQ_NS, S_SLOT_COLLISIONS, S_SWITCHES, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE,
-        THREAD_SLOTS, ThreadSlot, class_of,
+        THREAD_SLOTS, ThreadSlot, WAKERS_ENTRIES, class_of,
     },
 };
 
@@ -33,6 +35,13 @@ static OFFCPU: PerCpuHashMap<OffKey, OffVal> = PerCpuHashMap::with_max_entries(4
 /// Where each traced thread is, slot `tid % THREAD_SLOTS`.
 #[map]
 static THREADS: Array<ThreadSlot> = Array::with_max_entries(THREAD_SLOTS, 0);
+
+/// Processes outside the traced set that woke a blocked traced thread, tgid → wakeups: the
+/// server's peers (its front end, its upstreams, the load generator) hand it work and answers;
+/// a CPU hog beside it does not (it appears only when an interrupt that wakes the server lands
+/// on its CPU, a few times a second).
+#[map]
+static WAKERS: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(WAKERS_ENTRIES, 0);
 
 /// On-CPU time, run-queue delay and self-monitoring counters (`S_*`).
 #[map]
@@ -262,12 +271,38 @@ fn on_wakeup(task: u64, new: bool) {
                 return;
             }
             credit(&(*s).key, now.saturating_sub((*s).ts));
+            count_waker();
         } else if (*s).tid != tid && (*s).tid != 0 {
             add(&SCHED_TOTALS, S_SLOT_COLLISIONS, 1);
         }
         (*s).tid = tid;
         (*s).state = ST_RUNNABLE;
         (*s).ts = now;
+    }
+}
+
+/// Counts the current task's process as a waker of the traced set, unless it is traced or
+/// was interrupted in user space (a timer or an interrupt that wakes the server while a CPU hog
+/// runs is not the hog's doing: a peer wakes it from a system call, its write or its close).
+#[inline(always)]
+fn count_waker() {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if matches!(TRACED.get(tgid), Some(f) if *f & TRACED_TARGET != 0) {
+        return;
+    }
+    // Known at load time, as in `why_blocked`: without the helpers every waker counts.
+    if global(&HAVE_PT_REGS) != 0 {
+        let task = unsafe { aya_ebpf::helpers::generated::bpf_get_current_task_btf() };
+        let regs = unsafe { aya_ebpf::helpers::generated::bpf_task_pt_regs(task) as u64 };
+        if regs != 0 && reg(regs, REG_ORIG_AX).is_some_and(|nr| (nr as i64) < 0) {
+            return;
+        }
+    }
+    match WAKERS.get_ptr_mut(&tgid) {
+        Some(n) => unsafe { *n += 1 },
+        None => {
+            let _ = WAKERS.insert(&tgid, &1, 0);
+        }
     }
 }
 

@@ -11,8 +11,8 @@ use aya_ebpf::{
 use trapdetect_common::{
     AT_FDCWD, AT_SYMLINK_NOFOLLOW,
     counters::{
-        C_ACCEPTS, C_EXIT_WITHOUT_ENTER, C_INFLIGHT_COLLISIONS, C_NEW_KEYS, C_PATH_READ_FAILS,
-        C_PATH_STATS_INSERT_FAILS, C_RINGBUF_DROPS,
+        C_ACCEPT_EMFILE, C_ACCEPTS, C_EXIT_WITHOUT_ENTER, C_INFLIGHT_COLLISIONS, C_NEW_KEYS,
+        C_PATH_READ_FAILS, C_PATH_STATS_INSERT_FAILS, C_RINGBUF_DROPS,
     },
     hist::bucket_of,
     paths::{
@@ -39,6 +39,14 @@ static KIND_COUNTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_COUNTS
 /// Syscalls between enter and exit, slot `tid % INFLIGHT_SLOTS`.
 #[map]
 static INFLIGHT: Array<Inflight> = Array::with_max_entries(INFLIGHT_SLOTS, 0);
+
+/// Whether thread `tid` is between the entry and the exit of a traced path syscall.
+#[inline(always)]
+pub fn in_path_call(tid: u32) -> bool {
+    INFLIGHT
+        .get(tid & (INFLIGHT_SLOTS - 1))
+        .is_some_and(|p| p.tid == tid)
+}
 
 /// First sightings of path keys.
 #[map]
@@ -298,11 +306,21 @@ enter_prog!(sys_enter_readlink, "sys_enter_readlink", K_READLINK, dfd 0, path 16
 enter_prog!(sys_enter_readlinkat, "sys_enter_readlinkat", K_READLINKAT, dfd 16, path 24, flags 0, fd 0);
 
 /// Attached to `sys_exit_accept` and `sys_exit_accept4`: connections accepted by traced
-/// processes, the request denominator when trapdetect drives no load itself.
+/// processes, the request denominator when trapdetect drives no load itself; and accepts that
+/// failed for want of a descriptor (EMFILE: the process's limit; ENFILE: the system's).
 #[tracepoint]
 pub fn sys_exit_accept(ctx: TracePointContext) -> u32 {
-    if current_traced().is_some() && (tp_u64(&ctx, 16) as i64) >= 0 {
+    if current_traced().is_none() {
+        return 0;
+    }
+    let ret = tp_u64(&ctx, 16) as i64;
+    if ret >= 0 {
         add(&COUNTERS, C_ACCEPTS, 1);
+    } else if ret == -EMFILE || ret == -ENFILE {
+        add(&COUNTERS, C_ACCEPT_EMFILE, 1);
     }
     0
 }
+
+const EMFILE: i64 = 24;
+const ENFILE: i64 = 23;

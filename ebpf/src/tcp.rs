@@ -7,20 +7,20 @@
 
 use aya_ebpf::{
     macros::{map, tracepoint},
-    maps::{Array, PerCpuArray},
+    maps::{Array, LruPerCpuHashMap, PerCpuArray},
     programs::TracePointContext,
 };
 use trapdetect_common::{
     counters::{C_TCP_NETNS_READ_FAILS, C_TCP_OTHER_NETNS},
     tcp::{
-        DIR_LOCAL, DIR_REMOTE, IPPROTO_TCP, MAX_NETNS, NUM_EVENTS, PORT_COUNT_SLOTS, TOTAL_SLOTS,
-        classify, port_index,
+        DIR_LOCAL, DIR_REMOTE, IPPROTO_TCP, MAX_NETNS, NUM_EVENTS, PORT_COUNT_SLOTS, TCP_CLOSE,
+        TCP_SYN_SENT, TOTAL_SLOTS, UPSTREAM_ENTRIES, classify, port_index,
     },
 };
 
 use crate::{
     kernel::{add, sock_netns, tp_u32, tp_u64},
-    process::COUNTERS,
+    process::{COUNTERS, current_traced},
 };
 
 /// Port → 1 + its slot in `TCP_PORTS` (0: not watched). An array indexed by port: the lookup
@@ -44,6 +44,12 @@ static TCP_PORTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(PORT_COUNT_SL
 fn slot_of(port: u32) -> u32 {
     PORT_SLOT.get(port).map(|s| *s as u32).unwrap_or(0)
 }
+
+/// Remote port → connects by traced processes over the window: the target's upstreams (nginx's
+/// FastCGI or proxy connections), known even when none is alive at the census's instant.
+#[map]
+static UPSTREAM: LruPerCpuHashMap<u32, u64> =
+    LruPerCpuHashMap::with_max_entries(UPSTREAM_ENTRIES, 0);
 
 /// Whether socket `sk` lives in a watched namespace (`None`: its namespace could not be read).
 #[inline(always)]
@@ -87,6 +93,20 @@ pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let states = tp_u64(&ctx, 16);
+    // CLOSE→SYN_SENT runs in connect(), in the connecting task: a traced process opening a
+    // connection. The remote port is set by then (the local one may not be yet).
+    if states as u32 == TCP_CLOSE && (states >> 32) as u32 == TCP_SYN_SENT {
+        if current_traced().is_some() {
+            let dport = tp_u32(&ctx, 24) >> 16;
+            match UPSTREAM.get_ptr_mut(&dport) {
+                Some(n) => unsafe { *n += 1 },
+                None => {
+                    let _ = UPSTREAM.insert(&dport, &1, 0);
+                }
+            }
+        }
+        return 0;
+    }
     let Some(ev) = classify(states as u32, (states >> 32) as u32) else {
         return 0;
     };

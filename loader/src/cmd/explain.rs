@@ -93,7 +93,7 @@ mod tests {
         let out = render(&args(&["net.fd-limit"])).unwrap();
         assert!(out.starts_with(
             "net.fd-limit: the descriptor limit is below what the run needs\n\n\
-             Reported by: preflight, trace, net-census, load\n\nMechanism:\n  an open-loop flood"
+             Reported by: preflight, trace, net-census, load, run\n\nMechanism:\n  an open-loop flood"
         ));
         assert!(
             out.contains("\nEvidence (JSON keys):\n  pid, role, in_flight_needed_connections,")

@@ -134,8 +134,8 @@ pub struct LoadArgs {
     /// Longest an arrival waits for a free connection before it is dropped (at most --timeout).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_warmup)]
     pub max_wait: Duration,
-    /// New connections per second at most (default: 4 × --max-connections with keep-alive,
-    /// unbounded with --no-keepalive).
+    /// New connections per second at most (default: 4 × --max-connections or 2 × --rate,
+    /// whichever is higher, with keep-alive; unbounded with --no-keepalive).
     #[arg(long, value_name = "N/S", value_parser = parse_rate)]
     pub max_connect_rate: Option<f64>,
     /// Arrivals that may end without a status (resets, EOFs, timeouts...), % of those sent,
@@ -685,6 +685,10 @@ mod tests {
         assert_eq!(d.budget(u64::MAX), 512);
         assert_eq!(d.budget(100), 100, "capped by the descriptors");
         assert_eq!(d.connect_rate_for(512), Some(2048.0));
+        // Twice the offered rate when that is more: 3,530/s offered to a server that closes
+        // every connection needs 3,530 connects/s, which 4 × 512 = 2,048 capped (issue 22).
+        let f = plan(&parse(&["--rate", "3530"]).unwrap()).unwrap();
+        assert_eq!(f.connect_rate_for(512), Some(7060.0));
         assert_eq!(
             (d.max_wait, d.max_errors_pct),
             (Duration::from_secs(1), 1.0)

@@ -18,7 +18,7 @@ use crate::{
     trace::{self, LoadDriver, seconds::Sampler},
     traps::{
         self,
-        run::{FsLoad, LockLoad, QuotaObs, RunObs, RunSecond},
+        run::{FdPeakObs, FsLoad, LockLoad, ProcCpu, QuotaObs, RunObs, RunSecond},
     },
 };
 
@@ -203,6 +203,25 @@ pub fn run(args: RunArgs) -> Result<i32> {
         }
         let obs = observe(side, sampler, &report, &mounts, offcpu_attached, args.pid);
         report.findings.extend(traps::run::rules(&obs));
+        if offcpu_attached {
+            let inputs = traps::run::VerdictInputs {
+                delivered_basis: delivered_basis(side, sampler).to_string(),
+                timeouts: side
+                    .seconds
+                    .iter()
+                    .filter_map(|x| x.errors.get("timeout"))
+                    .sum(),
+            };
+            let v = traps::run::verdict(&obs, &mut report.findings, &inputs);
+            if !v.trusted {
+                report.measurement.trusted = false;
+                report.measurement.problems.push(format!(
+                    "the verdict is that the run measured something other than the server: {}",
+                    v.summary
+                ));
+            }
+            report.verdict = Some(v);
+        }
         let lost: u64 = sampler.seconds.iter().map(|s| s.lost).sum();
         if lost > 0 {
             report.measurement.notes.push(format!(
@@ -267,7 +286,13 @@ fn observe(
     attached: bool,
     pid: u32,
 ) -> RunObs {
-    let seconds = timeline(s, k, mounts, attached);
+    let others = Others::of(k, &s.client_pids);
+    let mut seconds = timeline(s, k, mounts, attached);
+    for r in &mut seconds {
+        if let Some(ks) = k.seconds.iter().find(|x| x.t_s == r.t_s) {
+            r.noise_cores = traps::round(others.noise_in(ks), 2);
+        }
+    }
     let mut off_s = vec![0.0; NUM_CLASSES as usize];
     let (mut on, mut runq) = (0.0, 0.0);
     for ks in &k.seconds {
@@ -299,9 +324,8 @@ fn observe(
     RunObs {
         seconds,
         window_s,
-        cores: std::thread::available_parallelism()
-            .map(|n| n.get() as f64)
-            .unwrap_or(1.0),
+        // Online CPUs (the machine's), not trapdetect's own affinity.
+        cores: crate::util::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN).max(1) as f64,
         offered_rate: s.offered_rate,
         // 2xx while the kernel was watched: the drain after the window is not the ceiling.
         delivered_rate: answered_window as f64 / window_s,
@@ -319,6 +343,109 @@ fn observe(
             .as_ref()
             .map(|t| t.exe.clone())
             .unwrap_or_default(),
+        allowed_cpus: k
+            .seconds
+            .iter()
+            .rev()
+            .find(|x| !x.allowed_cpus.is_empty())
+            .map(|x| x.allowed_cpus.clone())
+            .unwrap_or_default(),
+        noise: others.listed(k, false, window_s),
+        peers: others.listed(k, true, window_s),
+        fd_peak: k
+            .seconds
+            .iter()
+            .filter_map(|x| x.fd_peak.as_ref())
+            .max_by(|a, b| {
+                (a.open as f64 / a.soft.max(1) as f64)
+                    .total_cmp(&(b.open as f64 / b.soft.max(1) as f64))
+            })
+            .map(|p| FdPeakObs {
+                pid: p.pid,
+                comm: escape::bytes(&p.comm),
+                open: p.open,
+                soft: p.soft,
+            }),
+        accept_emfile: k.seconds.iter().map(|x| x.accept_emfile).sum(),
+        generator: s.generator.clone(),
+    }
+}
+
+/// The other processes that ran on the target's CPUs, split into the benchmark's own (the
+/// processes that woke its threads from a system call: its front end, its upstreams; and an
+/// external generator's tree; trapdetect is not among them) and noise (everything else).
+struct Others {
+    stack: std::collections::HashSet<u32>,
+}
+
+impl Others {
+    /// A process that woke the target's threads at least 10 times a second on average and for
+    /// 1 % of all such wakeups is a peer: it hands the server work or answers. An interrupt
+    /// that lands on a CPU hog wakes no one from the hog's system calls.
+    fn of(k: &Sampler, client: &[u32]) -> Others {
+        let window_s = k.seconds.iter().map(|x| x.dt_s).sum::<f64>().max(1.0);
+        let total: u64 = k.wakers.values().sum();
+        let mut stack: std::collections::HashSet<u32> = k
+            .wakers
+            .iter()
+            .filter(|(_, n)| **n as f64 >= 10.0 * window_s && **n as f64 >= 0.01 * total as f64)
+            .map(|(p, _)| *p)
+            .collect();
+        stack.extend(client.iter().copied());
+        Others { stack }
+    }
+
+    /// Cores that processes outside the benchmark took on the target's CPUs in `ks`.
+    fn noise_in(&self, ks: &crate::trace::seconds::KernelSecond) -> f64 {
+        ks.others
+            .iter()
+            .filter(|(p, _)| !self.stack.contains(p))
+            .map(|(_, c)| c)
+            .sum()
+    }
+
+    /// The peers (`stack`) or the noise, busiest first, with their mean cores over the window.
+    fn listed(&self, k: &Sampler, stack: bool, window_s: f64) -> Vec<ProcCpu> {
+        let mut by_pid: BTreeMap<u32, f64> = BTreeMap::new();
+        for ks in &k.seconds {
+            for (p, c) in &ks.others {
+                if self.stack.contains(p) == stack {
+                    *by_pid.entry(*p).or_default() += c * ks.dt_s;
+                }
+            }
+        }
+        let mut out: Vec<ProcCpu> = by_pid
+            .into_iter()
+            .map(|(pid, cs)| ProcCpu {
+                pid,
+                comm: k
+                    .others_window
+                    .get(&pid)
+                    .map(|(c, _)| escape::bytes(c))
+                    .unwrap_or_default(),
+                cores: traps::round(cs / window_s.max(1e-9), 3),
+                wakeups: stack.then(|| k.wakers.get(&pid).copied()).flatten(),
+            })
+            .filter(|p| p.cores > 0.0 || stack)
+            .collect();
+        if stack {
+            // Peers that woke the server without using its CPUs are still named.
+            for (pid, n) in &k.wakers {
+                if self.stack.contains(pid) && !out.iter().any(|p| p.pid == *pid) {
+                    out.push(ProcCpu {
+                        pid: *pid,
+                        comm: std::fs::read(format!("/proc/{pid}/comm"))
+                            .map(|c| escape::bytes(c.strip_suffix(b"\n").unwrap_or(&c)))
+                            .unwrap_or_default(),
+                        cores: 0.0,
+                        wakeups: Some(*n),
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| b.cores.total_cmp(&a.cores).then(a.pid.cmp(&b.pid)));
+        out.truncate(10);
+        out
     }
 }
 
@@ -342,6 +469,7 @@ fn timeline(s: &LoadSide, k: &Sampler, mounts: &MountTable, attached: bool) -> V
         let dt = ks.dt_s.max(1e-3);
         r.served = Some(served_of(ks, by_requests));
         r.cores_busy = traps::round(ks.cores_busy, 2);
+        r.target_cpus_busy = traps::round(ks.allowed_busy, 2);
         r.target_cores = traps::round(ks.on_cpu_s / dt, 2);
         r.run_queue = traps::round(ks.runq_s / dt, 2);
         for (c, v) in CLASS_NAMES.iter().zip(ks.off_s.iter()) {

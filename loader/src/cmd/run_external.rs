@@ -43,6 +43,10 @@ pub struct LoadSide {
     pub per_second_2xx: bool,
     /// Load columns the generator did not give.
     pub missing: Vec<&'static str>,
+    /// The built-in generator's own budgets and what they held back.
+    pub generator: Option<crate::traps::run::GeneratorLimits>,
+    /// Processes of an external generator (its CPU is the load's, not noise).
+    pub client_pids: Vec<u32>,
 }
 
 impl LoadSide {
@@ -82,6 +86,16 @@ impl LoadSide {
             offered_rate: s.offered_rate_per_s,
             per_second_2xx: true,
             missing: vec![],
+            generator: Some(crate::traps::run::GeneratorLimits {
+                max_connections: s.connections.budget,
+                busy_max: s.connections.busy_max,
+                waited_for_slot: s.queue.waited,
+                dropped: s.dropped,
+                connect_rate_per_s: s.plan.connect_rate_per_s,
+                waited_for_connect: s.connections.paced,
+                scheduled: s.scheduled,
+            }),
+            client_pids: vec![],
         }
     }
 
@@ -139,6 +153,8 @@ impl LoadSide {
             offered_rate,
             per_second_2xx: has("ok_2xx"),
             missing,
+            generator: None,
+            client_pids: vec![],
         }
     }
 }
@@ -169,6 +185,11 @@ fn unix_now() -> f64 {
 }
 
 impl ExternalDriver {
+    /// Processes of the generator's tree seen while it ran.
+    pub fn client_pids(&self) -> Vec<u32> {
+        self.client_sampler.pids.iter().copied().collect()
+    }
+
     /// A driver for `-- COMMAND` (may be empty) and `--load-results FILE`.
     pub fn new(pid: u32, command: Vec<String>, results_file: Option<PathBuf>) -> Result<Self> {
         if let Some(prog) = command.first()

@@ -41,8 +41,14 @@ pub struct VersionArgs {
 /// checks that the object calls nothing missing from this list.
 /// Helpers only optional programs call (the off-CPU probes of `trapdetect run`, tp_btf): their
 /// absence degrades `run`'s classes, never `trace`.
-const OPTIONAL_HELPERS: &[(BpfHelper, &str, &str)] =
-    &[(BpfHelper::BPF_FUNC_task_pt_regs, "task_pt_regs", "5.15")];
+const OPTIONAL_HELPERS: &[(BpfHelper, &str, &str)] = &[
+    (BpfHelper::BPF_FUNC_task_pt_regs, "task_pt_regs", "5.15"),
+    (
+        BpfHelper::BPF_FUNC_get_current_task_btf,
+        "get_current_task_btf",
+        "5.11",
+    ),
+];
 
 const HELPERS: &[(BpfHelper, &str, &str)] = &[
     (

@@ -188,6 +188,34 @@ pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
     })
 }
 
+/// Per-CPU lines of /proc/stat (`cpuN ...`): (CPU id, busy ticks, all ticks). Busy excludes
+/// idle and iowait, as [`CpuTimes`] does for the machine; malformed lines are skipped.
+pub fn parse_per_cpu(text: &str) -> Vec<(u32, u64, u64)> {
+    let mut out = vec![];
+    for line in text.lines() {
+        // `cpuN`, not the aggregate `cpu ` line.
+        let Some(rest) = line
+            .strip_prefix("cpu")
+            .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let mut f = rest.split_ascii_whitespace();
+        let Some(id) = f.next().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let v: Vec<u64> = f.take(8).filter_map(|x| x.parse().ok()).collect();
+        if v.len() < 5 {
+            continue;
+        }
+        let Some(total) = v.iter().try_fold(0u64, |a, x| a.checked_add(*x)) else {
+            continue;
+        };
+        out.push((id, total - v[3] - v[4], total));
+    }
+    out
+}
+
 /// A process that used CPU during the sample.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Busy {
@@ -607,6 +635,14 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("fixtures")
             .join(rel)
+    }
+
+    #[test]
+    fn per_cpu_lines_give_busy_and_total_per_id() {
+        let text = "cpu  200 0 100 1000 50 0 0 0 0 0\ncpu0 100 0 50 400 25 5 5 0 0 0\ncpu1 100 0 50 600 25 0 0 0\ncpux 1 2 3\nintr 5\n";
+        // cpu0: total 585, idle 400 + iowait 25 -> busy 160.
+        assert_eq!(parse_per_cpu(text), vec![(0, 160, 585), (1, 150, 775)]);
+        assert!(parse_per_cpu("cpu3 1 2\n").is_empty());
     }
 
     #[test]

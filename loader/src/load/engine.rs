@@ -115,6 +115,8 @@ struct Lane {
     workers: Mutex<Workers>,
     /// Most slots of the budget in use at once.
     busy_max: AtomicU64,
+    /// Arrivals whose new connection waited for the connect pacing.
+    paced: AtomicU64,
     in_flight: AtomicU64,
     drained: tokio::sync::Notify,
     dispatched: AtomicU64,
@@ -327,6 +329,7 @@ pub fn start(plan: Plan) -> Result<Running> {
             deadlines: Deadlines::default(),
             workers: Mutex::new(Workers::default()),
             busy_max: AtomicU64::new(0),
+            paced: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             drained: tokio::sync::Notify::new(),
             dispatched: AtomicU64::new(0),
@@ -477,6 +480,11 @@ impl Running {
             .iter()
             .map(|l| l.busy_max.load(Ordering::Relaxed))
             .sum();
+        let paced = self
+            .lanes
+            .iter()
+            .map(|l| l.paced.load(Ordering::Relaxed))
+            .sum();
         let listen = match (&st.netstat, read_netstat()) {
             (Some(a), Some(b)) => {
                 let d = |k: &str| {
@@ -508,6 +516,7 @@ impl Running {
                 opened,
                 stale_retries,
                 busy_max,
+                paced,
                 listen,
                 generator: rusage(),
             },
@@ -778,8 +787,12 @@ async fn exchange(
         let now = mono_ns();
         let latest = start + clock::ns(sh.wait_bound);
         match lane.budget.connect_at(now, latest) {
-            None => return Outcome::Dropped,
+            None => {
+                lane.paced.fetch_add(1, Ordering::Relaxed);
+                return Outcome::Dropped;
+            }
             Some(at) if at > now => {
+                lane.paced.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_nanos(at - now)).await;
             }
             Some(_) => {}

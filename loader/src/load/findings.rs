@@ -574,6 +574,7 @@ mod tests {
                 opened: 3,
                 stale_retries: 0,
                 busy_max: 3,
+                paced: 0,
                 listen: None,
                 generator: Default::default(),
             },

@@ -169,8 +169,9 @@ pub struct Plan {
     /// Longest an arrival waits for a free connection (or a connect token) before it is
     /// dropped; capped at the timeout.
     pub max_wait: Duration,
-    /// New connections per second (`None`: [`CONNECT_RATE_PER_BUDGET`] × the budget with
-    /// keep-alive, unbounded without it: every request then needs one).
+    /// New connections per second (`None`: [`CONNECT_RATE_PER_BUDGET`] × the budget or twice
+    /// the offered rate, whichever is higher, with keep-alive; unbounded without it: every
+    /// request then needs one).
     pub connect_rate: Option<f64>,
     /// Share of sent arrivals, %, that may end without a status before `load.errors` fails.
     pub max_errors_pct: f64,
@@ -183,8 +184,12 @@ pub struct Plan {
 /// usual descriptor limit.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 /// Default new-connection rate, per connection of the budget per second: the whole budget may
-/// be reopened four times a second, a reconnect storm no faster.
+/// be reopened four times a second, a reconnect storm no faster. Never below twice the offered
+/// rate ([`CONNECT_RATE_PER_ARRIVAL`]): a server that closes every connection needs one connect
+/// per request, and the generator must be able to offer what it is asked to.
 pub const CONNECT_RATE_PER_BUDGET: f64 = 4.0;
+/// Default new-connection rate per offered arrival per second (see [`CONNECT_RATE_PER_BUDGET`]).
+pub const CONNECT_RATE_PER_ARRIVAL: f64 = 2.0;
 /// Default `--max-wait`.
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
 /// Default `--max-errors`, %.
@@ -547,7 +552,10 @@ impl Plan {
     pub fn connect_rate_for(&self, budget: usize) -> Option<f64> {
         match self.connect_rate {
             Some(r) => Some(r),
-            None if self.keepalive => Some(CONNECT_RATE_PER_BUDGET * budget as f64),
+            None if self.keepalive => Some(
+                (CONNECT_RATE_PER_BUDGET * budget as f64)
+                    .max(CONNECT_RATE_PER_ARRIVAL * self.rate.unwrap_or(0.0)),
+            ),
             None => None,
         }
     }

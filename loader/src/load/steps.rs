@@ -625,6 +625,7 @@ mod tests {
                 opened: 1,
                 stale_retries: 0,
                 busy_max: 0,
+                paced: 0,
                 listen: None,
                 generator: Default::default(),
             },

@@ -273,6 +273,8 @@ pub struct Connections {
     pub budget: u64,
     /// Most connections of the budget in use at once.
     pub busy_max: u64,
+    /// Arrivals whose new connection waited for the connect pacing (`--max-connect-rate`).
+    pub paced: u64,
     /// Measured requests that failed with EOF or reset on a fresh connection before any
     /// response byte: the server closed connections it would not serve (a refusal).
     pub refused_fresh: u64,
@@ -445,6 +447,8 @@ pub struct Totals {
     pub stale_retries: u64,
     /// Most slots of the budget in use at once.
     pub busy_max: u64,
+    /// Arrivals whose new connection waited for the connect pacing.
+    pub paced: u64,
     /// Listener counters over the run.
     pub listen: Option<Listen>,
     /// Cost.
@@ -534,6 +538,7 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
             tls_resumed: r.tls_resumed,
             budget,
             busy_max: t.busy_max,
+            paced: t.paced,
             refused_fresh: r.refused_fresh,
         },
         body_bytes: r.body_bytes,

@@ -175,6 +175,21 @@ impl Probes {
             .collect())
     }
 
+    /// Processes outside the traced set that woke traced threads so far: tgid → wakeups.
+    pub fn wakers(&self) -> HashMap<u32, u64> {
+        let mut out = HashMap::new();
+        let Some(m) = self.ebpf.map(MAP_WAKERS) else {
+            return out;
+        };
+        let Ok(h) = PerCpuHashMap::<&MapData, u32, u64>::try_from(m) else {
+            return out;
+        };
+        for (k, v) in h.iter().flatten() {
+            *out.entry(k).or_default() += v.iter().sum::<u64>();
+        }
+        out
+    }
+
     /// FUSE requests so far by connection device (all opcodes), for the per-second series.
     pub fn fuse_by_dev(&self) -> HashMap<u32, u64> {
         let mut out = HashMap::new();

@@ -192,6 +192,9 @@ pub struct Report {
     /// What "per request" means here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests: Option<Requests>,
+    /// `run`'s one verdict: what capped the run, and what followed from it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<crate::traps::run::Verdict>,
     /// Traps found, fail first.
     pub findings: Vec<Finding>,
     /// Findings silenced with `--ignore`, still listed.
@@ -237,6 +240,7 @@ impl Report {
             target: None,
             window_s: None,
             requests: None,
+            verdict: None,
             findings: vec![],
             ignored: vec![],
             skipped: vec![],

@@ -97,6 +97,7 @@ pub fn render(r: &Report) -> String {
     let mut out = String::new();
     for part in [
         head,
+        run_verdict,
         findings,
         syscalls,
         filesystems,
@@ -155,6 +156,47 @@ fn head(out: &mut String, r: &Report) {
                     .unwrap_or_default()
             ),
         };
+    }
+    out.push('\n');
+}
+
+/// `run`'s verdict, first: the cause, its share, the ceiling beside the delivered rate.
+fn run_verdict(out: &mut String, r: &Report) {
+    if let Some(v) = &r.verdict {
+        verdict_lines(out, v);
+    }
+}
+
+/// The verdict's lines (a live report and a saved one print the same).
+pub fn verdict_lines(out: &mut String, v: &crate::traps::run::Verdict) {
+    let _ = writeln!(out, "VERDICT");
+    let _ = writeln!(out, "  {}", v.summary);
+    if let Some(s) = v.share_of_thread_wall_time_pct {
+        let _ = writeln!(out, "  explains {s} % of the server's threads' wall time");
+    }
+    if let Some(b) = &v.ceiling_basis {
+        let _ = writeln!(out, "  ceiling: {b}");
+    }
+    let _ = writeln!(
+        out,
+        "  delivered {} req/s ({}){}",
+        v.delivered_per_s,
+        v.delivered_basis,
+        v.offered_per_s
+            .map(|o| format!(", offered {o} req/s"))
+            .unwrap_or_default()
+    );
+    if v.capped {
+        let _ = writeln!(out, "  capped: {}", v.capped_by.join(", "));
+    }
+    if !v.consequences.is_empty() {
+        let _ = writeln!(out, "  consequences: {}", v.consequences.join(", "));
+    }
+    if !v.trusted {
+        let _ = writeln!(
+            out,
+            "  the run measured something other than the server: untrusted (exit 3)"
+        );
     }
     out.push('\n');
 }
@@ -676,6 +718,9 @@ fn report_value(doc: &Value) -> String {
         .as_str()
         .is_some_and(|s| s.starts_with("trapdetect.load"));
     value_head(&mut out, doc, is_load);
+    if let Ok(v) = serde_json::from_value::<crate::traps::run::Verdict>(doc["verdict"].clone()) {
+        verdict_lines(&mut out, &v);
+    }
     value_findings(&mut out, doc);
     value_tables(&mut out, doc);
     value_rest(&mut out, doc, is_load);
@@ -837,6 +882,7 @@ fn value_rest(out: &mut String, doc: &Value, is_load: bool) {
             "target",
             "window_s",
             "requests",
+            "verdict",
             "findings",
             "syscalls",
             "filesystems",

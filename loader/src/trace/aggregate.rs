@@ -116,12 +116,25 @@ pub fn resolve(
 
 /// FUSE request counts attributed to mounts by connection device.
 pub fn fuse_obs(fuse: &HashMap<FuseKey, u64>, mounts: &MountTable) -> Vec<FuseObs> {
-    let mut out: Vec<FuseObs> = fuse
-        .iter()
-        .map(|(k, &count)| FuseObs {
-            mount: mounts.by_dev(k.dev, &[]),
-            opcode: opcode_name(k.opcode),
+    // The kernel keys requests from inside a traced path call apart (`IN_PATH_CALL`): one row
+    // per (mount, opcode), with that part kept.
+    let mut rows: HashMap<(Option<usize>, &'static str), (u64, u64)> = HashMap::new();
+    for (k, &count) in fuse {
+        let e = rows
+            .entry((mounts.by_dev(k.dev, &[]), opcode_name(k.opcode)))
+            .or_default();
+        e.0 += count;
+        if k.opcode & trapdetect_common::fuse::IN_PATH_CALL != 0 {
+            e.1 += count;
+        }
+    }
+    let mut out: Vec<FuseObs> = rows
+        .into_iter()
+        .map(|((mount, opcode), (count, in_path_calls))| FuseObs {
+            mount,
+            opcode,
             count,
+            in_path_calls,
         })
         .collect();
     out.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.opcode.cmp(b.opcode)));

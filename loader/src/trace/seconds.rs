@@ -57,6 +57,41 @@ pub struct KernelSecond {
     pub served_requests: u64,
     /// Connections the traced processes accepted in this second.
     pub accepts: u64,
+    /// accept() calls of the traced processes that failed with EMFILE or ENFILE (the process
+    /// or the system out of descriptors) in this second.
+    pub accept_emfile: u64,
+    /// CPUs the traced processes may run on at the sample (the union of their affinity masks).
+    pub allowed_cpus: Vec<u32>,
+    /// Cores busy on those CPUs in this second, whoever ran there (/proc/stat's per-CPU lines).
+    pub allowed_busy: f64,
+    /// Other processes' CPU in this second (not the traced tree, not trapdetect): (pid, cores
+    /// whose affinity lets them run on the target's CPUs, scaled by the overlap), busiest first.
+    pub others: Vec<(u32, f64)>,
+    /// The traced process closest to its descriptor limit at the sample.
+    pub fd_peak: Option<FdPeak>,
+}
+
+/// Descriptors of one traced process against its soft RLIMIT_NOFILE.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FdPeak {
+    /// Pid.
+    pub pid: u32,
+    /// `comm` (raw bytes).
+    pub comm: Vec<u8>,
+    /// Descriptors open at the sample.
+    pub open: u64,
+    /// Soft limit.
+    pub soft: u64,
+}
+
+/// Another process as the sampler last saw it: its CPU ticks and how much of its affinity
+/// overlaps the target's CPUs.
+#[derive(Clone, Debug)]
+struct Other {
+    start_ticks: u64,
+    cpu_ticks: u64,
+    /// Its allowed CPUs (read once).
+    allowed: Option<Vec<u32>>,
 }
 
 /// Samples the probes once a second.
@@ -83,6 +118,19 @@ pub struct Sampler {
     pub lock_names: HashMap<(u32, u64), Vec<u8>>,
     /// The target's binding CPU quota, read when sampling starts.
     pub quota: Option<QuotaWatch>,
+    /// Per-CPU (busy, total) ticks at the last sample.
+    prev_per_cpu: HashMap<u32, (u64, u64)>,
+    /// Every other process's CPU at the last sample, by pid.
+    prev_others: HashMap<u32, Other>,
+    /// accept() EMFILE/ENFILE failures so far.
+    prev_emfile: u64,
+    /// Soft RLIMIT_NOFILE by (pid, start time): read once per process.
+    nofile: HashMap<(u32, u64), Option<u64>>,
+    /// Name and CPU of other processes over the window: pid → (comm, ticks).
+    pub others_window: HashMap<u32, (Vec<u8>, u64)>,
+    /// Processes outside the traced set that woke its threads from a system call over the
+    /// window (read when it ends): tgid → wakeups.
+    pub wakers: HashMap<u32, u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -146,9 +194,75 @@ fn served_now(probes: &Probes) -> (u64, u64) {
     (served, accepts)
 }
 
-/// Threads of the traced tree.
-fn threads_of(root: u32) -> (Vec<u32>, Vec<u32>) {
-    let pids = process::tree_now(root);
+/// Per-CPU (busy, total) ticks now.
+fn per_cpu_now() -> HashMap<u32, (u64, u64)> {
+    std::fs::read_to_string("/proc/stat")
+        .map(|t| {
+            crate::host::host::parse_per_cpu(&t)
+                .into_iter()
+                .map(|(id, b, t)| (id, (b, t)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Cores busy on `cpus` between two per-CPU readings.
+fn allowed_busy(
+    before: &HashMap<u32, (u64, u64)>,
+    after: &HashMap<u32, (u64, u64)>,
+    cpus: &[u32],
+) -> f64 {
+    cpus.iter()
+        .filter_map(|c| {
+            let (b1, t1) = after.get(c)?;
+            let (b0, t0) = before.get(c)?;
+            (t1 > t0).then(|| b1.saturating_sub(*b0) as f64 / (t1 - t0) as f64)
+        })
+        .sum()
+}
+
+/// The union of the affinity masks of `pids` (their main threads'), sorted.
+fn allowed_cpus(pids: &[u32]) -> Vec<u32> {
+    let mut out: Vec<u32> = pids
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .filter_map(|t| process::parse_cpu_list(&process::parse_status(&t).cpus_allowed_list))
+        .flatten()
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Share of `theirs` (a process's allowed CPUs) that lies in `ours`: the part of its CPU time
+/// that can have been taken on the target's CPUs, were it spread evenly (1 when it could run
+/// anywhere the target can and nowhere else; 0 when the masks are disjoint).
+pub fn overlap(theirs: &[u32], ours: &[u32]) -> f64 {
+    if theirs.is_empty() {
+        return 1.0;
+    }
+    theirs.iter().filter(|c| ours.contains(c)).count() as f64 / theirs.len() as f64
+}
+
+/// Descriptors open in `pid` (`None`: unreadable).
+fn fd_count(pid: u32) -> Option<u64> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()
+        .map(|rd| rd.count() as u64)
+}
+
+/// A self-monitoring counter of the probes.
+fn counter(probes: &Probes, slot: u32) -> u64 {
+    probes
+        .counters()
+        .ok()
+        .and_then(|c| c.get(slot as usize).copied())
+        .unwrap_or(0)
+}
+
+/// Threads of the traced tree, from one scan of /proc.
+fn threads_of(root: u32, scan: &[process::ProcEntry]) -> (Vec<u32>, Vec<u32>) {
+    let pids = process::descendants(scan, root);
     let mut tids = vec![];
     for p in &pids {
         if let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) {
@@ -183,6 +297,12 @@ impl Sampler {
             seconds: vec![],
             lock_names: HashMap::new(),
             quota: QuotaWatch::of_pid(root),
+            prev_per_cpu: HashMap::new(),
+            prev_others: HashMap::new(),
+            prev_emfile: 0,
+            nofile: HashMap::new(),
+            others_window: HashMap::new(),
+            wakers: HashMap::new(),
         }
     }
 
@@ -202,6 +322,7 @@ impl Sampler {
     pub fn finish(&mut self, probes: &Probes) {
         if probes.offcpu_attached() && self.base.is_some() {
             self.sample(probes, true);
+            self.wakers = probes.wakers();
         }
     }
 
@@ -231,7 +352,8 @@ impl Sampler {
     }
 
     fn sample(&mut self, probes: &Probes, last: bool) {
-        let (pids, tids) = threads_of(self.root);
+        let scan = process::scan();
+        let (pids, tids) = threads_of(self.root, &scan);
         let Ok(reading) = probes.offcpu_read() else {
             return;
         };
@@ -241,6 +363,9 @@ impl Sampler {
         let cpu = host_cpu();
         let me = self_ticks();
         let served = served_now(probes);
+        let per_cpu = per_cpu_now();
+        let emfile = counter(probes, trapdetect_common::counters::C_ACCEPT_EMFILE);
+        let allowed = allowed_cpus(&pids);
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);
         let throttle = self.quota.as_mut().and_then(|q| q.tick());
@@ -260,6 +385,9 @@ impl Sampler {
             self.prev_cpu = cpu;
             self.prev_self = me;
             self.prev_served = served;
+            self.prev_per_cpu = per_cpu;
+            self.prev_emfile = emfile;
+            self.others_since(&scan, &pids, &allowed, 0.0);
             return;
         };
         let mut sec = KernelSecond {
@@ -339,6 +467,13 @@ impl Sampler {
         sec.served_requests = served.0.saturating_sub(self.prev_served.0);
         sec.accepts = served.1.saturating_sub(self.prev_served.1);
         self.prev_served = served;
+        sec.accept_emfile = emfile.saturating_sub(self.prev_emfile);
+        self.prev_emfile = emfile;
+        sec.allowed_busy = allowed_busy(&self.prev_per_cpu, &per_cpu, &allowed);
+        self.prev_per_cpu = per_cpu;
+        sec.others = self.others_since(&scan, &pids, &allowed, sec.dt_s);
+        sec.allowed_cpus = allowed;
+        sec.fd_peak = self.fd_peak(&scan, &pids);
         self.seconds.push(sec);
         self.prev = Some(reading);
         self.credit = credit;
@@ -349,6 +484,89 @@ impl Sampler {
         if !last {
             self.next += 1;
         }
+    }
+
+    /// Other processes' cores since the last sample, on the target's CPUs (scaled by how much
+    /// of each one's affinity overlaps them); remembers this scan for the next second and adds
+    /// each one's ticks to the window's totals.
+    fn others_since(
+        &mut self,
+        scan: &[process::ProcEntry],
+        tree: &[u32],
+        allowed: &[u32],
+        dt_s: f64,
+    ) -> Vec<(u32, f64)> {
+        let me = std::process::id();
+        let hz = process::clock_ticks();
+        let mut out = vec![];
+        let mut next = HashMap::new();
+        for e in scan {
+            if tree.contains(&e.pid) || e.pid == me {
+                continue;
+            }
+            let prev = self
+                .prev_others
+                .remove(&e.pid)
+                .filter(|o| o.start_ticks == e.stat.start_ticks);
+            let before = prev.as_ref().map(|o| o.cpu_ticks);
+            let d = e
+                .stat
+                .cpu_ticks
+                .saturating_sub(before.unwrap_or(e.stat.cpu_ticks));
+            let mut other = prev.unwrap_or(Other {
+                start_ticks: e.stat.start_ticks,
+                cpu_ticks: e.stat.cpu_ticks,
+                allowed: None,
+            });
+            other.cpu_ticks = e.stat.cpu_ticks;
+            if d > 0 && dt_s > 0.0 {
+                let theirs = other.allowed.get_or_insert_with(|| allowed_cpus(&[e.pid]));
+                let overlap = overlap(theirs, allowed);
+                let w = self
+                    .others_window
+                    .entry(e.pid)
+                    .or_insert_with(|| (e.stat.comm.clone(), 0));
+                w.1 += d;
+                if overlap > 0.0 {
+                    out.push((e.pid, d as f64 / hz / dt_s * overlap));
+                }
+            }
+            next.insert(e.pid, other);
+        }
+        self.prev_others = next;
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        out
+    }
+
+    /// The traced process with the fullest descriptor table against its soft limit.
+    fn fd_peak(&mut self, scan: &[process::ProcEntry], pids: &[u32]) -> Option<FdPeak> {
+        let mut best: Option<FdPeak> = None;
+        for e in scan.iter().filter(|e| pids.contains(&e.pid)) {
+            let soft = *self
+                .nofile
+                .entry((e.pid, e.stat.start_ticks))
+                .or_insert_with(|| {
+                    std::fs::read_to_string(format!("/proc/{}/limits", e.pid))
+                        .ok()
+                        .and_then(|t| crate::host::net::procfs::parse_nofile(&t))
+                        .and_then(|(soft, _)| soft)
+                });
+            let (Some(soft), Some(open)) = (soft, fd_count(e.pid)) else {
+                continue;
+            };
+            let fuller = best.as_ref().is_none_or(|b| {
+                open as f64 / soft.max(1) as f64 > b.open as f64 / b.soft.max(1) as f64
+            });
+            if fuller {
+                best = Some(FdPeak {
+                    pid: e.pid,
+                    comm: e.stat.comm.clone(),
+                    open,
+                    soft,
+                });
+            }
+        }
+        best
     }
 
     /// Threads found doing something other than waiting for work at half the samples or more

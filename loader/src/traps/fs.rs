@@ -95,6 +95,8 @@ pub struct FuseObs {
     pub opcode: &'static str,
     /// Requests.
     pub count: u64,
+    /// Of those, sent from inside a traced path syscall (whose time the tracer measures).
+    pub in_path_calls: u64,
 }
 
 /// What the trace saw, for the filesystem rules.
@@ -851,6 +853,7 @@ mod tests {
             mount: Some(c),
             opcode: "LOOKUP",
             count: 3,
+            in_path_calls: 3,
         }];
         let f = &cwd_slow(&obs)[0];
         assert_eq!(f.severity, Severity::Warn);

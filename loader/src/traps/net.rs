@@ -638,7 +638,7 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
     )))
 }
 
-fn suggested_nofile(need: u64) -> u64 {
+pub fn suggested_nofile(need: u64) -> u64 {
     (need + need / 4).div_ceil(1024) * 1024
 }
 

@@ -147,11 +147,21 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         id: "cpu.saturated",
-        title: "no trap: the CPUs are busy and the server is at its capacity",
+        title: "no trap: the CPUs the server may use are busy and it is at its capacity",
         commands: &[Run],
-        mechanism: "when the cores are busy and the server's threads spend their busy time on a CPU \
-                    or waiting for one, the flat ceiling is the machine's capacity, not a trap.",
-        evidence: &["cores_busy", "cores", "cpu_share_of_busy_time_pct"],
+        mechanism: "when the load is capped, the CPUs the server may use (its affinity, its \
+                    quota) are busy with the server and the processes that hand it work, and its \
+                    threads spend their busy time on a CPU or waiting for one, the flat ceiling \
+                    is the capacity of those CPUs, not a trap. CPUs busy with other processes \
+                    are host.noise instead.",
+        evidence: &[
+            "target_cpus_busy",
+            "allowed_cpus",
+            "usable_cpus",
+            "target_cores",
+            "noise_cores",
+            "share_of_busy_thread_time_pct",
+        ],
         remedy: "nothing to fix in the environment: profile the server's CPU use, or add cores.",
         doc: "docs/run.md",
     },
@@ -370,6 +380,26 @@ pub const RULES: &[Rule] = &[
         doc: "docs/run.md",
     },
     Rule {
+        id: "gen.budget",
+        title: "the built-in generator's own budget capped the run",
+        commands: &[Run],
+        mechanism: "the generator holds at most --max-connections connections and opens at most \
+                    --max-connect-rate new ones a second; when those held arrivals back while the \
+                    server was at no limit of its own (no accept queue, no saturated CPU, no \
+                    queued resource, no busy pool), the delivered rate is the generator's, not the \
+                    server's (exit 3).",
+        evidence: &[
+            "max_connections",
+            "busy_connections_max",
+            "waited_for_connection",
+            "connect_rate_per_s",
+            "waited_for_connect",
+            "flag",
+        ],
+        remedy: "raise the flag named (--max-connections or --max-connect-rate) and run again.",
+        doc: "docs/run.md",
+    },
+    Rule {
         id: "gen.client-starved",
         title: "an external load generator waited for a CPU",
         commands: &[Run],
@@ -464,7 +494,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "host.noise",
         title: "other processes use the CPUs",
-        commands: PRE,
+        commands: &[Preflight, Run],
         mechanism: "CPU time taken by other processes, CPU pressure or hypervisor steal is time \
                     the server and the generator do not get: results vary run to run.",
         evidence: &[
@@ -474,8 +504,12 @@ pub const RULES: &[Rule] = &[
             "load_1m",
             "cpu_pressure_some_avg10_pct",
             "steal_pct",
+            "noise_cores",
+            "decides_verdict",
+            "busiest_others",
         ],
-        remedy: "stop the other work (the top consumers are named) or run on a quiet machine.",
+        remedy: "stop the other work (the top consumers are named) or run on a quiet machine. \
+                 Under `run`, when they decide a CPU ceiling the run is untrusted (exit 3).",
         doc: "docs/preflight.md",
     },
     Rule {
@@ -624,7 +658,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "net.fd-limit",
         title: "the descriptor limit is below what the run needs",
-        commands: &[Preflight, Trace, NetCensus, Load],
+        commands: &[Preflight, Trace, NetCensus, Load, Run],
         mechanism: "an open-loop flood legitimately holds rate × timeout connections; past the \
                     soft RLIMIT_NOFILE, accept() or connect() fails with EMFILE.",
         evidence: &[
@@ -635,6 +669,7 @@ pub const RULES: &[Rule] = &[
             "soft_limit_fds",
             "hard_limit_fds",
             "headroom_fds",
+            "accept_emfile",
         ],
         remedy: "`prlimit --pid P --nofile=N:N` for the running process, `ulimit -n N` or \
                  systemd LimitNOFILE=N at start (N = need + 25 %).",

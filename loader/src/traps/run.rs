@@ -39,6 +39,12 @@ pub struct RunSecond {
     pub in_flight: u64,
     /// Host cores busy (all processes).
     pub cores_busy: f64,
+    /// Cores busy on the CPUs the target may run on (its affinity), whoever ran there.
+    pub target_cpus_busy: f64,
+    /// Of those, cores taken by processes outside the benchmark: not the target, not the
+    /// processes that hand it work (its front end, its upstreams: they woke its threads), not
+    /// the load generator.
+    pub noise_cores: f64,
     /// Cores the traced threads ran on (on-CPU thread-seconds per second).
     pub target_cores: f64,
     /// Threads runnable but not running (run-queue delay, thread-seconds per second).
@@ -169,6 +175,67 @@ pub struct RunObs {
     pub quota: Option<QuotaObs>,
     /// The target's executable (escaped path), for what its runtime's own locks are.
     pub exe: String,
+    /// The CPUs the target's processes may run on (the union of their affinity masks; empty:
+    /// unknown, every CPU).
+    pub allowed_cpus: Vec<u32>,
+    /// Processes outside the benchmark that ran on the target's CPUs, busiest first.
+    pub noise: Vec<ProcCpu>,
+    /// Processes that handed the target work (they woke its threads), busiest first: its
+    /// front end, its upstreams, the load generator. Part of the benchmark, not noise.
+    pub peers: Vec<ProcCpu>,
+    /// The traced process whose descriptor table came closest to its soft limit.
+    pub fd_peak: Option<FdPeakObs>,
+    /// accept() calls of the traced processes that failed with EMFILE or ENFILE.
+    pub accept_emfile: u64,
+    /// The built-in generator's own limits, when one of them held arrivals back.
+    pub generator: Option<GeneratorLimits>,
+}
+
+/// A process and the CPU it used on the target's CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ProcCpu {
+    /// Pid.
+    pub pid: u32,
+    /// `comm` (escaped).
+    pub comm: String,
+    /// Cores, mean over the window, on the target's CPUs (scaled by how much of its affinity
+    /// overlaps them).
+    pub cores: f64,
+    /// Times it woke the target's threads (peers only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wakeups: Option<u64>,
+}
+
+/// Descriptors of one traced process at its fullest.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FdPeakObs {
+    /// Pid.
+    pub pid: u32,
+    /// `comm` (escaped).
+    pub comm: String,
+    /// Descriptors open at the fullest sample.
+    pub open: u64,
+    /// Soft RLIMIT_NOFILE.
+    pub soft: u64,
+}
+
+/// What the built-in generator's own budgets did during the window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GeneratorLimits {
+    /// `--max-connections` (the connection budget).
+    pub max_connections: u64,
+    /// Most connections of the budget in use at once.
+    pub busy_max: u64,
+    /// Arrivals that waited for a connection of the budget.
+    pub waited_for_slot: u64,
+    /// Arrivals dropped after `--max-wait` without a connection.
+    pub dropped: u64,
+    /// New connections per second the generator allowed itself (`--max-connect-rate`).
+    pub connect_rate_per_s: Option<f64>,
+    /// Arrivals whose new connection waited for the connect pacing.
+    pub waited_for_connect: u64,
+    /// Arrivals scheduled in the window.
+    pub scheduled: u64,
 }
 
 fn class_s(o: &RunObs, name: &str) -> f64 {
@@ -190,12 +257,22 @@ impl RunObs {
         (self.wall_s() - class_s(self, "wait_work")).max(0.0)
     }
 
-    /// Seconds of the window with load (the drain after it excluded).
+    /// Seconds of the window with load (the drain after it excluded): seconds with arrivals,
+    /// or, when the generator gave no offered column (a closed loop: wrk, hey), seconds in
+    /// which requests were answered or the kernel saw them served.
     fn loaded(&self) -> Vec<&RunSecond> {
         let n = self.window_s.floor() as u64;
+        let offered_known = self.seconds.iter().any(|s| s.offered > 0);
         self.seconds
             .iter()
-            .filter(|s| s.t_s < n.max(1) && s.offered > 0)
+            .filter(|s| s.t_s < n.max(1))
+            .filter(|s| {
+                if offered_known {
+                    s.offered > 0
+                } else {
+                    s.ok_2xx + s.non_2xx > 0 || s.served.unwrap_or(0) > 0
+                }
+            })
             .collect()
     }
 
@@ -208,16 +285,100 @@ impl RunObs {
         }
     }
 
-    /// The host's cores were 85 % busy or more over the loaded seconds (anyone's work).
-    fn host_saturated(&self) -> bool {
-        self.cores > 0.0 && self.mean(|s| s.cores_busy) >= 0.85 * self.cores
+    /// CPUs the target's affinity allows (every CPU when it could not be read).
+    pub fn allowed(&self) -> f64 {
+        if self.allowed_cpus.is_empty() {
+            self.cores
+        } else {
+            self.allowed_cpus.len() as f64
+        }
     }
 
-    /// Delivered under 90 % of offered: the load found a ceiling.
+    /// The capacity in CPUs: the CPUs its affinity allows, capped by its binding quota.
+    pub fn usable(&self) -> f64 {
+        match &self.quota {
+            Some(q) => self.allowed().min(q.cpus()),
+            None => self.allowed(),
+        }
+    }
+
+    /// The target's CPUs were 85 % busy or more over the loaded seconds (anyone's work).
+    fn cpus_saturated(&self) -> bool {
+        self.allowed() > 0.0 && self.mean(|s| s.target_cpus_busy) >= SATURATED * self.allowed()
+    }
+
+    /// Mean cores that processes outside the benchmark took on the target's CPUs.
+    fn noise(&self) -> f64 {
+        self.mean(|s| s.noise_cores)
+    }
+
+    /// Other processes took a material share of the target's CPUs ([`NOISE_SHARE`]).
+    fn noisy(&self) -> bool {
+        self.noise() >= NOISE_SHARE * self.allowed()
+    }
+
+    /// Connections waited in the target's accept queues through the loaded seconds: at least
+    /// one on average and at half the samples or more. Below a pool's capacity an arrival
+    /// finds a free worker and the queue is empty at most samples (M/D/1 at 50 % load: 0.25
+    /// waiting on average); a sustained queue is the pool's ceiling.
+    fn accept_queue_sustained(&self) -> bool {
+        let q: Vec<u64> = self
+            .loaded()
+            .iter()
+            .filter_map(|s| s.accept_queue)
+            .collect();
+        !q.is_empty()
+            && q.iter().sum::<u64>() as f64 >= q.len() as f64
+            && q.iter().filter(|&&n| n > 0).count() * 2 >= q.len()
+    }
+
+    /// Why the load is at a ceiling. With an open loop's offered rate, only that counts: the
+    /// server kept up when it delivered (nearly) what was offered, whatever its CPUs or queues
+    /// show. Without one (a closed-loop generator: wrk, hey, k6 with VUs), from the kernel: a
+    /// sustained accept queue, the target's CPUs saturated, or threads queued on one
+    /// serialized resource (a filesystem whose rate stays flat, a file lock).
+    pub fn capped_by(&self) -> Vec<&'static str> {
+        let mut v = vec![];
+        if self.offered_rate > 0.0 {
+            if self.delivered_rate < 0.9 * self.offered_rate {
+                v.push("offered-above-delivered");
+            }
+            return v;
+        }
+        if self.accept_queue_sustained() {
+            v.push("accept-queue");
+        }
+        if self.cpus_saturated() {
+            v.push("cpus-saturated");
+        }
+        let queued = self
+            .filesystems
+            .iter()
+            .any(|fs| fs_queue(self, fs).is_some_and(|q| q.serialized && q.waiters >= 1.0))
+            || self
+                .locks
+                .iter()
+                .any(|l| !l.futex && l.wait_s / self.window_s.max(1e-9) >= 1.0);
+        if queued {
+            v.push("serialized-resource");
+        }
+        v
+    }
+
+    /// The load found a ceiling ([`RunObs::capped_by`]).
     pub fn capped(&self) -> bool {
-        self.offered_rate > 0.0 && self.delivered_rate < 0.9 * self.offered_rate
+        !self.capped_by().is_empty()
     }
 }
+
+/// Share of the target's CPUs busy from which they are saturated: at 85 % a CPU-bound server's
+/// run queue grows faster than its throughput (the knee of an M/M/c queue at two cores).
+pub const SATURATED: f64 = 0.85;
+
+/// Share of the target's CPUs other processes may take before they are noise that matters:
+/// a CPU-bound server's ceiling falls with the CPU it loses, and 10 % is more than twice the
+/// run-to-run spread benchmarks treat as noise (the same line as `fs::SHARE_LIMIT`).
+pub const NOISE_SHARE: f64 = 0.1;
 
 fn pct(part: f64, whole: f64) -> f64 {
     if whole > 0.0 {
@@ -249,6 +410,16 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Evidence about the CPUs every CPU verdict shows: what the target may use and who used them.
+fn cpu_evidence(f: Finding, o: &RunObs) -> Finding {
+    f.with("cores", o.cores)
+        .with("allowed_cpus", o.allowed())
+        .with("usable_cpus", round(o.usable(), 3))
+        .with("target_cpus_busy", round(o.mean(|s| s.target_cpus_busy), 2))
+        .with("target_cores", round(o.mean(|s| s.target_cores), 2))
+        .with("noise_cores", round(o.noise(), 2))
+}
+
 /// cpu.quota: the target's cgroup quota throttled it during the window and its threads waited
 /// runnable for a CPU. The ceiling is the quota's CPUs over the CPU time a request costs.
 fn quota_rule(o: &RunObs) -> Option<Finding> {
@@ -274,7 +445,7 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
             format!(
                 "the cgroup CPU quota ({:.2} CPU of {}) caps the server: it used {:.0} % of it, was throttled in {} of {} periods, and its threads waited {:.2} runnable on average",
                 q.cpus(),
-                o.cores,
+                o.allowed(),
                 usage * 100.0,
                 q.nr_throttled,
                 q.nr_periods,
@@ -289,7 +460,7 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
     .with("quota_us", q.quota_us)
     .with("period_us", q.period_us)
     .with("quota_cpus", round(q.cpus(), 3))
-    .with("usable_cpus", o.cores)
+    .with("usable_cpus", o.allowed())
     .with("nr_periods", q.nr_periods)
     .with("nr_throttled", q.nr_throttled)
     .with("throttled_us", q.throttled_us)
@@ -331,9 +502,12 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
     if o.window_s <= 0.0 || o.wall_s() <= 0.0 {
         return out;
     }
+    out.extend(generator_bound(o));
+    out.extend(fd_limit(o));
     let quota = quota_rule(o);
     let quota_binds = quota.is_some();
     out.extend(quota);
+    out.extend(host_noise(o, quota_binds));
     let saturated = cpu_saturated(o, quota_binds);
     let saturated_cpu = saturated.is_some();
     out.extend(saturated);
@@ -367,72 +541,163 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
     out
 }
 
-/// cpu.saturated: the host's cores are busy and the target's busy time is mostly on a CPU or
-/// waiting for one (busy cores alone may be other processes'). Under a binding quota the cap
-/// is the quota, whatever else keeps the host's cores busy.
-fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
-    let cores_busy = o.mean(|s| s.cores_busy);
-    let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.busy_s();
-    if quota_binds || !o.host_saturated() || !cpu_bound {
+/// host.noise (run): processes outside the benchmark took a share of the CPUs the target may
+/// use. It decides the verdict when the target is CPU-bound there (its CPUs saturated, or its
+/// threads waiting in the run queue) and the load was capped: the ceiling is then the CPU the
+/// others left it, not the server's (exit 3). Below a ceiling it is only stated.
+fn host_noise(o: &RunObs, quota_binds: bool) -> Option<Finding> {
+    if quota_binds || !o.noisy() {
         return None;
     }
-    Some(
+    let noise = o.noise();
+    let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.busy_s();
+    let contended = o.cpus_saturated() || o.runq_s >= 0.25 * o.busy_s();
+    let decides = o.capped() && cpu_bound && contended;
+    let severity = if decides {
+        Severity::Warn
+    } else {
+        Severity::Info
+    };
+    let top: Vec<String> = o
+        .noise
+        .iter()
+        .take(3)
+        .map(|p| format!("{} (pid {}) {:.2}", p.comm, p.pid, p.cores))
+        .collect();
+    let f = cpu_evidence(
         Finding::new(
-                "cpu.saturated",
-                Severity::Info,
-                format!(
-                    "no trap: the CPUs are busy ({:.2} of {} cores), the server is at its capacity on this machine",
-                    cores_busy, o.cores
-                ),
-            )
-            .with("cores_busy", round(cores_busy, 2))
-            .with("cores", o.cores)
-            .with("target_cores", round(o.mean(|s| s.target_cores), 2))
-            .with("delivered_per_s", round(o.delivered_rate, 1))
-            .with("offered_per_s", round(o.offered_rate, 1))
-            .with("share_of_busy_thread_time_pct", pct(o.on_cpu_s + o.runq_s, o.busy_s()))
-            .predict(format!(
-                "ceiling ≈ delivered {:.0} req/s: more throughput needs more CPU or cheaper requests",
+            "host.noise",
+            severity,
+            format!(
+                "other processes took {:.2} of the {} CPUs the server may use{}{}",
+                noise,
+                o.allowed(),
+                if top.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", top.join(", "))
+                },
+                if decides {
+                    ": the ceiling is what they left it, not the server's"
+                } else {
+                    ": the load was delivered, so they did not cap it"
+                }
+            ),
+        ),
+        o,
+    )
+    .with("noise_share_pct", pct(noise, o.allowed()))
+    .with("decides_verdict", decides)
+    .with("busiest_others", top.join("; "))
+    .with("run_queue_threads", round(o.runq_s / o.window_s, 2));
+    Some(
+        if decides {
+            f.predict(format!(
+                "a CPU-bound server loses what others take of its CPUs: the delivered {:.0} req/s is a ceiling of this host at this moment, not of the server; the run is untrusted (exit 3)",
                 o.delivered_rate
             ))
-            .remedy("nothing to fix in the environment: profile the code (perf, a PHP profiler) or add cores")
+        } else {
+            f
+        }
+        .remedy(
+            "stop or move the other work (the busiest are listed), or give the server CPUs of its own (taskset, cpusets) with nothing else on them, then run again",
+        ),
     )
 }
 
-/// cpu.run-queue: run-queue delay without saturated CPUs: a quota or pinning, not capacity.
+/// cpu.saturated: the load is capped, the CPUs the target may use are busy, with the target
+/// (and the processes that hand it work), and its busy time is mostly on a CPU or waiting for
+/// one. No trap: that is the server's capacity on these CPUs. Busy CPUs alone may be other
+/// processes' (host.noise); under a binding quota the cap is the quota.
+fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
+    let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.busy_s();
+    if quota_binds || !o.capped() || !o.cpus_saturated() || !cpu_bound || o.noisy() {
+        return None;
+    }
+    let busy = o.mean(|s| s.target_cpus_busy);
+    let pinned = o.allowed() < o.cores;
+    let mut f = cpu_evidence(
+        Finding::new(
+            "cpu.saturated",
+            Severity::Info,
+            format!(
+                "no trap: the CPUs the server may use are busy ({:.2} of {}{}), the server is at its capacity on them",
+                busy,
+                o.allowed(),
+                if pinned {
+                    format!(" allowed by its affinity; the machine has {}", o.cores)
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+        o,
+    )
+    .with("cores_busy", round(o.mean(|s| s.cores_busy), 2))
+    .with("delivered_per_s", round(o.delivered_rate, 1))
+    .with("offered_per_s", round(o.offered_rate, 1))
+    .with("share_of_busy_thread_time_pct", pct(o.on_cpu_s + o.runq_s, o.busy_s()))
+    .with("share_of_thread_wall_time_pct", pct(o.on_cpu_s + o.runq_s, o.wall_s()));
+    if !o.peers.is_empty() {
+        f = f.with(
+            "peers",
+            o.peers
+                .iter()
+                .take(3)
+                .map(|p| format!("{} (pid {}) {:.2}", p.comm, p.pid, p.cores))
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+    }
+    Some(
+        f.predict(format!(
+            "ceiling ≈ delivered {:.0} req/s: more throughput needs more CPU or cheaper requests",
+            o.delivered_rate
+        ))
+        .remedy(if pinned {
+            "nothing to fix in the environment but the CPUs it may use: widen its affinity (taskset -pc, the cpuset) to use the machine, or profile the code (perf, a PHP profiler)"
+        } else {
+            "nothing to fix in the environment: profile the code (perf, a PHP profiler) or add cores"
+        }),
+    )
+}
+
+/// cpu.run-queue: run-queue delay without saturated CPUs: pinning, bursts, a shared host.
 fn run_queue(o: &RunObs) -> Option<Finding> {
-    let cores_busy = o.mean(|s| s.cores_busy);
+    let cores_busy = o.mean(|s| s.target_cpus_busy);
     // An external generator's CPU, when one was watched (`run -- COMMAND`).
     let generator_cores = o
         .loaded()
         .iter()
         .any(|s| s.client_cores.is_some())
         .then(|| o.mean(|s| s.client_cores.unwrap_or(0.0)));
-    if o.runq_s < 0.25 * o.busy_s() || o.runq_s / o.window_s < 0.2 {
+    if o.runq_s < 0.25 * o.busy_s() || o.runq_s / o.window_s < 0.2 || o.noisy() {
         return None;
     }
     Some(
-        with_shares(
+        cpu_evidence(
+            with_shares(
                 Finding::new(
                     "cpu.run-queue",
                     ceiling_severity(o),
                     format!(
-                        "threads wait for a CPU ({:.2} runnable on average) while the host's cores are {:.0} % busy",
+                        "threads wait for a CPU ({:.2} runnable on average) while the CPUs the server may use are {:.0} % busy",
                         o.runq_s / o.window_s,
-                        pct(cores_busy, o.cores)
+                        pct(cores_busy, o.allowed())
                     ),
                 ),
                 o.runq_s,
                 o,
-            )
-            .with("cores_busy", round(cores_busy, 2))
-            .with("cores", o.cores)
-            .with_opt("generator_cores", generator_cores.map(|c| round(c, 2)))
-            .with("cpu_quota", match &o.quota {
-                None => "none binds".to_string(),
-                Some(q) => format!("{} µs per {} µs, not throttling", q.quota_us, q.period_us),
-            })
-            .remedy(run_queue_remedy(o, cores_busy, generator_cores))
+            ),
+            o,
+        )
+        .with("cores_busy", round(cores_busy, 2))
+        .with_opt("generator_cores", generator_cores.map(|c| round(c, 2)))
+        .with("cpu_quota", match &o.quota {
+            None => "none binds".to_string(),
+            Some(q) => format!("{} µs per {} µs, not throttling", q.quota_us, q.period_us),
+        })
+        .remedy(run_queue_remedy(o, cores_busy, generator_cores)),
     )
 }
 
@@ -440,11 +705,11 @@ fn run_queue(o: &RunObs) -> Option<Finding> {
 /// check (the quota was read: say so, not "check the quota").
 fn run_queue_remedy(o: &RunObs, cores_busy: f64, generator_cores: Option<f64>) -> String {
     let mut parts = vec![];
-    if cores_busy >= 0.6 * o.cores {
+    if cores_busy >= 0.6 * o.allowed() {
         parts.push(format!(
-            "the host's cores are shared ({:.2} of {} busy on average{}): runnable threads wait their turn when demand comes in bursts; give the server CPUs of its own (the load generator on other CPUs or another machine: taskset, cpusets), or run fewer busy threads than cores",
+            "the CPUs are shared ({:.2} of {} busy on average{}): runnable threads wait their turn when demand comes in bursts; give the server CPUs of its own (the load generator on other CPUs or another machine: taskset, cpusets), or run fewer busy threads than cores",
             cores_busy,
-            o.cores,
+            o.allowed(),
             generator_cores
                 .map(|g| format!(", {g:.2} of them the load generator's"))
                 .unwrap_or_default()
@@ -460,17 +725,27 @@ fn run_queue_remedy(o: &RunObs, cores_busy: f64, generator_cores: Option<f64>) -
     parts.join("; ")
 }
 
-/// fs.serialized / fs.slow-ops: threads wait on one filesystem; serialized when its rate stays
-/// flat while waiters queue.
-fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
-    let l = fs.syscall_s / o.window_s;
-    if fs.syscall_s < 0.2 * o.busy_s() || l < 0.3 {
+/// How threads queued on one filesystem: Little's law on the mount.
+struct FsQueue {
+    /// Mean threads waiting on it (its share of the threads' time over the window).
+    waiters: f64,
+    /// Operations per second over the window.
+    window_rate: f64,
+    /// The rate it can sustain: when threads queue for it (waiters ≥ 1), the rate it
+    /// sustained; below that, a serialized server is busy at most `waiters` of the time, so
+    /// it could do rate ÷ waiters (its service time, not the queued latency).
+    capacity: f64,
+    /// Its rate stayed flat while more than 1.2 threads waited: one daemon thread or one lock.
+    serialized: bool,
+}
+
+fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
+    let l = fs.syscall_s / o.window_s.max(1e-9);
+    if fs.ops == 0 && fs.syscall_s <= 0.0 {
         return None;
     }
-    let window_rate = fs.ops as f64 / o.window_s;
+    let window_rate = fs.ops as f64 / o.window_s.max(1e-9);
     let loaded: Vec<f64> = fs.ops_per_s.iter().map(|&x| x as f64).collect();
-    // Capacity: when threads queue for it (L ≥ 1), the rate it sustained; below that, a
-    // serialized server is busy at most L of the time, so it could do rate ÷ L.
     let rate = if loaded.len() >= 3 {
         let steady = &loaded[1..];
         steady.iter().sum::<f64>() / steady.len() as f64
@@ -478,7 +753,6 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
         window_rate
     };
     let capacity = if l >= 1.0 { rate } else { rate / l.max(1e-9) };
-    let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
     // Flat: the steady seconds' mean deviation within 40 % of their median (the first
     // second ramps up; docs/run.md).
     let serialized = l > 1.2 && {
@@ -491,6 +765,24 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
         let spread = steady.iter().map(|x| (x - m).abs()).sum::<f64>() / steady.len().max(1) as f64;
         m > 0.0 && spread <= 0.4 * m
     };
+    Some(FsQueue {
+        waiters: l,
+        window_rate,
+        capacity,
+        serialized,
+    })
+}
+
+/// fs.serialized / fs.slow-ops: threads wait on one filesystem; serialized when its rate stays
+/// flat while waiters queue.
+fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
+    let q = fs_queue(o, fs)?;
+    let l = q.waiters;
+    if fs.syscall_s < 0.2 * o.busy_s() || l < 0.3 {
+        return None;
+    }
+    let (window_rate, capacity, serialized) = (q.window_rate, q.capacity, q.serialized);
+    let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
     let mut f = with_shares(
         {
             let (sev, title) = (
@@ -568,7 +860,9 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
 /// 30,000/s: 10,536/s delivered on ~1 core of 2 while 7 threads sat on futexes.
 fn one_core(o: &RunObs) -> Option<Finding> {
     let target_cores = o.on_cpu_s / o.window_s;
-    if !o.capped() || o.host_saturated() || o.cores < 2.0 {
+    // Without an offered rate (a closed loop), the one core 90 % busy is the cap itself.
+    let capped = o.capped() || (o.offered_rate == 0.0 && target_cores >= 0.9);
+    if !capped || o.cpus_saturated() || o.allowed() < 2.0 {
         return None;
     }
     if !(0.8..=1.25).contains(&target_cores) {
@@ -585,14 +879,15 @@ fn one_core(o: &RunObs) -> Option<Finding> {
             ceiling_severity(o),
             format!(
                 "the server runs about one core at a time ({target_cores:.2} of {} cores) while the load is capped{}",
-                o.cores,
+                o.allowed(),
                 runtime.map(|r| format!(": {r}")).unwrap_or_default()
             ),
         )
         .with("target_cores", round(target_cores, 2))
-        .with("cores", o.cores)
-        .with("cores_busy", round(o.mean(|s| s.cores_busy), 2))
+        .with("cores", o.allowed())
+        .with("cores_busy", round(o.mean(|s| s.target_cpus_busy), 2))
         .with("threads", round(o.mean(|s| s.threads as f64), 1))
+        .with("share_of_thread_wall_time_pct", pct(o.on_cpu_s + o.runq_s, o.wall_s()))
         .with_opt("runtime", runtime)
         .with("delivered_per_s", round(o.delivered_rate, 1))
         .predict(format!(
@@ -652,7 +947,7 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
     if lock.wait_s < 0.2 * o.busy_s() || lock.wait_s / o.window_s < 0.2 {
         return None;
     }
-    if lock.futex && (!o.capped() || o.host_saturated()) {
+    if lock.futex && (!o.capped() || o.cpus_saturated()) {
         return None;
     }
     let interpreter = lock
@@ -705,7 +1000,7 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
 /// pool is the ceiling. The host's CPUs may be busy with others; what matters is that the
 /// workers' busy time is not CPU time.
 fn pool_too_small(o: &RunObs) -> Option<Finding> {
-    let cores_busy = o.mean(|s| s.cores_busy);
+    let cores_busy = o.mean(|s| s.target_cpus_busy);
     let busy = o.mean(|s| s.busy_threads as f64);
     let idle_threads_floor = o.mean(|s| s.threads as f64) - o.workers as f64;
     // Busy workers from the threads' time (thread-seconds not waiting for work per second),
@@ -760,6 +1055,147 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
     })
 }
 
+/// The server itself was at a limit, from the kernel alone: connections waited to be accepted,
+/// its CPUs were saturated, threads queued on one serialized resource, or every worker was
+/// busy. A generator budget that held arrivals back while none of these held capped the run
+/// itself.
+fn server_saturated(o: &RunObs) -> bool {
+    let busy_workers = (o.busy_s() / o.window_s.max(1e-9)).min(o.workers as f64);
+    o.accept_queue_sustained()
+        || o.cpus_saturated()
+        || (o.workers > 0 && busy_workers >= 0.9 * o.workers as f64)
+        || o.filesystems
+            .iter()
+            .any(|fs| fs_queue(o, fs).is_some_and(|q| q.serialized && q.waiters >= 1.0))
+        || o.locks
+            .iter()
+            .any(|l| !l.futex && l.wait_s / o.window_s.max(1e-9) >= 1.0)
+}
+
+/// Share of arrivals a generator budget may hold back before it shapes the load: beyond 1 %
+/// the offered load is no longer the one asked for (the same line as load.ceiling's).
+const BUDGET_SHARE: f64 = 0.01;
+
+/// gen.budget: the built-in generator's own budget (its connections, its connect pacing) held
+/// arrivals back while the server, by the kernel's account, was not at a limit: the delivered
+/// rate is the generator's ceiling, not the server's (exit 3).
+fn generator_bound(o: &RunObs) -> Option<Finding> {
+    let g = o.generator.as_ref()?;
+    let n = g.scheduled.max(1) as f64;
+    let slot_share = (g.waited_for_slot + g.dropped) as f64 / n;
+    let connect_share = g.waited_for_connect as f64 / n;
+    let by_slots = slot_share >= BUDGET_SHARE && g.busy_max >= g.max_connections;
+    let by_connects = connect_share >= BUDGET_SHARE;
+    if !(by_slots || by_connects) || server_saturated(o) {
+        return None;
+    }
+    let (what, flag) = if by_connects && (!by_slots || connect_share >= slot_share) {
+        (
+            format!(
+                "its connect pacing ({} new connections/s) delayed {:.1} % of the arrivals",
+                g.connect_rate_per_s
+                    .map_or("unbounded".to_string(), |r| format!("{r:.0}")),
+                connect_share * 100.0
+            ),
+            "--max-connect-rate",
+        )
+    } else {
+        (
+            format!(
+                "all {} connections of its budget were busy and {:.1} % of the arrivals waited for one ({} dropped)",
+                g.max_connections,
+                slot_share * 100.0,
+                g.dropped
+            ),
+            "--max-connections",
+        )
+    };
+    Some(
+        Finding::new(
+            "gen.budget",
+            Severity::Warn,
+            format!(
+                "the generator capped the run, not the server: {what}, while the server had capacity to spare"
+            ),
+        )
+        .with("max_connections", g.max_connections)
+        .with("busy_connections_max", g.busy_max)
+        .with("waited_for_connection", g.waited_for_slot)
+        .with("dropped", g.dropped)
+        .with_opt("connect_rate_per_s", g.connect_rate_per_s.map(|r| round(r, 1)))
+        .with("waited_for_connect", g.waited_for_connect)
+        .with("scheduled", g.scheduled)
+        .with("delivered_per_s", round(o.delivered_rate, 1))
+        .with("offered_per_s", round(o.offered_rate, 1))
+        .with("flag", flag)
+        .predict(format!(
+            "the delivered {:.0} req/s is the generator's limit: no accept queue, no saturated CPU, no queued resource or busy pool held the server back; the run is untrusted (exit 3)",
+            o.delivered_rate
+        ))
+        .remedy(format!(
+            "raise {flag} (trapdetect load --help) and run again; against a server that closes every connection, each request needs a new one"
+        )),
+    )
+}
+
+/// net.fd-limit (run): a process of the target ran out of descriptors (accept() failed with
+/// EMFILE or ENFILE) or sat at its soft limit: it refuses or delays the connections it should
+/// serve, whatever the others' descriptors. Read from every traced process, not the pid given
+/// (nginx's master sits at 9 of 64 while a worker is at 64 of 64).
+fn fd_limit(o: &RunObs) -> Option<Finding> {
+    let p = o.fd_peak.as_ref();
+    let full = p.is_some_and(|p| p.soft > 0 && p.open as f64 >= FD_FULL * p.soft as f64);
+    if o.accept_emfile == 0 && !full {
+        return None;
+    }
+    let severity = if o.accept_emfile > 0 || o.capped() {
+        Severity::Fail
+    } else {
+        Severity::Warn
+    };
+    let who = p
+        .map(|p| {
+            format!(
+                "{} (pid {}) reached {} of {} descriptors",
+                p.comm, p.pid, p.open, p.soft
+            )
+        })
+        .unwrap_or_else(|| "a traced process ran out of descriptors".into());
+    let target = p.map_or(65_536, |p| {
+        super::net::suggested_nofile((p.soft * 4).max(p.open + 1024))
+    });
+    Some(
+        Finding::new(
+            "net.fd-limit",
+            severity,
+            if o.accept_emfile > 0 {
+                format!(
+                    "{who}: {} accept() calls failed with EMFILE/ENFILE, connections it should serve were refused or left waiting",
+                    crate::figures::fmt_count(o.accept_emfile)
+                )
+            } else {
+                format!("{who}: the next connection it accepts fails with EMFILE")
+            },
+        )
+        .with_opt("pid", p.map(|p| p.pid))
+        .with_opt("comm", p.map(|p| p.comm.clone()))
+        .with_opt("open_fds", p.map(|p| p.open))
+        .with_opt("soft_limit_fds", p.map(|p| p.soft))
+        .with("accept_emfile", o.accept_emfile)
+        .with("delivered_per_s", round(o.delivered_rate, 1))
+        .predict(
+            "a process at its descriptor limit cannot accept or open anything: connections wait in the listen queue or are reset, and the delivered rate is the limit's, not the server's",
+        )
+        .remedy(format!(
+            "raise the limit of the process that binds (`prlimit --pid {} --nofile={target}:{target}`; nginx: `worker_rlimit_nofile {target};`; systemd: `LimitNOFILE={target}`), and start the server with it",
+            p.map_or("PID".to_string(), |p| p.pid.to_string())
+        )),
+    )
+}
+
+/// A process at 95 % of its soft descriptor limit or more is full: the next accepts fail.
+const FD_FULL: f64 = 0.95;
+
 /// run.classes-unavailable: the kernel cannot name the syscall a blocked thread is in.
 fn classes_unavailable(o: &RunObs) -> Finding {
     Finding::new(
@@ -769,6 +1205,217 @@ fn classes_unavailable(o: &RunObs) -> Finding {
         )
         .with("unknown_off_cpu_pct", pct(class_s(o, "unknown"), o.wall_s()))
         .remedy("run on Linux 5.15 or later for fs, lock and pool verdicts")
+}
+
+/// The one verdict of a run: what capped it, how much of the threads' time that explains,
+/// the ceiling it predicts beside the delivered rate, and what followed from it.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+pub struct Verdict {
+    /// Id of the finding that caps the run (`None`: nothing capped it, or nothing explains it).
+    pub cause: Option<String>,
+    /// One sentence: the cause, the delivered and predicted rates.
+    pub summary: String,
+    /// The load found a ceiling.
+    pub capped: bool,
+    /// How that was seen: `offered-above-delivered` (an open loop's offered rate),
+    /// `accept-queue`, `cpus-saturated`, `serialized-resource` (from the kernel, for a closed
+    /// loop).
+    pub capped_by: Vec<String>,
+    /// Share of the traced threads' wall time the cause explains, %.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_of_thread_wall_time_pct: Option<f64>,
+    /// The ceiling the cause predicts, req/s (the only ceiling figure in the report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_ceiling_per_s: Option<f64>,
+    /// How that ceiling was computed (the cause's arithmetic).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceiling_basis: Option<String>,
+    /// 2xx per second in the window.
+    pub delivered_per_s: f64,
+    /// Where the delivered rate comes from (`generator-2xx`, `kernel-served-requests`...).
+    pub delivered_basis: String,
+    /// The offered rate, when the generator had one (an open loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_per_s: Option<f64>,
+    /// Findings that follow from the cause (errors, timeouts, queue overflows, TIME_WAIT of
+    /// the overload) or restate it (the tracer's view of the same mount): listed under it,
+    /// warnings at most.
+    pub consequences: Vec<String>,
+    /// False when the cause says the run measured something other than the server (its
+    /// generator, other processes on its CPUs): exit 3.
+    pub trusted: bool,
+}
+
+/// What the verdict needs besides the observations.
+#[derive(Clone, Debug, Default)]
+pub struct VerdictInputs {
+    /// `run.delivered_basis`.
+    pub delivered_basis: String,
+    /// Requests the generator gave up on (timeouts): TIME_WAIT of their closes is the overload's.
+    pub timeouts: u64,
+}
+
+/// Causes that make the run measure something other than the server.
+const UNTRUSTING: [&str; 1] = ["gen.budget"];
+
+/// Ids that can cap a run, besides those ranked by the thread time they explain.
+const RANKED: [&str; 7] = [
+    "fs.serialized",
+    "fs.slow-ops",
+    "lock.contention",
+    "cpu.one-core",
+    "pool.too-small",
+    "cpu.run-queue",
+    "cpu.saturated",
+];
+
+/// Findings that follow from a ceiling rather than cause one.
+const CONSEQUENCES: [&str; 4] = [
+    "load.ceiling",
+    "load.status-mix",
+    "load.refusal",
+    "net.listen-overflow",
+];
+
+fn share(f: &Finding) -> f64 {
+    f.evidence
+        .get("share_of_thread_wall_time_pct")
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0)
+}
+
+/// Picks the cause among `findings`, folds what follows from it under it (warnings at most,
+/// with `consequence_of`), keeps the one ceiling figure on the cause, and says it in a
+/// sentence. Order: the generator's own budget (the run measured the generator); a process out
+/// of descriptors; other processes deciding a CPU ceiling; a binding quota; then whichever cause
+/// explains the largest share of the threads' wall time.
+pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> Verdict {
+    let capped_by = o.capped_by();
+    let capped = !capped_by.is_empty()
+        || findings.iter().any(|f| {
+            f.id == "gen.budget" || (f.id == "cpu.one-core" && f.severity == Severity::Fail)
+        });
+    let pick = |id: &str, pred: &dyn Fn(&Finding) -> bool| {
+        findings.iter().position(|f| f.id == id && pred(f))
+    };
+    let cause_ix = pick("gen.budget", &|_| true)
+        .or_else(|| {
+            pick("net.fd-limit", &|f| {
+                f.evidence.get("accept_emfile").and_then(|v| v.as_u64()) > Some(0)
+            })
+        })
+        .or_else(|| {
+            pick("host.noise", &|f| {
+                f.evidence.get("decides_verdict").and_then(|v| v.as_bool()) == Some(true)
+            })
+        })
+        .or_else(|| pick("cpu.quota", &|_| true))
+        .or_else(|| {
+            findings
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| RANKED.contains(&f.id.as_str()))
+                .filter(|(_, f)| capped || f.severity == Severity::Fail)
+                .max_by(|a, b| share(a.1).total_cmp(&share(b.1)))
+                .map(|(i, _)| i)
+        })
+        .filter(|_| capped);
+    let cause = cause_ix.map(|i| findings[i].clone());
+    let mut consequences = vec![];
+    if let Some(c) = &cause {
+        let fs_mount =
+            c.id.starts_with("fs.")
+                .then(|| c.evidence.get("mount").cloned())
+                .flatten();
+        for (i, f) in findings.iter_mut().enumerate() {
+            if Some(i) == cause_ix {
+                continue;
+            }
+            // The tracer's view of the same mount restates the cause.
+            let same_mount = fs_mount.is_some()
+                && (f.id == "fs.cwd-slow" || f.id == "fs.hot-path-slow")
+                && f.evidence.get("mount_point") == fs_mount.as_ref();
+            let overload_tw = f.id == "net.time-wait" && inputs.timeouts > 0;
+            if CONSEQUENCES.contains(&f.id.as_str()) || same_mount || overload_tw {
+                if f.severity == Severity::Fail {
+                    f.severity = Severity::Warn;
+                }
+                f.evidence
+                    .insert("consequence_of".into(), c.id.clone().into());
+                consequences.push(f.id.clone());
+            }
+        }
+    }
+    // One ceiling figure: the cause's. Another rule's estimate would contradict it (the
+    // tracer's walk latency timed while threads queued), so it goes, with a pointer.
+    for (i, f) in findings.iter_mut().enumerate() {
+        if Some(i) == cause_ix {
+            continue;
+        }
+        let had = f
+            .evidence
+            .keys()
+            .filter(|k| k.starts_with("predicted_ceiling"))
+            .cloned()
+            .collect::<Vec<_>>();
+        if had.is_empty() {
+            continue;
+        }
+        for k in had {
+            f.evidence.remove(&k);
+        }
+        f.predicted = Some(match &cause {
+            Some(c) => format!("the run's ceiling is the verdict's ({})", c.id),
+            None => "the run found no ceiling".to_string(),
+        });
+    }
+    let predicted = cause.as_ref().and_then(|c| {
+        c.evidence
+            .get("predicted_ceiling_per_s")
+            .and_then(|v| v.as_f64())
+    });
+    let trusted = !cause.as_ref().is_some_and(|c| {
+        UNTRUSTING.contains(&c.id.as_str())
+            || (c.id == "host.noise"
+                && c.evidence.get("decides_verdict").and_then(|v| v.as_bool()) == Some(true))
+    });
+    let offered = (o.offered_rate > 0.0).then_some(o.offered_rate);
+    let rates = match offered {
+        Some(r) => format!(
+            "{:.0} req/s delivered of {:.0}/s offered",
+            o.delivered_rate, r
+        ),
+        None => format!("{:.0} req/s delivered", o.delivered_rate),
+    };
+    let summary = match &cause {
+        Some(c) => format!(
+            "{} caps the run: {rates}; {}{}",
+            c.id,
+            c.title,
+            predicted
+                .map(|p| format!("; predicted ceiling {p:.0} req/s"))
+                .unwrap_or_default()
+        ),
+        None if capped => format!(
+            "the load is capped ({rates}; seen as {}) but no rule explains what the server's threads waited on: read the run section's time split",
+            capped_by.join(", ")
+        ),
+        None => format!("no ceiling: the server kept up ({rates})"),
+    };
+    Verdict {
+        cause: cause.as_ref().map(|c| c.id.clone()),
+        summary,
+        capped,
+        capped_by: capped_by.iter().map(|s| s.to_string()).collect(),
+        share_of_thread_wall_time_pct: cause.as_ref().map(share).filter(|s| *s > 0.0),
+        predicted_ceiling_per_s: predicted,
+        ceiling_basis: cause.as_ref().and_then(|c| c.predicted.clone()),
+        delivered_per_s: round(o.delivered_rate, 1),
+        delivered_basis: inputs.delivered_basis.clone(),
+        offered_per_s: offered.map(|r| round(r, 1)),
+        consequences,
+        trusted,
+    }
 }
 
 #[cfg(test)]
@@ -860,12 +1507,84 @@ mod tests {
         o.runq_s = 6.0;
         for s in &mut o.seconds {
             s.cores_busy = 1.97;
+            s.target_cpus_busy = 1.97;
         }
         let f = rules(&o);
         let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
         assert_eq!(ids, ["cpu.saturated"]);
         assert_eq!(f[0].severity, Severity::Info);
-        assert_eq!(f[0].evidence["cores_busy"], 1.97);
+        assert_eq!(f[0].evidence["target_cpus_busy"], 1.97);
+        assert_eq!(f[0].evidence["allowed_cpus"], 2.0);
+        // The same busy CPUs, half of a core of it a process outside the benchmark's: that is
+        // host.noise deciding the ceiling (the run is untrusted), not the server's capacity.
+        for s in &mut o.seconds {
+            s.noise_cores = 0.5;
+        }
+        o.noise = vec![ProcCpu {
+            pid: 77,
+            comm: "stress".into(),
+            cores: 0.5,
+            wakeups: None,
+        }];
+        let f = rules(&o);
+        let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
+        assert_eq!(ids, ["host.noise"], "{f:#?}");
+        assert_eq!(f[0].evidence["decides_verdict"], true);
+        assert_eq!(f[0].evidence["noise_share_pct"], 25.0);
+        assert_eq!(f[0].evidence["busiest_others"], "stress (pid 77) 0.50");
+        let mut all = f;
+        let v = verdict(&o, &mut all, &VerdictInputs::default());
+        assert_eq!((v.cause.as_deref(), v.trusted), (Some("host.noise"), false));
+        // Below a ceiling (everything offered delivered) the noise is only stated.
+        o.delivered_rate = o.offered_rate;
+        let f = rules(&o);
+        let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
+        assert_eq!(ids, ["host.noise"]);
+        assert_eq!(f[0].severity, Severity::Info);
+        assert_eq!(f[0].evidence["decides_verdict"], false);
+        let mut all = f;
+        let v = verdict(&o, &mut all, &VerdictInputs::default());
+        assert_eq!((v.cause, v.capped, v.trusted), (None, false, true));
+    }
+
+    /// A CPU-bound server pinned to one of two CPUs: its capacity is that CPU. Busy, with the
+    /// other CPU idle, it is at its capacity (the finding says the affinity allows one of two);
+    /// offered 11 % of that capacity on a busy host it is at no ceiling at all.
+    #[test]
+    fn capacity_is_the_cpus_the_target_may_use() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("wait_work", 1.0)]);
+        o.on_cpu_s = 9.5;
+        o.runq_s = 3.0;
+        o.allowed_cpus = vec![0];
+        for s in &mut o.seconds {
+            s.cores_busy = 1.0;
+            s.target_cpus_busy = 0.99;
+            s.target_cores = 0.95;
+        }
+        let f = rules(&o);
+        let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
+        assert_eq!(ids, ["cpu.saturated"], "{f:#?}");
+        assert_eq!(f[0].evidence["allowed_cpus"], 1.0);
+        assert!(
+            f[0].title
+                .contains("(0.99 of 1 allowed by its affinity; the machine has 2)"),
+            "{}",
+            f[0].title
+        );
+        // The host busy (other work on the other CPU), the server offered 11 % of what it
+        // can do and delivering all of it: no ceiling, no verdict.
+        o.offered_rate = 60.0;
+        o.delivered_rate = 60.0;
+        o.on_cpu_s = 1.1;
+        o.runq_s = 0.1;
+        for s in &mut o.seconds {
+            s.cores_busy = 2.0;
+            s.target_cpus_busy = 0.12;
+            s.target_cores = 0.11;
+        }
+        assert!(rules(&o).is_empty(), "{:#?}", rules(&o));
     }
 
     /// Node serving 2,000/s of 2,000 offered: its libuv and V8 threads wait on condition
@@ -896,7 +1615,7 @@ mod tests {
         o.locks[0].futex = false;
         o.locks[0].object = "/var/lib/php/sessions/sess_x".into();
         assert!(ids(&o).contains(&"lock.contention".to_string()));
-        // Capped with the host's CPUs saturated: the waits may be idle pool threads beside a
+        // Capped with the server's CPUs saturated: the waits may be idle pool threads beside a
         // busy event loop; no futex verdict.
         o.locks[0].futex = true;
         o.locks[0].object = "a futex in user space".into();
@@ -904,6 +1623,7 @@ mod tests {
         o.delivered_rate = 14_000.0;
         for s in &mut o.seconds {
             s.cores_busy = 1.95;
+            s.target_cpus_busy = 1.95;
         }
         assert!(
             !ids(&o).contains(&"lock.contention".to_string()),
@@ -913,6 +1633,7 @@ mod tests {
         // Capped with CPUs to spare (CPython's GIL, 1,300/s of 3,000 on 1.4 of 2 cores): judged.
         for s in &mut o.seconds {
             s.cores_busy = 1.4;
+            s.target_cpus_busy = 1.4;
         }
         assert!(
             ids(&o).contains(&"lock.contention".to_string()),
@@ -983,6 +1704,7 @@ mod tests {
         o.runq_s = 6.0;
         for s in &mut o.seconds {
             s.cores_busy = 1.42;
+            s.target_cpus_busy = 1.42;
             s.client_cores = Some(0.9);
         }
         let f = rules(&o);
@@ -992,11 +1714,12 @@ mod tests {
         assert_eq!(f[0].evidence["cpu_quota"], "none binds");
         assert_eq!(
             f[0].remedy,
-            "the host's cores are shared (1.42 of 2 busy on average, 0.90 of them the load generator's): runnable threads wait their turn when demand comes in bursts; give the server CPUs of its own (the load generator on other CPUs or another machine: taskset, cpusets), or run fewer busy threads than cores; no cgroup CPU quota binds it (read from its cgroups); check its CPU affinity (taskset -p PID) and what else runs on its CPUs"
+            "the CPUs are shared (1.42 of 2 busy on average, 0.90 of them the load generator's): runnable threads wait their turn when demand comes in bursts; give the server CPUs of its own (the load generator on other CPUs or another machine: taskset, cpusets), or run fewer busy threads than cores; no cgroup CPU quota binds it (read from its cgroups); check its CPU affinity (taskset -p PID) and what else runs on its CPUs"
         );
         // A quiet host: only the affinity is left to check.
         for s in &mut o.seconds {
             s.cores_busy = 0.5;
+            s.target_cpus_busy = 0.5;
             s.client_cores = None;
         }
         let f = rules(&o);
@@ -1145,6 +1868,7 @@ mod tests {
                 offered: 150,
                 ok_2xx: 50,
                 cores_busy: 1.9,
+                target_cpus_busy: 1.9,
                 threads: 5,
                 busy_threads: 4,
                 accept_queue: Some(30),
@@ -1218,6 +1942,201 @@ mod tests {
         assert_eq!(f[0].id, "pool.too-small");
         assert_eq!(f[0].evidence["accept_queue_max"], 90);
         assert_eq!(f[0].evidence["accept_queue_mean"], 36.0);
+    }
+
+    /// The same serialized mount under a closed-loop generator (wrk: no offered column): the
+    /// kernel shows the ceiling (connections wait to be accepted, threads queue on one
+    /// mount), so the verdict is the same as under the open loop.
+    #[test]
+    fn a_closed_loop_run_is_capped_from_the_kernel() {
+        let mut o = fuse_flood();
+        o.offered_rate = 0.0;
+        for s in &mut o.seconds {
+            s.offered = 0;
+            s.accept_queue = Some(7);
+        }
+        assert_eq!(o.capped_by(), ["accept-queue", "serialized-resource"]);
+        let f = rules(&o);
+        assert_eq!(f[0].id, "fs.serialized", "{f:#?}");
+        assert_eq!(f[0].severity, Severity::Fail);
+        // No queue anywhere and a mount that keeps up: nothing says the load was capped.
+        let mut o = fuse_flood();
+        o.offered_rate = 0.0;
+        o.filesystems[0].syscall_s = 8.0;
+        o.off_s = off(&[("path", 8.0), ("wait_work", 48.0)]);
+        for s in &mut o.seconds {
+            s.offered = 0;
+            s.accept_queue = Some(0);
+        }
+        assert!(o.capped_by().is_empty());
+        let f = rules(&o);
+        assert_eq!(f[0].id, "fs.slow-ops", "{f:#?}");
+        assert_eq!(f[0].severity, Severity::Warn);
+    }
+
+    fn finding_with(id: &str, sev: Severity, ev: &[(&str, serde_json::Value)]) -> Finding {
+        let mut f = Finding::new(id, sev, id);
+        for (k, v) in ev {
+            f = f.with(k, v.clone());
+        }
+        f
+    }
+
+    /// One cause, one ceiling: the tracer's view of the same mount (its walk timed while
+    /// threads queued) and the overload's symptoms are listed under the cause as warnings; the
+    /// only ceiling figure left is the cause's.
+    #[test]
+    fn the_verdict_names_one_cause_and_folds_its_consequences() {
+        let o = fuse_flood();
+        let mut all = rules(&o);
+        all.push(finding_with(
+            "fs.cwd-slow",
+            Severity::Fail,
+            &[
+                ("mount_point", "/mnt/slow".into()),
+                ("predicted_ceiling_rps_if_serialized", 212.0.into()),
+            ],
+        ));
+        all.push(finding_with("load.status-mix", Severity::Fail, &[]));
+        all.push(finding_with("net.listen-overflow", Severity::Fail, &[]));
+        all.push(finding_with("net.time-wait", Severity::Warn, &[]));
+        all.push(finding_with("proc.not-fresh", Severity::Warn, &[]));
+        let v = verdict(
+            &o,
+            &mut all,
+            &VerdictInputs {
+                delivered_basis: "generator-2xx".into(),
+                timeouts: 0,
+            },
+        );
+        assert_eq!(v.cause.as_deref(), Some("fs.serialized"));
+        assert_eq!(v.predicted_ceiling_per_s, Some(520.0));
+        assert_eq!(v.share_of_thread_wall_time_pct, Some(78.3));
+        assert_eq!(
+            v.consequences,
+            ["fs.cwd-slow", "load.status-mix", "net.listen-overflow"]
+        );
+        assert!(v.trusted && v.capped);
+        assert_eq!(v.capped_by, ["offered-above-delivered"]);
+        let by = |id: &str| all.iter().find(|f| f.id == id).unwrap();
+        assert_eq!(by("fs.serialized").severity, Severity::Fail);
+        for id in ["fs.cwd-slow", "load.status-mix", "net.listen-overflow"] {
+            assert_eq!(by(id).severity, Severity::Warn, "{id}");
+            assert_eq!(by(id).evidence["consequence_of"], "fs.serialized");
+        }
+        let cwd = by("fs.cwd-slow");
+        assert!(
+            !cwd.evidence
+                .contains_key("predicted_ceiling_rps_if_serialized")
+        );
+        assert_eq!(
+            cwd.predicted.as_deref(),
+            Some("the run's ceiling is the verdict's (fs.serialized)")
+        );
+        // TIME_WAIT is the overload's only when the generator gave up on requests.
+        assert!(!v.consequences.contains(&"net.time-wait".to_string()));
+        let mut all = rules(&o);
+        all.push(finding_with("net.time-wait", Severity::Warn, &[]));
+        let v = verdict(
+            &o,
+            &mut all,
+            &VerdictInputs {
+                delivered_basis: "generator-2xx".into(),
+                timeouts: 40,
+            },
+        );
+        assert_eq!(v.consequences, ["net.time-wait"]);
+        assert!(
+            v.summary
+                .starts_with("fs.serialized caps the run: 520 req/s delivered of 1500/s offered; "),
+            "{}",
+            v.summary
+        );
+    }
+
+    /// The generator's connect pacing held 30 % of the arrivals back while the server had
+    /// idle workers and no queue: the generator's ceiling (exit 3), not the server's. The same
+    /// waits with connections queued in the server's accept queue are the server's.
+    #[test]
+    fn a_generator_budget_is_never_the_servers_ceiling() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("wait_work", 40.0)]);
+        o.on_cpu_s = 4.0;
+        o.workers = 4;
+        o.offered_rate = 3530.0;
+        o.delivered_rate = 2110.0;
+        o.answered = 21_100;
+        o.generator = Some(GeneratorLimits {
+            max_connections: 512,
+            busy_max: 40,
+            waited_for_slot: 0,
+            dropped: 0,
+            connect_rate_per_s: Some(2048.0),
+            waited_for_connect: 10_600,
+            scheduled: 35_300,
+        });
+        for s in &mut o.seconds {
+            s.accept_queue = Some(0);
+            s.target_cpus_busy = 0.9;
+        }
+        let mut f = rules(&o);
+        assert_eq!(f[0].id, "gen.budget", "{f:#?}");
+        assert_eq!(f[0].evidence["flag"], "--max-connect-rate");
+        assert!(
+            f[0].title.contains(
+                "its connect pacing (2048 new connections/s) delayed 30.0 % of the arrivals"
+            ),
+            "{}",
+            f[0].title
+        );
+        f.push(finding_with("load.ceiling", Severity::Warn, &[]));
+        let v = verdict(&o, &mut f, &VerdictInputs::default());
+        assert_eq!(v.cause.as_deref(), Some("gen.budget"));
+        assert!(!v.trusted);
+        assert_eq!(v.consequences, ["load.ceiling"]);
+        // The server's accept queue full: the server is the ceiling, the pacing does not bind.
+        for s in &mut o.seconds {
+            s.accept_queue = Some(60);
+        }
+        assert!(rules(&o).iter().all(|f| f.id != "gen.budget"));
+    }
+
+    /// An nginx worker at 64 of 64 descriptors refusing connections (1,200 accept() calls
+    /// failed with EMFILE) while its master sits at 9: the worker binds, and the cause is its
+    /// limit.
+    #[test]
+    fn a_worker_out_of_descriptors_is_the_cause() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("wait_work", 50.0)]);
+        o.fd_peak = Some(FdPeakObs {
+            pid: 4243,
+            comm: "nginx".into(),
+            open: 64,
+            soft: 64,
+        });
+        o.accept_emfile = 1_200;
+        let mut f = rules(&o);
+        assert_eq!(f[0].id, "net.fd-limit", "{f:#?}");
+        assert_eq!(f[0].severity, Severity::Fail);
+        assert_eq!(f[0].evidence["pid"], 4243);
+        assert_eq!(f[0].evidence["open_fds"], 64);
+        assert_eq!(f[0].evidence["accept_emfile"], 1200);
+        assert!(
+            f[0].remedy
+                .contains("prlimit --pid 4243 --nofile=2048:2048")
+                && f[0].remedy.contains("worker_rlimit_nofile 2048;"),
+            "{}",
+            f[0].remedy
+        );
+        f.push(finding_with("net.time-wait", Severity::Fail, &[]));
+        let v = verdict(&o, &mut f, &VerdictInputs::default());
+        assert_eq!(v.cause.as_deref(), Some("net.fd-limit"));
+        // At 40 of 64 nothing is said.
+        o.fd_peak.as_mut().unwrap().open = 40;
+        o.accept_emfile = 0;
+        assert!(rules(&o).iter().all(|f| f.id != "net.fd-limit"));
     }
 
     #[test]

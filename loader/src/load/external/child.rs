@@ -211,6 +211,8 @@ pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
 pub struct ClientSampler {
     prev: HashMap<u32, (u64, u64)>,
     at: Option<Instant>,
+    /// Every process of the generator's tree seen so far (its CPU is the load's, not noise).
+    pub pids: std::collections::BTreeSet<u32>,
 }
 
 impl ClientSampler {
@@ -219,6 +221,7 @@ impl ClientSampler {
         let now = Instant::now();
         let mut cur = HashMap::new();
         for p in process::tree_now(root) {
+            self.pids.insert(p);
             let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) else {
                 continue;
             };
