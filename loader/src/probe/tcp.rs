@@ -110,6 +110,25 @@ pub struct ConnectCounts {
 }
 
 impl Probes {
+    /// Remote ports the traced processes connected to so far (their upstreams), with the
+    /// connects, busiest first (empty when the TCP state program is not attached).
+    pub fn upstream_ports(&self) -> Vec<(u16, u64)> {
+        let Some(m) = self.ebpf.map(trapdetect_common::names::MAP_UPSTREAM) else {
+            return vec![];
+        };
+        let Ok(h) = aya::maps::PerCpuHashMap::<&MapData, u32, u64>::try_from(m) else {
+            return vec![];
+        };
+        let mut out: Vec<(u16, u64)> = h
+            .iter()
+            .flatten()
+            .filter(|(p, _)| *p > 0 && *p <= u16::MAX as u32)
+            .map(|(p, v)| (p as u16, v.iter().sum()))
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        out
+    }
+
     /// Counts the state changes of these ports one by one (at most `MAX_PORT_SLOTS`, in the
     /// order given); returns the ports kept.
     pub fn watch_ports(&mut self, ports: &[u16]) -> Result<Vec<u16>> {

@@ -43,6 +43,7 @@ figure.chart{margin:.6rem 0 1.2rem;break-inside:avoid}figure.chart svg{width:100
 details{border:1px solid var(--line);border-radius:4px;padding:.3rem .8rem;margin:.6rem 0}\
 summary{cursor:pointer;font-weight:600}\
 .problems{border:2px solid var(--fail);border-radius:4px;padding:.5rem 1rem;margin:1rem 0}\
+.sentence{font-size:1.08rem;margin:.4rem 0}.pair{display:grid;grid-template-columns:repeat(auto-fit,minmax(22rem,1fr));gap:.8rem}\
 @media print{body{max-width:none;padding:0}details{border:none;padding:0}a{color:inherit}}";
 
 /// Renders a report as an HTML page (with the renderings of its sections, collapsed).
@@ -82,9 +83,10 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
     };
     page_head(&mut o, &title);
     header(&mut o, doc, is_load);
-    findings(&mut o, doc);
     let load = if is_load { doc } else { &doc["load"] };
     let marks = second_marks(doc, load);
+    run_verdict(&mut o, doc, &marks);
+    findings(&mut o, doc);
     if is_load {
         let _ = write!(o, "<h2>Load</h2>");
         load_section(&mut o, doc, &marks);
@@ -130,6 +132,7 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
         "target",
         "window_s",
         "requests",
+        "verdict",
         "findings",
         "ignored",
         "skipped",
@@ -435,6 +438,172 @@ fn header(o: &mut String, doc: &Value, is_load: bool) {
     }
 }
 
+/// `run`'s verdict first: the sentence, its figures, the consequences, and the chart that
+/// proves it: delivered against offered beside the threads waiting on the cause's resource.
+fn run_verdict(o: &mut String, doc: &Value, marks: &[Marks]) {
+    let Some(v) = doc.get("verdict").filter(|v| v.is_object()) else {
+        return;
+    };
+    let _ = write!(
+        o,
+        "<h2>Verdict</h2><p class=\"sentence\"><b>{}</b></p>",
+        h(v["summary"].as_str().unwrap_or(""))
+    );
+    let mut facts = vec![];
+    if let Some(s) = v["share_of_thread_wall_time_pct"].as_f64() {
+        facts.push(format!("explains {s} % of the server's threads' wall time"));
+    }
+    facts.push(format!(
+        "delivered {}/s ({})",
+        units::fmt_num(v["delivered_per_s"].as_f64().unwrap_or(0.0)),
+        h(v["delivered_basis"].as_str().unwrap_or(""))
+    ));
+    if let Some(r) = v["offered_per_s"].as_f64() {
+        facts.push(format!("offered {}/s", units::fmt_num(r)));
+    }
+    if let Some(c) = v["predicted_ceiling_per_s"].as_f64() {
+        facts.push(format!("predicted ceiling {}/s", units::fmt_num(c)));
+    }
+    let by: Vec<&str> = v["capped_by"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !by.is_empty() {
+        facts.push(format!("capped: {}", h(&by.join(", "))));
+    }
+    let _ = write!(o, "<p class=\"meta\">{}</p>", facts.join(" · "));
+    if let Some(b) = v["ceiling_basis"].as_str() {
+        let _ = write!(o, "<div class=\"pm\"><b>ceiling</b> {}</div>", h(b));
+    }
+    let cons: Vec<&str> = v["consequences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !cons.is_empty() {
+        let _ = write!(
+            o,
+            "<p class=\"meta\">consequences (listed below as warnings): {}</p>",
+            h(&cons.join(", "))
+        );
+    }
+    let Some(rows) = doc
+        .pointer("/run/timeline")
+        .and_then(Value::as_array)
+        .filter(|t| !t.is_empty())
+    else {
+        return;
+    };
+    let n = rows
+        .iter()
+        .filter_map(|p| p["t_s"].as_u64())
+        .max()
+        .map_or(rows.len(), |t| t as usize + 1);
+    let col = |f: &dyn Fn(&Value) -> Option<f64>| -> Vec<Option<f64>> {
+        let mut out = vec![None; n];
+        for (i, p) in rows.iter().enumerate() {
+            let t = p["t_s"].as_u64().map_or(i, |t| t as usize);
+            if t < n {
+                out[t] = f(p);
+            }
+        }
+        out
+    };
+    let offered = rows.iter().any(|p| p["offered"].as_u64() > Some(0));
+    let mut rates = vec![Series {
+        name: "delivered (2xx)".into(),
+        values: col(&|p| {
+            p["ok_2xx"]
+                .as_f64()
+                .filter(|v| *v > 0.0)
+                .or(p["served"].as_f64())
+        }),
+    }];
+    if offered {
+        rates.insert(
+            0,
+            Series {
+                name: "offered".into(),
+                values: col(&|p| p["offered"].as_f64()),
+            },
+        );
+    }
+    let cause = v["cause"].as_str().unwrap_or("");
+    let class = |names: &'static [&'static str]| -> Vec<Option<f64>> {
+        col(&move |p| Some(names.iter().filter_map(|c| p["off_cpu"][*c].as_f64()).sum()))
+    };
+    let waiters: Vec<Series> = match cause {
+        c if c.starts_with("fs.") => vec![Series {
+            name: "threads waiting on the filesystem".into(),
+            values: class(&["path", "file_io"]),
+        }],
+        "lock.contention" => vec![Series {
+            name: "threads waiting for the lock".into(),
+            values: class(&["file_lock", "futex"]),
+        }],
+        "pool.too-small" | "net.fd-limit" => vec![
+            Series {
+                name: "busy workers".into(),
+                values: col(&|p| p["busy_threads"].as_f64()),
+            },
+            Series {
+                name: "accept queue".into(),
+                values: col(&|p| p["accept_queue"].as_f64()),
+            },
+        ],
+        "host.noise" => vec![
+            Series {
+                name: "the target's cores".into(),
+                values: col(&|p| p["target_cores"].as_f64()),
+            },
+            Series {
+                name: "others on its CPUs".into(),
+                values: col(&|p| p["noise_cores"].as_f64()),
+            },
+        ],
+        c if c.starts_with("cpu.") => vec![
+            Series {
+                name: "on CPU".into(),
+                values: col(&|p| p["target_cores"].as_f64()),
+            },
+            Series {
+                name: "run queue".into(),
+                values: col(&|p| p["run_queue"].as_f64()),
+            },
+        ],
+        _ => vec![],
+    };
+    let _ = write!(o, "<div class=\"pair\">");
+    figure(
+        o,
+        Timeline {
+            title: "Delivered against offered".into(),
+            unit: "requests per second".into(),
+            series: rates,
+            marks: marks.to_vec(),
+            log_y: false,
+        }
+        .svg(),
+    );
+    if !waiters.is_empty() {
+        figure(
+            o,
+            Timeline {
+                title: format!("What the cause holds ({cause})"),
+                unit: "threads, on average".into(),
+                series: waiters,
+                marks: marks.to_vec(),
+                log_y: false,
+            }
+            .svg(),
+        );
+    }
+    let _ = write!(o, "</div>");
+}
+
 fn findings(o: &mut String, doc: &Value) {
     let empty = vec![];
     let list = doc["findings"].as_array().unwrap_or(&empty);
@@ -459,16 +628,18 @@ fn findings(o: &mut String, doc: &Value) {
             .get("evidence")
             .filter(|e| e.as_object().is_some_and(|m| !m.is_empty()))
         {
+            // Collapsed under the title: 20-30 rows each would bury the verdict.
             let _ = write!(
                 o,
-                "<div class=\"wrap\"><table class=\"kv\"><tr><th colspan=\"2\" style=\"background:var(--soft)\">measured</th></tr>"
+                "<details><summary>measured ({} values)</summary><div class=\"wrap\"><table class=\"kv\">",
+                ev.len()
             );
             for (k, v) in ev {
                 let _ = write!(o, "<tr><th>{}</th><td>", h(k));
                 value(o, k, v);
                 let _ = write!(o, "</td></tr>");
             }
-            let _ = write!(o, "</table></div>");
+            let _ = write!(o, "</table></div></details>");
         }
         if let Some(r) = f
             .get("remedy")
@@ -710,10 +881,12 @@ fn load_section(o: &mut String, l: &Value, marks: &[Marks]) {
 /// columns, `traps::run::LOAD_COLUMNS`, which the load charts show); every other numeric field
 /// (or object of numbers) gets a chart of its own, so a field added to the timeline shows up
 /// without a change here.
-const RUN_SHOWN: [&str; 10] = [
+const RUN_SHOWN: [&str; 12] = [
     "t_s",
     "marks",
     "cores_busy",
+    "target_cpus_busy",
+    "noise_cores",
     "target_cores",
     "run_queue",
     "off_cpu",
@@ -813,7 +986,7 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
     figure(
         o,
         timeline(
-            "CPU: host cores busy and the target's share",
+            "CPU: host cores busy, the target's CPUs busy, the target's share and others' (noise)",
             "cores",
             vec![
                 Series {
@@ -821,8 +994,16 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
                     values: col(&|p| p["cores_busy"].as_f64()),
                 },
                 Series {
+                    name: "the target's CPUs".into(),
+                    values: col(&|p| p["target_cpus_busy"].as_f64()),
+                },
+                Series {
                     name: "target".into(),
                     values: col(&|p| p["target_cores"].as_f64()),
+                },
+                Series {
+                    name: "noise".into(),
+                    values: col(&|p| p["noise_cores"].as_f64()),
                 },
             ],
         )

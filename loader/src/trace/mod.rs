@@ -280,9 +280,10 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
         .get(C_ACCEPTS as usize)
         .copied()
         .unwrap_or(0);
-    let probe = request_basis.map(|(answered, _)| requests::ProbeCount {
+    let probe = request_basis.map(|(answered, basis)| requests::ProbeCount {
         answered,
         sent_bytes_max,
+        basis,
     });
     let denominator = requests::decide(probe, accepts, served.as_ref());
     let requests = denominator.count;

@@ -381,6 +381,9 @@ pub struct Measured {
     pub missed: Option<u64>,
     /// connect() calls of watched clients on sockets that are not TCP.
     pub not_tcp: u64,
+    /// Remote ports the target connected to during the window, with the connects (its
+    /// upstreams, seen in the kernel: a census instant may catch none of them alive).
+    pub upstream: Vec<(u16, u64)>,
 }
 
 /// Ends the network half: the traced observation joined to the census, the rules, the
@@ -397,6 +400,7 @@ pub fn finish(
         connect,
         missed,
         not_tcp,
+        upstream,
     } = measured;
     // Optional probes: the trace stands without them, but the report says what is missing.
     for r in probes.iter().filter(|r| !r.attached) {
@@ -415,6 +419,7 @@ pub fn finish(
     let NetStart {
         census,
         mut skipped,
+        pid,
         clients,
         client_ns,
         netns_labels,
@@ -425,6 +430,24 @@ pub fn finish(
         report.skipped.append(&mut skipped);
         return;
     };
+    // The target's upstreams over the window: their TIME_WAIT is read after it (the census
+    // before attach holds none of the sockets this window closed).
+    if !upstream.is_empty() {
+        let ports: Vec<u16> = upstream.iter().map(|(p, _)| *p).collect();
+        match net::census_with_upstreams(&Netns::Pid(pid), Some(pid), None, &[], &ports) {
+            Ok(end) => {
+                obs.time_wait.upstream = end.time_wait.upstream;
+                for u in &mut obs.time_wait.upstream {
+                    u.connects_during_window =
+                        upstream.iter().find(|(p, _)| *p == u.port).map(|(_, n)| *n);
+                }
+            }
+            Err(e) => skipped.push(Skipped {
+                check: "net.upstream-time-wait at the end of the window".into(),
+                reason: e.to_string(),
+            }),
+        }
+    }
     for c in &clients {
         if let Ok(f) = net::fd_use(c.pid, "generator") {
             obs.fds.push(f);

@@ -19,6 +19,9 @@ pub struct ProbeCount {
     /// Largest number of request bytes the probe can have written in the window (`None`:
     /// unknown).
     pub sent_bytes_max: Option<u64>,
+    /// What drove it: `probe-load` (the tracer's light load), `run-load` (`trapdetect run`'s
+    /// load, the measurement itself).
+    pub basis: &'static str,
 }
 
 pub use crate::probe::tcp::Served;
@@ -28,7 +31,8 @@ pub use crate::probe::tcp::Served;
 pub struct Denominator {
     /// Requests to divide by (`None`: per-second figures).
     pub count: Option<u64>,
-    /// `probe-load`, `served-requests`, `accepted-connections`, `declined` or `none`.
+    /// `probe-load`, `run-load`, `served-requests`, `accepted-connections`, `declined` or
+    /// `none`.
     pub basis: &'static str,
     /// Why, or the caveat.
     pub note: Option<String>,
@@ -98,7 +102,7 @@ pub fn decide(probe: Option<ProbeCount>, accepts: u64, served: Option<&Served>) 
     let Some(why) = by_bytes.or(by_accepts) else {
         return Denominator {
             count: Some(p.answered),
-            basis: "probe-load",
+            basis: p.basis,
             note: served.is_none().then(|| {
                 "no payload count on the server's ports (tcp_probe not attached, or no TCP port): other clients' keep-alive traffic would go unnoticed".to_string()
             }),
@@ -156,6 +160,7 @@ mod tests {
     const PROBE: ProbeCount = ProbeCount {
         answered: 61,
         sent_bytes_max: Some(61 * 80),
+        basis: "probe-load",
     };
 
     #[test]
@@ -166,6 +171,18 @@ mod tests {
             Some(&served(61 * 80, Some(61), Some(61 * 80))),
         );
         assert_eq!((d.count, d.basis, d.note), (Some(61), "probe-load", None));
+        // `run`'s load is named as such, not as a probe (issue 22: a 1,500/s flood was
+        // "probe-load" in the report's header).
+        let run = ProbeCount {
+            basis: "run-load",
+            ..PROBE
+        };
+        let d = decide(
+            Some(run),
+            0,
+            Some(&served(61 * 80, Some(61), Some(61 * 80))),
+        );
+        assert_eq!(d.basis, "run-load");
     }
 
     #[test]
@@ -195,6 +212,7 @@ mod tests {
         let p = ProbeCount {
             answered: 20,
             sent_bytes_max: None,
+            basis: "probe-load",
         };
         let d = decide(Some(p), 500, None);
         assert_eq!((d.count, d.basis), (Some(500), "accepted-connections"));

@@ -299,6 +299,7 @@ impl Session {
         let cpu_after = thread_cpu_ns(&process::tree_now(opts.pid));
         let connect = probes.connect_counts()?;
         let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
+        let upstream = probes.upstream_ports();
         done.store(true, Ordering::SeqCst);
         let strings = reader.join().unwrap_or_default();
         // Each truncated path arrived once, flagged in its key.
@@ -370,6 +371,7 @@ impl Session {
                 connect,
                 missed,
                 not_tcp,
+                upstream,
             },
         })
     }

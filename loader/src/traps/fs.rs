@@ -336,6 +336,84 @@ fn cheap_because(obs: &FsObservation, m: usize, cost: &Cost) -> String {
     )
 }
 
+/// Everything the traced processes asked of one mount over the window, beyond the walks one
+/// rule looks at: the time of every traced path call that crossed it and, where the FUSE
+/// tracepoint counted them, the requests of every opcode, with those sent from inside a timed
+/// path call apart. A request's cost on the mount is its walks plus its file I/O there (the
+/// open, fstat, reads and release of a template: 9 FUSE requests, of which the walk is 2 to 4),
+/// and only the walks are timed: the rest is the timed part scaled by all requests over the
+/// timed ones (the same cost per request of the filesystem, which holds for a daemon that takes
+/// one lock per operation and is an estimate otherwise).
+#[derive(Clone, Copy, Debug, Default)]
+struct MountLoad {
+    /// Time in traced path calls whose walk crossed the mount, ns.
+    timed_ns: f64,
+    /// FUSE requests of every opcode on it.
+    fuse_all: u64,
+    /// Of those, sent from inside a timed path call.
+    fuse_timed: u64,
+}
+
+impl MountLoad {
+    fn of(obs: &FsObservation, m: usize) -> MountLoad {
+        let timed_ns = obs
+            .calls
+            .iter()
+            .filter(|c| c.lookups_on(m) > 0)
+            .map(|c| c.sum_ns as f64)
+            .sum();
+        let (mut fuse_all, mut fuse_timed) = (0, 0);
+        for f in obs.fuse.iter().filter(|f| f.mount == Some(m)) {
+            fuse_all += f.count;
+            fuse_timed += f.in_path_calls;
+        }
+        MountLoad {
+            timed_ns,
+            fuse_all,
+            fuse_timed,
+        }
+    }
+
+    /// All operations on the mount over the timed ones (1 when only the walks are known).
+    fn scale(&self) -> f64 {
+        if self.fuse_timed > 0 && self.fuse_all > self.fuse_timed {
+            self.fuse_all as f64 / self.fuse_timed as f64
+        } else {
+            1.0
+        }
+    }
+
+    /// What the cost counts.
+    fn basis(&self) -> &'static str {
+        if self.fuse_timed > 0 {
+            "path walks and the file I/O on the mount (FUSE requests of every opcode: the timed walks scaled by all requests over the walks' own)"
+        } else {
+            "path walks only (file I/O on the mount is not measured without the fuse tracepoint, Linux 6.13: an upper bound)"
+        }
+    }
+
+    /// Mean threads in operations on the mount over the window (Little's law: their time ÷
+    /// the window).
+    fn waiters(&self, window_s: f64) -> f64 {
+        if window_s > 0.0 {
+            self.timed_ns * self.scale() / (window_s * 1e9)
+        } else {
+            0.0
+        }
+    }
+
+    /// The requests per second the mount sustains if it serializes its operations: with a
+    /// thread waiting on it on average or more it is busy all the time, and the rate it served
+    /// is its capacity; below that, a request's whole cost there is its service time (the
+    /// walk's time per request includes the wait behind other threads only when they queue).
+    fn ceiling_if_serialized(&self, obs: &FsObservation) -> Option<f64> {
+        let requests = obs.requests.filter(|r| *r > 0)? as f64;
+        let rate = requests / obs.window_s.max(1e-9);
+        let l = self.waiters(obs.window_s);
+        (l > 0.0).then(|| rate / l.min(1.0))
+    }
+}
+
 /// Aggregated cost of a set of calls on one mount.
 #[derive(Default)]
 struct Cost {
@@ -393,6 +471,20 @@ pub fn restart_command(native_dir: Option<&str>, exe: Option<&[u8]>, argv: &[Vec
         (None, None) => words.extend(["<server>".into(), "<its arguments>".into()]),
     }
     format!("( cd {dir} && exec {} )", words.join(" "))
+}
+
+/// What the traced processes asked of the mount in all (the rules' ceiling basis).
+fn mount_load_evidence(f: Finding, obs: &FsObservation, load: &MountLoad) -> Finding {
+    f.with(
+        &format!("mount_ms_{}", obs.unit()),
+        round(obs.per(load.timed_ns * load.scale()) / 1e6, 4),
+    )
+    .with_opt(
+        &format!("fuse_requests_all_{}", obs.unit()),
+        (load.fuse_all > 0).then(|| round(obs.per(load.fuse_all as f64), 3)),
+    )
+    .with("mount_waiters", round(load.waiters(obs.window_s), 3))
+    .with("mount_cost_basis", load.basis())
 }
 
 /// What every filesystem finding says about the mount, with the same keys in trace and
@@ -544,19 +636,30 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
             "lookups_basis",
             "path strings resolved against the target's mount table; one lookup per path component",
         );
-        if obs.requests.is_some_and(|r| r > 0) && ms_per > 0.0 {
-            let ceiling = 1000.0 / ms_per;
+        let load = MountLoad::of(obs, m);
+        f = mount_load_evidence(f, obs, &load);
+        if let Some(ceiling) = load.ceiling_if_serialized(obs).filter(|_| ms_per > 0.0) {
+            let l = load.waiters(obs.window_s);
             f = f
                 .with("predicted_ceiling_rps_if_serialized", round(ceiling, 0))
                 .with("observed_rps", round(obs.requests.unwrap_or(0) as f64 / obs.window_s.max(1e-9), 1))
                 .predict(format!(
                 "if {} serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), \
-                 throughput levels off near 1000 ms ÷ {} ms of walk per request ≈ {} req/s, however many workers \
-                 the server has (an estimate: the walk was timed at this trace's load, and a saturated filesystem \
-                 usually spends a little less per operation); a deeper working directory lowers it",
+                 throughput levels off near {} req/s, however many workers the server has: {}; a deeper working \
+                 directory lowers it",
                 escape::text(&mount.fs_type),
-                round(ms_per, 3),
-                round(ceiling, 0)
+                round(ceiling, 0),
+                if l >= 1.0 {
+                    format!("{} threads waited on the mount on average, so it was busy all the time and the rate it served is its capacity", round(l, 2))
+                } else {
+                    format!(
+                        "1000 ms ÷ {} ms per request on the mount ({} ms of walk × {} for {})",
+                        round(obs.per(load.timed_ns * load.scale()) / 1e6, 3),
+                        round(obs.per(load.timed_ns) / 1e6, 3),
+                        round(load.scale(), 2),
+                        if load.fuse_timed > 0 { "the file I/O beside the walks" } else { "the walks alone" }
+                    )
+                }
             ));
         }
         out.push(f.remedy(remedy_start_elsewhere(obs)));
@@ -649,12 +752,13 @@ pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
         )
         .with(&format!("syscall_ms_{unit}"), round(ms_per, 4))
         .with("top_paths", paths.join("; "));
-        let f = w
-            .evidence(f, obs)
+        let load = MountLoad::of(obs, m);
+        let f = mount_load_evidence(w.evidence(f, obs), obs, &load)
             .with_opt(
                 "predicted_ceiling_rps_if_serialized",
-                (obs.requests.is_some_and(|r| r > 0) && ms_per > 0.0)
-                    .then(|| round(1000.0 / ms_per, 0)),
+                load.ceiling_if_serialized(obs)
+                    .filter(|_| ms_per > 0.0)
+                    .map(|c| round(c, 0)),
             )
             .remedy(format!(
             "move what requests read (docroot, includes, sessions, databases, logs) from {} to a local \
@@ -798,8 +902,18 @@ mod tests {
         assert_eq!(e["walk_syscalls_per_request"], 1.0);
         assert_eq!(e["walk_ms_per_request"], 2.1);
         assert_eq!(e["latency_per_lookup_us"], 300.0);
-        // 1000 ms / 2.1 ms per request.
-        assert_eq!(e["predicted_ceiling_rps_if_serialized"], 476.0);
+        // A request's cost on the mount is the chdir back (2.1 ms) and the two stats of the
+        // session file there (1.2 ms): 1000 ms / 3.3 ms, if DrvFs serializes them all.
+        assert_eq!(e["mount_ms_per_request"], 3.3);
+        assert_eq!(e["predicted_ceiling_rps_if_serialized"], 303.0);
+        assert_eq!(e["mount_waiters"], 0.33);
+        assert!(
+            e["mount_cost_basis"]
+                .as_str()
+                .unwrap()
+                .starts_with("path walks only"),
+            "{e:?}"
+        );
         assert!(
             f.remedy
                 .contains("exec /usr/local/bin/ephpm serve --config '/srv/run/it'\\''s.toml'"),
@@ -865,8 +979,57 @@ mod tests {
             "{}",
             f.title
         );
-        // Still the ceiling it would have if it serialized.
-        assert_eq!(f.evidence["predicted_ceiling_rps_if_serialized"], 90909.0);
+        // Still the ceiling it would have if it serialized: the cached walk (0.011 ms) and the
+        // session file's stats (1.2 ms) per request.
+        assert_eq!(f.evidence["predicted_ceiling_rps_if_serialized"], 826.0);
+    }
+
+    /// Issue 22: a request that reads a template by a relative path on a FUSE mount costs 9
+    /// FUSE requests, of which the walks send 4 (LOOKUPs and the open, from inside timed path
+    /// calls); the read, fstat's GETATTR, FLUSH and RELEASE come from calls the tracer does not
+    /// time. The mount's cost per request is the timed part × 9/4, and the ceiling follows it.
+    /// With threads queued on the mount (the walk timed behind others), the rate it served is
+    /// its capacity, not 1 ÷ the queued latency.
+    #[test]
+    fn the_cost_on_a_mount_is_everything_requests_do_there() {
+        let mut obs = wsl_obs();
+        obs.calls.truncate(3);
+        let c = obs.mounts.mount_of(b"/mnt/c/x").unwrap();
+        let op = |opcode: &'static str, count: u64, in_path_calls: u64| FuseObs {
+            mount: Some(c),
+            opcode,
+            count,
+            in_path_calls,
+        };
+        obs.fuse = vec![
+            op("LOOKUP", 3000, 3000),
+            op("OPEN", 1000, 1000),
+            op("GETATTR", 1000, 0),
+            op("READ", 2000, 0),
+            op("FLUSH", 1000, 0),
+            op("RELEASE", 1000, 0),
+        ];
+        let f = &cwd_slow(&obs)[0];
+        let e = &f.evidence;
+        // 2.1 ms of timed walk per request × 9,000 / 4,000.
+        assert_eq!(e["mount_ms_per_request"], 4.725);
+        assert_eq!(e["fuse_requests_all_per_request"], 9.0);
+        assert_eq!(e["predicted_ceiling_rps_if_serialized"], 212.0);
+        assert!(
+            e["mount_cost_basis"]
+                .as_str()
+                .unwrap()
+                .starts_with("path walks and the file I/O"),
+            "{e:?}"
+        );
+        // The same requests at 10x the rate, with the walk timed at 10x its latency because
+        // 4.7 threads queued for the mount: 1,000 req/s served is its capacity.
+        obs.window_s = 1.0;
+        obs.calls[2].sum_ns *= 10;
+        obs.calls[2].hist = hist_at(21_000_000, 1000);
+        let e = &cwd_slow(&obs)[0].evidence;
+        assert_eq!(e["mount_waiters"], 47.25);
+        assert_eq!(e["predicted_ceiling_rps_if_serialized"], 1000.0);
     }
 
     #[test]

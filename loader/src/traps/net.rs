@@ -85,7 +85,11 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     let present = if tw.scoped { tw.own.count } else { tw.count };
     let worst = present.max(steady.unwrap_or(0));
     let at_cap = max_tw.is_some_and(|m| worst >= m) || (overflow > 0 && (!tw.scoped || worst > 0));
-    let severity = if worst >= TIME_WAIT_FAIL || at_cap {
+    // Leftovers decide this run's conditions (the shedding seed's 8x swings): they fail from
+    // tens of thousands. What this run builds up is the next point's leftovers, a warning,
+    // unless it reaches a resource: the kernel's TIME_WAIT buckets (ports running out for one
+    // flow group are net.ephemeral-ports).
+    let severity = if present >= TIME_WAIT_FAIL || at_cap {
         Severity::Fail
     } else if worst >= TIME_WAIT_WARN {
         Severity::Warn
@@ -339,7 +343,10 @@ pub fn upstream_time_wait(o: &NetObservation) -> Option<Finding> {
     let tw = &o.time_wait;
     let u = tw.upstream.first()?;
     let max_tw = o.sysctls.tcp_max_tw_buckets;
-    let severity = if u.count >= TIME_WAIT_FAIL || max_tw.is_some_and(|m| tw.count >= m) {
+    // A warning: each request pays a connect to its upstream and the sockets are the next
+    // point's leftovers; a failure only where they reach a resource, the kernel's TIME_WAIT
+    // buckets (ports running out for the flow group are net.ephemeral-ports).
+    let severity = if max_tw.is_some_and(|m| tw.count >= m) {
         Severity::Fail
     } else if u.count >= TIME_WAIT_WARN {
         Severity::Warn
@@ -366,6 +373,7 @@ pub fn upstream_time_wait(o: &NetObservation) -> Option<Finding> {
     .with("closed_first_by_upstream_sockets", u.closed_by_upstream)
     .with("closed_first_by_target_sockets", u.closed_by_target)
     .with("live_upstream_connections", u.live_connections)
+    .with_opt("connects_during_window", u.connects_during_window)
     .with("upstream_ports", tw.upstream.len() as u64)
     .with("time_wait_sockets_in_namespace", tw.count)
     .with_opt("tcp_max_tw_buckets", max_tw)
@@ -959,9 +967,15 @@ mod tests {
             ..Default::default()
         });
         let f = time_wait(&o).unwrap();
-        assert_eq!(f.severity, Severity::Fail, "200/s x 60 s = 12,000");
+        // 200/s x 60 s = 12,000 at steady state: the next point's leftovers, a warning; this
+        // run is not short of anything (issue 22: a clean server that closes every connection
+        // failed here at half its capacity).
+        assert_eq!(f.severity, Severity::Warn);
         assert_eq!(f.evidence["time_wait_growth_per_s"], 200.0);
         assert!(f.predicted.as_ref().unwrap().contains("12,000"));
+        // Against 10,000 TIME_WAIT buckets the same growth overflows them: a failure.
+        o.sysctls.tcp_max_tw_buckets = Some(10_000);
+        assert_eq!(time_wait(&o).unwrap().severity, Severity::Fail);
     }
 
     /// Seen with `python3 -m http.server` (HTTP/1.0: it closes every connection) traced while

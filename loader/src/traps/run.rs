@@ -837,18 +837,39 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
         )
     });
     if let Some(pr) = per_req.filter(|v| *v > 0.0) {
-        let predicted = capacity / pr;
-        f = f.with("predicted_ceiling_per_s", round(predicted, 1)).predict(format!(
-            "ceiling ≈ {:.0} {} /s ÷ {:.2} per request ≈ {:.0} req/s (delivered {:.0} req/s; Little's law: {:.1} threads ≈ {:.0} ops/s × {:.2} ms)",
-            capacity,
-            fs.ops_kind,
-            pr,
-            predicted,
-            o.delivered_rate,
-            l,
-            window_rate,
-            if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
-        ));
+        let mount = capacity / pr;
+        // Below one thread waiting on average the mount is not what saturates: the workers
+        // are, each request holding one through its wait on the mount (one gunicorn worker
+        // reading a template on FUSE: 244 req/s delivered where the mount could serve 350).
+        let pool = (l < 1.0 && o.workers > 0 && o.busy_s() > 0.0)
+            .then(|| o.workers as f64 * o.answered as f64 / o.busy_s())
+            .filter(|p| *p < mount);
+        let predicted = pool.unwrap_or(mount);
+        f = f
+            .with("predicted_ceiling_per_s", round(predicted, 1))
+            .with("mount_ceiling_per_s", round(mount, 1))
+            .predict(match pool {
+                None => format!(
+                    "ceiling ≈ {:.0} {} /s ÷ {:.2} per request ≈ {:.0} req/s (delivered {:.0} req/s; Little's law: {:.1} threads ≈ {:.0} ops/s × {:.2} ms)",
+                    capacity,
+                    fs.ops_kind,
+                    pr,
+                    predicted,
+                    o.delivered_rate,
+                    l,
+                    window_rate,
+                    if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
+                ),
+                Some(p) => format!(
+                    "ceiling ≈ {} workers ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); the mount alone could serve {mount:.0} req/s",
+                    o.workers,
+                    o.busy_s() / o.answered.max(1) as f64 * 1e3,
+                    o.delivered_rate,
+                    fs.syscall_s / o.answered.max(1) as f64 * 1e3,
+                    fs.mount,
+                    pct(fs.syscall_s, o.busy_s()),
+                ),
+            });
     }
     Some(f)
 }
@@ -1942,6 +1963,36 @@ mod tests {
         assert_eq!(f[0].id, "pool.too-small");
         assert_eq!(f[0].evidence["accept_queue_max"], 90);
         assert_eq!(f[0].evidence["accept_queue_mean"], 36.0);
+    }
+
+    /// One gunicorn worker reading a template on the FUSE mount (issue 22's a1): 0.7 threads
+    /// wait on the mount, which could serve 348 req/s; the one worker, holding each request
+    /// through its wait there, delivers 244. The ceiling is the worker's.
+    #[test]
+    fn below_one_waiter_the_workers_are_the_ceiling_not_the_mount() {
+        let mut o = fuse_flood();
+        o.workers = 1;
+        o.delivered_rate = 244.0;
+        o.answered = 2440;
+        o.off_s = off(&[("path", 7.0), ("wait_work", 0.2)]);
+        o.on_cpu_s = 3.0;
+        o.runq_s = 0.0;
+        o.filesystems[0].syscall_s = 7.0;
+        o.filesystems[0].ops = 9 * 2440;
+        o.filesystems[0].ops_per_s = vec![2196; 10];
+        let f = rules(&o);
+        assert_eq!(f[0].id, "fs.slow-ops", "{f:#?}");
+        let e = &f[0].evidence;
+        assert_eq!(e["mount_ceiling_per_s"], 348.6);
+        assert_eq!(e["predicted_ceiling_per_s"], 244.0);
+        assert!(
+            f[0].predicted
+                .as_ref()
+                .unwrap()
+                .starts_with("ceiling ≈ 1 workers ÷ 4.10 ms busy per request ≈ 244 req/s"),
+            "{:?}",
+            f[0].predicted
+        );
     }
 
     /// The same serialized mount under a closed-loop generator (wrk: no offered column): the

@@ -36,6 +36,9 @@ fn unix_ms() -> u64 {
 struct Ask<'a> {
     ports: &'a [u16],
     target: Option<&'a HashSet<u64>>,
+    /// Ports the target is known to connect to (its upstreams) besides those it holds live
+    /// connections to.
+    upstream: &'a [u16],
 }
 
 pub(super) fn read_proc_tcp(
@@ -80,7 +83,7 @@ fn read_here(read_from: String, ask: Ask) -> Result<NetObservation> {
     let streamed = Diag::open().and_then(|mut d| {
         let mut listeners = vec![];
         d.dump_tcp(1 << TCP_LISTEN, &mut |r| listeners.push(r))?;
-        let mut t = Tally::new(listeners, &sysctls, ask.ports, ask.target);
+        let mut t = Tally::new(listeners, &sysctls, ask.ports, ask.target).upstreams(ask.upstream);
         d.dump_tcp(ALL_STATES & !(1 << TCP_LISTEN), &mut |r| t.add(&r))?;
         Ok(t.finish())
     });
@@ -96,7 +99,8 @@ fn read_here(read_from: String, ask: Ask) -> Result<NetObservation> {
             let mut socks = vec![];
             read_proc_tcp(here, &mut socks, &mut notes)
                 .map_err(|e| Error::input("/proc/net/tcp", e))?;
-            let mut o = NetObservation::build(&socks, &sysctls, ask.ports, ask.target);
+            let mut o =
+                NetObservation::build_with(&socks, &sysctls, ask.ports, ask.target, ask.upstream);
             o.source = "/proc/net/tcp".into();
             o
         }
@@ -121,7 +125,7 @@ fn read_via_proc_pid(pid: u32, why: &io::Error, ask: Ask) -> Result<NetObservati
         read_from: format!("not read: cannot enter the namespace of pid {pid}"),
         ..Default::default()
     };
-    let mut obs = NetObservation::build(&socks, &sysctls, ask.ports, ask.target);
+    let mut obs = NetObservation::build_with(&socks, &sysctls, ask.ports, ask.target, ask.upstream);
     obs.source = "/proc/net/tcp".into();
     obs.tcp_ext = read_netstat(&dir);
     obs.notes = notes;
@@ -234,6 +238,14 @@ fn target_inodes(pid: u32, notes: &mut Vec<String>) -> HashSet<u64> {
     inodes
 }
 
+/// Open descriptors over the soft limit (0 when either is unknown or unlimited).
+fn fill(u: &FdUse) -> f64 {
+    match (u.open_fds, u.soft_limit) {
+        (Some(o), Some(s)) if s > 0 => o as f64 / s as f64,
+        _ => 0.0,
+    }
+}
+
 /// Descriptor use and RLIMIT_NOFILE of a process (`role`: `target` or `generator`).
 pub fn fd_use(pid: u32, role: &str) -> Result<FdUse> {
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits"))
@@ -276,6 +288,19 @@ pub fn census_in(
     plan: Option<(f64, Duration)>,
     ports: &[u16],
 ) -> Result<NetObservation> {
+    census_with_upstreams(ns, pid, plan, ports, &[])
+}
+
+/// [`census_in`] with the ports the target is known to connect to (its upstreams, from a
+/// trace's kernel count), whose TIME_WAIT is then the target's own even with none of its
+/// connections to them alive at this instant.
+pub fn census_with_upstreams(
+    ns: &Netns,
+    pid: Option<u32>,
+    plan: Option<(f64, Duration)>,
+    ports: &[u16],
+    upstream: &[u16],
+) -> Result<NetObservation> {
     let t0 = Instant::now();
     if let Some(p) = pid
         && let Err(e) = std::fs::metadata(format!("/proc/{p}"))
@@ -291,10 +316,22 @@ pub fn census_in(
     let ask = Ask {
         ports,
         target: inodes.as_ref(),
+        upstream,
     };
     let mut obs = read_namespace(ns, ask)?;
     if let Some(p) = pid {
-        obs.fds.push(fd_use(p, "target")?);
+        let root = fd_use(p, "target")?;
+        // The process of the tree closest to its limit binds (an nginx worker at 64 of 64
+        // while its master sits at 9): it is reported beside the pid given.
+        let fullest = process::subtree(p, 4096)
+            .into_iter()
+            .filter(|&q| q != p)
+            .filter_map(|q| fd_use(q, "target").ok())
+            .filter(|u| u.soft_limit.is_some() && u.open_fds.is_some())
+            .max_by(|a, b| fill(a).total_cmp(&fill(b)))
+            .filter(|u| fill(u) > fill(&root));
+        obs.fds.push(root);
+        obs.fds.extend(fullest);
     }
     obs.netns = ns.label();
     obs.taken_unix_ms = unix_ms();

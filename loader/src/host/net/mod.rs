@@ -21,7 +21,7 @@ pub mod traced;
 mod watch;
 
 pub use self::{
-    census::{census, census_in, fd_use},
+    census::{census, census_in, census_with_upstreams, fd_use},
     model::*,
     netns::Netns,
     tally::Tally,

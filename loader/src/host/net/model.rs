@@ -148,7 +148,8 @@ pub struct TimeWait {
 }
 
 /// TIME_WAIT of one upstream port: a port the target connects to (seen from its live outgoing
-/// connections at the census), not one it listens on.
+/// connections at the census, or from its connects during a trace's window), not one it
+/// listens on.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct UpstreamTimeWait {
     /// The upstream's address as the target connects to it (`127.0.0.1:9000`).
@@ -163,6 +164,9 @@ pub struct UpstreamTimeWait {
     pub closed_by_target: u64,
     /// Connections the target held to it at the census.
     pub live_connections: u64,
+    /// Connections the target opened to it during the trace's window (counted in the kernel).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connects_during_window: Option<u64>,
 }
 
 impl TimeWait {

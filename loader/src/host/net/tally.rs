@@ -97,7 +97,8 @@ pub struct Tally<'a> {
     ports_seen: Vec<u64>,
     drain_all: u64,
     hist: Vec<u64>,
-    upstream: BTreeMap<u16, (std::net::SocketAddr, u64)>,
+    /// Upstream port → (its address once a socket shows it, live connections to it).
+    upstream: BTreeMap<u16, (Option<std::net::SocketAddr>, u64)>,
 }
 
 impl<'a> Tally<'a> {
@@ -142,6 +143,17 @@ impl<'a> Tally<'a> {
         }
     }
 
+    /// Ports the target is known to connect to (a trace's kernel count of its connects), besides
+    /// those it holds live connections to at the census.
+    pub fn upstreams(mut self, ports: &[u16]) -> Self {
+        for &p in ports {
+            if !self.listening[p as usize] {
+                self.upstream.entry(p).or_insert((None, 0));
+            }
+        }
+        self
+    }
+
     fn in_range(&self, p: u16) -> bool {
         self.sysctls
             .ip_local_port_range
@@ -176,7 +188,9 @@ impl<'a> Tally<'a> {
             && self.target.is_some_and(|t| t.contains(&s.inode))
             && !self.listening[l as usize]
         {
-            self.upstream.entry(r).or_insert((s.remote, 0)).1 += 1;
+            let e = self.upstream.entry(r).or_insert((None, 0));
+            e.0 = Some(s.remote);
+            e.1 += 1;
         }
         let l_in = self.in_range(l);
         if l_in {
@@ -193,6 +207,14 @@ impl<'a> Tally<'a> {
         }
         if !tw_here {
             return;
+        }
+        // An upstream known from the kernel only: its address from its TIME_WAIT sockets.
+        for (p, addr) in [(r, s.remote), (l, s.local)] {
+            if let Some(e) = self.upstream.get_mut(&p)
+                && e.0.is_none()
+            {
+                e.0 = Some(addr);
+            }
         }
         let tw = &mut self.tw;
         tw.count += 1;
@@ -249,12 +271,13 @@ impl<'a> Tally<'a> {
             .into_iter()
             .filter(|(p, _)| interest.binary_search(p).is_err())
             .map(|(p, (addr, live))| UpstreamTimeWait {
-                server: addr.to_string(),
+                server: addr.map_or_else(|| format!("port {p}"), |a| a.to_string()),
                 port: p,
                 count: (tw_local[p as usize] + tw_remote[p as usize]) as u64,
                 closed_by_upstream: tw_local[p as usize] as u64,
                 closed_by_target: tw_remote[p as usize] as u64,
                 live_connections: live,
+                connects_during_window: None,
             })
             .collect();
         tw.upstream
@@ -390,12 +413,24 @@ impl NetObservation {
         ports: &[u16],
         target_inodes: Option<&HashSet<u64>>,
     ) -> Self {
+        Self::build_with(socks, sysctls, ports, target_inodes, &[])
+    }
+
+    /// [`NetObservation::build`] with the target's upstream ports known besides its live
+    /// connections (a trace's count of its connects).
+    pub fn build_with(
+        socks: &[SockRec],
+        sysctls: &NetSysctls,
+        ports: &[u16],
+        target_inodes: Option<&HashSet<u64>>,
+        upstream: &[u16],
+    ) -> Self {
         let listeners = socks
             .iter()
             .filter(|s| s.state == TCP_LISTEN)
             .cloned()
             .collect();
-        let mut t = Tally::new(listeners, sysctls, ports, target_inodes);
+        let mut t = Tally::new(listeners, sysctls, ports, target_inodes).upstreams(upstream);
         for s in socks {
             t.add(s);
         }
