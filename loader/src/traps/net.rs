@@ -834,6 +834,41 @@ mod tests {
         assert!(find(&rules(&o), "net.time-wait").is_some());
     }
 
+    /// Issue 22: nginx -> php-fpm over TCP at ~10k req/s left 14,000 TIME_WAIT on 9000, and the
+    /// census caught no live upstream connection at its instant: "other processes'
+    /// connections". The trace's kernel count of nginx's connects names 9000 its upstream.
+    #[test]
+    fn an_upstream_known_from_the_window_owns_its_time_wait() {
+        let sys = tw_sysctls();
+        let mut socks = vec![
+            sock(10, "127.0.0.1:8080", "0.0.0.0:0", 1),
+            sock(10, "127.0.0.1:9000", "0.0.0.0:0", 9),
+        ];
+        for i in 0..1_500u16 {
+            socks.push(sock(
+                6,
+                "127.0.0.1:9000",
+                &format!("127.0.0.1:{}", 50_000 + i),
+                0,
+            ));
+        }
+        let nginx: HashSet<u64> = [1].into();
+        let o = NetObservation::build(&socks, &sys, &[], Some(&nginx));
+        assert!(o.time_wait.upstream.is_empty(), "no live connection");
+        let o = NetObservation::build_with(&socks, &sys, &[], Some(&nginx), &[9000]);
+        let u = &o.time_wait.upstream[0];
+        assert_eq!(
+            (u.server.as_str(), u.port, u.count),
+            ("127.0.0.1:9000", 9000, 1_500)
+        );
+        assert_eq!((u.closed_by_upstream, u.live_connections), (1_500, 0));
+        let all = rules(&o);
+        let f = find(&all, "net.upstream-time-wait").unwrap();
+        assert_eq!(f.severity, Severity::Warn);
+        // Not the generator's: no net.time-wait about other processes' sockets either.
+        assert!(find(&all, "net.time-wait").is_none(), "{all:#?}");
+    }
+
     /// Issue 11: another server's 1,500 TIME_WAIT on a port the target never used made a
     /// target that listens on nothing FAIL, with "its port" in the remedy.
     #[test]

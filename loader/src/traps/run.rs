@@ -579,6 +579,8 @@ fn host_noise(o: &RunObs, quota_binds: bool) -> Option<Finding> {
                 },
                 if decides {
                     ": the ceiling is what they left it, not the server's"
+                } else if o.capped() {
+                    ": the server waited on something else, so they did not decide its ceiling"
                 } else {
                     ": the load was delivered, so they did not cap it"
                 }
@@ -1367,6 +1369,18 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
             }
         }
     }
+    // Not capped: load.ceiling's "the server's ceiling" (the generator's connections all busy
+    // and arrivals queued for them) is latency, not a throughput ceiling: it says so, as info.
+    if !capped {
+        for f in findings.iter_mut().filter(|f| f.id == "load.ceiling") {
+            f.severity = Severity::Info;
+            f.title = format!(
+                "the generator's connections were all busy and arrivals queued for them, but the server delivered {:.1} % of the offered rate: queueing in the latency, not a throughput ceiling",
+                pct(o.delivered_rate, o.offered_rate.max(1e-9))
+            );
+            f.evidence.insert("capped".into(), false.into());
+        }
+    }
     // One ceiling figure: the cause's. Another rule's estimate would contradict it (the
     // tracer's walk latency timed while threads queued), so it goes, with a pointer.
     for (i, f) in findings.iter_mut().enumerate() {
@@ -2102,6 +2116,33 @@ mod tests {
                 .starts_with("fs.serialized caps the run: 520 req/s delivered of 1500/s offered; "),
             "{}",
             v.summary
+        );
+    }
+
+    /// nginx in front of php-fpm at 0.7 of its capacity: the generator's 512 connections were
+    /// all busy and 67 % of the arrivals queued for one (load.ceiling), yet 99 % of the offered
+    /// rate was delivered. No ceiling: load.ceiling says it is queueing, as info.
+    #[test]
+    fn queueing_for_the_generators_connections_is_not_a_ceiling_when_delivered() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("wait_work", 40.0)]);
+        o.offered_rate = 5294.0;
+        o.delivered_rate = 5261.0;
+        let mut all = vec![finding_with("load.ceiling", Severity::Warn, &[])];
+        let v = verdict(&o, &mut all, &VerdictInputs::default());
+        assert_eq!((v.cause, v.capped), (None, false));
+        assert_eq!(all[0].severity, Severity::Info);
+        assert!(
+            all[0]
+                .title
+                .contains("the server delivered 99.4 % of the offered rate"),
+            "{}",
+            all[0].title
+        );
+        assert_eq!(
+            v.summary,
+            "no ceiling: the server kept up (5261 req/s delivered of 5294/s offered)"
         );
     }
 

@@ -145,11 +145,11 @@ impl<'a> Tally<'a> {
 
     /// Ports the target is known to connect to (a trace's kernel count of its connects), besides
     /// those it holds live connections to at the census.
+    /// (The upstream listens in this namespace as often as not: php-fpm on 127.0.0.1:9000. Only
+    /// the target's own listening ports are left out, in `finish`.)
     pub fn upstreams(mut self, ports: &[u16]) -> Self {
         for &p in ports {
-            if !self.listening[p as usize] {
-                self.upstream.entry(p).or_insert((None, 0));
-            }
+            self.upstream.entry(p).or_insert((None, 0));
         }
         self
     }
