@@ -21,8 +21,8 @@ pub const CLASS_SLEEP: u32 = 5;
 pub const CLASS_OTHER: u32 = 6;
 /// Blocked outside any syscall (a page fault, e.g. code paged in from a slow filesystem).
 pub const CLASS_NO_SYSCALL: u32 = 7;
-/// Blocked, reason unknown: this kernel cannot tell which syscall (no `bpf_task_pt_regs`,
-/// Linux < 5.15, or not x86_64).
+/// Blocked, reason unknown: the syscall could not be told (no method on this kernel, or a
+/// thread already blocked when tracing began).
 pub const CLASS_UNKNOWN: u32 = 8;
 /// Number of classes.
 pub const NUM_CLASSES: u32 = 9;
@@ -56,10 +56,46 @@ pub const F_SETLKW: u64 = 7;
 /// Open-file-description lock, waiting.
 pub const F_OFD_SETLKW: u64 = 38;
 
-/// Class and argument shape of x86_64 syscall `nr` (the numbers of
-/// arch/x86/entry/syscalls/syscall_64.tbl; the loader enables classification only on x86_64).
+/// Syscall numbering of the traced host's architecture (a global of the eBPF programs: one
+/// object serves both).
+pub const ARCH_X86_64: u32 = 0;
+/// arm64 (the generic table of include/uapi/asm-generic/unistd.h: no `stat`, `lstat`, `open`,
+/// `access`, `readlink`...; their `*at` forms instead).
+pub const ARCH_AARCH64: u32 = 1;
+
+/// The architecture trapdetect was built for, as an `ARCH_*` (what the loader passes).
+pub const fn host_arch() -> u32 {
+    if cfg!(target_arch = "aarch64") {
+        ARCH_AARCH64
+    } else {
+        ARCH_X86_64
+    }
+}
+
+/// Class and argument shape of syscall `nr` on `arch`.
 #[inline(always)]
-pub fn class_of(nr: u64) -> (u32, u8) {
+pub fn class_of(arch: u32, nr: u64) -> (u32, u8) {
+    if arch == ARCH_AARCH64 {
+        class_of_aarch64(nr)
+    } else {
+        class_of_x86_64(nr)
+    }
+}
+
+/// Whether syscall `nr` reads a descriptor (`read`, `readv`, `pread64`, `preadv`, `preadv2`):
+/// on a socket or pipe that waits for a peer, for a worker for work.
+#[inline(always)]
+pub fn is_read(arch: u32, nr: u64) -> bool {
+    if arch == ARCH_AARCH64 {
+        matches!(nr, 63 | 65 | 67 | 69 | 286)
+    } else {
+        matches!(nr, 0 | 19 | 17 | 295 | 327)
+    }
+}
+
+/// x86_64 (arch/x86/entry/syscalls/syscall_64.tbl).
+#[inline(always)]
+pub fn class_of_x86_64(nr: u64) -> (u32, u8) {
     match nr {
         // Path and metadata syscalls, path relative to the cwd.
         2 | 4 | 6 | 21 | 59 | 76 | 80 | 82 | 83 | 84 | 85 | 86 | 87 | 88 | 89 | 90 | 92 | 94
@@ -83,6 +119,62 @@ pub fn class_of(nr: u64) -> (u32, u8) {
         _ => (CLASS_OTHER, ARG_NONE),
     }
 }
+
+/// arm64 (include/uapi/asm-generic/unistd.h): the same syscalls as [`class_of_x86_64`] where
+/// arm64 has them; the legacy path calls (`open`, `stat`, `access`, `rename`...), `poll`,
+/// `select`, `epoll_wait`, `pause` and `getdents` do not exist there.
+#[inline(always)]
+pub fn class_of_aarch64(nr: u64) -> (u32, u8) {
+    match nr {
+        // setxattr, lsetxattr, getxattr, lgetxattr, listxattr, llistxattr, statfs, truncate,
+        // chdir, execve.
+        5 | 6 | 8 | 9 | 11 | 12 | 43 | 45 | 49 | 221 => (CLASS_PATH, ARG_PATH),
+        // openat, mkdirat, mknodat, fchownat, newfstatat, unlinkat, renameat, linkat,
+        // readlinkat, fchmodat, faccessat, utimensat, renameat2, execveat, statx, openat2,
+        // faccessat2, fchmodat2.
+        56 | 34 | 33 | 54 | 79 | 35 | 38 | 37 | 78 | 53 | 48 | 88 | 276 | 281 | 291 | 437 | 439
+        | 452 => (CLASS_PATH, ARG_DIRFD_PATH),
+        // getcwd, symlinkat.
+        17 | 36 => (CLASS_PATH, ARG_NONE),
+        // fchdir.
+        50 => (CLASS_PATH, ARG_FD),
+        // read, write, close, fstat, lseek, pread64, pwrite64, readv, writev, sendfile, fsync,
+        // fdatasync, ftruncate, fchmod, fchown, fgetxattr, getdents64, fadvise64_64,
+        // sync_file_range, fallocate, preadv, pwritev, syncfs, copy_file_range, preadv2,
+        // pwritev2.
+        63 | 64 | 57 | 80 | 62 | 67 | 68 | 65 | 66 | 71 | 82 | 83 | 46 | 52 | 55 | 10 | 61
+        | 223 | 84 | 47 | 69 | 70 | 267 | 285 | 286 | 287 => (CLASS_FILE_IO, ARG_FD),
+        32 => (CLASS_FILE_LOCK, ARG_FD),
+        25 => (CLASS_FILE_LOCK, ARG_FCNTL),
+        98 | 449 | 454 | 455 | 456 => (CLASS_FUTEX, ARG_NONE),
+        // pselect6, ppoll, accept, recvfrom, recvmsg, epoll_pwait, accept4, recvmmsg,
+        // epoll_pwait2.
+        72 | 73 | 202 | 207 | 212 | 22 | 242 | 243 | 441 => (CLASS_WAIT_WORK, ARG_NONE),
+        // nanosleep, rt_sigtimedwait, rt_sigsuspend, clock_nanosleep.
+        101 | 137 | 133 | 115 => (CLASS_SLEEP, ARG_NONE),
+        _ => (CLASS_OTHER, ARG_NONE),
+    }
+}
+
+/// How the kernel learns which syscall a blocked thread is in (`CLASS_METHOD`; JSON
+/// `run.classes_method`).
+/// Not at all: every blocked interval is `unknown`.
+pub const METHOD_UNKNOWN: u32 = 0;
+/// Read from the blocked thread's saved user registers at the switch (`bpf_task_pt_regs`,
+/// Linux ≥ 5.15 on x86_64 and arm64): exact, no cost outside context switches.
+pub const METHOD_REGS: u32 = 1;
+/// Recorded at syscall entry into the thread's slot (raw tracepoints `sys_enter`/`sys_exit`,
+/// any kernel): exact as well, at the cost of a program on every syscall of the host.
+pub const METHOD_ENTRY: u32 = 2;
+/// Stable names of the methods, `METHOD_*` order.
+pub const METHOD_NAMES: [&str; 3] = ["unknown", "exact", "syscall-entry"];
+
+/// `ThreadSlot::sc_state`: no syscall entry seen for this thread since it took the slot.
+pub const SC_UNSEEN: u32 = 0;
+/// The thread's last syscall returned: a block now is outside any syscall.
+pub const SC_NONE: u32 = 1;
+/// The thread is in syscall `sc_nr`.
+pub const SC_IN: u32 = 2;
 
 /// Key of the `OFFCPU` map: why a thread was off the CPU.
 #[repr(C)]
@@ -131,6 +223,13 @@ pub struct ThreadSlot {
     pub ts: u64,
     /// Why, when off the CPU.
     pub key: OffKey,
+    /// `SC_*`: whether the thread is in a syscall (method `METHOD_ENTRY`).
+    pub sc_state: u32,
+    /// The syscall it entered (`SC_IN`).
+    pub sc_nr: u32,
+    /// Its saved user registers (`struct pt_regs *`, from `sys_enter`): the arguments are
+    /// read from there when it blocks.
+    pub sc_regs: u64,
 }
 
 /// Slots of the `SCHED_TOTALS` per-CPU array.
@@ -148,8 +247,10 @@ pub const S_SLOT_COLLISIONS: u32 = 4;
 pub const S_KEY_INSERT_FAILS: u32 = 5;
 /// Switch-outs whose syscall could not be read from the task's registers.
 pub const S_REGS_FAILS: u32 = 6;
+/// Blocks whose syscall entry was not seen (the thread was in it when tracing began).
+pub const S_ENTRY_UNSEEN: u32 = 7;
 /// Number of slots.
-pub const NUM_SCHED_SLOTS: u32 = 7;
+pub const NUM_SCHED_SLOTS: u32 = 8;
 
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for OffKey {}
@@ -164,6 +265,16 @@ pub const PROG_OFFCPU_SWITCH: &str = "offcpu_sched_switch";
 pub const PROG_OFFCPU_WAKEUP: &str = "offcpu_sched_wakeup";
 /// Program: `tp_btf/sched_wakeup_new`, a new thread becomes runnable.
 pub const PROG_OFFCPU_WAKEUP_NEW: &str = "offcpu_sched_wakeup_new";
+/// Program: `raw_tp/sched_switch`, where `tp_btf` cannot load (no kernel BTF, Linux < 5.5).
+pub const PROG_OFFCPU_SWITCH_RAW: &str = "offcpu_sched_switch_raw";
+/// Program: `raw_tp/sched_wakeup`.
+pub const PROG_OFFCPU_WAKEUP_RAW: &str = "offcpu_sched_wakeup_raw";
+/// Program: `raw_tp/sched_wakeup_new`.
+pub const PROG_OFFCPU_WAKEUP_NEW_RAW: &str = "offcpu_sched_wakeup_new_raw";
+/// Program: `raw_tp/sys_enter`, records the syscall a traced thread enters (`METHOD_ENTRY`).
+pub const PROG_OFFCPU_SYS_ENTER: &str = "offcpu_sys_enter";
+/// Program: `raw_tp/sys_exit`, the traced thread left its syscall.
+pub const PROG_OFFCPU_SYS_EXIT: &str = "offcpu_sys_exit";
 /// Map: off-CPU time by [`OffKey`] (per-CPU hash).
 pub const MAP_OFFCPU: &str = "OFFCPU";
 /// Map: where each traced thread is ([`ThreadSlot`] array).
@@ -184,6 +295,16 @@ pub const GLOBAL_OFF_TASK_STATE: &str = "OFF_TASK_STATE";
 pub const GLOBAL_OFF_INODE_MODE: &str = "OFF_INODE_MODE";
 /// Global: `offsetof(struct inode, i_ino)`.
 pub const GLOBAL_OFF_INODE_INO: &str = "OFF_INODE_INO";
-/// Global: 1 when the blocked syscall can be read (`bpf_task_pt_regs`, x86_64, Linux ≥ 5.15).
-/// The verifier prunes the helper call when it is 0, so the program still loads on 5.10.
+/// Global: 1 when the blocked syscall is read from the task's registers (`METHOD_REGS`:
+/// `bpf_task_pt_regs`, Linux ≥ 5.15). The verifier prunes the helper call when it is 0, so
+/// the program still loads on 5.10.
 pub const GLOBAL_HAVE_PT_REGS: &str = "HAVE_PT_REGS";
+/// Global: `ARCH_*`, which syscall table the numbers are.
+pub const GLOBAL_SYSCALL_ARCH: &str = "SYSCALL_ARCH";
+/// Global: offset in `struct pt_regs` of the syscall number (x86_64 `orig_ax`, arm64
+/// `syscallno`), from BTF.
+pub const GLOBAL_REG_NR_OFF: &str = "REG_NR_OFF";
+/// Global: offset in `struct pt_regs` of the first argument (x86_64 `di`, arm64 `orig_x0`).
+pub const GLOBAL_REG_A0_OFF: &str = "REG_A0_OFF";
+/// Global: offset in `struct pt_regs` of the second argument (x86_64 `si`, arm64 `regs[1]`).
+pub const GLOBAL_REG_A1_OFF: &str = "REG_A1_OFF";

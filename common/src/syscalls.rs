@@ -52,6 +52,18 @@ kinds! {
     K_READLINKAT = 14, "readlinkat", dfd 16, path 24, flags 0, fd 0;
 }
 
+/// Traced path syscalls that only x86_64 has: arm64's generic table has none of them (glibc and
+/// musl call `newfstatat`, `faccessat`, `openat`, `readlinkat` there), so the compatibility
+/// table does not list them on arm64 at all.
+pub const X86_64_ONLY: &[&str] = &["newstat", "newlstat", "access", "open", "readlink"];
+
+/// The traced path syscalls this architecture has (`arch`: an `offcpu::ARCH_*`).
+pub fn on_arch(arch: u32) -> impl Iterator<Item = &'static SyscallSpec> {
+    SYSCALLS
+        .iter()
+        .filter(move |s| arch != crate::offcpu::ARCH_AARCH64 || !X86_64_ONLY.contains(&s.name))
+}
+
 /// Number of traced syscall kinds.
 pub const NUM_KINDS: u32 = 15;
 

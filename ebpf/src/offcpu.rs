@@ -1,25 +1,32 @@
 //! Off-CPU time of every thread of the traced processes, by why, aggregated in the kernel:
-//! what a flat throughput ceiling with idle CPUs is waiting on. Three `tp_btf` programs keep
-//! one slot per thread (on CPU, runnable, or blocked since when and for what); each interval
-//! is added to a per-CPU sum when it ends, so the cost is a few map operations per context
-//! switch of a traced thread and one inlined array lookup for every other switch.
+//! what a flat throughput ceiling with idle CPUs is waiting on. Three `tp_btf` programs (or
+//! their `raw_tp` twins where the kernel cannot load `tp_btf`) keep one slot per thread (on
+//! CPU, runnable, or blocked since when and for what); each interval is added to a per-CPU sum
+//! when it ends, so the cost is a few map operations per context switch of a traced thread and
+//! one inlined array lookup for every other switch.
+//!
+//! *Why* a thread blocked is the syscall it is in: read from its saved registers at the switch
+//! (`bpf_task_pt_regs`, Linux ≥ 5.15), or, where that helper is missing, recorded into its slot
+//! by `raw_tp/sys_enter` and cleared by `raw_tp/sys_exit` (one array lookup per syscall of
+//! every process, a slot write for traced threads).
 
 use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
     },
-    macros::{btf_tracepoint, map},
+    macros::{btf_tracepoint, map, raw_tracepoint},
     maps::{Array, LruPerCpuHashMap, PerCpuArray, PerCpuHashMap},
-    programs::BtfTracePointContext,
+    programs::{BtfTracePointContext, RawTracePointContext},
 };
 use trapdetect_common::{
     AT_FDCWD, TRACED_TARGET,
     offcpu::{
         ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK,
         CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_UNKNOWN, CLASS_WAIT_WORK, F_OFD_SETLKW, F_SETLKW,
-        NUM_SCHED_SLOTS, OffKey, OffVal, S_KEY_INSERT_FAILS, S_ONCPU_NS, S_REGS_FAILS,
-        S_RUNQ_COUNT, S_RUNQ_NS, S_SLOT_COLLISIONS, S_SWITCHES, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE,
-        THREAD_SLOTS, ThreadSlot, WAKERS_ENTRIES, class_of,
+        NUM_SCHED_SLOTS, OffKey, OffVal, S_ENTRY_UNSEEN, S_KEY_INSERT_FAILS, S_ONCPU_NS,
+        S_REGS_FAILS, S_RUNQ_COUNT, S_RUNQ_NS, S_SLOT_COLLISIONS, S_SWITCHES, SC_IN, SC_NONE,
+        SC_UNSEEN, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, THREAD_SLOTS, ThreadSlot, WAKERS_ENTRIES,
+        class_of, is_read,
     },
 };
 
@@ -59,13 +66,16 @@ static OFF_INODE_MODE: u32 = 0;
 static OFF_INODE_INO: u32 = 0;
 #[unsafe(no_mangle)]
 static HAVE_PT_REGS: u32 = 0;
-
-/// x86_64 `struct pt_regs` offsets (the ABI's, not a kernel build's).
-const REG_R10: usize = 7 * 8;
-const REG_DX: usize = 12 * 8;
-const REG_SI: usize = 13 * 8;
-const REG_DI: usize = 14 * 8;
-const REG_ORIG_AX: usize = 15 * 8;
+#[unsafe(no_mangle)]
+static SYSCALL_ARCH: u32 = 0;
+/// `struct pt_regs` offsets of the syscall number and the first two arguments (from BTF:
+/// x86_64 `orig_ax`, `di`, `si`; arm64 `syscallno`, `orig_x0`, `regs[1]`).
+#[unsafe(no_mangle)]
+static REG_NR_OFF: u32 = 0;
+#[unsafe(no_mangle)]
+static REG_A0_OFF: u32 = 0;
+#[unsafe(no_mangle)]
+static REG_A1_OFF: u32 = 0;
 
 const S_IFMT: u32 = 0o170000;
 const S_IFSOCK: u32 = 0o140000;
@@ -118,39 +128,55 @@ fn fd_inode(fd: u64) -> Option<(u32, u32, u64)> {
     Some((dev, mode, ino))
 }
 
-/// Why `prev` (the current task) is leaving the CPU blocked: the syscall it is in, from its
-/// saved user registers.
+/// Why `prev` (the current task) is leaving the CPU blocked: the syscall it is in, read from
+/// its saved user registers (`REGS`, `tp_btf` only: the helper takes a BTF task pointer) or
+/// from what `sys_enter` recorded in its slot `s` (`owned`: the slot was already this thread's).
 #[inline(always)]
-fn why_blocked(prev: u64) -> OffKey {
+fn why_blocked<const REGS: bool>(prev: u64, s: *mut ThreadSlot, owned: bool) -> OffKey {
     let mut key = OffKey {
         class: CLASS_UNKNOWN,
         dev: 0,
         ino: 0,
     };
     // Known at load time: the verifier prunes the helper call on kernels without it.
-    if global(&HAVE_PT_REGS) == 0 {
-        return key;
-    }
-    let regs = unsafe { aya_ebpf::helpers::generated::bpf_task_pt_regs(prev as *mut _) as u64 };
-    let Some(nr) = (if regs == 0 {
-        None
+    let (nr, regs) = if REGS && global(&HAVE_PT_REGS) != 0 {
+        let regs = unsafe { aya_ebpf::helpers::generated::bpf_task_pt_regs(prev as *mut _) as u64 };
+        let Some(nr) = read_u32(regs, global(&REG_NR_OFF)) else {
+            add(&SCHED_TOTALS, S_REGS_FAILS, 1);
+            return key;
+        };
+        // orig_ax / syscallno: -1 outside a syscall.
+        if (nr as i32) < 0 {
+            key.class = CLASS_NO_SYSCALL;
+            return key;
+        }
+        (nr as u64, regs)
     } else {
-        reg(regs, REG_ORIG_AX)
-    }) else {
-        add(&SCHED_TOTALS, S_REGS_FAILS, 1);
-        return key;
+        let sc = if owned {
+            unsafe { (*s).sc_state }
+        } else {
+            SC_UNSEEN
+        };
+        match sc {
+            SC_IN => unsafe { ((*s).sc_nr as u64, (*s).sc_regs) },
+            SC_NONE => {
+                key.class = CLASS_NO_SYSCALL;
+                return key;
+            }
+            _ => {
+                add(&SCHED_TOTALS, S_ENTRY_UNSEEN, 1);
+                return key;
+            }
+        }
     };
-    if (nr as i64) < 0 {
-        key.class = CLASS_NO_SYSCALL;
-        return key;
-    }
-    let (class, arg) = class_of(nr);
+    let arch = global(&SYSCALL_ARCH) as u32;
+    let (class, arg) = class_of(arch, nr);
     key.class = class;
-    let a0 = reg(regs, REG_DI).unwrap_or(0);
+    let a0 = reg(regs, global(&REG_A0_OFF)).unwrap_or(0);
     match arg {
         ARG_FD | ARG_FCNTL => {
             if arg == ARG_FCNTL {
-                let cmd = reg(regs, REG_SI).unwrap_or(0);
+                let cmd = reg(regs, global(&REG_A1_OFF)).unwrap_or(0);
                 if cmd != F_SETLKW && cmd != F_OFD_SETLKW {
                     key.class = CLASS_OTHER;
                     return key;
@@ -160,7 +186,7 @@ fn why_blocked(prev: u64) -> OffKey {
                 let fmt = mode & S_IFMT;
                 if class == CLASS_FILE_IO && (fmt == S_IFSOCK || fmt == S_IFIFO) {
                     // A read on a socket or pipe waits for a peer: for a worker, for work.
-                    key.class = if nr == 0 || nr == 19 || nr == 17 || nr == 295 || nr == 327 {
+                    key.class = if is_read(arch, nr) {
                         CLASS_WAIT_WORK
                     } else {
                         CLASS_OTHER
@@ -177,7 +203,7 @@ fn why_blocked(prev: u64) -> OffKey {
             let path = if arg == ARG_PATH {
                 a0
             } else {
-                reg(regs, REG_SI).unwrap_or(0)
+                reg(regs, global(&REG_A1_OFF)).unwrap_or(0)
             };
             let first: u8 = unsafe { bpf_probe_read_user(path as *const u8) }.unwrap_or(0);
             if first == b'/' {
@@ -190,26 +216,22 @@ fn why_blocked(prev: u64) -> OffKey {
         }
         _ => {}
     }
-    // Unused registers are kept named for the classes that may need them next.
-    let _ = (REG_DX, REG_R10);
     key
 }
 
-/// tp_btf/sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next):
-/// closes the interval each side was in and opens the next one.
-#[btf_tracepoint(function = "sched_switch")]
-pub fn offcpu_sched_switch(ctx: BtfTracePointContext) -> i32 {
-    let preempt: u64 = ctx.arg(0);
-    let prev: u64 = ctx.arg(1);
-    let next: u64 = ctx.arg(2);
+/// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next): closes the
+/// interval each side was in and opens the next one.
+#[inline(always)]
+fn on_switch<const REGS: bool>(preempt: u64, prev: u64, next: u64) {
     let now = unsafe { bpf_ktime_get_ns() };
     if let Some(tid) = traced_tid(prev) {
         add(&SCHED_TOTALS, S_SWITCHES, 1);
         if let Some(s) = slot(tid) {
+            let owned = unsafe { (*s).tid == tid };
             unsafe {
-                if (*s).tid == tid && (*s).state == ST_ON_CPU {
+                if owned && (*s).state == ST_ON_CPU {
                     add(&SCHED_TOTALS, S_ONCPU_NS, now.saturating_sub((*s).ts));
-                } else if (*s).tid != tid && (*s).tid != 0 {
+                } else if !owned && (*s).tid != 0 {
                     add(&SCHED_TOTALS, S_SLOT_COLLISIONS, 1);
                 }
             }
@@ -219,9 +241,12 @@ pub fn offcpu_sched_switch(ctx: BtfTracePointContext) -> i32 {
             let key = if runnable {
                 OffKey::default()
             } else {
-                why_blocked(prev)
+                why_blocked::<REGS>(prev, s, owned)
             };
             unsafe {
+                if !owned {
+                    (*s).sc_state = SC_UNSEEN;
+                }
                 (*s).tid = tid;
                 (*s).state = if runnable { ST_RUNNABLE } else { ST_OFF_CPU };
                 (*s).ts = now;
@@ -244,20 +269,37 @@ pub fn offcpu_sched_switch(ctx: BtfTracePointContext) -> i32 {
                     ST_OFF_CPU => credit(&(*s).key, since),
                     _ => {}
                 }
-            } else if (*s).tid != 0 {
-                add(&SCHED_TOTALS, S_SLOT_COLLISIONS, 1);
+            } else {
+                if (*s).tid != 0 {
+                    add(&SCHED_TOTALS, S_SLOT_COLLISIONS, 1);
+                }
+                (*s).sc_state = SC_UNSEEN;
             }
             (*s).tid = tid;
             (*s).state = ST_ON_CPU;
             (*s).ts = now;
         }
     }
+}
+
+/// tp_btf/sched_switch: the blocked syscall from the task's registers where the kernel has
+/// `bpf_task_pt_regs`, else from its slot.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn offcpu_sched_switch(ctx: BtfTracePointContext) -> i32 {
+    on_switch::<true>(ctx.arg(0), ctx.arg(1), ctx.arg(2));
+    0
+}
+
+/// raw_tp/sched_switch (no kernel BTF): the blocked syscall from the thread's slot.
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn offcpu_sched_switch_raw(ctx: RawTracePointContext) -> i32 {
+    on_switch::<false>(ctx.arg(0), ctx.arg(1), ctx.arg(2));
     0
 }
 
 /// A blocked thread becomes runnable: its off-CPU interval ends, its run-queue wait begins.
 #[inline(always)]
-fn on_wakeup(task: u64, new: bool) {
+fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
     let Some(tid) = traced_tid(task) else {
         return;
     };
@@ -271,9 +313,12 @@ fn on_wakeup(task: u64, new: bool) {
                 return;
             }
             credit(&(*s).key, now.saturating_sub((*s).ts));
-            count_waker();
-        } else if (*s).tid != tid && (*s).tid != 0 {
-            add(&SCHED_TOTALS, S_SLOT_COLLISIONS, 1);
+            count_waker::<REGS>();
+        } else if (*s).tid != tid {
+            if (*s).tid != 0 {
+                add(&SCHED_TOTALS, S_SLOT_COLLISIONS, 1);
+            }
+            (*s).sc_state = SC_UNSEEN;
         }
         (*s).tid = tid;
         (*s).state = ST_RUNNABLE;
@@ -285,16 +330,17 @@ fn on_wakeup(task: u64, new: bool) {
 /// was interrupted in user space (a timer or an interrupt that wakes the server while a CPU hog
 /// runs is not the hog's doing: a peer wakes it from a system call, its write or its close).
 #[inline(always)]
-fn count_waker() {
+fn count_waker<const REGS: bool>() {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if matches!(TRACED.get(tgid), Some(f) if *f & TRACED_TARGET != 0) {
         return;
     }
-    // Known at load time, as in `why_blocked`: without the helpers every waker counts.
-    if global(&HAVE_PT_REGS) != 0 {
+    // Known at load time, as in `why_blocked`: without the helpers (or in a raw_tp program,
+    // where they take no BTF pointer) every waker counts.
+    if REGS && global(&HAVE_PT_REGS) != 0 {
         let task = unsafe { aya_ebpf::helpers::generated::bpf_get_current_task_btf() };
         let regs = unsafe { aya_ebpf::helpers::generated::bpf_task_pt_regs(task) as u64 };
-        if regs != 0 && reg(regs, REG_ORIG_AX).is_some_and(|nr| (nr as i64) < 0) {
+        if regs != 0 && read_u32(regs, global(&REG_NR_OFF)).is_some_and(|nr| (nr as i32) < 0) {
             return;
         }
     }
@@ -309,13 +355,76 @@ fn count_waker() {
 /// tp_btf/sched_wakeup(struct task_struct *p).
 #[btf_tracepoint(function = "sched_wakeup")]
 pub fn offcpu_sched_wakeup(ctx: BtfTracePointContext) -> i32 {
-    on_wakeup(ctx.arg(0), false);
+    on_wakeup::<true>(ctx.arg(0), false);
     0
 }
 
 /// tp_btf/sched_wakeup_new(struct task_struct *p).
 #[btf_tracepoint(function = "sched_wakeup_new")]
 pub fn offcpu_sched_wakeup_new(ctx: BtfTracePointContext) -> i32 {
-    on_wakeup(ctx.arg(0), true);
+    on_wakeup::<true>(ctx.arg(0), true);
+    0
+}
+
+/// raw_tp/sched_wakeup(struct task_struct *p).
+#[raw_tracepoint(tracepoint = "sched_wakeup")]
+pub fn offcpu_sched_wakeup_raw(ctx: RawTracePointContext) -> i32 {
+    on_wakeup::<false>(ctx.arg(0), false);
+    0
+}
+
+/// raw_tp/sched_wakeup_new(struct task_struct *p).
+#[raw_tracepoint(tracepoint = "sched_wakeup_new")]
+pub fn offcpu_sched_wakeup_new_raw(ctx: RawTracePointContext) -> i32 {
+    on_wakeup::<false>(ctx.arg(0), true);
+    0
+}
+
+/// The current task's slot when its process is traced and the slot is its own, or free (a
+/// thread on a CPU since before the probes attached takes it here).
+#[inline(always)]
+fn current_slot() -> Option<*mut ThreadSlot> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    match TRACED.get((pid_tgid >> 32) as u32) {
+        Some(f) if *f & TRACED_TARGET != 0 => {}
+        _ => return None,
+    }
+    let tid = pid_tgid as u32;
+    let s = slot(tid)?;
+    unsafe {
+        if (*s).tid != tid {
+            if (*s).tid != 0 {
+                return None;
+            }
+            (*s).tid = tid;
+            (*s).state = ST_ON_CPU;
+            (*s).ts = bpf_ktime_get_ns();
+        }
+    }
+    Some(s)
+}
+
+/// raw_tp/sys_enter(struct pt_regs *regs, long id): a traced thread enters syscall `id`;
+/// kept in its slot until it returns, for the switch program should it block.
+#[raw_tracepoint(tracepoint = "sys_enter")]
+pub fn offcpu_sys_enter(ctx: RawTracePointContext) -> i32 {
+    if let Some(s) = current_slot() {
+        let regs: u64 = ctx.arg(0);
+        let id: u64 = ctx.arg(1);
+        unsafe {
+            (*s).sc_nr = id as u32;
+            (*s).sc_regs = regs;
+            (*s).sc_state = SC_IN;
+        }
+    }
+    0
+}
+
+/// raw_tp/sys_exit(struct pt_regs *regs, long ret): the thread left its syscall.
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn offcpu_sys_exit(_ctx: RawTracePointContext) -> i32 {
+    if let Some(s) = current_slot() {
+        unsafe { (*s).sc_state = SC_NONE };
+    }
     0
 }

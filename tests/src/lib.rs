@@ -207,9 +207,27 @@ pub struct Tracer {
 impl Tracer {
     /// Starts `trapdetect <args>` and waits (up to 60 s) until it says it is tracing.
     pub fn start(args: &[&str]) -> Tracer {
+        Self::start_env(args, &[])
+    }
+
+    /// [`Tracer::start`] with environment variables set for trapdetect.
+    pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> Tracer {
+        let mut c = Command::new(bin());
+        c.args(args).envs(env.iter().copied());
+        Self::start_cmd(c)
+    }
+
+    /// Starts `sh -c SCRIPT sh trapdetect ARGS...`: SCRIPT prepares (in a namespace it made
+    /// with `unshare`, say) and ends with `exec "$@"`, so the tracer keeps the pid signalled.
+    pub fn start_wrapped(wrapper: &[&str], args: &[&str]) -> Tracer {
+        let mut c = Command::new(wrapper[0]);
+        c.args(&wrapper[1..]).arg(bin()).args(args);
+        Self::start_cmd(c)
+    }
+
+    fn start_cmd(mut c: Command) -> Tracer {
         use std::{io::BufRead, process::Stdio};
-        let mut child = Command::new(bin())
-            .args(args)
+        let mut child = c
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

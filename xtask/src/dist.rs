@@ -18,9 +18,29 @@ pub const HOST_TARGET: &str = "x86_64-unknown-linux-musl";
 /// Targets `dist` knows: (rust target, Debian architecture, linker override).
 const TARGETS: &[(&str, &str, Option<&str>)] = &[
     ("x86_64-unknown-linux-musl", "amd64", None),
-    // No aarch64 cross gcc is needed: Rust ships musl's crt objects and rust-lld links them.
+    // Rust ships musl's crt objects and rust-lld links them; ring's C and assembly (rustls)
+    // need a C compiler for the target: Debian's gcc-aarch64-linux-gnu (cross_env).
     ("aarch64-unknown-linux-musl", "arm64", Some("rust-lld")),
 ];
+
+/// Environment a cross build for `target` needs: the linker override of [`TARGETS`] and, for
+/// aarch64, Debian's cross gcc and ar as the C toolchain (`cargo xtask setup` installs
+/// gcc-aarch64-linux-gnu; ring's C uses no glibc interface, musl's libc resolves it).
+pub fn cross_env(target: &str) -> Vec<(String, String)> {
+    let key = target.replace('-', "_");
+    let mut env = vec![];
+    if let Some((_, _, Some(l))) = TARGETS.iter().find(|t| t.0 == target) {
+        env.push((
+            format!("CARGO_TARGET_{}_LINKER", key.to_uppercase()),
+            l.to_string(),
+        ));
+    }
+    if target.starts_with("aarch64") && !std::env::consts::ARCH.starts_with("aarch64") {
+        env.push((format!("CC_{key}"), "aarch64-linux-gnu-gcc".into()));
+        env.push((format!("AR_{key}"), "aarch64-linux-gnu-ar".into()));
+    }
+    env
+}
 
 /// Options of `cargo xtask dist`.
 pub struct Options {
@@ -59,7 +79,7 @@ pub fn run(opts: &Options) -> Result<PathBuf> {
     std::fs::create_dir_all(&dist)?;
     let mut built = vec![];
     for t in &opts.targets {
-        let Some(&(target, deb_arch, linker)) = TARGETS.iter().find(|(n, ..)| n == t) else {
+        let Some(&(target, deb_arch, _)) = TARGETS.iter().find(|(n, ..)| n == t) else {
             bail!(
                 "unknown target {t} (known: {})",
                 TARGETS.iter().map(|t| t.0).collect::<Vec<_>>().join(", ")
@@ -71,13 +91,7 @@ pub fn run(opts: &Options) -> Result<PathBuf> {
             .args(["build", "--release", "--target", target, "-p", "trapdetect"])
             .args(["--bin", "trapdetect"])
             .current_dir(root());
-        if let Some(l) = linker {
-            let var = format!(
-                "CARGO_TARGET_{}_LINKER",
-                target.to_uppercase().replace('-', "_")
-            );
-            cargo.env(var, l);
-        }
+        cargo.envs(cross_env(target));
         util::run(&mut cargo).with_context(|| format!("build for {target}"))?;
         let bin = root()
             .join("target")

@@ -61,6 +61,11 @@ const APT_TEST: &[&[&str]] = &[
     // The kernel matrix (xtask/src/vm.rs): qemu for TCG guests, a static busybox for their
     // initramfs, xz for compressed modules, the archive keys for the older suites.
     &["qemu-system-x86"],
+    // `cargo xtask dist --target aarch64-unknown-linux-musl`: ring's C for aarch64
+    // (xtask/src/dist.rs cross_env).
+    &["gcc-aarch64-linux-gnu"],
+    // The syscall tables' unit test reads both architectures' numbers from these headers.
+    &["linux-libc-dev"],
     &["busybox-static"],
     &["xz-utils"],
     &["debian-archive-keyring"],

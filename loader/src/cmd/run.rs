@@ -13,7 +13,7 @@ use crate::{
     escape,
     host::mounts::MountTable,
     load::{self, Plan, Running, Summary},
-    probe::{Probes, offcpu::have_pt_regs, offcpu::kernel_release},
+    probe::{Probes, offcpu::classes_method_of},
     report::Report,
     trace::{self, LoadDriver, seconds::Sampler},
     traps::{
@@ -175,10 +175,12 @@ pub fn run(args: RunArgs) -> Result<i32> {
     };
     let mut report = trace::run(&opts, Some(driver))?;
     report.command = "run";
-    let offcpu_attached = report
-        .probes
-        .iter()
-        .any(|p| p.program == trapdetect_common::offcpu::PROG_OFFCPU_SWITCH && p.attached);
+    let method = classes_method_of(&report.probes);
+    let offcpu_attached = report.probes.iter().any(|p| {
+        (p.program == trapdetect_common::offcpu::PROG_OFFCPU_SWITCH
+            || p.program == trapdetect_common::offcpu::PROG_OFFCPU_SWITCH_RAW)
+            && p.attached
+    });
     let mounts = MountTable::of_pid(args.pid).unwrap_or_default();
     let joined = match (&builtin, &other) {
         (Some(b), _) => b
@@ -201,7 +203,8 @@ pub fn run(args: RunArgs) -> Result<i32> {
                 "the off-CPU probes did not attach (see the probes table): the timeline has no kernel columns and there is no wait verdict".into(),
             );
         }
-        let obs = observe(side, sampler, &report, &mounts, offcpu_attached, args.pid);
+        let mut obs = observe(side, sampler, &report, &mounts, offcpu_attached, args.pid);
+        obs.classified = method != trapdetect_common::offcpu::METHOD_UNKNOWN;
         report.findings.extend(traps::run::rules(&obs));
         if offcpu_attached {
             let inputs = traps::run::VerdictInputs {
@@ -228,7 +231,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
                 "{lost} off-CPU intervals were lost (thread slot collisions or a full map); the seconds are marked"
             ));
         }
-        report.add(&RunSection(&obs, sampler, side));
+        report.add(&RunSection(&obs, sampler, side, method));
     }
     report.finish(&args.load.verdict.ignore, args.load.verdict.strict);
     crate::cmd::trace::emit(
@@ -336,7 +339,7 @@ fn observe(
         workers: k.workers(),
         filesystems: filesystems(k, report, mounts, pid, path_off, answered_window),
         locks: locks(k),
-        classified: attached && have_pt_regs(&kernel_release()),
+        classified: attached,
         quota: quota_obs(k),
         exe: report
             .target
@@ -654,7 +657,9 @@ fn quota_obs(k: &Sampler) -> Option<QuotaObs> {
 }
 
 /// The `run` section: where the threads' time went, second by second.
-struct RunSection<'a>(&'a RunObs, &'a Sampler, &'a LoadSide);
+/// The run section: observations, the kernel's seconds, the load side, and how the blocked
+/// syscall was known (`METHOD_*`).
+struct RunSection<'a>(&'a RunObs, &'a Sampler, &'a LoadSide, u32);
 
 impl crate::report::Section for RunSection<'_> {
     fn name(&self) -> &'static str {
@@ -664,10 +669,11 @@ impl crate::report::Section for RunSection<'_> {
         let mut section = section_json(self.0, self.1);
         section["load_columns_missing"] = json!(self.2.missing);
         section["delivered_basis"] = json!(delivered_basis(self.2, self.1));
+        section["classes_method"] = json!(method_name(self.3));
         Ok(section)
     }
     fn text(&self) -> String {
-        render_text(self.0, self.2)
+        render_text(self.0, self.2, self.3)
     }
 }
 
@@ -701,13 +707,29 @@ fn section_json(o: &RunObs, k: &Sampler) -> serde_json::Value {
     })
 }
 
-fn render_text(o: &RunObs, side: &LoadSide) -> String {
+/// `run.classes_method`: `exact`, `syscall-entry` or `unknown`.
+fn method_name(method: u32) -> &'static str {
+    trapdetect_common::offcpu::METHOD_NAMES
+        .get(method as usize)
+        .copied()
+        .unwrap_or("unknown")
+}
+
+fn render_text(o: &RunObs, side: &LoadSide, method: u32) -> String {
     let mut out = String::new();
     let wall = o.wall_s().max(1e-9);
     let _ = writeln!(
         out,
-        "Where the threads' time went ({:.1} thread-seconds over {:.1} s; {} workers):",
-        wall, o.window_s, o.workers
+        "Where the threads' time went ({:.1} thread-seconds over {:.1} s; {} workers; classes: {}):",
+        wall,
+        o.window_s,
+        o.workers,
+        match method {
+            trapdetect_common::offcpu::METHOD_REGS =>
+                "exact, the blocked syscall read from its registers",
+            trapdetect_common::offcpu::METHOD_ENTRY => "from syscall entry",
+            _ => "unknown on this kernel",
+        }
     );
     let mut parts: Vec<(String, f64)> = vec![
         ("on CPU".into(), o.on_cpu_s),

@@ -27,8 +27,9 @@ use trapdetect_common::{
     fuse::FuseKey,
     hist::HIST_BUCKETS,
     names::*,
+    offcpu::PROG_OFFCPU_SWITCH,
     paths::{PathKey, PathStat},
-    syscalls::{NUM_KINDS, SYSCALLS},
+    syscalls::NUM_KINDS,
 };
 
 use crate::{
@@ -66,7 +67,8 @@ struct Entry {
 /// anything without it, and why it is there.
 fn table() -> Vec<Entry> {
     let mut t = vec![];
-    for s in SYSCALLS {
+    let arch = trapdetect_common::offcpu::host_arch();
+    for s in trapdetect_common::syscalls::on_arch(arch) {
         t.push(Entry {
             program: format!("sys_enter_{}", s.name),
             attach: vec![("syscalls", format!("sys_enter_{}", s.name))],
@@ -76,8 +78,7 @@ fn table() -> Vec<Entry> {
     }
     t.push(Entry {
         program: PROG_SYS_EXIT_PATH.into(),
-        attach: SYSCALLS
-            .iter()
+        attach: trapdetect_common::syscalls::on_arch(arch)
             .map(|s| ("syscalls", format!("sys_exit_{}", s.name)))
             .collect(),
         required: true,
@@ -338,6 +339,8 @@ pub struct Probes {
     btf_path: std::path::PathBuf,
     /// Why the off-CPU programs cannot run, when a kernel offset they need is missing.
     offcpu_missing: Option<String>,
+    /// The `tp_btf` switch program reads the blocked syscall from the task's registers.
+    offcpu_regs: bool,
     /// Kept alive so tracefs stays mounted while attached.
     _tracefs: Tracefs,
 }
@@ -408,7 +411,7 @@ impl Probes {
             Btf::parse(&btf_data).map_err(|e| Error::Kernel(format!("{}: {e}", path.display())))?;
         let offs = offsets(&btf).map_err(|e| Error::Kernel(format!("kernel BTF: {e}")))?;
         let (sock_offs, socket_offsets_missing) = socket_offsets(&btf);
-        let (offcpu_offs, offcpu_missing) = offcpu::globals(&btf);
+        let (offcpu_offs, offcpu_missing, offcpu_regs) = offcpu::globals(&btf);
         let netns_filter = sock_offs
             .iter()
             .filter(|(g, _)| *g == GLOBAL_OFF_SK_NET || *g == GLOBAL_OFF_NET_INUM)
@@ -493,6 +496,7 @@ impl Probes {
             netns_filter,
             btf_path: path.to_path_buf(),
             offcpu_missing,
+            offcpu_regs,
             _tracefs: tracefs,
         };
         // Attach exits before enters, so an enter never records a call whose exit is unseen.
@@ -500,12 +504,22 @@ impl Probes {
         entries.sort_by_key(|e| !e.program.starts_with("sys_exit"));
         for e in entries {
             let connect = e.program == PROG_SYS_ENTER_CONNECT || e.program == PROG_SYS_EXIT_CONNECT;
+            let offcpu_row = e.attach[0].0 == offcpu::TP_BTF || e.attach[0].0 == offcpu::RAW_TP;
             let why_not = if want.skip.contains(&e.program) {
                 Some("skipped on request (--skip-probe)")
-            } else if e.attach[0].0 == offcpu::TP_BTF && !want.offcpu {
+            } else if offcpu_row && !want.offcpu {
                 Some("not attached: off-CPU time is measured by `trapdetect run`")
-            } else if e.attach[0].0 == offcpu::TP_BTF && probes.offcpu_missing.is_some() {
+            } else if offcpu_row && probes.offcpu_missing.is_some() {
                 Some("not attached: a kernel struct offset it needs is missing from BTF")
+            } else if offcpu::raw_twin_of(&e.program).is_some_and(|t| probes.is_attached(t)) {
+                Some("not attached: its tp_btf program is")
+            } else if offcpu::is_entry_program(&e.program)
+                && probes.is_attached(PROG_OFFCPU_SWITCH)
+                && probes.offcpu_regs
+            {
+                Some(offcpu::REGS_NOTE)
+            } else if offcpu::is_entry_program(&e.program) && !probes.offcpu_attached() {
+                Some("not attached: no off-CPU switch program attached")
             } else if connect && !want.watch_clients {
                 Some("not attached: no --watch-client")
             } else if e.program == PROG_TCP_PROBE && probe_fields_missing {
@@ -559,7 +573,12 @@ impl Probes {
             .attach
             .iter()
             .filter(|(c, n)| {
-                let c = if *c == offcpu::TP_BTF { "sched" } else { c };
+                let c = match *c {
+                    offcpu::TP_BTF => "sched",
+                    offcpu::RAW_TP if n.starts_with("sys_") => "raw_syscalls",
+                    offcpu::RAW_TP => "sched",
+                    c => c,
+                };
                 self._tracefs.has_event(c, n)
             })
             .collect();
@@ -618,9 +637,13 @@ impl Probes {
             return Ok(());
         }
         let btf_tp = available[0].0 == offcpu::TP_BTF;
+        let raw_tp = available[0].0 == offcpu::RAW_TP;
         let result: std::result::Result<(), String> = (|| {
             if btf_tp {
                 return offcpu::attach(&mut self.ebpf, &e.program, &available[0].1, &self.btf_path);
+            }
+            if raw_tp {
+                return offcpu::attach_raw(&mut self.ebpf, &e.program, &available[0].1);
             }
             let prog: &mut TracePoint = self
                 .ebpf
@@ -777,6 +800,40 @@ impl Probes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use trapdetect_common::syscalls::SYSCALLS;
+
+    /// The compatibility table's required syscall programs are per architecture: arm64 lists
+    /// none of the calls only x86_64 has.
+    #[test]
+    fn required_syscalls_are_per_architecture() {
+        use trapdetect_common::offcpu::{ARCH_AARCH64, ARCH_X86_64};
+        let names = |a| {
+            trapdetect_common::syscalls::on_arch(a)
+                .map(|s| s.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(ARCH_X86_64).len(), SYSCALLS.len());
+        let arm = names(ARCH_AARCH64);
+        assert_eq!(arm.len(), SYSCALLS.len() - 5);
+        for n in ["newstat", "newlstat", "access", "open", "readlink"] {
+            assert!(!arm.contains(&n), "{n}");
+        }
+        for n in [
+            "newfstatat",
+            "statx",
+            "faccessat",
+            "openat",
+            "readlinkat",
+            "chdir",
+        ] {
+            assert!(arm.contains(&n), "{n}");
+        }
+        let listed: Vec<String> = table().into_iter().map(|e| e.program).collect();
+        assert_eq!(
+            listed.contains(&"sys_enter_newstat".to_string()),
+            cfg!(target_arch = "x86_64")
+        );
+    }
 
     /// The eBPF programs hard-code record offsets in `enter_prog!`; they must match the shared
     /// table, and the shared table must match this kernel's tracefs formats.

@@ -1,12 +1,14 @@
-//! The off-CPU probes (`tp_btf` on `sched_switch`, `sched_wakeup`, `sched_wakeup_new`): their
-//! rows of the compatibility table, the kernel offsets they need, and reading their sums.
+//! The off-CPU probes (`tp_btf` on `sched_switch`, `sched_wakeup`, `sched_wakeup_new`, their
+//! `raw_tp` twins where `tp_btf` cannot load, and `raw_tp` on `sys_enter`/`sys_exit` where the
+//! blocked syscall cannot be read from registers): their rows of the compatibility table, the
+//! kernel offsets they need, which method names the blocked syscall, and reading their sums.
 
 use std::{collections::HashMap, path::Path};
 
 use aya::{
     Ebpf,
     maps::{Array, MapData, PerCpuArray, PerCpuHashMap},
-    programs::BtfTracePoint,
+    programs::{BtfTracePoint, RawTracePoint},
 };
 use trapdetect_common::offcpu::*;
 
@@ -15,6 +17,8 @@ use crate::{btf::Btf, error::Result};
 
 /// The category the table uses for `tp_btf` programs (their events live under `sched/`).
 pub(super) const TP_BTF: &str = "tp_btf";
+/// The category the table uses for raw tracepoints (`sched/*` and `raw_syscalls/*` events).
+pub(super) const RAW_TP: &str = "raw_tp";
 
 /// Rows of the compatibility table.
 pub(super) fn entries() -> Vec<Entry> {
@@ -23,7 +27,7 @@ pub(super) fn entries() -> Vec<Entry> {
             program: PROG_OFFCPU_SWITCH.into(),
             attach: vec![(TP_BTF, "sched_switch".into())],
             required: false,
-            purpose: "off-CPU time by why (the syscall a thread blocked in, from bpf_task_pt_regs: Linux ≥ 5.15, x86_64), on-CPU time and run-queue delay of the traced threads (tp_btf, Linux ≥ 5.5)",
+            purpose: "off-CPU time by why (the syscall a thread blocked in: from bpf_task_pt_regs on Linux ≥ 5.15, else from raw_tp/sys_enter), on-CPU time and run-queue delay of the traced threads (tp_btf, Linux ≥ 5.5 with kernel BTF)",
         },
         Entry {
             program: PROG_OFFCPU_WAKEUP.into(),
@@ -37,19 +41,96 @@ pub(super) fn entries() -> Vec<Entry> {
             required: false,
             purpose: "a new traced thread becomes runnable (run-queue delay of new workers)",
         },
+        Entry {
+            program: PROG_OFFCPU_SWITCH_RAW.into(),
+            attach: vec![(RAW_TP, "sched_switch".into())],
+            required: false,
+            purpose: "the switch program as a raw tracepoint, where tp_btf cannot load (no kernel BTF, Linux < 5.5); the blocked syscall from raw_tp/sys_enter",
+        },
+        Entry {
+            program: PROG_OFFCPU_WAKEUP_RAW.into(),
+            attach: vec![(RAW_TP, "sched_wakeup".into())],
+            required: false,
+            purpose: "the wakeup program as a raw tracepoint, where tp_btf cannot load",
+        },
+        Entry {
+            program: PROG_OFFCPU_WAKEUP_NEW_RAW.into(),
+            attach: vec![(RAW_TP, "sched_wakeup_new".into())],
+            required: false,
+            purpose: "the new-thread wakeup program as a raw tracepoint, where tp_btf cannot load",
+        },
+        Entry {
+            program: PROG_OFFCPU_SYS_ENTER.into(),
+            attach: vec![(RAW_TP, "sys_enter".into())],
+            required: false,
+            purpose: "the syscall a traced thread enters, kept in its slot for the switch program, where the kernel cannot read it from the blocked thread's registers (bpf_task_pt_regs: Linux ≥ 5.15; raw tracepoint, Linux ≥ 4.17): a program on every syscall of the host",
+        },
+        Entry {
+            program: PROG_OFFCPU_SYS_EXIT.into(),
+            attach: vec![(RAW_TP, "sys_exit".into())],
+            required: false,
+            purpose: "a traced thread left its syscall: a block after it is outside any syscall",
+        },
     ]
 }
 
-/// Whether this kernel can say which syscall a blocked thread is in: `bpf_task_pt_regs`
-/// exists from Linux 5.15, and the register offsets and syscall numbers are x86_64's.
-pub fn have_pt_regs(release: &str) -> bool {
-    if !cfg!(target_arch = "x86_64") {
-        return false;
+/// The raw tracepoint twin of a `tp_btf` program (attached only when that one cannot be).
+pub(super) fn raw_twin_of(program: &str) -> Option<&'static str> {
+    match program {
+        PROG_OFFCPU_SWITCH_RAW => Some(PROG_OFFCPU_SWITCH),
+        PROG_OFFCPU_WAKEUP_RAW => Some(PROG_OFFCPU_WAKEUP),
+        PROG_OFFCPU_WAKEUP_NEW_RAW => Some(PROG_OFFCPU_WAKEUP_NEW),
+        _ => None,
     }
+}
+
+/// Whether a program is one of the syscall-entry pair.
+pub(super) fn is_entry_program(program: &str) -> bool {
+    program == PROG_OFFCPU_SYS_ENTER || program == PROG_OFFCPU_SYS_EXIT
+}
+
+/// Whether this kernel can read which syscall a blocked thread is in from its registers:
+/// `bpf_task_pt_regs` exists from Linux 5.15 (x86_64 and arm64 alike; the register offsets
+/// come from BTF).
+pub fn have_pt_regs(release: &str) -> bool {
     let mut it = release.split(|c: char| !c.is_ascii_digit());
     let major: u32 = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     let minor: u32 = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
     (major, minor) >= (5, 15)
+}
+
+/// How a finished trace knew the blocked syscall (`METHOD_*`), from its probe rows: the
+/// syscall-entry pair attached beside a switch program, or the `tp_btf` switch program reading
+/// registers (the entry pair then not attached, and its note says so).
+pub fn classes_method_of(rows: &[super::ProbeRow]) -> u32 {
+    let attached = |p: &str| rows.iter().any(|r| r.program == p && r.attached);
+    let switch = attached(PROG_OFFCPU_SWITCH) || attached(PROG_OFFCPU_SWITCH_RAW);
+    if switch && attached(PROG_OFFCPU_SYS_ENTER) && attached(PROG_OFFCPU_SYS_EXIT) {
+        METHOD_ENTRY
+    } else if attached(PROG_OFFCPU_SWITCH)
+        && rows
+            .iter()
+            .any(|r| r.program == PROG_OFFCPU_SYS_ENTER && r.note == REGS_NOTE)
+    {
+        METHOD_REGS
+    } else {
+        METHOD_UNKNOWN
+    }
+}
+
+/// The entry pair's note where registers are read instead.
+pub(super) const REGS_NOTE: &str =
+    "not attached: the blocked syscall is read from the thread's registers (bpf_task_pt_regs)";
+
+/// The method asked for with `TRAPDETECT_CLASSES_METHOD` (`exact` or `syscall-entry`), to
+/// compare the two on one kernel (`cargo xtask bench offcpu`, the e2e tests); by default
+/// `exact` where the kernel has it.
+pub fn method_override() -> Option<u32> {
+    match std::env::var("TRAPDETECT_CLASSES_METHOD").ok()?.as_str() {
+        "exact" => Some(METHOD_REGS),
+        "syscall-entry" => Some(METHOD_ENTRY),
+        _ => None,
+    }
 }
 
 /// The running kernel's release string.
@@ -60,9 +141,20 @@ pub fn kernel_release() -> String {
         .to_string()
 }
 
-/// Globals the off-CPU programs need. A missing offset leaves them unattached (the caller
-/// records why) rather than failing the whole trace.
-pub(super) fn globals(btf: &Btf) -> (Vec<(&'static str, u32)>, Option<String>) {
+/// The `struct pt_regs` fields holding the syscall number and its first two arguments on
+/// this architecture: `(field, extra bytes)`.
+fn reg_fields() -> [(&'static str, u32); 3] {
+    if cfg!(target_arch = "aarch64") {
+        [("syscallno", 0), ("orig_x0", 0), ("regs", 8)]
+    } else {
+        [("orig_ax", 0), ("di", 0), ("si", 0)]
+    }
+}
+
+/// Globals the off-CPU programs need, and whether the registers can be read (`METHOD_REGS`
+/// possible). A missing struct offset leaves them unattached (the caller records why) rather
+/// than failing the whole trace; missing register offsets only rule out reading registers.
+pub(super) fn globals(btf: &Btf) -> (Vec<(&'static str, u32)>, Option<String>, bool) {
     let state = btf
         .offset("task_struct", "__state")
         .or_else(|_| btf.offset("task_struct", "state"));
@@ -84,9 +176,25 @@ pub(super) fn globals(btf: &Btf) -> (Vec<(&'static str, u32)>, Option<String>) {
             }
         }
     }
-    let regs = have_pt_regs(&kernel_release()) as u32;
-    out.push((GLOBAL_HAVE_PT_REGS, regs));
-    (out, missing)
+    let mut regs_ok = true;
+    for (g, (field, extra)) in [GLOBAL_REG_NR_OFF, GLOBAL_REG_A0_OFF, GLOBAL_REG_A1_OFF]
+        .into_iter()
+        .zip(reg_fields())
+    {
+        match btf.offset("pt_regs", field) {
+            Ok(v) => out.push((g, v + extra)),
+            Err(e) => {
+                out.push((g, 0));
+                regs_ok = false;
+                missing.get_or_insert(e.to_string());
+            }
+        }
+    }
+    out.push((GLOBAL_SYSCALL_ARCH, host_arch()));
+    let regs =
+        regs_ok && have_pt_regs(&kernel_release()) && method_override() != Some(METHOD_ENTRY);
+    out.push((GLOBAL_HAVE_PT_REGS, regs as u32));
+    (out, missing, regs)
 }
 
 /// Loads and attaches one `tp_btf` program.
@@ -110,6 +218,23 @@ pub(super) fn attach(
     Ok(())
 }
 
+/// Loads and attaches one raw tracepoint program.
+pub(super) fn attach_raw(
+    ebpf: &mut Ebpf,
+    program: &str,
+    tracepoint: &str,
+) -> std::result::Result<(), String> {
+    let prog: &mut RawTracePoint = ebpf
+        .program_mut(program)
+        .ok_or_else(|| format!("program {program} not in the object"))?
+        .try_into()
+        .map_err(|e| format!("{e}"))?;
+    prog.load().map_err(|e| format!("load: {e:#}"))?;
+    prog.attach(tracepoint)
+        .map_err(|e| format!("attach raw_tp/{tracepoint}: {e:#}"))?;
+    Ok(())
+}
+
 /// The off-CPU sums at one instant.
 #[derive(Clone, Debug, Default)]
 pub struct OffcpuReading {
@@ -124,7 +249,12 @@ pub struct OffcpuReading {
 impl Probes {
     /// Whether the off-CPU probes are attached (the switch program is the one that matters).
     pub fn offcpu_attached(&self) -> bool {
-        self.is_attached(PROG_OFFCPU_SWITCH)
+        self.is_attached(PROG_OFFCPU_SWITCH) || self.is_attached(PROG_OFFCPU_SWITCH_RAW)
+    }
+
+    /// How the blocked syscall is known (`METHOD_*`).
+    pub fn classes_method(&self) -> u32 {
+        classes_method_of(&self.rows)
     }
 
     /// Reads the off-CPU sums.
@@ -212,10 +342,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pt_regs_from_5_15_on_x86_64() {
-        let x86 = cfg!(target_arch = "x86_64");
-        assert_eq!(have_pt_regs("6.18.44-fc"), x86);
-        assert_eq!(have_pt_regs("5.15.74.2-microsoft-standard-WSL2"), x86);
+    fn pt_regs_from_5_15() {
+        assert!(have_pt_regs("6.18.44-fc"));
+        assert!(have_pt_regs("6.1.0-50-arm64"));
+        assert!(have_pt_regs("5.15.74.2-microsoft-standard-WSL2"));
         assert!(!have_pt_regs("5.10.0-32-amd64"));
         assert!(!have_pt_regs("4.19.0"));
         assert!(!have_pt_regs(""));
@@ -223,16 +353,97 @@ mod tests {
 
     #[test]
     fn syscall_classes() {
-        assert_eq!(class_of(262), (CLASS_PATH, ARG_DIRFD_PATH)); // newfstatat
-        assert_eq!(class_of(80), (CLASS_PATH, ARG_PATH)); // chdir
-        assert_eq!(class_of(0), (CLASS_FILE_IO, ARG_FD)); // read
-        assert_eq!(class_of(73), (CLASS_FILE_LOCK, ARG_FD)); // flock
-        assert_eq!(class_of(72), (CLASS_FILE_LOCK, ARG_FCNTL)); // fcntl
-        assert_eq!(class_of(202).0, CLASS_FUTEX);
-        assert_eq!(class_of(43).0, CLASS_WAIT_WORK); // accept
-        assert_eq!(class_of(232).0, CLASS_WAIT_WORK); // epoll_wait
-        assert_eq!(class_of(230).0, CLASS_SLEEP); // clock_nanosleep
-        assert_eq!(class_of(61).0, CLASS_OTHER); // wait4
+        let x = |nr| class_of(ARCH_X86_64, nr);
+        assert_eq!(x(262), (CLASS_PATH, ARG_DIRFD_PATH)); // newfstatat
+        assert_eq!(x(80), (CLASS_PATH, ARG_PATH)); // chdir
+        assert_eq!(x(0), (CLASS_FILE_IO, ARG_FD)); // read
+        assert_eq!(x(73), (CLASS_FILE_LOCK, ARG_FD)); // flock
+        assert_eq!(x(72), (CLASS_FILE_LOCK, ARG_FCNTL)); // fcntl
+        assert_eq!(x(202).0, CLASS_FUTEX);
+        assert_eq!(x(43).0, CLASS_WAIT_WORK); // accept
+        assert_eq!(x(232).0, CLASS_WAIT_WORK); // epoll_wait
+        assert_eq!(x(230).0, CLASS_SLEEP); // clock_nanosleep
+        assert_eq!(x(61).0, CLASS_OTHER); // wait4
+        let a = |nr| class_of(ARCH_AARCH64, nr);
+        assert_eq!(a(79), (CLASS_PATH, ARG_DIRFD_PATH)); // newfstatat
+        assert_eq!(a(49), (CLASS_PATH, ARG_PATH)); // chdir
+        assert_eq!(a(63), (CLASS_FILE_IO, ARG_FD)); // read
+        assert_eq!(a(32), (CLASS_FILE_LOCK, ARG_FD)); // flock
+        assert_eq!(a(25), (CLASS_FILE_LOCK, ARG_FCNTL)); // fcntl
+        assert_eq!(a(98).0, CLASS_FUTEX);
+        assert_eq!(a(202).0, CLASS_WAIT_WORK); // accept
+        assert_eq!(a(22).0, CLASS_WAIT_WORK); // epoll_pwait
+        assert_eq!(a(115).0, CLASS_SLEEP); // clock_nanosleep
+        assert_eq!(a(260).0, CLASS_OTHER); // wait4
+        assert!(is_read(ARCH_AARCH64, 63) && !is_read(ARCH_AARCH64, 0));
+        assert!(is_read(ARCH_X86_64, 0) && !is_read(ARCH_X86_64, 63));
         assert_eq!(CLASS_NAMES.len(), NUM_CLASSES as usize);
+    }
+
+    /// Every syscall the tables class, by name, the same on both architectures: each table is
+    /// read back through the architecture's own header (linux-libc-dev's asm/unistd_64.h and
+    /// asm-generic/unistd.h), so a number typed wrong names another syscall and fails here.
+    #[test]
+    fn both_tables_class_the_same_syscalls_by_name() {
+        let parse = |path: &str| -> HashMap<u64, String> {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            text.lines()
+                .filter_map(|l| {
+                    let mut w = l.split_whitespace();
+                    (w.next()? == "#define").then_some(())?;
+                    let name = w.next()?;
+                    let name = name
+                        .strip_prefix("__NR3264_")
+                        .or_else(|| name.strip_prefix("__NR_"))?;
+                    Some((w.next()?.parse().ok()?, name.to_string()))
+                })
+                .collect()
+        };
+        let x86 = parse("/usr/include/x86_64-linux-gnu/asm/unistd_64.h");
+        let generic = parse("/usr/include/asm-generic/unistd.h");
+        if x86.is_empty() || generic.is_empty() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "linux-libc-dev's headers are missing (cargo xtask setup installs them)"
+            );
+            eprintln!("SKIP: no syscall headers");
+            return;
+        }
+        // The generic table names some calls differently.
+        let alias = |n: &str| match n {
+            "fstatat" => "newfstatat".to_string(),
+            "fadvise64_64" => "fadvise64".to_string(),
+            n => n.to_string(),
+        };
+        let classed = |table: &HashMap<u64, String>, arch: u32| -> HashMap<String, (u32, u8)> {
+            table
+                .iter()
+                .filter(|(nr, _)| **nr < 440)
+                .map(|(nr, n)| (alias(n), class_of(arch, *nr)))
+                .filter(|(_, c)| c.0 != CLASS_OTHER)
+                .collect()
+        };
+        let on_x86 = classed(&x86, ARCH_X86_64);
+        let on_arm = classed(&generic, ARCH_AARCH64);
+        for (name, c) in &on_arm {
+            assert_eq!(on_x86.get(name), Some(c), "{name} on arm64");
+        }
+        let generic_names: Vec<String> = generic.values().map(|n| alias(n)).collect();
+        for (name, c) in &on_x86 {
+            if generic_names.contains(name) {
+                assert_eq!(on_arm.get(name), Some(c), "{name} on x86_64");
+            }
+        }
+        // The read calls, by name.
+        for (table, arch) in [(&x86, ARCH_X86_64), (&generic, ARCH_AARCH64)] {
+            let reads: Vec<&str> = table
+                .iter()
+                .filter(|(nr, _)| is_read(arch, **nr))
+                .map(|(_, n)| n.as_str())
+                .collect();
+            let mut reads = reads;
+            reads.sort();
+            assert_eq!(reads, ["pread64", "preadv", "preadv2", "read", "readv"]);
+        }
     }
 }

@@ -780,10 +780,12 @@ pub const RULES: &[Rule] = &[
         id: "run.classes-unavailable",
         title: "this kernel cannot say why threads wait",
         commands: &[Run],
-        mechanism: "without bpf_task_pt_regs (Linux 5.15+, x86_64) the syscall a thread blocked in \
+        mechanism: "without bpf_task_pt_regs (Linux 5.15+) and without the raw_tp/sys_enter probe \
+                    that records the syscall at entry instead, the syscall a thread blocked in \
                     is unknown: off-CPU time is measured but not classified.",
         evidence: &["unknown_off_cpu_pct"],
-        remedy: "run on Linux 5.15 or newer to see off-CPU time by class.",
+        remedy: "see the probes table for why offcpu_sys_enter did not attach (raw tracepoints \
+                 need Linux 4.17+).",
         doc: "docs/run.md",
     },
     Rule {

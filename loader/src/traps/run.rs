@@ -1224,10 +1224,10 @@ fn classes_unavailable(o: &RunObs) -> Finding {
     Finding::new(
             "run.classes-unavailable",
             Severity::Info,
-            "this kernel cannot tell which syscall blocked threads are in (bpf_task_pt_regs needs Linux ≥ 5.15 on x86_64): off-CPU time is not split by cause",
+            "the syscall blocked threads are in could not be told (neither bpf_task_pt_regs, Linux ≥ 5.15, nor the raw_tp/sys_enter probe attached): off-CPU time is not split by cause",
         )
         .with("unknown_off_cpu_pct", pct(class_s(o, "unknown"), o.wall_s()))
-        .remedy("run on Linux 5.15 or later for fs, lock and pool verdicts")
+        .remedy("see the probes table for why offcpu_sys_enter did not attach (raw tracepoints need Linux ≥ 4.17); the fs, lock and pool verdicts need it")
 }
 
 /// The one verdict of a run: what capped it, how much of the threads' time that explains,

@@ -1,8 +1,11 @@
 //! Cost of the off-CPU probes `trapdetect run` attaches (sched_switch fires far more often than
 //! path syscalls): a pipe ping-pong that context-switches as fast as it can, and php-fpm+nginx
-//! at saturation, each untraced, traced by trapdetect's off-CPU probes, and traced by bpftrace
-//! doing the same aggregation (off-CPU time per thread, summed in the kernel). Rounds are
-//! interleaved; medians and ratios are reported.
+//! at saturation, each untraced, traced by trapdetect's off-CPU probes (the blocked syscall
+//! read from registers, `exact`, and recorded at syscall entry, `syscall-entry`, the method of
+//! kernels before 5.15), and traced by bpftrace doing the same aggregation (off-CPU time per
+//! thread, summed in the kernel); and a syscall loop of a process that is *not* traced, which
+//! pays for `syscall-entry`'s program on every syscall of the host. Rounds are interleaved;
+//! medians and ratios are reported.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -15,6 +18,7 @@ use trapdetect_e2e::{TempDir, Tracer, servers::PhpStack};
 
 use super::{median, record};
 use crate::util::{self, has, wrk};
+use trapdetect_e2e::target_file;
 
 const ROUNDS: usize = 5;
 
@@ -51,6 +55,7 @@ print(n / dt, per, flush=True)
 enum Mode {
     Untraced,
     Trapdetect,
+    TrapdetectEntry,
     Bpftrace,
 }
 
@@ -58,7 +63,8 @@ impl Mode {
     fn name(self) -> &'static str {
         match self {
             Mode::Untraced => "untraced",
-            Mode::Trapdetect => "trapdetect off-CPU probes",
+            Mode::Trapdetect => "trapdetect, exact",
+            Mode::TrapdetectEntry => "trapdetect, syscall-entry",
             Mode::Bpftrace => "bpftrace (same aggregation)",
         }
     }
@@ -76,14 +82,23 @@ impl Attached {
     fn to(mode: Mode, pid: u32) -> Result<Attached> {
         Ok(Attached(match mode {
             Mode::Untraced => None,
-            Mode::Trapdetect => Some(Inner::Trapdetect(Tracer::start(&[
-                "--pid",
-                &pid.to_string(),
-                "--offcpu",
-                "--duration",
-                "600s",
-                "--quiet",
-            ]))),
+            Mode::Trapdetect | Mode::TrapdetectEntry => {
+                let method = match mode {
+                    Mode::TrapdetectEntry => "syscall-entry",
+                    _ => "exact",
+                };
+                Some(Inner::Trapdetect(Tracer::start_env(
+                    &[
+                        "--pid",
+                        &pid.to_string(),
+                        "--offcpu",
+                        "--duration",
+                        "600s",
+                        "--quiet",
+                    ],
+                    &[("TRAPDETECT_CLASSES_METHOD", method)],
+                )))
+            }
             Mode::Bpftrace => {
                 // Off-CPU time per thread of the process (and its children, by parent tgid
                 // at the time: enough for the ping-pong and a php-fpm pool), summed in maps.
@@ -183,10 +198,68 @@ fn ensure_bpftrace() -> bool {
     true
 }
 
+/// One run of `statloop getppid` (a syscall nothing traces) while trapdetect traces another,
+/// idle process: getppid calls per second.
+fn untraced_syscalls(mode: Mode, secs: f64) -> Result<f64> {
+    let mut idle = Command::new("sleep").arg("600").spawn().context("sleep")?;
+    let r = (|| {
+        let mut child = Command::new(target_file("statloop"))
+            .args(["getppid", &secs.to_string(), "."])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("statloop")?;
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line)?;
+        let attached = Attached::to(mode, idle.id())?;
+        writeln!(child.stdin.as_mut().unwrap(), "go")?;
+        line.clear();
+        out.read_line(&mut line)?;
+        drop(attached);
+        let _ = child.wait();
+        line.split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .with_context(|| format!("statloop printed {line:?}"))
+    })();
+    let _ = idle.kill();
+    let _ = idle.wait();
+    r
+}
+
 pub fn run() -> Result<()> {
-    let mut modes = vec![Mode::Untraced, Mode::Trapdetect];
+    let mut modes = vec![Mode::Untraced, Mode::Trapdetect, Mode::TrapdetectEntry];
     if ensure_bpftrace() {
         modes.push(Mode::Bpftrace);
+    }
+    // A process nobody traces, making syscalls: what syscall-entry's program costs the rest of
+    // the host (bpftrace's sched_switch program does not run per syscall: not compared).
+    let sys_modes = [Mode::Untraced, Mode::Trapdetect, Mode::TrapdetectEntry];
+    let mut sys_rates: Vec<Vec<f64>> = vec![vec![]; sys_modes.len()];
+    for round in 0..ROUNDS {
+        for i in (0..sys_modes.len()).map(|k| (k + round) % sys_modes.len()) {
+            sys_rates[i].push(untraced_syscalls(sys_modes[i], 2.0)?);
+        }
+    }
+    let base = median(&sys_rates[0]);
+    println!(
+        "\nan untraced process's syscalls (statloop getppid) while another process is traced, median of {ROUNDS} interleaved 2 s runs:"
+    );
+    for (i, m) in sys_modes.iter().enumerate() {
+        let r = median(&sys_rates[i]);
+        let added_ns = (1e9 / r - 1e9 / base).max(0.0);
+        println!(
+            "  {:<28} {:>10.0} syscalls/s  {:>6.1} % of untraced  {:>+7.0} ns per syscall",
+            m.name(),
+            r,
+            100.0 * r / base,
+            added_ns
+        );
+        record(
+            &format!("offcpu.untraced_syscalls.{}", m.name()),
+            serde_json::json!({"syscalls_per_s": r, "ratio": r / base, "added_ns_per_syscall": added_ns}),
+        );
     }
     let mut rates: Vec<Vec<f64>> = vec![vec![]; modes.len()];
     let mut per = 1.0;
@@ -196,7 +269,7 @@ pub fn run() -> Result<()> {
             // shared machine) loses that round, not the benchmark.
             let (r, p) = match pingpong(modes[i], 2.0) {
                 Ok(v) => v,
-                Err(e) if i > 1 => {
+                Err(e) if matches!(modes[i], Mode::Bpftrace) => {
                     println!("  {} round {round} lost: {e}", modes[i].name());
                     continue;
                 }
@@ -238,7 +311,7 @@ pub fn run() -> Result<()> {
         for i in (0..modes.len()).map(|k| (k + round) % modes.len()) {
             let a = match Attached::to(modes[i], stack.fpm.pid()) {
                 Ok(a) => a,
-                Err(e) if i > 1 => {
+                Err(e) if matches!(modes[i], Mode::Bpftrace) => {
                     println!("  {} round {round} lost: {e}", modes[i].name());
                     continue;
                 }
