@@ -217,6 +217,56 @@ fn taskset_pinning_names_one_of_the_online_cpus_and_ignore_keeps_it_listed() {
     );
 }
 
+/// Issue 22: per-process facts come from the processes that serve. A master that may run
+/// anywhere with a worker pinned to one CPU: the worker binds, and the finding names it.
+#[test]
+fn a_pinned_worker_under_an_unpinned_master_is_named() {
+    let online = std::thread::available_parallelism().unwrap().get();
+    if online < 2 {
+        trapdetect_e2e::skip(
+            "a_pinned_worker_under_an_unpinned_master_is_named",
+            "one CPU: pinning cannot be staged",
+        );
+        return;
+    }
+    let dir = TempDir::new("pin-child");
+    // sh (unpinned, in a network namespace of its own) forks `taskset -c 1 sleep 60` and waits.
+    let master = Proc::spawn(
+        "sh with a pinned child",
+        quiet(
+            Command::new("unshare")
+                .args(["-n", "sh", "-c", "taskset -c 1 sleep 60; true"])
+                .current_dir(dir.path()),
+        ),
+    );
+    let pid = master.pid();
+    let mut child = 0;
+    wait_until(
+        "the pinned child to exec sleep",
+        Duration::from_secs(5),
+        || {
+            child = trapdetect_e2e::servers::children_of(pid)
+                .into_iter()
+                .find(|c| {
+                    std::fs::read_to_string(format!("/proc/{c}/comm"))
+                        .is_ok_and(|s| s.trim() == "sleep")
+                })
+                .unwrap_or(0);
+            child != 0
+        },
+    );
+    let (_, j) = preflight(&["--pid", &pid.to_string(), "--no-sample"]);
+    let f = one(&j, "cpu.affinity");
+    assert_eq!(f["evidence"]["allowed_cpus"], 1);
+    assert_eq!(f["evidence"]["cpus_allowed_list"], "1");
+    assert_eq!(
+        f["title"],
+        format!(
+            "the target's process {child} (sleep) may run on 1 of {online} online CPUs (Cpus_allowed_list 1)"
+        )
+    );
+}
+
 #[test]
 fn strace_attached_is_a_tracer_with_its_pid() {
     if !require_root("strace_attached_is_a_tracer_with_its_pid") {

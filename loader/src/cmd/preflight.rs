@@ -607,19 +607,52 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     Ok(r)
 }
 
+/// The process of `root`'s tree allowed the fewest CPUs: (pid, comm, Cpus_allowed_list).
+fn binding_affinity(scan: &[process::ProcEntry], root: u32) -> Option<(u32, Vec<u8>, String)> {
+    process::descendants(scan, root)
+        .into_iter()
+        .filter_map(|p| {
+            let st =
+                process::parse_status(&std::fs::read_to_string(format!("/proc/{p}/status")).ok()?);
+            let n = process::parse_cpu_list(&st.cpus_allowed_list)?.len();
+            let comm = scan
+                .iter()
+                .find(|e| e.pid == p)
+                .map(|e| e.stat.comm.clone())?;
+            Some((n, p, comm, st.cpus_allowed_list))
+        })
+        // Fewest CPUs first; among equals the root (the pid given) first.
+        .min_by_key(|(n, p, ..)| (*n, *p != root))
+        .map(|(_, p, comm, list)| (p, comm, list))
+}
+
 /// The CPUs the target (or, without --pid, what this shell would hand a server) may use, its
 /// cgroup quota, and the target's own checks; returns the report's target line.
 fn cpu_and_target(obs: &Observed, dirs: &[Dir], v: &mut Verdicts) -> Option<Target> {
     let (subject, cg_pid, allowed_list) = match &obs.target {
-        Some(t) => ("the target", t.pid, t.status.cpus_allowed_list.clone()),
+        // The process of the tree with the fewest CPUs binds (a worker pinned apart from its
+        // master): it is named when it is not the pid given.
+        Some(t) => match binding_affinity(&obs.scan, t.pid) {
+            Some((pid, comm, list)) if pid != t.pid => (
+                format!("the target's process {pid} ({})", escape::bytes(&comm)),
+                pid,
+                list,
+            ),
+            _ => (
+                "the target".to_string(),
+                t.pid,
+                t.status.cpus_allowed_list.clone(),
+            ),
+        },
         None => (
-            "this shell (and what it starts)",
+            "this shell (and what it starts)".to_string(),
             std::process::id(),
             std::fs::read_to_string("/proc/self/status")
                 .map(|t| process::parse_status(&t).cpus_allowed_list)
                 .unwrap_or_default(),
         ),
     };
+    let subject = subject.as_str();
     let allowed = process::parse_cpu_list(&allowed_list).unwrap_or_default();
     v.findings.extend(traps::cpu::affinity(
         &allowed,
