@@ -14,7 +14,7 @@ use std::{
 use serde_json::{Value, json};
 
 use crate::{
-    error::{Error, Result, exit},
+    error::{Error, Result},
     escape,
     host::{
         cpu::{self, CpuHost},
@@ -600,10 +600,11 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
             })).collect::<Vec<_>>(),
             "strict": args.verdict.strict,
             "mark_file": inputs.mark_path.as_ref().map(|p| escape::bytes(p.as_os_str().as_bytes())),
+            "incomplete": crate::report::incomplete(&r.skipped, &args.verdict.ignore),
         }),
     ));
+    r.incomplete_fails_strict = true;
     r.finish(&args.verdict.ignore, args.verdict.strict);
-    mark_incomplete(&mut r, &args.verdict.ignore, args.verdict.strict);
     Ok(r)
 }
 
@@ -769,41 +770,6 @@ fn dir_and_host(
         v.findings.extend(traps::host::kernel_log(k));
     }
     Ok(kmsg.map(|k| k.last_seq))
-}
-
-/// Checks whose rule can return `fail`: when one is skipped (another user's /proc without
-/// CAP_SYS_PTRACE, a census that could not run), a clean result is not a clean environment.
-const CAN_FAIL: &[&str] = &[
-    "fs.cwd-slow",
-    "fs.dir-slow",
-    "fs.hot-path-slow",
-    "cpu.quota",
-    "host.tracer",
-    "fpm.memory",
-    "fpm.socket-path",
-    "fpm.spare-servers",
-    "net.time-wait",
-    "net.ephemeral-ports",
-    "net.listen-overflow",
-    "net.fd-limit",
-];
-
-/// Records the skipped checks that could have failed in the `preflight` section
-/// (`incomplete`); with `--strict` they fail the run (exit 1), as a failed check would. A check
-/// the user ignores (`--ignore ID`) is not missed.
-fn mark_incomplete(r: &mut Report, ignore: &[String], strict: bool) {
-    let incomplete: Vec<String> = r
-        .skipped
-        .iter()
-        .filter(|s| CAN_FAIL.contains(&s.check.as_str()) && !ignore.contains(&s.check))
-        .map(|s| s.check.clone())
-        .collect();
-    if strict && !incomplete.is_empty() && r.exit_code == exit::OK {
-        r.exit_code = exit::FAIL;
-    }
-    if let Some(p) = r.sections.get_mut("preflight") {
-        p["incomplete"] = json!(incomplete);
-    }
 }
 
 /// The cgroup CPU bandwidth of `pid`, read through our own mount table: /proc/PID/cgroup
@@ -1610,6 +1576,7 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
 mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
+    use crate::traps::Id;
     use clap::Parser;
 
     fn parse(args: &[&str]) -> PreflightArgs {
@@ -1694,21 +1661,35 @@ mod tests {
 
     #[test]
     fn a_skipped_check_that_could_fail_is_prominent_and_fails_strict() {
-        for strict in [false, true] {
+        // As `build` assembles it: the section lists them, `finish` decides the exit code.
+        let report = |skipped: Vec<Skipped>, ignore: &[String], strict: bool| {
             let mut r = Report::new("preflight");
-            r.sections
-                .insert("preflight".into(), json!({ "strict": strict }));
-            r.skipped.push(Skipped {
-                check: "fs.cwd-slow".into(),
-                reason: "/proc/42/cwd: permission denied (needs CAP_SYS_PTRACE)".into(),
-            });
-            // cpu.frequency cannot fail: skipping it leaves the verdict whole.
-            r.skipped.push(Skipped {
-                check: "cpu.frequency".into(),
-                reason: "no cpufreq".into(),
-            });
-            r.finish(&[], strict);
-            mark_incomplete(&mut r, &[], strict);
+            r.skipped = skipped;
+            let incomplete = crate::report::incomplete(&r.skipped, ignore);
+            r.sections.insert(
+                "preflight".into(),
+                json!({ "strict": strict, "incomplete": incomplete }),
+            );
+            r.incomplete_fails_strict = true;
+            r.finish(ignore, strict);
+            r
+        };
+        for strict in [false, true] {
+            let r = report(
+                vec![
+                    Skipped {
+                        check: "fs.cwd-slow".into(),
+                        reason: "/proc/42/cwd: permission denied (needs CAP_SYS_PTRACE)".into(),
+                    },
+                    // cpu.frequency cannot fail: skipping it leaves the verdict whole.
+                    Skipped {
+                        check: "cpu.frequency".into(),
+                        reason: "no cpufreq".into(),
+                    },
+                ],
+                &[],
+                strict,
+            );
             assert_eq!(r.exit_code, if strict { 1 } else { 0 });
             assert_eq!(
                 r.sections["preflight"]["incomplete"],
@@ -1723,16 +1704,14 @@ mod tests {
             );
         }
         // Ignored by the user: not missed.
-        let mut r = Report::new("preflight");
-        r.sections
-            .insert("preflight".into(), json!({ "strict": true }));
-        r.skipped.push(Skipped {
-            check: "net.fd-limit".into(),
-            reason: "census failed".into(),
-        });
-        let ignore = ["net.fd-limit".to_string()];
-        r.finish(&ignore, true);
-        mark_incomplete(&mut r, &ignore, true);
+        let r = report(
+            vec![Skipped {
+                check: "net.fd-limit".into(),
+                reason: "census failed".into(),
+            }],
+            &["net.fd-limit".to_string()],
+            true,
+        );
         assert_eq!(r.exit_code, 0);
         assert_eq!(r.sections["preflight"]["incomplete"], json!([]));
     }
@@ -1750,14 +1729,14 @@ mod tests {
     fn text_is_one_line_per_finding_fail_first() {
         let mut r = Report::new("preflight");
         r.findings
-            .push(Finding::new("host.virt", Severity::Info, "virtual machine").remedy("compare"));
+            .push(Finding::new(Id::HostVirt, Severity::Info, "virtual machine").remedy("compare"));
         r.findings.push(
-            Finding::new("fs.dir-slow", Severity::Fail, "--dir /mnt/c/x is on DrvFs")
+            Finding::new(Id::FsDirSlow, Severity::Fail, "--dir /mnt/c/x is on DrvFs")
                 .with("fs_type", "9p")
                 .remedy("use a local dir"),
         );
         r.findings
-            .push(Finding::new("cpu.affinity", Severity::Warn, "1 of 2").remedy("taskset"));
+            .push(Finding::new(Id::CpuAffinity, Severity::Warn, "1 of 2").remedy("taskset"));
         r.skipped.push(Skipped {
             check: "host.kernel-log".into(),
             reason: "needs CAP_SYSLOG".into(),

@@ -24,7 +24,7 @@ use crate::{
     probe::Probes,
     report::Report,
     trace::{LoadDriver, seconds::Sampler},
-    traps::{Finding, Severity, round, run::RunSecond},
+    traps::{Finding, Id, Severity, round, run::RunSecond},
 };
 
 /// Largest results file read (`--load-results`): a 10-minute vegeta run at 5,000 req/s.
@@ -420,7 +420,7 @@ pub fn client_starved(client: &BTreeMap<u64, ClientSecond>, window_s: f64) -> Op
     }
     Some(
         Finding::new(
-            "gen.client-starved",
+            Id::GenClientStarved,
             Severity::Warn,
             format!(
                 "the load generator waited for a CPU {:.0} % of the time it wanted one: it measured itself",

@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::{Plan, Summary, classify::ErrorKind};
-use crate::traps::{Finding, Severity, round};
+use crate::traps::{Finding, Id, Severity, round};
 
 /// Share of sent arrivals that may fail (non-2xx or no status) before load.status-mix warns.
 pub const STATUS_MIX_WARN: f64 = 0.01;
@@ -73,7 +73,7 @@ fn lag(s: &Summary) -> Option<Finding> {
     }
     let f = if behind {
         Finding::new(
-            "gen.lag",
+            Id::GenLag,
             Severity::Warn,
             "the generator fell behind its schedule: these numbers measure the generator",
         )
@@ -84,7 +84,7 @@ fn lag(s: &Summary) -> Option<Finding> {
         )
     } else {
         Finding::new(
-            "gen.lag",
+            Id::GenLag,
             Severity::Info,
             "the generator stalled briefly (worst lag beyond the budget, p99 within it)",
         )
@@ -117,7 +117,7 @@ fn closed_loop(s: &Summary) -> Option<Finding> {
             Severity::Info
         };
         let mut f = Finding::new(
-            "gen.closed-loop",
+            Id::GenClosedLoop,
             sev,
             format!(
                 "closed loop: never more than {n} requests in flight, so overload can only show \
@@ -161,7 +161,7 @@ fn closed_loop(s: &Summary) -> Option<Finding> {
     }
     Some(
         Finding::new(
-            "gen.closed-loop",
+            Id::GenClosedLoop,
             Severity::Warn,
             "in-flight stayed far below rate × timeout while the server stopped answering: the \
              generator throttled itself",
@@ -194,7 +194,7 @@ fn ceiling(s: &Summary) -> Option<Finding> {
         return None;
     }
     let mut f = Finding::new(
-        "load.ceiling",
+        Id::LoadCeiling,
         Severity::Warn,
         format!(
             "the server's ceiling: {:.0}/s delivered (2xx inside the window) of {:.0}/s offered",
@@ -251,7 +251,7 @@ fn errors(s: &Summary) -> Option<Finding> {
         return None;
     }
     let mut f = Finding::new(
-        "load.errors",
+        Id::LoadErrors,
         Severity::Fail,
         format!(
             "{:.2}% of the sent arrivals got no answer (above --max-errors {}%)",
@@ -288,7 +288,7 @@ fn refusal(s: &Summary) -> Option<Finding> {
         return None;
     }
     let mut f = Finding::new(
-        "load.refusal",
+        Id::LoadRefusal,
         Severity::Warn,
         format!(
             "the server refused connections: {n} fresh connections were closed or reset before \
@@ -438,7 +438,7 @@ fn status_mix(s: &Summary) -> Option<Finding> {
         ));
     }
     let mut f = Finding::new(
-        "load.status-mix",
+        Id::LoadStatusMix,
         sev,
         format!(
             "only {:.2}% of the sent arrivals succeeded (2xx): trust the status mix, not the \
@@ -499,7 +499,7 @@ fn fd_limit(s: &Summary, plan: &Plan) -> Option<Finding> {
         )
     };
     Some(
-        Finding::new("net.fd-limit", sev, title)
+        Finding::new(Id::NetFdLimit, sev, title)
             .with("fd_limit_soft", s.fd_limit.soft)
             .with("fd_limit_hard", s.fd_limit.hard)
             .with_opt(
@@ -529,7 +529,7 @@ fn ports(s: &Summary) -> Option<Finding> {
     let n = s.errors.ports_exhausted;
     (n > 0).then(|| {
         Finding::new(
-            "net.ephemeral-ports",
+            Id::NetEphemeralPorts,
             Severity::Warn,
             "the generator ran out of ephemeral ports (EADDRNOTAVAIL)",
         )
@@ -596,7 +596,7 @@ mod tests {
     fn ids(s: &Summary, p: &Plan) -> Vec<(String, Severity)> {
         findings(s, p)
             .into_iter()
-            .map(|f| (f.id, f.severity))
+            .map(|f| (f.id.to_string(), f.severity))
             .collect()
     }
 

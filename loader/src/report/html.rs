@@ -1470,6 +1470,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::traps::Id;
     use crate::traps::{Finding, Severity};
 
     const EVIL: &str = "/srv/<script>alert(1)</script>&\"'";
@@ -1486,7 +1487,7 @@ mod tests {
             exited_after_s: None,
         });
         r.findings.push(
-            Finding::new("fs.cwd", Severity::Fail, EVIL)
+            Finding::new(Id::FsCwdSlow, Severity::Fail, EVIL)
                 .with("cwd", EVIL)
                 .with("nested", json!({ "path": EVIL, "rows": [{ "p": EVIL }] })),
         );

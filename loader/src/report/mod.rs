@@ -228,6 +228,21 @@ pub struct Report {
     /// HTML renderings of the extra sections, in order (not serialized).
     #[serde(skip)]
     pub section_html: Vec<(String, String)>,
+    /// A skipped check that could have failed ([`incomplete`]) fails `--strict` (preflight,
+    /// which lists them as INCOMPLETE; not serialized).
+    #[serde(skip)]
+    pub incomplete_fails_strict: bool,
+}
+
+/// The checks of `skipped` whose rule can return `fail` (registry `can_fail`) and that the
+/// user did not `--ignore`: a clean result does not clear them.
+pub fn incomplete(skipped: &[Skipped], ignore: &[String]) -> Vec<String> {
+    skipped
+        .iter()
+        .filter(|s| crate::traps::Id::parse(&s.check).is_some_and(|id| id.rule().can_fail))
+        .filter(|s| !ignore.contains(&s.check))
+        .map(|s| s.check.clone())
+        .collect()
 }
 
 impl Report {
@@ -256,16 +271,18 @@ impl Report {
             exit_code: 0,
             section_text: vec![],
             section_html: vec![],
+            incomplete_fails_strict: false,
         }
     }
 
-    /// Moves findings whose id is in `ignore` to `ignored`, sorts, and computes the exit code:
-    /// 3 when the measurement cannot be trusted, else 1 when a `fail` finding remains (or a
-    /// `warn` one with `strict`), else 0.
+    /// Moves findings whose id is in `ignore` to `ignored`, sorts, and computes the exit code
+    /// (the only place it is decided): 3 when the measurement cannot be trusted, else 1 when a
+    /// `fail` finding remains (or, with `strict`, a `warn` one or, where
+    /// `incomplete_fails_strict`, a skipped check that could have failed), else 0.
     pub fn finish(&mut self, ignore: &[String], strict: bool) {
         let (ignored, kept): (Vec<Finding>, Vec<Finding>) = std::mem::take(&mut self.findings)
             .into_iter()
-            .partition(|f| ignore.contains(&f.id));
+            .partition(|f| ignore.iter().any(|i| i == f.id.as_str()));
         self.findings = kept;
         self.ignored = ignored;
         crate::traps::sort(&mut self.findings);
@@ -273,7 +290,10 @@ impl Report {
         let failing = self
             .findings
             .iter()
-            .any(|f| f.severity == Severity::Fail || (strict && f.severity == Severity::Warn));
+            .any(|f| f.severity == Severity::Fail || (strict && f.severity == Severity::Warn))
+            || (strict
+                && self.incomplete_fails_strict
+                && !incomplete(&self.skipped, ignore).is_empty());
         self.exit_code = if !self.measurement.trusted {
             exit::UNTRUSTED
         } else if failing {
@@ -292,6 +312,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::traps::Id;
 
     #[test]
     fn percentiles_interpolate_within_buckets_and_clamp_to_max() {
@@ -319,19 +340,22 @@ mod tests {
     #[test]
     fn exit_codes() {
         let mut r = Report::new("trace");
-        r.findings.push(Finding::new("a.warn", Severity::Warn, "w"));
+        r.findings
+            .push(Finding::new(Id::HostVirt, Severity::Warn, "w"));
         r.finish(&[], false);
         assert_eq!(r.exit_code, 0);
         r.finish(&[], true);
         assert_eq!(r.exit_code, 1);
-        r.findings.push(Finding::new("b.fail", Severity::Fail, "f"));
-        r.finish(&["b.fail".into()], false);
+        r.findings
+            .push(Finding::new(Id::FsCwdSlow, Severity::Fail, "f"));
+        r.finish(&["fs.cwd-slow".into()], false);
         assert_eq!(r.exit_code, 0);
         assert_eq!(r.ignored.len(), 1);
-        r.findings.push(Finding::new("c.fail", Severity::Fail, "f"));
+        r.findings
+            .push(Finding::new(Id::FsDirSlow, Severity::Fail, "f"));
         r.finish(&[], false);
         assert_eq!(r.exit_code, 1);
-        assert_eq!(r.findings[0].id, "c.fail");
+        assert_eq!(r.findings[0].id, "fs.dir-slow");
         r.measurement.trusted = false;
         r.finish(&[], false);
         assert_eq!(r.exit_code, 3);

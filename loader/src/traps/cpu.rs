@@ -2,7 +2,7 @@
 //! (the target may run on fewer CPUs than the machine has), cpu.frequency (governor, turbo,
 //! SMT: warn only, as benchmark harnesses check).
 
-use super::{Finding, Severity, round};
+use super::{Finding, Id, Severity, round};
 use crate::host::cpu::{CgroupVersion, CpuCgroup, CpuHost};
 
 /// cpu.quota: the tightest quota on the path from the target's cgroup to the root, against
@@ -61,7 +61,7 @@ pub fn quota(cg: &CpuCgroup, usable_cpus: usize, subject: &str) -> Option<Findin
     };
     let max_stall_ms = (b.period_us.saturating_sub(b.quota_us.min(b.period_us))) as f64 / 1000.0;
     Some(
-        Finding::new("cpu.quota", severity, title)
+        Finding::new(Id::CpuQuota, severity, title)
             .with("cgroup_version", format!("{:?}", cg.at.version).to_lowercase())
             .with("cgroup", cg.at.cgroup.clone())
             .with("cgroup_dir", b.dir.clone())
@@ -107,7 +107,7 @@ pub fn affinity(
     }
     Some(
         Finding::new(
-            "cpu.affinity",
+            Id::CpuAffinity,
             Severity::Warn,
             format!(
                 "{subject} may run on {usable} of {} online CPUs (Cpus_allowed_list {allowed_list})",
@@ -181,7 +181,7 @@ pub fn frequency(h: &CpuHost) -> Option<Finding> {
     let f0 = h.freq.first();
     Some(
         Finding::new(
-            "cpu.frequency",
+            Id::CpuFrequency,
             Severity::Warn,
             format!("CPU frequency varies run to run: {}", reasons.join("; ")),
         )

@@ -20,7 +20,7 @@
 
 use serde_json::json;
 
-use super::{Finding, Severity, fs::mount_evidence, fs_static::static_severity};
+use super::{Finding, Id, Severity, fs::mount_evidence, fs_static::static_severity};
 use crate::{
     escape,
     host::{
@@ -285,7 +285,7 @@ pub fn dir(t: &MountTable, dir: &[u8], p: &DirProbe) -> Option<Finding> {
         .or_else(|| m.map(|m| escape::text(&m.fs_type)))
         .unwrap_or_else(|| "?".into());
     let mut f = Finding::new(
-        "fs.dir-slow",
+        Id::FsDirSlow,
         severity,
         format!("--dir {} on {kind}: {}", escape::bytes(dir), v.summary),
     )

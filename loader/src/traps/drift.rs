@@ -5,7 +5,7 @@
 //! processes that used CPU during the run. Each is a finding, so a harness can refuse a run the
 //! machine spoiled while it ran.
 
-use super::{Finding, Severity, round};
+use super::{Finding, Id, Severity, round};
 use crate::host::fingerprint::{Snapshot, differences};
 
 /// Other processes' CPU over the run that counts as a neighbour (the same bound host.noise
@@ -32,7 +32,7 @@ const IDENTITY: &[&str] = &[
 ];
 
 fn finding(sev: Severity, title: String, remedy: &str) -> Finding {
-    Finding::new("env.drift", sev, title).remedy(remedy.to_string())
+    Finding::new(Id::EnvDrift, sev, title).remedy(remedy.to_string())
 }
 
 /// Compares the snapshot saved before the run with the one taken now. `exclude`: pids whose

@@ -4,7 +4,7 @@
 //! (sun_path truncation), fpm.alert-patterns (the two spellings of the max_children warning),
 //! fpm.spare-servers (FPM's own start/min/max spare rule: it refuses to start).
 
-use super::{Finding, Severity};
+use super::{Finding, Id, Severity};
 use crate::{
     escape,
     host::fpm::{
@@ -115,7 +115,7 @@ pub fn memory(
         human_bytes(basis.mem_available_bytes),
     );
     let mut f = Finding::new(
-        "fpm.memory",
+        Id::FpmMemory,
         if over { Severity::Fail } else { Severity::Info },
         title,
     )
@@ -231,7 +231,7 @@ pub fn ramp(p: &Pool) -> Option<Finding> {
             let seq = steps.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
             Some(
                 Finding::new(
-                    "fpm.ramp",
+                    Id::FpmRamp,
                     Severity::Warn,
                     format!(
                         "pool {}: pm = dynamic needs about {secs} s of saturating load to grow from {start} to {} workers ({seq})",
@@ -259,7 +259,7 @@ pub fn ramp(p: &Pool) -> Option<Finding> {
         }
         Pm::Ondemand => Some(
             Finding::new(
-                "fpm.ramp",
+                Id::FpmRamp,
                 Severity::Warn,
                 format!(
                     "pool {}: pm = ondemand forks a worker on arrival when none is idle and retires workers idle for {} s",
@@ -289,7 +289,7 @@ pub fn oversized(p: &Pool, cpus: usize) -> Option<Finding> {
     }
     Some(
         Finding::new(
-            "fpm.oversized",
+            Id::FpmOversized,
             Severity::Warn,
             format!(
                 "pool {}: {} workers on {cpus} CPU(s): CPU-bound requests contend instead of queueing",
@@ -321,7 +321,7 @@ pub fn socket_path(p: &Pool) -> Option<Finding> {
     let truncated = escape::bytes(&path.as_bytes()[..keep]);
     Some(
         Finding::new(
-            "fpm.socket-path",
+            Id::FpmSocketPath,
             Severity::Fail,
             format!(
                 "pool {}: unix socket path is {len} bytes; sun_path holds {keep} + NUL, and FPM truncates instead of refusing",
@@ -387,7 +387,7 @@ pub fn alert_patterns(
     };
     Some(
         Finding::new(
-            "fpm.alert-patterns",
+            Id::FpmAlertPatterns,
             if hits > 0 {
                 Severity::Warn
             } else {
@@ -453,7 +453,7 @@ pub fn spare_servers(p: &Pool) -> Option<Finding> {
     };
     Some(
         Finding::new(
-            "fpm.spare-servers",
+            Id::FpmSpareServers,
             Severity::Fail,
             format!("pool {n}: FPM refuses to start this pool: ALERT: {alert}"),
         )

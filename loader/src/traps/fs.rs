@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{Finding, Severity, round};
+use super::{Finding, Id, Severity, round};
 use crate::{
     escape,
     host::mounts::{Mount, MountTable, is_prefix},
@@ -599,7 +599,7 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
                 ),
             )
         };
-        let f = Finding::new("fs.cwd-slow", severity, title)
+        let f = Finding::new(Id::FsCwdSlow, severity, title)
             .with("cwd", escape::bytes(&cwd.path))
             .with("processes_in_cwd", cwd.processes);
         let mut f = mount_evidence(f, mount)
@@ -731,7 +731,7 @@ pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
             .collect();
         let f = mount_evidence(
             Finding::new(
-                "fs.hot-path-slow",
+                Id::FsHotPathSlow,
                 severity,
                 format!(
                     "requests look up paths on {} at {}: {} lookups {}, {} ms {}, {verdict}",

@@ -2,7 +2,7 @@
 //! executable and open files (fs.hot-path-slow) on slow or remote filesystems, classified by the
 //! shared mount table. Run directories (fs.dir-slow) are measured instead (`dir_probe`).
 
-use super::{Finding, Severity, fs::mount_evidence};
+use super::{Finding, Id, Severity, fs::mount_evidence};
 use crate::{
     escape,
     host::mounts::{Mount, MountTable, SlowKind},
@@ -65,7 +65,7 @@ pub fn cwd(t: &MountTable, pid: u32, cwd: &[u8], restart: &str) -> Option<Findin
     let (m, kind, depth) = slow_mount(t, cwd)?;
     let (severity, why) = static_severity(m);
     let f = Finding::new(
-        "fs.cwd-slow",
+        Id::FsCwdSlow,
         severity,
         format!(
             "pid {pid} runs from {}, {} component(s) below {} on {}",
@@ -125,7 +125,7 @@ pub fn hot_paths(t: &MountTable, pid: u32, exe: Option<&[u8]>, open: &[Vec<u8>])
                 (false, n) => format!("{n} open file(s)"),
             };
             let f = Finding::new(
-                "fs.hot-path-slow",
+                Id::FsHotPathSlow,
                 Severity::Warn,
                 format!(
                     "pid {pid} has {what} on {} ({})",

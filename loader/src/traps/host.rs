@@ -3,7 +3,7 @@
 //! host.memory (swap in use, memory pressure, OOM kills), host.kernel-log (new kernel log
 //! lines since a mark), host.kernel-support (what this kernel offers `trapdetect --pid`).
 
-use super::{Finding, Severity, fpm::human_bytes, round};
+use super::{Finding, Id, Severity, fpm::human_bytes, round};
 use crate::host::{
     host::{KernelLog, KernelSupport, LoadAvg, Memory, NoiseSample, Psi, Virt},
     process::Traced,
@@ -66,7 +66,7 @@ pub fn noise(
     if reasons.is_empty() {
         return None;
     }
-    let mut f = Finding::new("host.noise", Severity::Warn, reasons.join("; "))
+    let mut f = Finding::new(Id::HostNoise, Severity::Warn, reasons.join("; "))
         .with("load_1m", load.one)
         .with("load_5m", load.five)
         .with("load_15m", load.fifteen)
@@ -111,7 +111,7 @@ pub fn tracer(traced: &[Traced], tracers: &[Tracer]) -> Option<Finding> {
     pids.dedup();
     Some(
         Finding::new(
-            "host.tracer",
+            Id::HostTracer,
             Severity::Fail,
             format!(
                 "pid {} ({comm}) is tracing the target: {} traced thread(s)",
@@ -188,7 +188,7 @@ pub fn kernel_support(k: &KernelSupport) -> Finding {
             ),
         )
     };
-    let f = Finding::new("host.kernel-support", severity, title)
+    let f = Finding::new(Id::HostKernelSupport, severity, title)
         .with("kernel_release", k.release.clone())
         .with("btf", k.btf)
         .with_opt("syscall_tracepoints", k.syscall_tracepoints)
@@ -224,7 +224,7 @@ pub fn virt(v: &Virt) -> Option<Finding> {
     if let Some(w) = v.wsl {
         return Some(
             base(Finding::new(
-                "host.virt",
+                Id::HostVirt,
                 Severity::Warn,
                 format!(
                     "running under {} (Windows host): relative results transfer, absolute numbers do not",
@@ -240,7 +240,7 @@ pub fn virt(v: &Virt) -> Option<Finding> {
         let name = v.vendor.clone().unwrap_or_else(|| "a hypervisor".into());
         return Some(
             base(Finding::new(
-                "host.virt",
+                Id::HostVirt,
                 Severity::Info,
                 format!("virtual machine ({name}): steal time and the host's neighbours add variance"),
             ))
@@ -281,7 +281,7 @@ pub fn memory(m: &Memory, oom_since_mark: Option<u64>) -> Option<Finding> {
         return None;
     }
     Some(
-        Finding::new("host.memory", Severity::Warn, reasons.join("; "))
+        Finding::new(Id::HostMemory, Severity::Warn, reasons.join("; "))
             .with("mem_total_bytes", m.mem_total_kib * 1024)
             .with("mem_available_bytes", m.mem_available_kib * 1024)
             .with("swap_total_bytes", m.swap_total_kib * 1024)
@@ -371,7 +371,7 @@ pub fn kernel_log(k: &KernelLog) -> Option<Finding> {
         format!("{count} kernel log line(s) {since}: {kinds_s}")
     };
     Some(
-        Finding::new("host.kernel-log", severity, title)
+        Finding::new(Id::HostKernelLog, severity, title)
             .with("since", since)
             .with("lines", count)
             .with("matched_lines", matched)

@@ -16,6 +16,7 @@ pub mod runtime;
 pub mod tuning;
 
 pub use crate::figures::round;
+pub use registry::Id;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -47,7 +48,7 @@ impl Severity {
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
     /// Stable id, e.g. `fs.cwd-slow`. Harnesses `--ignore` by it.
-    pub id: String,
+    pub id: Id,
     /// Severity.
     pub severity: Severity,
     /// One line.
@@ -62,10 +63,10 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// Starts a finding.
-    pub fn new(id: &str, severity: Severity, title: impl Into<String>) -> Self {
+    /// Starts a finding (its id is registered: see [`registry`]).
+    pub fn new(id: Id, severity: Severity, title: impl Into<String>) -> Self {
         Finding {
-            id: id.to_string(),
+            id,
             severity,
             title: title.into(),
             evidence: Map::new(),

@@ -7,7 +7,7 @@ use crate::{
     escape,
     figures::fmt_count,
     host::net::{Ephemeral, FdUse, NetObservation, Plan, Side, TIME_WAIT_LEN_S},
-    traps::{Finding, Severity, round},
+    traps::{Finding, Id, Severity, round},
 };
 
 /// TIME_WAIT sockets from which the next point's results are suspect (warn).
@@ -140,7 +140,7 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
             round(growth.unwrap_or(0.0), 1)
         )
     };
-    let mut f = Finding::new("net.time-wait", severity, title)
+    let mut f = Finding::new(Id::NetTimeWait, severity, title)
         .with("time_wait_sockets", present)
         .with("time_wait_sockets_in_namespace", tw.count)
         .with_opt("top_local_port", top_local.map(|p| p.port))
@@ -359,7 +359,7 @@ pub fn upstream_time_wait(o: &NetObservation) -> Option<Finding> {
         "the target closed first"
     };
     let f = Finding::new(
-        "net.upstream-time-wait",
+        Id::NetUpstreamTimeWait,
         severity,
         format!(
             "{} TIME_WAIT sockets on the target's upstream connections to {} ({closer}): one connection per request",
@@ -393,7 +393,7 @@ fn others_time_wait(o: &NetObservation) -> Finding {
     let tw = &o.time_wait;
     let top = tw.by_local_port.iter().find(|p| !o.ports.contains(&p.port));
     Finding::new(
-        "net.time-wait",
+        Id::NetTimeWait,
         Severity::Info,
         format!(
             "{} TIME_WAIT sockets in this namespace, {} of them on the target's ports: other processes' connections",
@@ -461,7 +461,7 @@ pub fn ephemeral_ports(o: &NetObservation) -> Option<Finding> {
             share * 100.0
         )
     };
-    let mut f = Finding::new("net.ephemeral-ports", severity, title)
+    let mut f = Finding::new(Id::NetEphemeralPorts, severity, title)
         .with("ephemeral_range", format!("{}-{}", e.range[0], e.range[1]))
         .with("ports_usable", e.usable)
         .with("reserved_ports_in_range", e.reserved_in_range)
@@ -608,7 +608,7 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
     } else {
         return None;
     };
-    let mut f = Finding::new("net.listen-overflow", severity, title)
+    let mut f = Finding::new(Id::NetListenOverflow, severity, title)
         .with_opt("listen_overflows", overflows.or(traced))
         .with_opt("listen_drops", dget("ListenDrops"))
         .with_opt("syncookies_sent", dget("SyncookiesSent"))
@@ -676,7 +676,7 @@ pub fn fd_limit(u: &FdUse, plan: Option<&Plan>) -> Option<Finding> {
             fmt_count(soft)
         ),
     };
-    let mut f = Finding::new("net.fd-limit", severity, title)
+    let mut f = Finding::new(Id::NetFdLimit, severity, title)
         .with("pid", u.pid)
         .with("role", u.role.clone())
         .with_opt("rate_per_s", plan.map(|p| p.rate_per_s))

@@ -2,7 +2,7 @@
 //! age, its descriptors) and proc.provenance (which binary ran: path, sha256, build-id,
 //! libc, and whether it was replaced on disk).
 
-use super::{Finding, Severity, fpm::human_bytes};
+use super::{Finding, Id, Severity, fpm::human_bytes};
 use crate::{escape, host::process::Process};
 
 /// Peak-to-current ratio and size above which a process is said to carry an earlier peak.
@@ -57,7 +57,7 @@ pub fn not_fresh(p: &Process) -> Option<Finding> {
         )
     };
     Some(
-        Finding::new("proc.not-fresh", severity, title)
+        Finding::new(Id::ProcNotFresh, severity, title)
             .with("uptime_s", super::round(p.age_s, 1))
             .with("vm_rss_bytes", rss * 1024)
             .with("vm_hwm_bytes", hwm * 1024)
@@ -108,7 +108,7 @@ pub fn provenance(p: &Process) -> Option<Finding> {
             "record these with the results; compare sha256 across runs".to_string(),
         )
     };
-    let mut f = Finding::new("proc.provenance", severity, title)
+    let mut f = Finding::new(Id::ProcProvenance, severity, title)
         .with("exe", path)
         .with("deleted", exe.deleted)
         .with_opt("sha256", exe.sha256.clone())

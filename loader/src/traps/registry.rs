@@ -1,10 +1,10 @@
 //! The rule registry: one typed table of every finding id trapdetect can emit, with the commands
-//! that evaluate it and its documentation (`trapdetect explain ID`). Ids were copied by hand into
-//! help texts, `--ignore` lists and man pages; the tests below hold those lists to this table.
+//! that evaluate it, the part it plays in a verdict and its documentation (`trapdetect explain
+//! ID`). Each entry also defines its [`Id`]: `Finding::new` takes an `Id`, so a finding whose id
+//! is not registered here does not compile.
 //!
-//! Adding a finding? Add its entry to [`RULES`] (the unit test `every_emitted_id_is_registered`
-//! scans loader/src for the id literals passed to `Finding::new` and fails on an unregistered id), name it in its doc
-//! page, and see docs/DESIGN.md.
+//! Adding a finding? Add its entry to the `registry!` table below (in id order), emit it with
+//! `Finding::new(Id::TheName, ..)`, name it in its doc page, and see docs/DESIGN.md.
 
 /// A command that evaluates rules (its name on the command line).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +51,122 @@ pub struct Rule {
     pub remedy: &'static str,
     /// The page documenting it in full (relative to the repository root).
     pub doc: &'static str,
+    /// A rule that can return `fail`: when its check is skipped (another user's /proc without
+    /// CAP_SYS_PTRACE, a census that could not run), preflight's clean result is not a clean
+    /// environment (listed as INCOMPLETE; `--strict` fails on it).
+    pub can_fail: bool,
+    /// A `run` cause that says what the server's threads waited on: `pool.too-small` is judged
+    /// only when none of these was found.
+    pub explains_ceiling: bool,
+    /// A `run` cause ranked by the share of the threads' wall time it explains when the verdict
+    /// picks one (after the generator's budget, descriptors, host noise and a quota).
+    pub ranked: bool,
+    /// A finding that follows from a `run` ceiling rather than causes one (errors, refusals,
+    /// queue overflows): listed under the cause, as a warning at most.
+    pub consequence: bool,
+    /// As a `run` verdict's cause, the run measured something other than the server (exit 3).
+    pub untrusting: bool,
+}
+
+impl Rule {
+    /// The fields every entry leaves at their default (all flags off).
+    const PLAIN: Rule = Rule {
+        id: "",
+        title: "",
+        commands: &[],
+        mechanism: "",
+        evidence: &[],
+        remedy: "",
+        doc: "",
+        can_fail: false,
+        explains_ceiling: false,
+        ranked: false,
+        consequence: false,
+        untrusting: false,
+    };
+}
+
+/// Defines [`Id`] (one variant per entry) and [`RULES`] (the entries, in the same order) from one
+/// table; the flags an entry does not set are off.
+macro_rules! registry {
+    ($($name:ident => Rule { $($field:ident: $value:expr),* $(,)? }),* $(,)?) => {
+        /// A registered finding id. Its variants are generated from the registry's entries, so
+        /// `Finding::new` cannot be given an id that is not registered. Serialized as its
+        /// string (`fs.cwd-slow`), ordered as that string.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Id {
+            $(
+                #[allow(missing_docs)]
+                $name,
+            )*
+        }
+
+        impl Id {
+            /// Every id, in registry (sorted) order.
+            pub const ALL: &'static [Id] = &[$(Id::$name),*];
+        }
+
+        /// Every finding id, sorted by id, at the index of its [`Id`].
+        pub const RULES: &[Rule] = &[$(Rule { $($field: $value,)* ..Rule::PLAIN }),*];
+    };
+}
+
+impl Id {
+    /// Its registry entry.
+    pub fn rule(self) -> &'static Rule {
+        &RULES[self as usize]
+    }
+
+    /// The stable id string (`area.name`).
+    pub fn as_str(self) -> &'static str {
+        self.rule().id
+    }
+
+    /// The registered id spelled `s`.
+    pub fn parse(s: &str) -> Option<Id> {
+        Id::ALL.iter().copied().find(|i| i.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialOrd for Id {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Id {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl serde::Serialize for Id {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Id {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Id::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown finding id {s}")))
+    }
+}
+
+/// Tests compare ids with their strings; a string that is not a registered id is a typo that
+/// would make the comparison vacuous, so it panics.
+#[cfg(test)]
+impl PartialEq<&str> for Id {
+    fn eq(&self, other: &&str) -> bool {
+        assert!(Id::parse(other).is_some(), "{other} is not a registered id");
+        self.as_str() == *other
+    }
 }
 
 use Command::{Load, NetCensus, Preflight, Run, Trace};
@@ -58,10 +174,8 @@ use Command::{Load, NetCensus, Preflight, Run, Trace};
 const NET: &[Command] = &[Preflight, Trace, NetCensus];
 const PRE: &[Command] = &[Preflight];
 
-/// Every finding id, sorted by id. New findings of any branch must be registered here: the
-/// `every_emitted_id_is_registered` test fails otherwise.
-pub const RULES: &[Rule] = &[
-    Rule {
+registry! {
+    CpuAffinity => Rule {
         id: "cpu.affinity",
         title: "the server may run on fewer CPUs than the machine has",
         commands: PRE,
@@ -73,7 +187,7 @@ pub const RULES: &[Rule] = &[
                  and the load generator on disjoint CPUs on purpose, and say so in the results.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    CpuFrequency => Rule {
         id: "cpu.frequency",
         title: "CPU frequency governor, turbo or SMT make results vary",
         commands: PRE,
@@ -91,7 +205,7 @@ pub const RULES: &[Rule] = &[
                  benchmark harnesses do), or report them with the results.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    CpuOneCore => Rule {
         id: "cpu.one-core",
         title: "the server runs about one core at a time while the load is capped",
         commands: &[Run],
@@ -103,8 +217,10 @@ pub const RULES: &[Rule] = &[
         remedy: "run more processes (Node's cluster module or a process manager, gunicorn or \
                  uWSGI workers, Puma workers) or move the hot path off the one thread.",
         doc: "docs/run.md",
+        explains_ceiling: true,
+        ranked: true,
     },
-    Rule {
+    CpuQuota => Rule {
         id: "cpu.quota",
         title: "a cgroup CPU quota caps or throttles the server",
         commands: &[Preflight, Run],
@@ -127,8 +243,10 @@ pub const RULES: &[Rule] = &[
         remedy: "raise or remove the quota (cpu.max `max`, docker --cpus, systemd CPUQuota=) for \
                  the benchmark, or report the quota as the machine size.",
         doc: "docs/preflight.md",
+        can_fail: true,
+        explains_ceiling: true,
     },
-    Rule {
+    CpuRunQueue => Rule {
         id: "cpu.run-queue",
         title: "the server's threads wait for a CPU (runnable, not running)",
         commands: &[Run],
@@ -144,8 +262,10 @@ pub const RULES: &[Rule] = &[
         remedy: "find what else holds the CPUs (host.noise, the load generator on the same cores) \
                  or the quota (cpu.quota), and give the server CPUs of its own.",
         doc: "docs/run.md",
+        explains_ceiling: true,
+        ranked: true,
     },
-    Rule {
+    CpuSaturated => Rule {
         id: "cpu.saturated",
         title: "no trap: the CPUs the server may use are busy and it is at its capacity",
         commands: &[Run],
@@ -164,8 +284,9 @@ pub const RULES: &[Rule] = &[
         ],
         remedy: "nothing to fix in the environment: profile the server's CPU use, or add cores.",
         doc: "docs/run.md",
+        ranked: true,
     },
-    Rule {
+    CpuSmtShared => Rule {
         id: "cpu.smt-shared",
         title: "the server and the load generator share CPUs or SMT siblings",
         commands: PRE,
@@ -176,7 +297,7 @@ pub const RULES: &[Rule] = &[
         remedy: "pin them to different physical cores (taskset -c), whole cores each.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    EnvDrift => Rule {
         id: "env.drift",
         title: "the environment changed between preflight --save and --since",
         commands: PRE,
@@ -197,7 +318,7 @@ pub const RULES: &[Rule] = &[
         remedy: "discard the run and rerun with the environment held fixed (see each finding).",
         doc: "docs/preflight.md",
     },
-    Rule {
+    FpmAlertPatterns => Rule {
         id: "fpm.alert-patterns",
         title: "PHP-FPM reached max_children during earlier runs",
         commands: PRE,
@@ -217,7 +338,7 @@ pub const RULES: &[Rule] = &[
                  for these lines after each run.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    FpmMemory => Rule {
         id: "fpm.memory",
         title: "PHP-FPM pools can grow beyond the memory available",
         commands: PRE,
@@ -237,8 +358,9 @@ pub const RULES: &[Rule] = &[
         remedy: "lower pm.max_children to budget ÷ peak worker RSS, or give the machine the \
                  memory.",
         doc: "docs/preflight.md",
+        can_fail: true,
     },
-    Rule {
+    FpmOversized => Rule {
         id: "fpm.oversized",
         title: "PHP-FPM max_children well above the CPUs",
         commands: PRE,
@@ -249,7 +371,7 @@ pub const RULES: &[Rule] = &[
                  measured).",
         doc: "docs/preflight.md",
     },
-    Rule {
+    FpmRamp => Rule {
         id: "fpm.ramp",
         title: "PHP-FPM needs seconds of load to fork up to max_children",
         commands: PRE,
@@ -265,7 +387,7 @@ pub const RULES: &[Rule] = &[
                  benchmarks.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    FpmSocketPath => Rule {
         id: "fpm.socket-path",
         title: "a PHP-FPM unix socket path is too long and silently truncated",
         commands: PRE,
@@ -274,8 +396,9 @@ pub const RULES: &[Rule] = &[
         evidence: &["listen", "length_bytes", "fpm_listens_on"],
         remedy: "use a socket path under 108 bytes (e.g. /run/php/NAME.sock).",
         doc: "docs/preflight.md",
+        can_fail: true,
     },
-    Rule {
+    FpmSpareServers => Rule {
         id: "fpm.spare-servers",
         title: "PHP-FPM spare-server settings FPM itself rejects",
         commands: PRE,
@@ -285,8 +408,9 @@ pub const RULES: &[Rule] = &[
         evidence: &["fpm_alert"],
         remedy: "fix the pool so min_spare ≤ start_servers ≤ max_spare ≤ max_children.",
         doc: "docs/preflight.md",
+        can_fail: true,
     },
-    Rule {
+    FsCwdSlow => Rule {
         id: "fs.cwd-slow",
         title: "the server's working directory is on a slow or remote filesystem",
         commands: &[Preflight, Trace],
@@ -307,8 +431,9 @@ pub const RULES: &[Rule] = &[
                  <args> )`; refuse such run directories in the harness (`trapdetect preflight \
                  --dir \"$RUN\" || exit 1`).",
         doc: "docs/trace.md",
+        can_fail: true,
     },
-    Rule {
+    FsDirSlow => Rule {
         id: "fs.dir-slow",
         title: "a run directory (--dir) is slow: its operations measured against local",
         commands: PRE,
@@ -334,8 +459,9 @@ pub const RULES: &[Rule] = &[
         remedy: "move the run directory to a native filesystem; guard the harness with `case \
                  \"$RUN\" in <mount>/*)`.",
         doc: "docs/preflight.md",
+        can_fail: true,
     },
-    Rule {
+    FsHotPathSlow => Rule {
         id: "fs.hot-path-slow",
         title: "files the server uses per request are on a slow filesystem",
         commands: &[Preflight, Trace],
@@ -344,8 +470,9 @@ pub const RULES: &[Rule] = &[
         evidence: &["files", "exe_on_mount", "paths"],
         remedy: "move those files to a native filesystem (or a cache directory on one).",
         doc: "docs/trace.md",
+        can_fail: true,
     },
-    Rule {
+    FsSerialized => Rule {
         id: "fs.serialized",
         title: "metadata operations serialized behind one filesystem",
         commands: &[Run],
@@ -362,8 +489,10 @@ pub const RULES: &[Rule] = &[
         remedy: "move what the requests touch (code, working directory, sessions) to a native \
                  filesystem, or enable caching on the mount.",
         doc: "docs/run.md",
+        explains_ceiling: true,
+        ranked: true,
     },
-    Rule {
+    FsSlowOps => Rule {
         id: "fs.slow-ops",
         title: "the server's threads wait on a slow filesystem",
         commands: &[Run],
@@ -378,8 +507,10 @@ pub const RULES: &[Rule] = &[
         remedy: "move what the requests touch (code, working directory, sessions) to a native \
                  filesystem, or enable caching on the mount.",
         doc: "docs/run.md",
+        explains_ceiling: true,
+        ranked: true,
     },
-    Rule {
+    GenBudget => Rule {
         id: "gen.budget",
         title: "the built-in generator's own budget capped the run",
         commands: &[Run],
@@ -398,8 +529,9 @@ pub const RULES: &[Rule] = &[
         ],
         remedy: "raise the flag named (--max-connections or --max-connect-rate) and run again.",
         doc: "docs/run.md",
+        untrusting: true,
     },
-    Rule {
+    GenClientStarved => Rule {
         id: "gen.client-starved",
         title: "an external load generator waited for a CPU",
         commands: &[Run],
@@ -415,7 +547,7 @@ pub const RULES: &[Rule] = &[
         remedy: "give the generator its own CPUs (taskset), or run it on another machine.",
         doc: "docs/run.md",
     },
-    Rule {
+    GenClosedLoop => Rule {
         id: "gen.closed-loop",
         title: "the load generator ran closed-loop",
         commands: &[Load, Trace],
@@ -427,7 +559,7 @@ pub const RULES: &[Rule] = &[
                  status mix.",
         doc: "docs/load.md",
     },
-    Rule {
+    GenLag => Rule {
         id: "gen.lag",
         title: "the load generator fell behind its schedule",
         commands: &[Load, Trace],
@@ -442,7 +574,7 @@ pub const RULES: &[Rule] = &[
         remedy: "give the generator its own CPUs, lower the rate, or run it on another machine.",
         doc: "docs/load.md",
     },
-    Rule {
+    HostKernelLog => Rule {
         id: "host.kernel-log",
         title: "the kernel logged trouble during or before the run",
         commands: PRE,
@@ -454,7 +586,7 @@ pub const RULES: &[Rule] = &[
                  (--kmsg-mark) to see only its lines.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    HostKernelSupport => Rule {
         id: "host.kernel-support",
         title: "what this kernel offers the tracer (BTF, syscall tracepoints, fuse tracepoint)",
         commands: PRE,
@@ -465,7 +597,7 @@ pub const RULES: &[Rule] = &[
                  --btf FILE.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    HostMemory => Rule {
         id: "host.memory",
         title: "swap in use, memory pressure or OOM kills",
         commands: PRE,
@@ -479,7 +611,7 @@ pub const RULES: &[Rule] = &[
         remedy: "free memory or add it; `swapoff -a` for the run; size pools to the memory.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    HostNicIrqs => Rule {
         id: "host.nic-irqs",
         title: "the network interface's interrupts are served on the pinned server's CPUs",
         commands: PRE,
@@ -491,7 +623,7 @@ pub const RULES: &[Rule] = &[
                  elsewhere.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    HostNoise => Rule {
         id: "host.noise",
         title: "other processes use the CPUs",
         commands: &[Preflight, Run],
@@ -512,7 +644,7 @@ pub const RULES: &[Rule] = &[
                  Under `run`, when they decide a CPU ceiling the run is untrusted (exit 3).",
         doc: "docs/preflight.md",
     },
-    Rule {
+    HostNumaBalancing => Rule {
         id: "host.numa-balancing",
         title: "automatic NUMA balancing migrates pages during the run",
         commands: PRE,
@@ -522,7 +654,7 @@ pub const RULES: &[Rule] = &[
         remedy: "sysctl -w kernel.numa_balancing=0 and bind the server to a node (numactl).",
         doc: "docs/preflight.md",
     },
-    Rule {
+    HostPerfParanoid => Rule {
         id: "host.perf-paranoid",
         title: "what perf_event_paranoid lets the tracer attach",
         commands: PRE,
@@ -532,7 +664,7 @@ pub const RULES: &[Rule] = &[
         remedy: "run the tracer as root (or with CAP_BPF + CAP_PERFMON).",
         doc: "docs/preflight.md",
     },
-    Rule {
+    HostThp => Rule {
         id: "host.thp",
         title: "transparent huge pages are set to `always`",
         commands: PRE,
@@ -544,7 +676,7 @@ pub const RULES: &[Rule] = &[
                  with the results.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    HostTracer => Rule {
         id: "host.tracer",
         title: "a tracer is attached to the server",
         commands: PRE,
@@ -558,8 +690,9 @@ pub const RULES: &[Rule] = &[
         ],
         remedy: "detach the tracer (kill it or quit the debugger) before the run.",
         doc: "docs/preflight.md",
+        can_fail: true,
     },
-    Rule {
+    HostVirt => Rule {
         id: "host.virt",
         title: "the machine is virtual (WSL2, a hypervisor)",
         commands: PRE,
@@ -569,7 +702,7 @@ pub const RULES: &[Rule] = &[
         remedy: "compare only runs on the same machine; state the virtualisation with results.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    LoadCeiling => Rule {
         id: "load.ceiling",
         title: "the server's delivered ceiling, below the offered rate",
         commands: &[Load, Run],
@@ -586,8 +719,9 @@ pub const RULES: &[Rule] = &[
         remedy: "read the delivered rate as the ceiling; raise --max-connections to check the \
                  budget is not what caps it.",
         doc: "docs/load.md",
+        consequence: true,
     },
-    Rule {
+    LoadErrors => Rule {
         id: "load.errors",
         title: "errors above the --max-errors threshold",
         commands: &[Load, Run],
@@ -598,7 +732,7 @@ pub const RULES: &[Rule] = &[
                  purpose.",
         doc: "docs/load.md",
     },
-    Rule {
+    LoadRefusal => Rule {
         id: "load.refusal",
         title: "the server refused connections (EOF or reset before any byte)",
         commands: &[Load, Run],
@@ -608,8 +742,9 @@ pub const RULES: &[Rule] = &[
         remedy: "raise the server's connection limit and listen backlog, or lower the generator's \
                  --max-connections.",
         doc: "docs/load.md",
+        consequence: true,
     },
-    Rule {
+    LoadStatusMix => Rule {
         id: "load.status-mix",
         title: "a share of the arrivals did not get a 2xx",
         commands: &[Load, Trace, Run],
@@ -619,8 +754,9 @@ pub const RULES: &[Rule] = &[
         remedy: "compare goodput (2xx per second), and read the mix: 503 = said no, 429 = rate \
                  limit, timeout = said nothing, refused = process gone.",
         doc: "docs/load.md",
+        consequence: true,
     },
-    Rule {
+    LockContention => Rule {
         id: "lock.contention",
         title: "the server's threads wait on one lock",
         commands: &[Run],
@@ -635,8 +771,10 @@ pub const RULES: &[Rule] = &[
         remedy: "remove the shared lock from the request path (per-user sessions, a lock-free \
                  store) or shorten what runs under it.",
         doc: "docs/run.md",
+        explains_ceiling: true,
+        ranked: true,
     },
-    Rule {
+    NetEphemeralPorts => Rule {
         id: "net.ephemeral-ports",
         title: "ephemeral ports run out for one flow group",
         commands: &[Preflight, Trace, NetCensus, Load],
@@ -654,8 +792,9 @@ pub const RULES: &[Rule] = &[
         remedy: "`sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\"` in the client's \
                  namespace, keep-alive, tcp_tw_reuse=1, more server ports or client addresses.",
         doc: "docs/net.md",
+        can_fail: true,
     },
-    Rule {
+    NetFdLimit => Rule {
         id: "net.fd-limit",
         title: "the descriptor limit is below what the run needs",
         commands: &[Preflight, Trace, NetCensus, Load, Run],
@@ -674,8 +813,9 @@ pub const RULES: &[Rule] = &[
         remedy: "`prlimit --pid P --nofile=N:N` for the running process, `ulimit -n N` or \
                  systemd LimitNOFILE=N at start (N = need + 25 %).",
         doc: "docs/net.md",
+        can_fail: true,
     },
-    Rule {
+    NetListenOverflow => Rule {
         id: "net.listen-overflow",
         title: "the accept queue overflows",
         commands: NET,
@@ -692,8 +832,10 @@ pub const RULES: &[Rule] = &[
         remedy: "`sysctl -w net.core.somaxconn=4096` and a larger listen() backlog; an accept \
                  loop that keeps up; a fast 503 instead of the kernel queue.",
         doc: "docs/net.md",
+        can_fail: true,
+        consequence: true,
     },
-    Rule {
+    NetTimeWait => Rule {
         id: "net.time-wait",
         title: "TIME_WAIT sockets left from earlier runs or building up",
         commands: NET,
@@ -716,8 +858,9 @@ pub const RULES: &[Rule] = &[
         remedy: "keep-alive, a fresh instance or port per point, and between points `trapdetect \
                  wait-drain --port P --below 1000 --timeout T`.",
         doc: "docs/net.md",
+        can_fail: true,
     },
-    Rule {
+    NetUpstreamTimeWait => Rule {
         id: "net.upstream-time-wait",
         title: "the server's own upstream connections (one per request) leave TIME_WAIT",
         commands: NET,
@@ -737,7 +880,7 @@ pub const RULES: &[Rule] = &[
                  pool, or a unix socket to php-fpm; for proxy_pass, HTTP/1.1 upstream keepalive.",
         doc: "docs/net.md",
     },
-    Rule {
+    PoolTooSmall => Rule {
         id: "pool.too-small",
         title: "every worker is busy while the CPUs are idle",
         commands: &[Run],
@@ -753,8 +896,9 @@ pub const RULES: &[Rule] = &[
         remedy: "raise the pool (pm.max_children, worker count) or shorten what a worker waits \
                  on.",
         doc: "docs/run.md",
+        ranked: true,
     },
-    Rule {
+    ProcNotFresh => Rule {
         id: "proc.not-fresh",
         title: "the server instance carries an earlier run",
         commands: PRE,
@@ -765,7 +909,7 @@ pub const RULES: &[Rule] = &[
         remedy: "restart the server before each point.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    ProcProvenance => Rule {
         id: "proc.provenance",
         title: "which binary runs",
         commands: PRE,
@@ -776,7 +920,7 @@ pub const RULES: &[Rule] = &[
                  was replaced.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    RunClassesUnavailable => Rule {
         id: "run.classes-unavailable",
         title: "this kernel cannot say why threads wait",
         commands: &[Run],
@@ -788,7 +932,7 @@ pub const RULES: &[Rule] = &[
                  need Linux 4.17+).",
         doc: "docs/run.md",
     },
-    Rule {
+    RuntimeDebugBuild => Rule {
         id: "runtime.debug-build",
         title: "the server is a debug build (Go -race, a debug CPython)",
         commands: PRE,
@@ -801,7 +945,7 @@ pub const RULES: &[Rule] = &[
                  python3.X-dbg.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    RuntimeDevMode => Rule {
         id: "runtime.dev-mode",
         title: "the server's environment puts its framework or interpreter in development mode",
         commands: PRE,
@@ -815,7 +959,7 @@ pub const RULES: &[Rule] = &[
                  RAILS_ENV=production, no debug variables).",
         doc: "docs/preflight.md",
     },
-    Rule {
+    RuntimeNginxLog => Rule {
         id: "runtime.nginx-log",
         title: "nginx logs at debug level, or per request to a slow filesystem",
         commands: PRE,
@@ -827,7 +971,7 @@ pub const RULES: &[Rule] = &[
                  buffer=64k) for the benchmark, then `nginx -s reload`.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    RuntimeOpcache => Rule {
         id: "runtime.opcache",
         title: "PHP compiles every script on every request (OPcache off), or revalidates on a slow mount",
         commands: PRE,
@@ -840,7 +984,7 @@ pub const RULES: &[Rule] = &[
                  restart php-fpm.",
         doc: "docs/preflight.md",
     },
-    Rule {
+    RuntimeXdebug => Rule {
         id: "runtime.xdebug",
         title: "PHP runs with Xdebug loaded",
         commands: PRE,
@@ -850,7 +994,7 @@ pub const RULES: &[Rule] = &[
         remedy: "`phpdismod xdebug` (or remove zend_extension=xdebug.so) and restart php-fpm.",
         doc: "docs/preflight.md",
     },
-];
+}
 
 /// The rule with this id.
 pub fn lookup(id: &str) -> Option<&'static Rule> {
@@ -891,26 +1035,6 @@ mod tests {
         }
     }
 
-    /// Id literals passed to `Finding::new(` outside test modules (the first `#[cfg(test)]`
-    /// ends a file's product code).
-    fn emitted_ids() -> Vec<(String, PathBuf)> {
-        let mut files = vec![];
-        rust_files(&root().join("loader/src"), &mut files);
-        let mut out = vec![];
-        for f in files {
-            let text = std::fs::read_to_string(&f).unwrap();
-            let code = text.split("#[cfg(test)]").next().unwrap();
-            for (i, _) in code.match_indices("Finding::new(") {
-                let rest = code[i + "Finding::new(".len()..].trim_start();
-                if let Some(lit) = rest.strip_prefix('"') {
-                    let id = &lit[..lit.find('"').unwrap()];
-                    out.push((id.to_string(), f.clone()));
-                }
-            }
-        }
-        out
-    }
-
     #[test]
     fn rules_are_sorted_unique_and_complete() {
         let ids: Vec<_> = ids().collect();
@@ -933,23 +1057,36 @@ mod tests {
     }
 
     #[test]
-    fn every_emitted_id_is_registered() {
-        let emitted = emitted_ids();
-        // The scan must see the rules, or it proves nothing.
-        assert!(emitted.len() >= RULES.len(), "{emitted:?}");
-        for (id, file) in &emitted {
-            assert!(
-                lookup(id).is_some(),
-                "{id} ({}) is emitted but not in traps::registry::RULES",
-                file.display()
-            );
+    fn each_id_is_its_entry() {
+        assert_eq!(Id::ALL.len(), RULES.len());
+        for (i, id) in Id::ALL.iter().enumerate() {
+            assert_eq!(*id as usize, i);
+            assert_eq!(id.as_str(), RULES[i].id);
+            assert_eq!(Id::parse(RULES[i].id), Some(*id));
+            // The variant is the id in camel case: `fs.cwd-slow` is `FsCwdSlow`.
+            let camel: String = RULES[i]
+                .id
+                .split(['.', '-'])
+                .map(|w| w[..1].to_uppercase() + &w[1..])
+                .collect();
+            assert_eq!(format!("{id:?}"), camel);
         }
+        assert_eq!(Id::parse("no.such-id"), None);
+        let json = serde_json::to_string(&Id::FsCwdSlow).unwrap();
+        assert_eq!(json, "\"fs.cwd-slow\"");
+        assert_eq!(serde_json::from_str::<Id>(&json).unwrap(), Id::FsCwdSlow);
+        assert!(serde_json::from_str::<Id>("\"no.such-id\"").is_err());
+    }
+
+    #[test]
+    fn flags_belong_to_their_commands() {
         for r in RULES {
-            assert!(
-                emitted.iter().any(|(id, _)| id == r.id),
-                "{} is registered but no code emits it",
-                r.id
-            );
+            if r.can_fail {
+                assert!(r.commands.contains(&Command::Preflight), "{}", r.id);
+            }
+            if r.explains_ceiling || r.ranked || r.untrusting {
+                assert!(r.commands.contains(&Command::Run), "{}", r.id);
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Finding, Severity, round};
+use super::{Finding, Id, Severity, round};
 
 /// Off-CPU class names, in `trapdetect_common::offcpu` order.
 pub use trapdetect_common::offcpu::CLASS_NAMES;
@@ -440,7 +440,7 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
     };
     let mut f = with_shares(
         Finding::new(
-            "cpu.quota",
+            Id::CpuQuota,
             ceiling_severity(o),
             format!(
                 "the cgroup CPU quota ({:.2} CPU of {}) caps the server: it used {:.0} % of it, was throttled in {} of {} periods, and its threads waited {:.2} runnable on average",
@@ -525,13 +525,7 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
             .filter(|lock| !(serialized && lock.futex))
             .filter_map(|lock| lock_waits(o, lock)),
     );
-    let explained = out.iter().any(|f| {
-        f.id.starts_with("fs.")
-            || f.id.starts_with("lock.")
-            || f.id == "cpu.run-queue"
-            || f.id == "cpu.quota"
-            || f.id == "cpu.one-core"
-    });
+    let explained = out.iter().any(|f| f.id.rule().explains_ceiling);
     if !explained {
         out.extend(pool_too_small(o));
     }
@@ -566,7 +560,7 @@ fn host_noise(o: &RunObs, quota_binds: bool) -> Option<Finding> {
         .collect();
     let f = cpu_evidence(
         Finding::new(
-            "host.noise",
+            Id::HostNoise,
             severity,
             format!(
                 "other processes took {:.2} of the {} CPUs the server may use{}{}",
@@ -620,7 +614,7 @@ fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
     let pinned = o.allowed() < o.cores;
     let mut f = cpu_evidence(
         Finding::new(
-            "cpu.saturated",
+            Id::CpuSaturated,
             Severity::Info,
             format!(
                 "no trap: the CPUs the server may use are busy ({:.2} of {}{}), the server is at its capacity on them",
@@ -680,7 +674,7 @@ fn run_queue(o: &RunObs) -> Option<Finding> {
         cpu_evidence(
             with_shares(
                 Finding::new(
-                    "cpu.run-queue",
+                    Id::CpuRunQueue,
                     ceiling_severity(o),
                     format!(
                         "threads wait for a CPU ({:.2} runnable on average) while the CPUs the server may use are {:.0} % busy",
@@ -802,12 +796,12 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
                 }
             ),
             );
-            // Two literals: the rule registry finds every id where it is emitted.
-            if serialized {
-                Finding::new("fs.serialized", sev, title)
+            let id = if serialized {
+                Id::FsSerialized
             } else {
-                Finding::new("fs.slow-ops", sev, title)
-            }
+                Id::FsSlowOps
+            };
+            Finding::new(id, sev, title)
         },
         fs.syscall_s,
         o,
@@ -898,7 +892,7 @@ fn one_core(o: &RunObs) -> Option<Finding> {
     let runtime = Runtime::of(&o.exe).map(|r| r.one_thread);
     Some(
         Finding::new(
-            "cpu.one-core",
+            Id::CpuOneCore,
             ceiling_severity(o),
             format!(
                 "the server runs about one core at a time ({target_cores:.2} of {} cores) while the load is capped{}",
@@ -993,7 +987,7 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
     Some(
         with_shares(
             Finding::new(
-                "lock.contention",
+                Id::LockContention,
                 ceiling_severity(o),
                 format!(
                     "{:.1} threads on average wait for one lock: {object}",
@@ -1047,7 +1041,7 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
         let queue_mean = (!queues.is_empty())
             .then(|| round(queues.iter().sum::<u64>() as f64 / queues.len() as f64, 1));
         Finding::new(
-                "pool.too-small",
+                Id::PoolTooSmall,
                 Severity::Fail,
                 format!(
                     "all {} workers are busy but only {:.0} % of their busy time is CPU: requests queue for a worker",
@@ -1135,7 +1129,7 @@ fn generator_bound(o: &RunObs) -> Option<Finding> {
     };
     Some(
         Finding::new(
-            "gen.budget",
+            Id::GenBudget,
             Severity::Warn,
             format!(
                 "the generator capped the run, not the server: {what}, while the server had capacity to spare"
@@ -1189,7 +1183,7 @@ fn fd_limit(o: &RunObs) -> Option<Finding> {
     });
     Some(
         Finding::new(
-            "net.fd-limit",
+            Id::NetFdLimit,
             severity,
             if o.accept_emfile > 0 {
                 format!(
@@ -1222,7 +1216,7 @@ const FD_FULL: f64 = 0.95;
 /// run.classes-unavailable: the kernel cannot name the syscall a blocked thread is in.
 fn classes_unavailable(o: &RunObs) -> Finding {
     Finding::new(
-            "run.classes-unavailable",
+            Id::RunClassesUnavailable,
             Severity::Info,
             "the syscall blocked threads are in could not be told (neither bpf_task_pt_regs, Linux ≥ 5.15, nor the raw_tp/sys_enter probe attached): off-CPU time is not split by cause",
         )
@@ -1278,28 +1272,6 @@ pub struct VerdictInputs {
     pub timeouts: u64,
 }
 
-/// Causes that make the run measure something other than the server.
-const UNTRUSTING: [&str; 1] = ["gen.budget"];
-
-/// Ids that can cap a run, besides those ranked by the thread time they explain.
-const RANKED: [&str; 7] = [
-    "fs.serialized",
-    "fs.slow-ops",
-    "lock.contention",
-    "cpu.one-core",
-    "pool.too-small",
-    "cpu.run-queue",
-    "cpu.saturated",
-];
-
-/// Findings that follow from a ceiling rather than cause one.
-const CONSEQUENCES: [&str; 4] = [
-    "load.ceiling",
-    "load.status-mix",
-    "load.refusal",
-    "net.listen-overflow",
-];
-
 fn share(f: &Finding) -> f64 {
     f.evidence
         .get("share_of_thread_wall_time_pct")
@@ -1316,28 +1288,28 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
     let capped_by = o.capped_by();
     let capped = !capped_by.is_empty()
         || findings.iter().any(|f| {
-            f.id == "gen.budget" || (f.id == "cpu.one-core" && f.severity == Severity::Fail)
+            f.id == Id::GenBudget || (f.id == Id::CpuOneCore && f.severity == Severity::Fail)
         });
-    let pick = |id: &str, pred: &dyn Fn(&Finding) -> bool| {
+    let pick = |id: Id, pred: &dyn Fn(&Finding) -> bool| {
         findings.iter().position(|f| f.id == id && pred(f))
     };
-    let cause_ix = pick("gen.budget", &|_| true)
+    let cause_ix = pick(Id::GenBudget, &|_| true)
         .or_else(|| {
-            pick("net.fd-limit", &|f| {
+            pick(Id::NetFdLimit, &|f| {
                 f.evidence.get("accept_emfile").and_then(|v| v.as_u64()) > Some(0)
             })
         })
         .or_else(|| {
-            pick("host.noise", &|f| {
+            pick(Id::HostNoise, &|f| {
                 f.evidence.get("decides_verdict").and_then(|v| v.as_bool()) == Some(true)
             })
         })
-        .or_else(|| pick("cpu.quota", &|_| true))
+        .or_else(|| pick(Id::CpuQuota, &|_| true))
         .or_else(|| {
             findings
                 .iter()
                 .enumerate()
-                .filter(|(_, f)| RANKED.contains(&f.id.as_str()))
+                .filter(|(_, f)| f.id.rule().ranked)
                 .filter(|(_, f)| capped || f.severity == Severity::Fail)
                 .max_by(|a, b| share(a.1).total_cmp(&share(b.1)))
                 .map(|(i, _)| i)
@@ -1347,7 +1319,8 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
     let mut consequences = vec![];
     if let Some(c) = &cause {
         let fs_mount =
-            c.id.starts_with("fs.")
+            c.id.as_str()
+                .starts_with("fs.")
                 .then(|| c.evidence.get("mount").cloned())
                 .flatten();
         for (i, f) in findings.iter_mut().enumerate() {
@@ -1356,23 +1329,23 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
             }
             // The tracer's view of the same mount restates the cause.
             let same_mount = fs_mount.is_some()
-                && (f.id == "fs.cwd-slow" || f.id == "fs.hot-path-slow")
+                && (f.id == Id::FsCwdSlow || f.id == Id::FsHotPathSlow)
                 && f.evidence.get("mount_point") == fs_mount.as_ref();
-            let overload_tw = f.id == "net.time-wait" && inputs.timeouts > 0;
-            if CONSEQUENCES.contains(&f.id.as_str()) || same_mount || overload_tw {
+            let overload_tw = f.id == Id::NetTimeWait && inputs.timeouts > 0;
+            if f.id.rule().consequence || same_mount || overload_tw {
                 if f.severity == Severity::Fail {
                     f.severity = Severity::Warn;
                 }
                 f.evidence
-                    .insert("consequence_of".into(), c.id.clone().into());
-                consequences.push(f.id.clone());
+                    .insert("consequence_of".into(), c.id.as_str().into());
+                consequences.push(f.id.to_string());
             }
         }
     }
     // Not capped: load.ceiling's "the server's ceiling" (the generator's connections all busy
     // and arrivals queued for them) is latency, not a throughput ceiling: it says so, as info.
     if !capped {
-        for f in findings.iter_mut().filter(|f| f.id == "load.ceiling") {
+        for f in findings.iter_mut().filter(|f| f.id == Id::LoadCeiling) {
             f.severity = Severity::Info;
             f.title = format!(
                 "the generator's connections were all busy and arrivals queued for them, but the server delivered {:.1} % of the offered rate: queueing in the latency, not a throughput ceiling",
@@ -1410,8 +1383,8 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
             .and_then(|v| v.as_f64())
     });
     let trusted = !cause.as_ref().is_some_and(|c| {
-        UNTRUSTING.contains(&c.id.as_str())
-            || (c.id == "host.noise"
+        c.id.rule().untrusting
+            || (c.id == Id::HostNoise
                 && c.evidence.get("decides_verdict").and_then(|v| v.as_bool()) == Some(true))
     });
     let offered = (o.offered_rate > 0.0).then_some(o.offered_rate);
@@ -1438,7 +1411,7 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
         None => format!("no ceiling: the server kept up ({rates})"),
     };
     Verdict {
-        cause: cause.as_ref().map(|c| c.id.clone()),
+        cause: cause.as_ref().map(|c| c.id.to_string()),
         summary,
         capped,
         capped_by: capped_by.iter().map(|s| s.to_string()).collect(),
@@ -1640,7 +1613,12 @@ mod tests {
             waits: 57_493,
         }];
         o.exe = "/usr/bin/node".into();
-        let ids = |o: &RunObs| rules(o).into_iter().map(|f| f.id).collect::<Vec<_>>();
+        let ids = |o: &RunObs| {
+            rules(o)
+                .into_iter()
+                .map(|f| f.id.to_string())
+                .collect::<Vec<_>>()
+        };
         assert!(
             !ids(&o).contains(&"lock.contention".to_string()),
             "{:?}",
@@ -1718,13 +1696,13 @@ mod tests {
         );
         // A server whose threads spread over both cores in some second is not one-core.
         o.seconds[3].target_cores = 1.8;
-        let ids: Vec<String> = rules(&o).into_iter().map(|x| x.id).collect();
+        let ids: Vec<String> = rules(&o).into_iter().map(|x| x.id.to_string()).collect();
         assert!(!ids.contains(&"cpu.one-core".to_string()), "{ids:?}");
         // Not capped: no ceiling to name.
         o.seconds[3].target_cores = 1.02;
         o.offered_rate = 10_000.0;
         o.delivered_rate = 10_000.0;
-        let ids: Vec<String> = rules(&o).into_iter().map(|x| x.id).collect();
+        let ids: Vec<String> = rules(&o).into_iter().map(|x| x.id.to_string()).collect();
         assert!(!ids.contains(&"cpu.one-core".to_string()), "{ids:?}");
     }
 
@@ -1881,7 +1859,7 @@ mod tests {
         for s in &mut o.seconds {
             s.cores_busy = 2.0;
         }
-        let ids: Vec<String> = rules(&o).into_iter().map(|f| f.id).collect();
+        let ids: Vec<String> = rules(&o).into_iter().map(|f| f.id.to_string()).collect();
         assert_eq!(ids, ["pool.too-small"]);
     }
 
@@ -1957,7 +1935,7 @@ mod tests {
         assert_eq!(rules(&o)[0].id, "cpu.quota");
         // A quota that neither throttled nor was used up is not this run's cause.
         o.on_cpu_s = 1.0;
-        let ids: Vec<String> = rules(&o).into_iter().map(|f| f.id).collect();
+        let ids: Vec<String> = rules(&o).into_iter().map(|f| f.id.to_string()).collect();
         assert_eq!(ids, ["cpu.saturated"]);
     }
 
@@ -2040,7 +2018,7 @@ mod tests {
     }
 
     fn finding_with(id: &str, sev: Severity, ev: &[(&str, serde_json::Value)]) -> Finding {
-        let mut f = Finding::new(id, sev, id);
+        let mut f = Finding::new(Id::parse(id).expect("a registered id"), sev, id);
         for (k, v) in ev {
             f = f.with(k, v.clone());
         }

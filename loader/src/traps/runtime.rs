@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Finding, Severity};
+use super::{Finding, Id, Severity};
 use crate::host::{
     mounts::MountTable,
     nginx::{LogDirective, NginxMaster},
@@ -36,7 +36,7 @@ pub fn xdebug(r: &Runtime, ini_mode: Option<&IniValue>) -> Option<Finding> {
     let sev = if off { Severity::Warn } else { Severity::Fail };
     Some(
         Finding::new(
-            "runtime.xdebug",
+            Id::RuntimeXdebug,
             sev,
             format!(
                 "pid {} ({}) runs with Xdebug loaded (xdebug.mode {mode}){}",
@@ -83,7 +83,7 @@ pub fn opcache(
     if !r.maps("opcache.so") {
         return Some(
             base(Finding::new(
-                "runtime.opcache",
+                Id::RuntimeOpcache,
                 Severity::Fail,
                 format!("pid {} ({}) runs without OPcache: every request compiles its scripts again", r.pid, r.exe_name),
             ))
@@ -94,7 +94,7 @@ pub fn opcache(
     if let Some(v) = ini.get("opcache.enable").filter(|v| !on(&v.value)) {
         return Some(
             base(Finding::new(
-                "runtime.opcache",
+                Id::RuntimeOpcache,
                 Severity::Fail,
                 format!("pid {} ({}) has OPcache loaded but disabled (opcache.enable = {} at {}): every request compiles its scripts again", r.pid, r.exe_name, v.value, v.at),
             ))
@@ -117,7 +117,7 @@ pub fn opcache(
             .unwrap_or_default();
         return Some(
             base(Finding::new(
-                "runtime.opcache",
+                Id::RuntimeOpcache,
                 Severity::Warn,
                 format!("pid {} ({}) revalidates every script on every request (opcache.validate_timestamps on, revalidate_freq 0 at {at}) and its code is on {mount}", r.pid, r.exe_name),
             ))
@@ -300,7 +300,7 @@ pub fn dev_mode(r: &Runtime) -> Vec<Finding> {
         .into_iter()
         .map(|d| {
             Finding::new(
-                "runtime.dev-mode",
+                Id::RuntimeDevMode,
                 d.severity,
                 if d.value == "(unset)" {
                     format!(
@@ -330,7 +330,7 @@ pub fn debug_build(r: &Runtime) -> Option<Finding> {
     if let Some(g) = r.go.as_ref().filter(|g| g.race) {
         return Some(
             Finding::new(
-                "runtime.debug-build",
+                Id::RuntimeDebugBuild,
                 Severity::Fail,
                 format!("pid {} ({}) is a Go binary built with -race ({})", r.pid, r.exe_name, g.version),
             )
@@ -346,7 +346,7 @@ pub fn debug_build(r: &Runtime) -> Option<Finding> {
     if r.kind() == RuntimeKind::Python && cpython_debug(&r.exe_name, &r.libs) {
         return Some(
             Finding::new(
-                "runtime.debug-build",
+                Id::RuntimeDebugBuild,
                 Severity::Fail,
                 format!("pid {} ({}) runs a debug build of CPython (Py_DEBUG, ABI flag d)", r.pid, r.exe_name),
             )
@@ -378,7 +378,7 @@ pub fn nginx_log(m: &NginxMaster, mounts: &MountTable) -> Vec<Finding> {
             out.push(
                 base(
                     Finding::new(
-                        "runtime.nginx-log",
+                        Id::RuntimeNginxLog,
                         Severity::Fail,
                         format!("nginx {} logs at debug level ({} at {})", m.pid, d.args.join(" "), d.at),
                     ),
@@ -407,7 +407,7 @@ pub fn nginx_log(m: &NginxMaster, mounts: &MountTable) -> Vec<Finding> {
         out.push(
             base(
                 Finding::new(
-                    "runtime.nginx-log",
+                    Id::RuntimeNginxLog,
                     sev,
                     format!(
                         "nginx {} writes its {} to {path} on {}{}",

@@ -4,7 +4,7 @@
 //! given), host.perf-paranoid (what the tracer itself may attach), cpu.smt-shared (the server
 //! and the load generator on two hyperthreads of one core). Pure rules on `host::tuning`.
 
-use super::{Finding, Severity};
+use super::{Finding, Id, Severity};
 use crate::host::tuning::Tuning;
 
 fn list(v: &[u32]) -> String {
@@ -22,7 +22,7 @@ pub fn thp(t: &Tuning) -> Option<Finding> {
     }
     Some(
         Finding::new(
-            "host.thp",
+            Id::HostThp,
             Severity::Warn,
             format!("transparent huge pages: enabled [{e}], defrag [{d}]"),
         )
@@ -42,7 +42,7 @@ pub fn numa_balancing(t: &Tuning) -> Option<Finding> {
     }
     Some(
         Finding::new(
-            "host.numa-balancing",
+            Id::HostNumaBalancing,
             Severity::Warn,
             format!("NUMA balancing is on (kernel.numa_balancing = {v}) on {} nodes", t.numa_nodes),
         )
@@ -83,7 +83,7 @@ pub fn nic_irqs(t: &Tuning, server_cpus: &[u32], online: usize) -> Option<Findin
     }
     Some(
         Finding::new(
-            "host.nic-irqs",
+            Id::HostNicIrqs,
             Severity::Warn,
             format!(
                 "the server is pinned to CPU {} and the network interrupts are served there too: {}",
@@ -123,7 +123,7 @@ pub fn perf_paranoid(t: &Tuning, privileged: bool) -> Option<Finding> {
         ),
     };
     Some(
-        Finding::new("host.perf-paranoid", sev, title)
+        Finding::new(Id::HostPerfParanoid, sev, title)
             .with("perf_event_paranoid", p as i64)
             .with("privileged", privileged)
             .remedy(if sev == Severity::Warn {
@@ -166,7 +166,7 @@ pub fn smt_shared(t: &Tuning, server_cpus: &[u32], client_cpus: &[u32]) -> Optio
         )
     };
     Some(
-        Finding::new("cpu.smt-shared", Severity::Warn, title)
+        Finding::new(Id::CpuSmtShared, Severity::Warn, title)
             .with("server_cpus", list(server_cpus))
             .with("client_cpus", list(client_cpus))
             .with("shared_cpus", list(&same))
