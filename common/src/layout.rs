@@ -6,6 +6,7 @@ use core::mem::{align_of, size_of};
 
 use crate::{
     fuse::FuseKey,
+    offcpu::{OffKey, OffVal, ThreadSlot},
     paths::{Inflight, PathEvent, PathKey, PathStat},
     tcp::{ConnectInflight, ConnectStat},
 };
@@ -24,4 +25,7 @@ layout! {
     PathEvent: 536, 8;
     ConnectInflight: 16, 8;
     ConnectStat: 480, 8;
+    OffKey: 16, 8;
+    OffVal: 16, 8;
+    ThreadSlot: 48, 8;
 }

@@ -18,6 +18,12 @@ pub fn read_trim(p: &Path) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// The kernel's release string (`uname -r`) from `root`'s /proc (`/` on a live system), empty
+/// when unreadable.
+pub fn kernel_release(root: &Path) -> String {
+    read_trim(&root.join("proc/sys/kernel/osrelease")).unwrap_or_default()
+}
+
 /// Where progress goes, the same in every command: a single updating line on a terminal; on
 /// anything else (a CI log) nothing unless asked with `--progress`, then one line per update;
 /// never with `-q`.

@@ -134,10 +134,12 @@ impl Check {
     }
 }
 
-fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| crate::escape::text(s.trim()))
-        .unwrap_or_else(|_| "unknown".into())
+/// The kernel release as printed (escaped; `unknown` when unreadable).
+fn kernel_shown() -> String {
+    match crate::util::kernel_release(std::path::Path::new("/")) {
+        r if r.is_empty() => "unknown".into(),
+        r => crate::escape::text(&r),
+    }
 }
 
 /// Probes this kernel; returns the checks in report order, grouped.
@@ -291,7 +293,7 @@ pub fn run(a: VersionArgs) -> Result<i32> {
             .flat_map(|(_, c)| c)
             .filter(|c| c.ok.is_none())
             .count();
-        text.push_str(&format!("kernel       {}\n", kernel_release()));
+        text.push_str(&format!("kernel       {}\n", kernel_shown()));
         for (name, checks) in &groups {
             text.push_str(&format!("{name}:\n"));
             for c in checks {
@@ -322,7 +324,7 @@ pub fn run(a: VersionArgs) -> Result<i32> {
         };
         text.push_str(&format!("verdict: {verdict}\n"));
         doc["kernel"] = json!({
-            "release": kernel_release(),
+            "release": kernel_shown(),
             "groups": groups.iter().map(|(n, c)| json!({"name": n, "checks": c.iter().map(Check::json).collect::<Vec<_>>()})).collect::<Vec<_>>(),
             "missing_required": missing,
             "not_checked": unchecked,

@@ -87,7 +87,7 @@ pub fn read(root: &Path, virt: &super::host::Virt, cpu: &super::cpu::CpuHost) ->
             .and_then(|t| selected(&t))
     };
     Fingerprint {
-        kernel: read_trim(&under(root, "/proc/sys/kernel/osrelease")).unwrap_or_default(),
+        kernel: crate::util::kernel_release(root),
         cpu_model,
         cpus_online: cpu.online.len(),
         governors,

@@ -816,7 +816,7 @@ pub struct KernelSupport {
 /// Reads what the kernel offers the tracer: tracefs when it is mounted and readable, else the
 /// kernel's config file (which cannot tell optional tracepoints apart).
 pub fn read_kernel_support(root: &Path) -> KernelSupport {
-    let release = read_trim(&under(root, "/proc/sys/kernel/osrelease")).unwrap_or_default();
+    let release = crate::util::kernel_release(root);
     let btf = under(root, "/sys/kernel/btf/vmlinux").exists();
     for t in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
         let events = under(root, t).join("events");

@@ -476,15 +476,11 @@ impl Probes {
                     "loading eBPF maps was refused ({msg}); run as root or grant CAP_BPF"
                 ))
             } else {
-                let release =
-                    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+                let release = crate::util::kernel_release(std::path::Path::new("/"));
                 Error::Kernel(format!(
                     "loading the eBPF object failed on kernel {}: {msg} (trapdetect needs Linux \
                      {}.{} or later: BPF ring buffer; tested from {})",
-                    release.trim(),
-                    MIN_KERNEL.0,
-                    MIN_KERNEL.1,
-                    OLDEST_TESTED
+                    release, MIN_KERNEL.0, MIN_KERNEL.1, OLDEST_TESTED
                 ))
             }
         })?;

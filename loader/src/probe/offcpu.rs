@@ -133,14 +133,6 @@ pub fn method_override() -> Option<u32> {
     }
 }
 
-/// The running kernel's release string.
-pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
 /// The `struct pt_regs` fields holding the syscall number and its first two arguments on
 /// this architecture: `(field, extra bytes)`.
 fn reg_fields() -> [(&'static str, u32); 3] {
@@ -191,8 +183,9 @@ pub(super) fn globals(btf: &Btf) -> (Vec<(&'static str, u32)>, Option<String>, b
         }
     }
     out.push((GLOBAL_SYSCALL_ARCH, host_arch()));
-    let regs =
-        regs_ok && have_pt_regs(&kernel_release()) && method_override() != Some(METHOD_ENTRY);
+    let regs = regs_ok
+        && have_pt_regs(&crate::util::kernel_release(Path::new("/")))
+        && method_override() != Some(METHOD_ENTRY);
     out.push((GLOBAL_HAVE_PT_REGS, regs as u32));
     (out, missing, regs)
 }
