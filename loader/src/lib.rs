@@ -20,6 +20,7 @@ pub mod load;
 pub mod output;
 pub mod probe;
 pub mod report;
+pub mod sample;
 pub mod trace;
 pub mod traps;
 pub mod util;

@@ -13,9 +13,12 @@ use crate::{
     escape,
     host::mounts::MountTable,
     load::{self, Plan, Running, Summary},
-    probe::{Probes, offcpu::classes_method_of},
+    probe::offcpu::classes_method_of,
     report::Report,
-    trace::{self, LoadDriver, seconds::Sampler},
+    trace::{
+        self, LoadDriver,
+        seconds::{KernelSource, Sampler},
+    },
     traps::{
         self,
         run::{FdPeakObs, FsLoad, LockLoad, ProcCpu, QuotaObs, RunObs, RunSecond},
@@ -47,7 +50,13 @@ pub struct RunArgs {
     /// results unless --load-results names them.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+    /// --backend and --sample-hz.
+    #[command(flatten)]
+    pub backend: crate::sample::BackendArgs,
 }
+
+/// `run.classes_method` when the blocked syscall was sampled from /proc.
+const METHOD_SAMPLED: u32 = u32::MAX;
 
 /// Drives the full open-loop load during the trace and samples the kernel once a second.
 struct RunDriver {
@@ -70,13 +79,13 @@ impl LoadDriver for RunDriver {
         self.running.as_ref().map(|r| r.live().completed)
     }
 
-    fn tick(&mut self, probes: &Probes) {
+    fn tick(&mut self, probes: &dyn KernelSource) {
         if let Some(s) = self.sampler.as_mut() {
             s.tick(probes);
         }
     }
 
-    fn end(&mut self, probes: &Probes) {
+    fn end(&mut self, probes: &dyn KernelSource) {
         // The last, partial second.
         if let Some(s) = self.sampler.as_mut() {
             s.finish(probes);
@@ -173,15 +182,29 @@ pub fn run(args: RunArgs) -> Result<i32> {
         (None, Some(o)) => o,
         (None, None) => unreachable!("one generator or the other"),
     };
-    let mut report = trace::run(&opts, Some(driver))?;
+    let (mut report, sampled) = crate::sample::measure(&args.backend, &opts, Some(driver))?;
     report.command = "run";
-    let method = classes_method_of(&report.probes);
-    let offcpu_attached = report.probes.iter().any(|p| {
-        (p.program == trapdetect_common::offcpu::PROG_OFFCPU_SWITCH
-            || p.program == trapdetect_common::offcpu::PROG_OFFCPU_SWITCH_RAW)
-            && p.attached
-    });
+    let method = if sampled.is_some() {
+        METHOD_SAMPLED
+    } else {
+        classes_method_of(&report.probes)
+    };
+    let offcpu_attached = sampled.is_some()
+        || report.probes.iter().any(|p| {
+            (p.program == trapdetect_common::offcpu::PROG_OFFCPU_SWITCH
+                || p.program == trapdetect_common::offcpu::PROG_OFFCPU_SWITCH_RAW)
+                && p.attached
+        });
     let mounts = MountTable::of_pid(args.pid).unwrap_or_default();
+    if let Some(s) = &sampled {
+        let samplers = [
+            builtin.as_mut().and_then(|b| b.sampler.as_mut()),
+            other.as_mut().and_then(|o| o.sampler.as_mut()),
+        ];
+        for k in samplers.into_iter().flatten() {
+            k.lock_names.extend(s.lock_names.clone());
+        }
+    }
     let joined = match (&builtin, &other) {
         (Some(b), _) => b
             .summary
@@ -205,6 +228,9 @@ pub fn run(args: RunArgs) -> Result<i32> {
         }
         let mut obs = observe(side, sampler, &report, &mounts, offcpu_attached, args.pid);
         obs.classified = method != trapdetect_common::offcpu::METHOD_UNKNOWN;
+        if sampled.is_some() {
+            obs.filesystems = crate::sample::filesystems(sampler, &mounts, args.pid);
+        }
         report.findings.extend(traps::run::rules(&obs));
         if offcpu_attached {
             let inputs = traps::run::VerdictInputs {
@@ -224,6 +250,9 @@ pub fn run(args: RunArgs) -> Result<i32> {
                 ));
             }
             report.verdict = Some(v);
+        }
+        if let Some(s) = &sampled {
+            crate::sample::annotate(&mut report.findings, &s.stats, &mounts);
         }
         let lost: u64 = sampler.seconds.iter().map(|s| s.lost).sum();
         if lost > 0 {
@@ -709,6 +738,9 @@ fn section_json(o: &RunObs, k: &Sampler) -> serde_json::Value {
 
 /// `run.classes_method`: `exact`, `syscall-entry` or `unknown`.
 fn method_name(method: u32) -> &'static str {
+    if method == METHOD_SAMPLED {
+        return "sampled";
+    }
     trapdetect_common::offcpu::METHOD_NAMES
         .get(method as usize)
         .copied()
@@ -728,6 +760,7 @@ fn render_text(o: &RunObs, side: &LoadSide, method: u32) -> String {
             trapdetect_common::offcpu::METHOD_REGS =>
                 "exact, the blocked syscall read from its registers",
             trapdetect_common::offcpu::METHOD_ENTRY => "from syscall entry",
+            METHOD_SAMPLED => "sampled from /proc (see SAMPLE for the samples behind them)",
             _ => "unknown on this kernel",
         }
     );

@@ -21,9 +21,11 @@ use crate::{
             results::Origin,
         },
     },
-    probe::Probes,
     report::Report,
-    trace::{LoadDriver, seconds::Sampler},
+    trace::{
+        LoadDriver,
+        seconds::{KernelSource, Sampler},
+    },
     traps::{Finding, Id, Severity, round, run::RunSecond},
 };
 
@@ -315,7 +317,7 @@ impl LoadDriver for ExternalDriver {
         None
     }
 
-    fn tick(&mut self, probes: &Probes) {
+    fn tick(&mut self, probes: &dyn KernelSource) {
         let Some(s) = self.sampler.as_mut() else {
             return;
         };
@@ -340,7 +342,7 @@ impl LoadDriver for ExternalDriver {
         }
     }
 
-    fn end(&mut self, probes: &Probes) {
+    fn end(&mut self, probes: &dyn KernelSource) {
         if let Some(s) = self.sampler.as_mut() {
             let n = s.seconds.len();
             s.finish(probes);

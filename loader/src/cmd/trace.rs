@@ -66,6 +66,9 @@ pub struct TraceArgs {
     /// Progress on stderr even when it is not a terminal (one line a second, for a log).
     #[arg(long)]
     pub progress: bool,
+    /// --backend and --sample-hz.
+    #[command(flatten)]
+    pub backend: crate::sample::BackendArgs,
 }
 
 /// Runs the trace; returns the exit code.
@@ -116,7 +119,8 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         )?),
         None => None,
     };
-    let mut report = trace::run(
+    let (mut report, _) = crate::sample::measure(
+        &args.backend,
         &opts,
         probe.as_mut().map(|p| p as &mut dyn trace::LoadDriver),
     )?;

@@ -163,6 +163,24 @@ pub struct Measurement {
     pub notes: Vec<String>,
     /// Self-monitoring counters from the probes.
     pub counters: serde_json::Map<String, Value>,
+    /// Which backend measured and why (`trace` and `run`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendInfo>,
+}
+
+/// The backend that measured (`--backend`): `ebpf` or `sample`, and why it was chosen.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BackendInfo {
+    /// `ebpf` or `sample`.
+    pub name: &'static str,
+    /// Why: asked for, or what kept eBPF from attaching under `auto`.
+    pub reason: String,
+    /// Sampling rounds per second (sample).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample_hz: Option<u32>,
+    /// Thread samples taken (sample).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
 }
 
 /// A check that could not run, and why.

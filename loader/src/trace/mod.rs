@@ -31,7 +31,6 @@ use crate::{
     error::Result,
     escape,
     host::{mounts::normalize, process},
-    probe::Probes,
     report::{Measurement, Report, Requests, Target},
     traps::{
         self,
@@ -68,8 +67,13 @@ extern "C" fn on_signal(_: std::ffi::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+/// Whether SIGINT/SIGTERM asked to end the window.
+pub(crate) fn interrupted() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
 /// SIGINT/SIGTERM end the window early; the report is still printed.
-fn install_signal_handlers() {
+pub(crate) fn install_signal_handlers() {
     use nix::sys::signal::{SigHandler, Signal, signal};
     STOP.store(false, Ordering::SeqCst);
     // SAFETY: installing a handler is unsafe in nix; this one only stores to an atomic, which is
@@ -144,9 +148,9 @@ pub trait LoadDriver {
     }
     /// Called every few tens of milliseconds during the window, with the probes to read
     /// (`trapdetect run` samples its per-second kernel series here).
-    fn tick(&mut self, _probes: &Probes) {}
+    fn tick(&mut self, _probes: &dyn seconds::KernelSource) {}
     /// Called once when the window ends, before `finish`, with the probes still attached.
-    fn end(&mut self, _probes: &Probes) {}
+    fn end(&mut self, _probes: &dyn seconds::KernelSource) {}
     /// The load is over before the window (an external generator exited): end the window.
     fn done(&self) -> bool {
         false

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use trapdetect_common::offcpu::{
     CLASS_FILE_LOCK, CLASS_WAIT_WORK, NUM_CLASSES, OffKey, S_KEY_INSERT_FAILS, S_ONCPU_NS,
-    S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE,
+    S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, ThreadSlot,
 };
 
 use crate::{
@@ -20,6 +20,54 @@ use crate::{
         quota::{QuotaWatch, ThrottleCounters},
     },
 };
+
+/// What the per-second sampler reads: the eBPF probes, or the /proc sampling backend
+/// (`crate::sample`), which keeps the same cumulative sums from what it sampled.
+pub trait KernelSource {
+    /// Whether off-CPU time is measured at all.
+    fn offcpu_attached(&self) -> bool;
+    /// The off-CPU sums so far (cumulative, by key) and the `S_*` totals.
+    fn offcpu_read(&self) -> crate::error::Result<OffcpuReading>;
+    /// Where each of `tids` is now (threads not known are left out).
+    fn thread_slots(&self, tids: &[u32]) -> crate::error::Result<Vec<ThreadSlot>>;
+    /// FUSE requests so far by connection device (empty: not counted).
+    fn fuse_by_dev(&self) -> HashMap<u32, u64>;
+    /// Path syscalls completed so far (0: not counted).
+    fn path_calls(&self) -> u64;
+    /// (requests received on the target's own TCP ports, connections it accepted) so far.
+    fn served_now(&self) -> (u64, u64);
+    /// accept() calls that failed with EMFILE or ENFILE so far.
+    fn accept_emfile(&self) -> u64;
+    /// Processes outside the traced set that woke its threads: tgid → wakeups.
+    fn wakers(&self) -> HashMap<u32, u64>;
+}
+
+impl KernelSource for Probes {
+    fn offcpu_attached(&self) -> bool {
+        Probes::offcpu_attached(self)
+    }
+    fn offcpu_read(&self) -> crate::error::Result<OffcpuReading> {
+        Probes::offcpu_read(self)
+    }
+    fn thread_slots(&self, tids: &[u32]) -> crate::error::Result<Vec<ThreadSlot>> {
+        Probes::thread_slots(self, tids)
+    }
+    fn fuse_by_dev(&self) -> HashMap<u32, u64> {
+        Probes::fuse_by_dev(self)
+    }
+    fn path_calls(&self) -> u64 {
+        Probes::path_calls(self)
+    }
+    fn served_now(&self) -> (u64, u64) {
+        served_now(self)
+    }
+    fn accept_emfile(&self) -> u64 {
+        counter(self, trapdetect_common::counters::C_ACCEPT_EMFILE)
+    }
+    fn wakers(&self) -> HashMap<u32, u64> {
+        Probes::wakers(self)
+    }
+}
 
 /// One second as the kernel saw it.
 #[derive(Clone, Debug, Default)]
@@ -307,7 +355,7 @@ impl Sampler {
     }
 
     /// Samples when a second boundary has passed (the first call takes the baseline).
-    pub fn tick(&mut self, probes: &Probes) {
+    pub fn tick(&mut self, probes: &dyn KernelSource) {
         if !probes.offcpu_attached() {
             return;
         }
@@ -319,7 +367,7 @@ impl Sampler {
     }
 
     /// The last, partial second (call when the window ends).
-    pub fn finish(&mut self, probes: &Probes) {
+    pub fn finish(&mut self, probes: &dyn KernelSource) {
         if probes.offcpu_attached() && self.base.is_some() {
             self.sample(probes, true);
             self.wakers = probes.wakers();
@@ -351,7 +399,7 @@ impl Sampler {
         }
     }
 
-    fn sample(&mut self, probes: &Probes, last: bool) {
+    fn sample(&mut self, probes: &dyn KernelSource, last: bool) {
         let scan = process::scan();
         let (pids, tids) = threads_of(self.root, &scan);
         let Ok(reading) = probes.offcpu_read() else {
@@ -362,9 +410,9 @@ impl Sampler {
         let paths = probes.path_calls();
         let cpu = host_cpu();
         let me = self_ticks();
-        let served = served_now(probes);
+        let served = probes.served_now();
         let per_cpu = per_cpu_now();
-        let emfile = counter(probes, trapdetect_common::counters::C_ACCEPT_EMFILE);
+        let emfile = probes.accept_emfile();
         let allowed = allowed_cpus(&pids);
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);

@@ -1,0 +1,557 @@
+//! Without eBPF: the /proc sampling backend (`--backend sample`, and `auto` where the probes
+//! cannot attach). A thread reads every thread of the target's tree at a bounded rate and keeps
+//! the sums the off-CPU probes keep, so `run`'s join and rules judge the same observations;
+//! what only exact counts give (operations per request, FUSE requests per second, path lookups)
+//! is marked unavailable, and every sampled figure states the samples behind it.
+
+pub mod procfs;
+pub mod source;
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use serde_json::json;
+use trapdetect_common::offcpu::{CLASS_FILE_IO, CLASS_NAMES, CLASS_PATH};
+
+pub use self::source::{ProcSource, SampleStats};
+use crate::{
+    error::{Error, Result},
+    escape,
+    host::{
+        mounts::{MountTable, normalize},
+        process::{self, ReadOptions},
+    },
+    report::{BackendInfo, Report, Requests, Target},
+    trace::{self, LoadDriver, seconds::Sampler},
+    traps::{Finding, round, run::FsLoad},
+};
+
+/// Which backend measures (`--backend`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// The eBPF probes (root, or CAP_BPF + CAP_PERFMON + CAP_SYS_PTRACE).
+    Ebpf,
+    /// /proc sampling: no privilege beyond reading the target's /proc (its user, or
+    /// CAP_SYS_PTRACE).
+    Sample,
+    /// eBPF when it can attach, else sampling.
+    #[default]
+    Auto,
+}
+
+/// `--backend` and `--sample-hz`, shared by `trace` and `run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BackendArgs {
+    /// How to measure: the eBPF probes, /proc sampling (no eBPF; sampled figures with their
+    /// error stated), or auto (eBPF when it can attach, else sampling; the report says which
+    /// and why).
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    pub backend: Backend,
+    /// Sampling rounds per second of the sample backend (every thread of the target's tree
+    /// each round).
+    #[arg(long, value_name = "HZ", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub sample_hz: u32,
+}
+
+/// Sampling rate when `BackendArgs` is absent (tests).
+pub const DEFAULT_HZ: u32 = 200;
+
+/// Whether an eBPF error is one sampling can stand in for: privilege or kernel support
+/// missing (exit 4), not bad input.
+pub fn falls_back(e: &Error) -> bool {
+    matches!(e, Error::Privilege(_) | Error::Kernel(_))
+}
+
+/// The measurement's backend line, for `report.measurement`.
+pub fn info(name: &'static str, reason: String, stats: Option<&SampleStats>) -> BackendInfo {
+    BackendInfo {
+        name,
+        reason,
+        sample_hz: stats.map(|s| s.hz),
+        samples: stats.map(|s| s.thread_samples),
+    }
+}
+
+/// Records which backend measured and why, as JSON `measurement.backend` and the first note.
+pub fn record(report: &mut Report, b: BackendInfo) {
+    let line = match b.sample_hz {
+        Some(hz) => format!(
+            "backend: /proc sampling at {hz} Hz ({} thread samples): {}",
+            b.samples.unwrap_or(0),
+            b.reason
+        ),
+        None => format!("backend: eBPF: {}", b.reason),
+    };
+    report.measurement.notes.insert(0, line);
+    report.measurement.backend = Some(b);
+}
+
+/// What a sampled session gave beside its report.
+pub struct Sampled {
+    /// The samples behind the figures.
+    pub stats: SampleStats,
+    /// Lock files named while a thread waited on them: (dev, ino) → path.
+    pub lock_names: HashMap<(u32, u64), Vec<u8>>,
+}
+
+/// Measures with the backend asked for: `trace::run` (eBPF), [`run`] (sampling), or under
+/// `auto` eBPF first and sampling when the probes cannot attach for want of privilege or
+/// kernel support (nothing was started then: the load starts once attached). The report's
+/// measurement says which backend and why.
+pub fn measure(
+    b: &BackendArgs,
+    opts: &trace::Options,
+    mut load: Option<&mut dyn LoadDriver>,
+) -> Result<(Report, Option<Sampled>)> {
+    fn sampled(
+        opts: &trace::Options,
+        hz: u32,
+        load: Option<&mut dyn LoadDriver>,
+        why: String,
+    ) -> Result<(Report, Option<Sampled>)> {
+        let (mut r, s) = run(opts, hz, load)?;
+        record(&mut r, info("sample", why, Some(&s.stats)));
+        Ok((r, Some(s)))
+    }
+    match b.backend {
+        Backend::Sample => sampled(
+            opts,
+            b.sample_hz,
+            load,
+            "asked for (--backend sample)".into(),
+        ),
+        Backend::Ebpf => {
+            let mut r = trace::run(opts, load)?;
+            record(
+                &mut r,
+                info("ebpf", "asked for (--backend ebpf)".into(), None),
+            );
+            Ok((r, None))
+        }
+        Backend::Auto => {
+            match trace::run(opts, load.as_mut().map(|l| &mut **l as &mut dyn LoadDriver)) {
+                Ok(mut r) => {
+                    record(
+                        &mut r,
+                        info("ebpf", "auto: the probes attached".into(), None),
+                    );
+                    Ok((r, None))
+                }
+                Err(e) if falls_back(&e) => {
+                    eprintln!("trapdetect: eBPF unavailable ({e}): sampling /proc instead");
+                    sampled(
+                        opts,
+                        b.sample_hz,
+                        load,
+                        format!("auto: eBPF could not attach: {e}"),
+                    )
+                }
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// Checks that the target's threads' `syscall` files can be read (the same access as
+/// `/proc/PID/mem`: the target's user, or CAP_SYS_PTRACE).
+fn check_access(pid: u32) -> Result<()> {
+    match std::fs::read_to_string(format!("/proc/{pid}/syscall")) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::usage(format!("no process with pid {pid}")))
+        }
+        Err(e) => Err(Error::Privilege(format!(
+            "sampling needs to read /proc/{pid}/syscall ({e}): run trapdetect as the target's user, or with CAP_SYS_PTRACE"
+        ))),
+    }
+}
+
+/// A sampled session: the window held as `trace::run` holds it (with the same load drivers,
+/// ticked with the sampler as their kernel source), then a report with the target, the
+/// request count and the `sample` section. No path table: lookups per request need exact
+/// counts.
+pub fn run(
+    opts: &trace::Options,
+    hz: u32,
+    mut load: Option<&mut dyn LoadDriver>,
+) -> Result<(Report, Sampled)> {
+    trace::install_signal_handlers();
+    let target = process::read(opts.pid, ReadOptions::identity())?;
+    check_access(opts.pid)?;
+    let mounts = MountTable::of_pid(opts.pid)?;
+    let mut source = ProcSource::start(opts.pid, hz, mounts.clone());
+    eprintln!(
+        "Sampling pid {} ({}) and its children at {hz} Hz for {:.1} s (no eBPF)... Ctrl-C to end.",
+        opts.pid,
+        escape::bytes(&target.stat.comm),
+        opts.duration.as_secs_f64()
+    );
+    // The first round is the baseline.
+    std::thread::sleep(Duration::from_millis(20));
+    if let Some(l) = load.as_deref_mut() {
+        l.start()?;
+    }
+    let start = Instant::now();
+    let mut exited_after = None;
+    while start.elapsed() < opts.duration && !trace::interrupted() {
+        std::thread::sleep(
+            Duration::from_millis(50).min(opts.duration.saturating_sub(start.elapsed())),
+        );
+        if let Some(l) = load.as_deref_mut() {
+            l.tick(&source);
+            if l.done() {
+                break;
+            }
+        }
+        if !process::alive(opts.pid, target.stat.start_ticks) {
+            exited_after = Some(start.elapsed().as_secs_f64());
+            break;
+        }
+    }
+    let window_s = start.elapsed().as_secs_f64();
+    if let Some(l) = load.as_deref_mut() {
+        l.end(&source);
+    }
+    let (stats, lock_names) = source.stop();
+    if trace::interrupted() {
+        eprintln!("interrupted after {window_s:.1} s: reporting what was gathered");
+    }
+    let mut report = Report::new("trace");
+    let basis = match load {
+        Some(l) => l.finish(&mut report)?,
+        None => None,
+    };
+    let processes = process::tree_now(opts.pid).len().max(1);
+    report.target = Some(Target {
+        pid: opts.pid,
+        comm: escape::bytes(&target.stat.comm),
+        exe: target
+            .exe
+            .as_ref()
+            .map(|e| escape::bytes(&e.link()))
+            .unwrap_or_default(),
+        cwd: target.cwd.as_deref().map(escape::bytes).unwrap_or_default(),
+        processes,
+        exited_after_s: exited_after.map(|s| round(s, 2)),
+    });
+    report.window_s = Some(round(window_s, 3));
+    report.requests = Some(Requests {
+        count: basis.map(|b| b.0),
+        basis: basis.map(|b| b.1).unwrap_or("none"),
+        rate_per_s: basis.map(|b| round(b.0 as f64 / window_s.max(1e-9), 2)),
+        note: None,
+        served: None,
+    });
+    let m = &mut report.measurement;
+    m.notes.push(
+        "sampled: lookups and operations per request, FUSE requests and accepted connections need exact counts (eBPF, or --from-strace for path lookups) and are not reported".into(),
+    );
+    if stats.unreadable > 0 {
+        m.notes.push(format!(
+            "{} of {} thread samples could not read the blocked thread's syscall (another user's process without CAP_SYS_PTRACE): their blocked time is `unknown`",
+            stats.unreadable, stats.thread_samples
+        ));
+    }
+    if stats.late * 10 > stats.rounds.max(1) {
+        m.notes.push(format!(
+            "{} of {} sampling rounds started late (the sampler waited for a CPU): fewer samples than asked",
+            stats.late, stats.rounds
+        ));
+    }
+    if let Some(s) = exited_after {
+        m.notes.push(format!(
+            "the target exited {s:.1} s into the window; figures cover what was gathered until then"
+        ));
+    }
+    report.add(&SampleSection {
+        stats: &stats,
+        mounts: &mounts,
+    });
+    if let Ok(v) = serde_json::to_value(crate::host::fingerprint::gather(Some(opts.pid))) {
+        report.sections.insert("fingerprint".into(), v);
+    }
+    Ok((report, Sampled { stats, lock_names }))
+}
+
+/// 95 % interval half-width, in points, of a share estimated from `n` samples of which `k`
+/// fell in it (normal approximation; samples of one long wait are not independent, so this is
+/// the least the error can be).
+pub fn ci95_pct(k: u64, n: u64) -> f64 {
+    if n == 0 {
+        return 100.0;
+    }
+    let p = k as f64 / n as f64;
+    round(1.96 * (p * (1.0 - p) / n as f64).sqrt() * 100.0, 1)
+}
+
+/// The filesystems the threads waited on, from the sampled keys: path walks and file I/O
+/// blocked on each mount (the sampler resolves every path to the mount it ends on). No
+/// operation counts: sampling sees waits, not operations.
+pub fn filesystems(k: &Sampler, mounts: &MountTable, pid: u32) -> Vec<FsLoad> {
+    let start_mount = std::fs::read_link(format!("/proc/{pid}/cwd"))
+        .ok()
+        .and_then(|c| mounts.mount_of(&normalize(c.as_os_str().as_encoded_bytes())));
+    let mut by_dev: HashMap<u32, f64> = HashMap::new();
+    for (key, (ns, _)) in k.window_keys() {
+        if (key.class == CLASS_PATH || key.class == CLASS_FILE_IO) && key.dev != 0 {
+            *by_dev.entry(key.dev).or_default() += ns as f64 / 1e9;
+        }
+    }
+    let mut out: Vec<FsLoad> = by_dev
+        .into_iter()
+        .filter_map(|(dev, s)| {
+            let i = mounts.by_dev(dev, &[])?;
+            let m = &mounts.mounts[i];
+            Some(FsLoad {
+                mount: m.mount_point_display(),
+                fs_type: m.fs_type.clone(),
+                slow: m.slow_kind().map(|x| x.describe().to_string()),
+                syscall_s: s,
+                ops: 0,
+                ops_kind: "unavailable (sampled)",
+                ops_per_s: vec![],
+                holds_start_cwd: start_mount
+                    .is_some_and(|sm| mounts.mounts[sm].kernel_dev() == dev),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.syscall_s.total_cmp(&a.syscall_s));
+    out
+}
+
+/// States the sampling behind each sampled finding: the thread samples its time rests on and
+/// the 95 % interval of its share; operation figures a rule derived from a count sampling does
+/// not have are replaced by `unavailable`.
+pub fn annotate(findings: &mut [Finding], stats: &SampleStats, mounts: &MountTable) {
+    let n = stats.thread_samples;
+    for f in findings.iter_mut() {
+        let k = match f.id.as_str() {
+            "fs.serialized" | "fs.slow-ops" => {
+                let mount = f
+                    .evidence
+                    .get("mount")
+                    .and_then(|m| m.as_str())
+                    .unwrap_or("");
+                mounts
+                    .mounts
+                    .iter()
+                    .find(|m| m.mount_point_display() == mount)
+                    .and_then(|m| stats.by_dev.get(&m.kernel_dev()).copied())
+                    .unwrap_or(0)
+            }
+            "lock.contention" => {
+                let futex = f
+                    .evidence
+                    .get("object")
+                    .and_then(|o| o.as_str())
+                    .is_some_and(|o| o.contains("futex"));
+                stats.by_class[if futex { 3 } else { 2 }]
+            }
+            "pool.too-small" => stats
+                .by_class
+                .iter()
+                .enumerate()
+                .filter(|(c, _)| *c != trapdetect_common::offcpu::CLASS_WAIT_WORK as usize)
+                .map(|(_, v)| v)
+                .sum(),
+            id if id.starts_with("cpu.") => {
+                f.evidence.insert(
+                    "sampled".into(),
+                    json!("on-CPU and run-queue time: exact (schedstat)"),
+                );
+                continue;
+            }
+            _ => continue,
+        };
+        if f.id.starts_with("fs.") {
+            for key in ["ops_per_s", "capacity_ops_per_s", "ops_per_request"] {
+                f.evidence.remove(key);
+            }
+            f.evidence.insert(
+                "ops_per_request".into(),
+                json!("unavailable: sampling sees waits, not operations"),
+            );
+        }
+        if f.id == "lock.contention" {
+            f.evidence.insert(
+                "waits_basis".into(),
+                json!("waits seen by sampling (a lower bound: short waits between two samples count once)"),
+            );
+        }
+        f.evidence.insert("samples".into(), json!(k));
+        f.evidence.insert("thread_samples".into(), json!(n));
+        f.evidence
+            .insert("sample_share_ci95_pct".into(), json!(ci95_pct(k, n)));
+    }
+}
+
+/// The `sample` section: the rate, the samples, where the blocked threads were seen.
+struct SampleSection<'a> {
+    stats: &'a SampleStats,
+    mounts: &'a MountTable,
+}
+
+impl SampleSection<'_> {
+    fn rows(&self) -> Vec<(String, u64)> {
+        let mut rows: Vec<(String, u64)> = self
+            .stats
+            .by_dev
+            .iter()
+            .map(|(d, n)| {
+                (
+                    self.mounts
+                        .by_dev(*d, &[])
+                        .map(|i| {
+                            let m = &self.mounts.mounts[i];
+                            format!("{} ({})", m.mount_point_display(), escape::text(&m.fs_type))
+                        })
+                        .unwrap_or_else(|| format!("dev {}:{}", d >> 20, d & 0xfffff)),
+                    *n,
+                )
+            })
+            .collect();
+        rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        rows
+    }
+
+    fn top_paths(&self) -> Vec<(String, u64)> {
+        let mut p: Vec<(String, u64)> = self
+            .stats
+            .paths
+            .iter()
+            .map(|(k, v)| (escape::bytes(k), *v))
+            .collect();
+        p.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        p.truncate(12);
+        p
+    }
+}
+
+impl crate::report::Section for SampleSection<'_> {
+    fn name(&self) -> &'static str {
+        "sample"
+    }
+    fn json(&self) -> std::result::Result<serde_json::Value, String> {
+        let s = self.stats;
+        let n = s.thread_samples;
+        let by_class: serde_json::Map<String, serde_json::Value> = CLASS_NAMES
+            .iter()
+            .zip(&s.by_class)
+            .map(|(c, k)| {
+                (
+                    c.to_string(),
+                    json!({"samples": k, "share_pct": round(*k as f64 * 100.0 / n.max(1) as f64, 1), "ci95_pct": ci95_pct(*k, n)}),
+                )
+            })
+            .collect();
+        let window_s = s.window_ns as f64 / 1e9;
+        Ok(json!({
+            "hz": s.hz,
+            "rounds": s.rounds,
+            "late_rounds": s.late,
+            "thread_samples": n,
+            "unreadable": s.unreadable,
+            "blocked_by_class": by_class,
+            "blocked_by_mount": self.rows().into_iter().map(|(m, k)| json!({"mount": m, "samples": k, "share_pct": round(k as f64 * 100.0 / n.max(1) as f64, 1), "ci95_pct": ci95_pct(k, n)})).collect::<Vec<_>>(),
+            "paths": self.top_paths().into_iter().map(|(p, k)| json!({"path": p, "samples": k})).collect::<Vec<_>>(),
+            "wchan": s.wchan.iter().map(|(w, k)| json!({"wchan": escape::text(w.trim()), "samples": k})).collect::<Vec<_>>(),
+            "sampler_cpu_s": round(s.self_cpu_ns as f64 / 1e9, 3),
+            "sampler_cores": round(s.self_cpu_ns as f64 / 1e9 / window_s.max(1e-9), 4),
+        }))
+    }
+    fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let s = self.stats;
+        let n = s.thread_samples;
+        let mut out = String::new();
+        let window_s = s.window_ns as f64 / 1e9;
+        let _ = writeln!(
+            out,
+            "/proc sampling at {} Hz: {} rounds ({} late), {} thread samples; the sampler used {:.3} s of CPU ({:.2} % of a core)",
+            s.hz,
+            s.rounds,
+            s.late,
+            n,
+            s.self_cpu_ns as f64 / 1e9,
+            s.self_cpu_ns as f64 / 1e7 / window_s.max(1e-9)
+        );
+        let _ = writeln!(
+            out,
+            "Blocked threads seen, by class (share of thread samples, 95 % interval):"
+        );
+        for (c, k) in CLASS_NAMES.iter().zip(&s.by_class).filter(|(_, k)| **k > 0) {
+            let _ = writeln!(
+                out,
+                "  {c:<12} {k:8}  {:5.1} % ± {:.1}",
+                *k as f64 * 100.0 / n.max(1) as f64,
+                ci95_pct(*k, n)
+            );
+        }
+        let rows = self.rows();
+        if !rows.is_empty() {
+            let _ = writeln!(out, "Blocked on a path or file I/O, by mount:");
+            for (m, k) in rows {
+                let _ = writeln!(
+                    out,
+                    "  {m}  {k} samples  {:.1} % ± {:.1}",
+                    k as f64 * 100.0 / n.max(1) as f64,
+                    ci95_pct(k, n)
+                );
+            }
+        }
+        let paths = self.top_paths();
+        if !paths.is_empty() {
+            let _ = writeln!(out, "Paths blocked walks were on (samples):");
+            for (p, k) in paths {
+                let _ = writeln!(out, "  {k:8}  {p}");
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_narrows_with_samples() {
+        assert_eq!(ci95_pct(0, 0), 100.0);
+        // Half of 1,000 samples: ±3.1 points; of 100,000: ±0.3.
+        assert_eq!(ci95_pct(500, 1000), 3.1);
+        assert_eq!(ci95_pct(50_000, 100_000), 0.3);
+        assert_eq!(ci95_pct(0, 1000), 0.0);
+    }
+
+    #[test]
+    fn sampled_fs_findings_lose_the_operation_figures_and_gain_their_samples() {
+        let mounts = MountTable::parse(
+            "36 25 0:44 / /mnt/slow rw - fuse.slowfs slowfs rw,user_id=0\n25 1 8:1 / / rw - ext4 /dev/sda1 rw\n",
+        )
+        .unwrap();
+        let mut stats = SampleStats {
+            thread_samples: 4000,
+            ..Default::default()
+        };
+        stats.by_dev.insert(mounts.mounts[0].kernel_dev(), 2400);
+        let mut f = vec![
+            Finding::new("fs.slow-ops", crate::traps::Severity::Fail, "x")
+                .with("mount", "/mnt/slow")
+                .with("ops_per_s", 0.0)
+                .with("ops_per_request", 0.0),
+        ];
+        annotate(&mut f, &stats, &mounts);
+        let e = &f[0].evidence;
+        assert_eq!(e["samples"], 2400);
+        assert_eq!(e["sample_share_ci95_pct"], 1.5);
+        assert!(e.get("ops_per_s").is_none());
+        assert!(
+            e["ops_per_request"]
+                .as_str()
+                .unwrap()
+                .starts_with("unavailable")
+        );
+    }
+}

@@ -1,0 +1,518 @@
+//! The sampler of the /proc backend: a thread that, at a bounded rate, reads every thread of
+//! the target's tree (`stat`'s state, `schedstat`, and for a blocked thread `syscall`, the
+//! descriptor or path it names and, outside a syscall, `wchan`) and keeps the same cumulative
+//! sums the eBPF off-CPU probes keep: off-CPU time by [`OffKey`], on-CPU and run-queue time.
+//! On-CPU and run-queue time are the scheduler's exact account (`schedstat`); the off-CPU
+//! time of each interval between two samples is exact too (wall minus both), only its class
+//! is sampled: the class the thread was seen blocked in at either end of the interval.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    fs::File,
+    os::unix::fs::FileExt,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use trapdetect_common::offcpu::{
+    ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK, CLASS_NO_SYSCALL,
+    CLASS_OTHER, CLASS_PATH, CLASS_UNKNOWN, CLASS_WAIT_WORK, F_OFD_SETLKW, F_SETLKW, NUM_CLASSES,
+    NUM_SCHED_SLOTS, OffKey, OffVal, S_ONCPU_NS, S_RUNQ_NS, S_SWITCHES, ST_OFF_CPU, ST_ON_CPU,
+    ThreadSlot, class_of, host_arch, is_read,
+};
+
+use super::procfs::{self, Syscall};
+use crate::{
+    error::Result,
+    host::{
+        mounts::{MountTable, normalize},
+        process,
+    },
+    probe::offcpu::OffcpuReading,
+    trace::seconds::KernelSource,
+    util::mono_ns,
+};
+
+/// `AT_FDCWD` as the registers hold it.
+const AT_FDCWD: i32 = -100;
+
+/// What the sampler saw, beside the sums: the samples behind each figure.
+#[derive(Clone, Debug, Default)]
+pub struct SampleStats {
+    /// Rounds asked for per second.
+    pub hz: u32,
+    /// Rounds taken.
+    pub rounds: u64,
+    /// Rounds that started more than one period late (the sampler starved of CPU).
+    pub late: u64,
+    /// Threads read, over all rounds.
+    pub thread_samples: u64,
+    /// Of those, threads seen blocked, by class.
+    pub by_class: [u64; NUM_CLASSES as usize],
+    /// Threads seen blocked on a path or file I/O, by filesystem (kernel dev).
+    pub by_dev: HashMap<u32, u64>,
+    /// Threads whose `syscall` file could not be read (another user's process without
+    /// CAP_SYS_PTRACE): their blocked time is `unknown`.
+    pub unreadable: u64,
+    /// Paths blocked path syscalls were walking, as resolved (absolute), with their samples.
+    pub paths: HashMap<Vec<u8>, u64>,
+    /// `wchan` of threads blocked outside a syscall, where readable.
+    pub wchan: BTreeMap<String, u64>,
+    /// The sampler thread's own CPU time, ns.
+    pub self_cpu_ns: u64,
+    /// Wall time sampled, ns.
+    pub window_ns: u64,
+}
+
+/// The sums, as the eBPF maps keep them.
+#[derive(Default)]
+struct Sums {
+    at_ns: u64,
+    keys: HashMap<OffKey, OffVal>,
+    on_ns: u64,
+    runq_ns: u64,
+    switches: u64,
+    slots: HashMap<u32, ThreadSlot>,
+    stats: SampleStats,
+    lock_names: HashMap<(u32, u64), Vec<u8>>,
+}
+
+/// One thread's last sample.
+#[derive(Clone, Copy)]
+struct Seen {
+    at: u64,
+    on: u64,
+    runq: u64,
+    slices: u64,
+    key: Option<OffKey>,
+}
+
+struct Thread {
+    pid: u32,
+    stat: Option<File>,
+    schedstat: Option<File>,
+    syscall: Option<File>,
+    last: Option<Seen>,
+}
+
+fn open(path: String) -> Option<File> {
+    File::open(path).ok()
+}
+
+fn read_at0(f: &File, buf: &mut [u8]) -> Option<usize> {
+    f.read_at(buf, 0).ok().filter(|n| *n > 0)
+}
+
+/// The /proc sampling backend, running: a [`KernelSource`] for `trace::seconds::Sampler`.
+pub struct ProcSource {
+    sums: Arc<Mutex<Sums>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl ProcSource {
+    /// Starts sampling `root`'s tree `hz` times a second, resolving filesystems in `mounts`.
+    pub fn start(root: u32, hz: u32, mounts: MountTable) -> ProcSource {
+        let sums = Arc::new(Mutex::new(Sums::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (sums.clone(), stop.clone());
+        let handle = std::thread::Builder::new()
+            .name("trapdetect-sample".into())
+            .spawn(move || Walker::new(root, hz, mounts).run(&s, &st))
+            .ok();
+        ProcSource { sums, stop, handle }
+    }
+
+    /// Stops the sampler and returns what it saw and the lock files it named.
+    pub fn stop(&mut self) -> (SampleStats, HashMap<(u32, u64), Vec<u8>>) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        let s = self.sums.lock().unwrap_or_else(|e| e.into_inner());
+        (s.stats.clone(), s.lock_names.clone())
+    }
+}
+
+impl Drop for ProcSource {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl KernelSource for ProcSource {
+    fn offcpu_attached(&self) -> bool {
+        true
+    }
+    fn offcpu_read(&self) -> Result<OffcpuReading> {
+        let s = self.sums.lock().unwrap_or_else(|e| e.into_inner());
+        let mut totals = vec![0u64; NUM_SCHED_SLOTS as usize];
+        totals[S_ONCPU_NS as usize] = s.on_ns;
+        totals[S_RUNQ_NS as usize] = s.runq_ns;
+        totals[S_SWITCHES as usize] = s.switches;
+        Ok(OffcpuReading {
+            at_ns: s.at_ns,
+            keys: s.keys.clone(),
+            totals,
+        })
+    }
+    fn thread_slots(&self, tids: &[u32]) -> Result<Vec<ThreadSlot>> {
+        let s = self.sums.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(tids
+            .iter()
+            .filter_map(|t| s.slots.get(t).copied())
+            // Everything up to the last round is in the sums already: nothing to split.
+            .map(|mut slot| {
+                slot.ts = s.at_ns;
+                slot
+            })
+            .collect())
+    }
+    fn fuse_by_dev(&self) -> HashMap<u32, u64> {
+        HashMap::new()
+    }
+    fn path_calls(&self) -> u64 {
+        0
+    }
+    fn served_now(&self) -> (u64, u64) {
+        (0, 0)
+    }
+    fn accept_emfile(&self) -> u64 {
+        0
+    }
+    fn wakers(&self) -> HashMap<u32, u64> {
+        HashMap::new()
+    }
+}
+
+/// The sampler thread's state.
+struct Walker {
+    root: u32,
+    hz: u32,
+    mounts: MountTable,
+    by_id: HashMap<u32, usize>,
+    threads: HashMap<u32, Thread>,
+    mems: HashMap<u32, Option<File>>,
+}
+
+impl Walker {
+    fn new(root: u32, hz: u32, mounts: MountTable) -> Walker {
+        let by_id = mounts
+            .mounts
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id, i))
+            .collect();
+        Walker {
+            root,
+            hz: hz.max(1),
+            mounts,
+            by_id,
+            threads: HashMap::new(),
+            mems: HashMap::new(),
+        }
+    }
+
+    fn run(mut self, sums: &Mutex<Sums>, stop: &AtomicBool) {
+        let period = 1_000_000_000 / self.hz as u64;
+        let cpu0 = self_cpu_ns();
+        let start = mono_ns();
+        let mut next = start;
+        let mut last_scan = 0u64;
+        while !stop.load(Ordering::SeqCst) {
+            let now = mono_ns();
+            if now < next {
+                std::thread::sleep(Duration::from_nanos((next - now).min(50_000_000)));
+                continue;
+            }
+            let late = now > next + period;
+            next = if late { now + period } else { next + period };
+            if now.saturating_sub(last_scan) >= 500_000_000 {
+                last_scan = now;
+                self.rescan();
+            }
+            let mut s = sums.lock().unwrap_or_else(|e| e.into_inner());
+            s.stats.hz = self.hz;
+            s.stats.rounds += 1;
+            s.stats.late += late as u64;
+            self.round(&mut s);
+            s.at_ns = mono_ns();
+            s.stats.window_ns = s.at_ns - start;
+            s.stats.self_cpu_ns = self_cpu_ns().saturating_sub(cpu0);
+        }
+    }
+
+    /// The tree's threads now: new ones opened, gone ones dropped.
+    fn rescan(&mut self) {
+        let pids = process::tree_now(self.root);
+        let mut alive = HashSet::new();
+        for &p in &pids {
+            let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                    continue;
+                };
+                alive.insert(tid);
+                self.threads.entry(tid).or_insert_with(|| {
+                    let base = format!("/proc/{p}/task/{tid}");
+                    Thread {
+                        pid: p,
+                        stat: open(format!("{base}/stat")),
+                        schedstat: open(format!("{base}/schedstat")),
+                        syscall: open(format!("{base}/syscall")),
+                        last: None,
+                    }
+                });
+            }
+        }
+        self.threads.retain(|t, _| alive.contains(t));
+        self.mems.retain(|p, _| pids.contains(p));
+    }
+
+    fn round(&mut self, s: &mut Sums) {
+        let mut buf = [0u8; 512];
+        let tids: Vec<u32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            let Some(t) = self.threads.get(&tid) else {
+                continue;
+            };
+            let pid = t.pid;
+            let state = t
+                .stat
+                .as_ref()
+                .and_then(|f| read_at0(f, &mut buf))
+                .and_then(|n| procfs::parse_state(&buf[..n]));
+            let Some(state) = state else {
+                continue;
+            };
+            let sched = t
+                .schedstat
+                .as_ref()
+                .and_then(|f| read_at0(f, &mut buf))
+                .and_then(|n| procfs::parse_schedstat(std::str::from_utf8(&buf[..n]).ok()?));
+            let now = mono_ns();
+            let blocked = !matches!(state, b'R');
+            let sc = if blocked {
+                match t.syscall.as_ref().and_then(|f| read_at0(f, &mut buf)) {
+                    Some(n) => std::str::from_utf8(&buf[..n])
+                        .ok()
+                        .and_then(procfs::parse_syscall),
+                    None => None,
+                }
+            } else {
+                None
+            };
+            let readable = !blocked || sc.is_some();
+            s.stats.thread_samples += 1;
+            if !readable {
+                s.stats.unreadable += 1;
+            }
+            let key = match sc {
+                // Raced: it ran between the two reads.
+                Some(Syscall::Running) => None,
+                Some(Syscall::Outside) => {
+                    if let Some(w) =
+                        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/wchan"))
+                            .ok()
+                            .filter(|w| !w.is_empty() && w != "0")
+                    {
+                        *s.stats.wchan.entry(w).or_default() += 1;
+                    }
+                    Some(OffKey {
+                        class: CLASS_NO_SYSCALL,
+                        ..Default::default()
+                    })
+                }
+                Some(Syscall::In { nr, args }) => Some(self.classify(pid, nr, &args, s)),
+                None if blocked => Some(OffKey {
+                    class: CLASS_UNKNOWN,
+                    ..Default::default()
+                }),
+                None => None,
+            };
+            if let Some(k) = key {
+                if let Some(c) = s.stats.by_class.get_mut(k.class as usize) {
+                    *c += 1;
+                }
+                if (k.class == CLASS_PATH || k.class == CLASS_FILE_IO) && k.dev != 0 {
+                    *s.stats.by_dev.entry(k.dev).or_default() += 1;
+                }
+            }
+            let (on, runq, slices) = sched.unwrap_or((0, 0, 0));
+            let Some(t) = self.threads.get_mut(&tid) else {
+                continue;
+            };
+            if let Some(prev) = t.last {
+                let don = on.saturating_sub(prev.on);
+                let drq = runq.saturating_sub(prev.runq);
+                let off = now.saturating_sub(prev.at).saturating_sub(don + drq);
+                s.on_ns += don;
+                s.runq_ns += drq;
+                s.switches += slices.saturating_sub(prev.slices);
+                if off > 0 {
+                    let k = key.or(prev.key).unwrap_or(OffKey {
+                        class: CLASS_UNKNOWN,
+                        ..Default::default()
+                    });
+                    s.keys.entry(k).or_default().ns += off;
+                }
+                // A wait seen for the first time, or the thread ran since: another episode
+                // (a lower bound: several short waits between two samples count once).
+                if let Some(k) = key
+                    && (prev.key != Some(k) || slices > prev.slices)
+                {
+                    s.keys.entry(k).or_default().count += 1;
+                }
+            }
+            t.last = Some(Seen {
+                at: now,
+                on,
+                runq,
+                slices,
+                key,
+            });
+            s.slots.insert(
+                tid,
+                ThreadSlot {
+                    tid,
+                    state: if key.is_some() { ST_OFF_CPU } else { ST_ON_CPU },
+                    ts: now,
+                    key: key.unwrap_or_default(),
+                    ..Default::default()
+                },
+            );
+        }
+        s.slots.retain(|t, _| self.threads.contains_key(t));
+    }
+
+    /// Why a thread blocked in syscall `nr` waits: the class of the syscall, and the
+    /// filesystem (or the locked file) its descriptor or path names, read as the eBPF probes
+    /// read them: a read on a socket or pipe waits for work, `fcntl` waits for a lock only
+    /// with `F_SETLKW`.
+    fn classify(&mut self, pid: u32, nr: u64, args: &[u64; 6], s: &mut Sums) -> OffKey {
+        let arch = host_arch();
+        let (class, arg) = class_of(arch, nr);
+        let mut key = OffKey {
+            class,
+            ..Default::default()
+        };
+        match arg {
+            ARG_FD | ARG_FCNTL => {
+                if arg == ARG_FCNTL && args[1] != F_SETLKW && args[1] != F_OFD_SETLKW {
+                    key.class = CLASS_OTHER;
+                    return key;
+                }
+                let fd = args[0] as i32;
+                let Ok(link) = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) else {
+                    return key;
+                };
+                let link = link.as_os_str().as_encoded_bytes().to_vec();
+                if procfs::is_socket_or_pipe(&link) {
+                    if class == CLASS_FILE_IO {
+                        key.class = if is_read(arch, nr) {
+                            CLASS_WAIT_WORK
+                        } else {
+                            CLASS_OTHER
+                        };
+                    }
+                    return key;
+                }
+                // fdinfo names the mount without asking the filesystem (a stat of a file on
+                // a slow FUSE mount would be one more request for it).
+                let Some((mnt, ino)) = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))
+                    .ok()
+                    .and_then(|t| procfs::parse_fdinfo(&t))
+                else {
+                    return key;
+                };
+                key.dev = self.dev_of_mount_id(mnt).unwrap_or(0);
+                if key.class == CLASS_FILE_LOCK {
+                    key.ino = ino;
+                    s.lock_names.entry((key.dev, ino)).or_insert(link);
+                }
+            }
+            ARG_PATH | ARG_DIRFD_PATH => {
+                let (dirfd, ptr) = if arg == ARG_PATH {
+                    (AT_FDCWD, args[0])
+                } else {
+                    (args[0] as i32, args[1])
+                };
+                if let Some(path) = self.walked(pid, dirfd, ptr) {
+                    if let Some(m) = self.mounts.mount_of(&path) {
+                        key.dev = self.mounts.mounts[m].kernel_dev();
+                    }
+                    if s.stats.paths.len() < 4096 || s.stats.paths.contains_key(&path) {
+                        *s.stats.paths.entry(path).or_default() += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+        key
+    }
+
+    fn dev_of_mount_id(&self, id: u32) -> Option<u32> {
+        self.by_id
+            .get(&id)
+            .map(|&i| self.mounts.mounts[i].kernel_dev())
+    }
+
+    /// The absolute path a path syscall walks: its string read from the process's memory,
+    /// joined to the directory it starts from (its cwd or its dirfd).
+    fn walked(&mut self, pid: u32, dirfd: i32, ptr: u64) -> Option<Vec<u8>> {
+        let mem = self
+            .mems
+            .entry(pid)
+            .or_insert_with(|| File::open(format!("/proc/{pid}/mem")).ok())
+            .as_ref()?;
+        let path = read_cstr(mem, ptr)?;
+        if path.first() == Some(&b'/') {
+            return Some(normalize(&path));
+        }
+        let base = if dirfd == AT_FDCWD {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?
+        } else {
+            std::fs::read_link(format!("/proc/{pid}/fd/{dirfd}")).ok()?
+        };
+        let mut full = base.as_os_str().as_encoded_bytes().to_vec();
+        full.push(b'/');
+        full.extend_from_slice(&path);
+        Some(normalize(&full))
+    }
+}
+
+/// A NUL-terminated string at `addr` in a process's memory (at most 4 KiB, PATH_MAX).
+fn read_cstr(mem: &File, addr: u64) -> Option<Vec<u8>> {
+    if addr == 0 {
+        return None;
+    }
+    let mut buf = vec![0u8; 256];
+    let n = mem.read_at(&mut buf, addr).ok()?;
+    if let Some(z) = buf[..n].iter().position(|&b| b == 0) {
+        buf.truncate(z);
+        return Some(buf);
+    }
+    let mut buf = vec![0u8; 4096];
+    let n = mem.read_at(&mut buf, addr).ok()?;
+    let z = buf[..n].iter().position(|&b| b == 0)?;
+    buf.truncate(z);
+    Some(buf)
+}
+
+/// This thread's CPU time, ns (`/proc/thread-self/schedstat`).
+fn self_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|t| procfs::parse_schedstat(&t))
+        .map(|(on, _, _)| on)
+        .unwrap_or(0)
+}

@@ -1,0 +1,255 @@
+//! `--backend sample`: the planted traps of tests/tests/run.rs judged without eBPF, by a
+//! trapdetect whose every capability is dropped but CAP_SYS_PTRACE (the targets here run as
+//! root with every capability, and reading another process's `/proc/PID/syscall` and `mem`
+//! needs either its user and no more capabilities than ours, or CAP_SYS_PTRACE). The same
+//! cause verdicts as the eBPF backend; sampled figures state their samples; what needs exact
+//! counts is marked unavailable; `auto` without CAP_BPF samples and says why.
+
+use std::{process::Command, time::Duration};
+
+use serde_json::Value;
+use trapdetect_e2e::{
+    IGNORE_NET, TempDir, bin, json, require_root, run_bounded, servers::PhpStack, slowfs::SlowFs,
+};
+
+/// `trapdetect run` under `setpriv`: no capability but CAP_SYS_PTRACE, none inheritable.
+fn run_without_bpf(pid: u32, url: &str, rate: &str, backend: &str) -> (Value, i32) {
+    let pid = pid.to_string();
+    let mut args = vec![
+        "run",
+        "--pid",
+        &pid,
+        "--url",
+        url,
+        "--rate",
+        rate,
+        "--duration",
+        "4s",
+        "--timeout",
+        "5s",
+        "--backend",
+        backend,
+        "--json",
+        "--quiet",
+    ];
+    args.extend(IGNORE_NET);
+    let out = run_bounded(
+        Command::new("setpriv")
+            .args([
+                "--inh-caps=-all",
+                "--ambient-caps=-all",
+                "--bounding-set=-all,+sys_ptrace",
+                "--",
+            ])
+            .arg(bin())
+            .args(&args),
+        Duration::from_secs(60),
+    );
+    let v = json(&out);
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    eprintln!(
+        "findings: {}\nverdict: {}\nthread_seconds: {}\nsample: {}",
+        serde_json::to_string_pretty(&v["findings"]).unwrap(),
+        v["verdict"],
+        v["run"]["thread_seconds"],
+        v["sample"]
+    );
+    (v, out.status.code().unwrap_or(-1))
+}
+
+fn finding<'a>(r: &'a Value, id: &str) -> Option<&'a Value> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+}
+
+fn ids(r: &Value) -> Vec<String> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The report says it sampled, at the default rate, because it was asked to.
+fn assert_sampled(r: &Value) {
+    let b = &r["measurement"]["backend"];
+    assert_eq!(b["name"], "sample", "{b}");
+    assert_eq!(b["sample_hz"], 200);
+    assert!(b["samples"].as_u64().unwrap() > 1000, "{b}");
+    assert_eq!(r["run"]["classes_method"], "sampled");
+    assert!(
+        r["probes"].as_array().is_none_or(|p| p.is_empty()),
+        "{}",
+        r["probes"]
+    );
+}
+
+/// A sampled finding states the samples behind it and their 95 % interval.
+fn assert_sampling_stated(f: &Value) {
+    let e = &f["evidence"];
+    assert!(e["samples"].as_u64().unwrap() > 100, "{e}");
+    assert!(e["thread_samples"].as_u64().unwrap() >= e["samples"].as_u64().unwrap());
+    let ci = e["sample_share_ci95_pct"].as_f64().unwrap();
+    assert!(ci > 0.0 && ci < 5.0, "{e}");
+}
+
+/// php-fpm started 7 levels deep in a serialized 200 µs FUSE mount, flooded: the verdict is the
+/// mount, with the working directory as the cause, as under eBPF; operations per request are
+/// unavailable.
+#[test]
+fn sampled_cwd_deep_in_fuse_is_the_mount_verdict() {
+    if !require_root("sampled_cwd_deep_in_fuse_is_the_mount_verdict") {
+        return;
+    }
+    let fs = SlowFs::mount(200, |_| {});
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
+    let stack = PhpStack::start(&deep, 4, "<?php echo \"ok\\n\";");
+    let (r, code) = run_without_bpf(stack.fpm.pid(), &stack.url(), "700", "sample");
+    assert_sampled(&r);
+    let mount = fs.mount.to_str().unwrap();
+    let cause = r["verdict"]["cause"].as_str().unwrap_or("");
+    assert!(
+        cause == "fs.slow-ops" || cause == "fs.serialized",
+        "{cause}: {:?}",
+        ids(&r)
+    );
+    let f = finding(&r, cause).unwrap();
+    let e = &f["evidence"];
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(e["mount"], mount);
+    assert_eq!(e["fs_type"], "fuse.slowfs");
+    assert_eq!(e["cause"], "working directory");
+    assert!(e["mean_threads"].as_f64().unwrap() > 2.0, "{e}");
+    assert!(
+        e["share_of_busy_thread_time_pct"].as_f64().unwrap() >= 60.0,
+        "{e}"
+    );
+    assert!(
+        e["ops_per_request"]
+            .as_str()
+            .unwrap()
+            .starts_with("unavailable"),
+        "{e}"
+    );
+    assert!(e.get("predicted_ceiling_per_s").is_none(), "{e}");
+    assert_sampling_stated(f);
+    assert!(finding(&r, "pool.too-small").is_none(), "{:?}", ids(&r));
+    assert!(finding(&r, "cpu.saturated").is_none(), "{:?}", ids(&r));
+    assert_eq!(
+        code,
+        if r["measurement"]["trusted"] == true {
+            1
+        } else {
+            3
+        }
+    );
+}
+
+/// One worker sleeping 40 ms per request: pool.too-small with one worker, as under eBPF.
+#[test]
+fn sampled_one_sleeping_worker_is_a_pool_ceiling() {
+    if !require_root("sampled_one_sleeping_worker_is_a_pool_ceiling") {
+        return;
+    }
+    let cwd = TempDir::new("sample-pool");
+    let stack = PhpStack::start(cwd.path(), 1, "<?php usleep(40000); echo \"ok\\n\";");
+    let (r, _) = run_without_bpf(stack.fpm.pid(), &stack.url(), "80", "sample");
+    assert_sampled(&r);
+    assert_eq!(r["verdict"]["cause"], "pool.too-small", "{:?}", ids(&r));
+    let f = finding(&r, "pool.too-small").unwrap();
+    assert_eq!(f["severity"], "fail");
+    assert_eq!(f["evidence"]["workers"], 1);
+    let d = f["evidence"]["delivered_per_s"].as_f64().unwrap();
+    assert!((15.0..=26.0).contains(&d), "delivered {d}");
+    let p = f["evidence"]["predicted_ceiling_per_s"].as_f64().unwrap();
+    assert!((p - d).abs() <= 0.3 * d, "predicted {p} vs delivered {d}");
+    assert_sampling_stated(f);
+    let sleep = r["run"]["thread_seconds"]["off_cpu"]["sleep"]
+        .as_f64()
+        .unwrap();
+    let window = r["run"]["window_s"].as_f64().unwrap();
+    assert!(sleep >= 0.7 * window, "sleep {sleep} s of {window} s");
+    assert!(
+        ids(&r).iter().all(|i| !i.starts_with("fs.")),
+        "{:?}",
+        ids(&r)
+    );
+}
+
+/// Every request holds one exclusive flock for 20 ms: lock.contention on that file, named.
+#[test]
+fn sampled_workers_on_one_flock_name_the_file() {
+    if !require_root("sampled_workers_on_one_flock_name_the_file") {
+        return;
+    }
+    let cwd = TempDir::new("sample-lock");
+    let lock = cwd.path().join("session.lock");
+    let script = format!(
+        "<?php $f = fopen('{}', 'c'); flock($f, LOCK_EX); usleep(20000); flock($f, LOCK_UN); fclose($f); echo \"ok\\n\";",
+        lock.display()
+    );
+    let stack = PhpStack::start(cwd.path(), 4, &script);
+    let (r, _) = run_without_bpf(stack.fpm.pid(), &stack.url(), "150", "sample");
+    assert_sampled(&r);
+    assert_eq!(r["verdict"]["cause"], "lock.contention", "{:?}", ids(&r));
+    let f = finding(&r, "lock.contention").unwrap();
+    assert_eq!(f["evidence"]["object"], lock.to_str().unwrap());
+    let t = f["evidence"]["mean_threads"].as_f64().unwrap();
+    assert!((2.0..=3.5).contains(&t), "mean waiting threads {t}");
+    assert!(
+        f["evidence"]["share_of_busy_thread_time_pct"]
+            .as_f64()
+            .unwrap()
+            >= 50.0,
+        "{f}"
+    );
+    assert_sampling_stated(f);
+    assert!(finding(&r, "pool.too-small").is_none(), "{:?}", ids(&r));
+}
+
+/// The FUSE test's clean twin (the same stack on ext4, offered what it serves) under `auto`
+/// without CAP_BPF: sampled, and the report says why; no fs finding, nothing fails.
+#[test]
+fn auto_without_cap_bpf_samples_and_the_clean_twin_passes() {
+    if !require_root("auto_without_cap_bpf_samples_and_the_clean_twin_passes") {
+        return;
+    }
+    let cwd = TempDir::new("sample-clean");
+    let deep = cwd.path().join("a/b/c/d/e/f/g");
+    std::fs::create_dir_all(&deep).unwrap();
+    let stack = PhpStack::start(&deep, 4, "<?php echo \"ok\\n\";");
+    let (r, code) = run_without_bpf(stack.fpm.pid(), &stack.url(), "200", "auto");
+    let b = &r["measurement"]["backend"];
+    assert_eq!(b["name"], "sample", "{b}");
+    let why = b["reason"].as_str().unwrap();
+    assert!(
+        why.starts_with("auto: eBPF could not attach") && why.contains("CAP_BPF"),
+        "{why}"
+    );
+    assert!(
+        r["measurement"]["notes"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("backend: /proc sampling at 200 Hz"),
+        "{}",
+        r["measurement"]["notes"]
+    );
+    assert!(r["verdict"]["cause"].is_null(), "{}", r["verdict"]);
+    assert!(
+        ids(&r).iter().all(|i| !i.starts_with("fs.")),
+        "{:?}",
+        ids(&r)
+    );
+    assert_eq!(
+        code,
+        if r["measurement"]["trusted"] == true {
+            0
+        } else {
+            3
+        }
+    );
+}
