@@ -365,7 +365,7 @@ pub fn annotate(findings: &mut [Finding], stats: &SampleStats, mounts: &MountTab
             }
             _ => continue,
         };
-        if f.id.starts_with("fs.") {
+        if f.id.as_str().starts_with("fs.") {
             for key in ["ops_per_s", "capacity_ops_per_s", "ops_per_request"] {
                 f.evidence.remove(key);
             }
@@ -374,7 +374,7 @@ pub fn annotate(findings: &mut [Finding], stats: &SampleStats, mounts: &MountTab
                 json!("unavailable: sampling sees waits, not operations"),
             );
         }
-        if f.id == "lock.contention" {
+        if f.id.as_str() == "lock.contention" {
             f.evidence.insert(
                 "waits_basis".into(),
                 json!("waits seen by sampling (a lower bound: short waits between two samples count once)"),
@@ -537,7 +537,7 @@ mod tests {
         };
         stats.by_dev.insert(mounts.mounts[0].kernel_dev(), 2400);
         let mut f = vec![
-            Finding::new("fs.slow-ops", crate::traps::Severity::Fail, "x")
+            Finding::new(crate::traps::Id::FsSlowOps, crate::traps::Severity::Fail, "x")
                 .with("mount", "/mnt/slow")
                 .with("ops_per_s", 0.0)
                 .with("ops_per_request", 0.0),
