@@ -714,14 +714,12 @@ fn dir_and_host(
             None => v.skip("fs.dir-slow", "/proc/self/mountinfo unreadable".into()),
         }
     }
-    v.findings.extend(traps::cpu::frequency(&obs.cpu_host));
     if obs.cpu_host.freq.is_empty() {
         v.skip(
             "cpu.frequency",
             "no cpufreq in /sys/devices/system/cpu/cpu*/cpufreq (usual in a VM: the hypervisor sets the clock); governor and turbo not checked".into(),
         );
     }
-    v.findings.extend(traps::host::virt(&obs.virt));
     // Kernel and CPU settings the run inherits.
     let tuning = crate::host::tuning::read(Path::new("/"));
     let cpus_of = |pid: u32| {
@@ -735,17 +733,15 @@ fn dir_and_host(
         .as_ref()
         .and_then(|t| process::parse_cpu_list(&t.status.cpus_allowed_list))
         .unwrap_or_default();
-    v.findings.extend(traps::tuning::thp(&tuning));
-    v.findings.extend(traps::tuning::numa_balancing(&tuning));
-    v.findings.extend(traps::tuning::nic_irqs(
-        &tuning,
-        &server_cpus,
-        obs.cpu_host.online.len(),
-    ));
-    v.findings.extend(traps::tuning::perf_paranoid(
-        &tuning,
-        nix::unistd::geteuid().is_root(),
-    ));
+    // The rules that judge only these readings run from the registry.
+    v.findings.extend(registry::run_host(&registry::HostView {
+        cpu: &obs.cpu_host,
+        tuning: &tuning,
+        virt: &obs.virt,
+        kernel: &obs.kernel,
+        server_cpus: &server_cpus,
+        privileged: nix::unistd::geteuid().is_root(),
+    }));
     match (args.client, obs.target.is_some()) {
         (Some(c), true) => v.findings.extend(traps::tuning::smt_shared(
             &tuning,
@@ -758,7 +754,6 @@ fn dir_and_host(
         ),
         _ => {}
     }
-    v.findings.push(traps::host::kernel_support(&obs.kernel));
     let kmsg = kernel_log(args, inputs.mark_path.as_deref(), obs, &mut v.skipped)?;
     let oom_since_mark = kmsg
         .as_ref()

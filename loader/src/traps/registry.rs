@@ -66,6 +66,33 @@ pub struct Rule {
     pub consequence: bool,
     /// As a `run` verdict's cause, the run measured something other than the server (exit 3).
     pub untrusting: bool,
+    /// The rule, when it judges only what preflight read of the machine ([`HostView`]):
+    /// preflight runs every entry that has one, so a host check needs no call written.
+    pub host: Option<fn(&HostView) -> Option<Finding>>,
+}
+
+/// What preflight read of the machine and of the CPUs the target may use: the input of the
+/// rules the registry runs for it ([`Rule::host`]).
+#[derive(Clone, Copy, Debug)]
+pub struct HostView<'a> {
+    /// CPU topology, isolation and frequency.
+    pub cpu: &'a CpuHost,
+    /// Kernel and CPU settings (THP, NUMA balancing, NIC IRQs, perf_event_paranoid, SMT
+    /// siblings).
+    pub tuning: &'a Tuning,
+    /// Virtualization.
+    pub virt: &'a Virt,
+    /// What the kernel offers the tracer.
+    pub kernel: &'a KernelSupport,
+    /// The CPUs the target may use (empty without `--pid`).
+    pub server_cpus: &'a [u32],
+    /// trapdetect runs as root.
+    pub privileged: bool,
+}
+
+/// The findings of every rule with a [`Rule::host`] evaluation, in registry order.
+pub fn run_host(v: &HostView) -> Vec<Finding> {
+    RULES.iter().filter_map(|r| r.host?(v)).collect()
 }
 
 impl Rule {
@@ -83,6 +110,7 @@ impl Rule {
         ranked: false,
         consequence: false,
         untrusting: false,
+        host: None,
     };
 }
 
@@ -171,6 +199,13 @@ impl PartialEq<&str> for Id {
 
 use Command::{Load, NetCensus, Preflight, Run, Trace};
 
+use super::{Finding, cpu, host, tuning};
+use crate::host::{
+    cpu::CpuHost,
+    host::{KernelSupport, Virt},
+    tuning::Tuning,
+};
+
 const NET: &[Command] = &[Preflight, Trace, NetCensus];
 const PRE: &[Command] = &[Preflight];
 
@@ -204,6 +239,7 @@ registry! {
         remedy: "set the `performance` governor, disable turbo/boost and SMT for the run (as \
                  benchmark harnesses do), or report them with the results.",
         doc: "docs/preflight.md",
+        host: Some(|v| cpu::frequency(v.cpu)),
     },
     CpuOneCore => Rule {
         id: "cpu.one-core",
@@ -596,6 +632,7 @@ registry! {
         remedy: "run on a kernel with BTF (CONFIG_DEBUG_INFO_BTF) and syscall tracepoints, or pass \
                  --btf FILE.",
         doc: "docs/preflight.md",
+        host: Some(|v| Some(host::kernel_support(v.kernel))),
     },
     HostMemory => Rule {
         id: "host.memory",
@@ -622,6 +659,7 @@ registry! {
         remedy: "steer the NIC's IRQs away (/proc/irq/N/smp_affinity_list) or pin the server \
                  elsewhere.",
         doc: "docs/preflight.md",
+        host: Some(|v| tuning::nic_irqs(v.tuning, v.server_cpus, v.cpu.online.len())),
     },
     HostNoise => Rule {
         id: "host.noise",
@@ -653,6 +691,7 @@ registry! {
         evidence: &["numa_balancing", "numa_nodes"],
         remedy: "sysctl -w kernel.numa_balancing=0 and bind the server to a node (numactl).",
         doc: "docs/preflight.md",
+        host: Some(|v| tuning::numa_balancing(v.tuning)),
     },
     HostPerfParanoid => Rule {
         id: "host.perf-paranoid",
@@ -663,6 +702,7 @@ registry! {
         evidence: &["perf_event_paranoid", "privileged"],
         remedy: "run the tracer as root (or with CAP_BPF + CAP_PERFMON).",
         doc: "docs/preflight.md",
+        host: Some(|v| tuning::perf_paranoid(v.tuning, v.privileged)),
     },
     HostThp => Rule {
         id: "host.thp",
@@ -675,6 +715,7 @@ registry! {
         remedy: "madvise in /sys/kernel/mm/transparent_hugepage/{enabled,defrag}, or state it \
                  with the results.",
         doc: "docs/preflight.md",
+        host: Some(|v| tuning::thp(v.tuning)),
     },
     HostTracer => Rule {
         id: "host.tracer",
@@ -701,6 +742,7 @@ registry! {
         evidence: &["wsl", "vendor", "hypervisor_flag"],
         remedy: "compare only runs on the same machine; state the virtualisation with results.",
         doc: "docs/preflight.md",
+        host: Some(|v| host::virt(v.virt)),
     },
     LoadCeiling => Rule {
         id: "load.ceiling",
@@ -1082,6 +1124,9 @@ mod tests {
     fn flags_belong_to_their_commands() {
         for r in RULES {
             if r.can_fail {
+                assert!(r.commands.contains(&Command::Preflight), "{}", r.id);
+            }
+            if r.host.is_some() {
                 assert!(r.commands.contains(&Command::Preflight), "{}", r.id);
             }
             if r.explains_ceiling || r.ranked || r.untrusting {
