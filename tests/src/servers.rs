@@ -98,7 +98,8 @@ pub struct PhpStack {
     pub fpm: Proc,
     /// php-fpm's port on 127.0.0.1 when it listens on TCP ([`PhpOptions::listen_tcp`]).
     pub fpm_port: Option<u16>,
-    nginx: Proc,
+    /// nginx master in front.
+    pub nginx: Proc,
     /// Where configs, sockets and logs live.
     pub dir: TempDir,
     /// The docroot (on ext4).

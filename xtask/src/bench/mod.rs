@@ -14,6 +14,7 @@ mod net_probes;
 mod offcpu;
 mod preflight;
 mod trace;
+mod trace_families;
 
 /// A named benchmark.
 pub struct Bench {

@@ -177,7 +177,7 @@ fn pingpong(mode: Mode, secs: f64) -> Result<(f64, f64)> {
 /// Debian's bpftrace (0.17), installed when missing (benches only: it pulls in a whole LLVM),
 /// with debugfs mounted: 0.17 looks for tracepoints under /sys/kernel/debug/tracing only, and
 /// a fresh machine has neither mounted. Whether it can run, said aloud when not.
-fn ensure_bpftrace() -> bool {
+pub(super) fn ensure_bpftrace() -> bool {
     if !has("bpftrace") {
         println!("installing Debian's bpftrace for the side-by-side column");
         let _ = util::run(

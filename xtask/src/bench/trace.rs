@@ -135,6 +135,9 @@ fn statloop(mode: Mode, kind: &str, path: &str, secs: f64) -> Result<(f64, f64)>
 use crate::util::wrk;
 
 pub fn run() -> Result<()> {
+    if std::env::var("BENCH_TRACE_ONLY").as_deref() == Ok("families") {
+        return super::trace_families::run();
+    }
     let modes = [
         Mode::Untraced,
         Mode::Trapdetect,
@@ -217,5 +220,7 @@ pub fn run() -> Result<()> {
             serde_json::json!({"req_per_s": r, "ratio": r / base}),
         );
     }
-    Ok(())
+    drop(stack);
+    // 3. What each probe family costs (issue 28).
+    super::trace_families::run()
 }
