@@ -531,3 +531,55 @@ fn the_schema_rejects_what_it_forbids() {
         assert!(r.is_err(), "must not validate: {bad}");
     }
 }
+
+/// The report's `tracer` section: the kernel measured every program that ran (run time
+/// statistics on through a descriptor the trace holds: the host's sysctl is never written),
+/// and every traced call the report counts was a run of its program.
+#[test]
+fn the_tracer_states_its_own_cost_from_the_kernel() {
+    if !require_root("the_tracer_states_its_own_cost_from_the_kernel") {
+        return;
+    }
+    let stats = "/proc/sys/kernel/bpf_stats_enabled";
+    let before = std::fs::read_to_string(stats).unwrap();
+    let cwd = trapdetect_e2e::TempDir::new("tracer-cost");
+    let (server, port) = walkserver("chdir", cwd.path());
+    let (r, _) = trace_json(server.pid(), || {
+        assert_eq!(std::fs::read_to_string(stats).unwrap(), before, "untouched");
+        drive_exactly(port, N)
+    });
+    assert_eq!(std::fs::read_to_string(stats).unwrap(), before, "untouched");
+    assert_eq!(r["requests"]["count"], N);
+    let t = &r["tracer"];
+    assert_eq!(t["method"], "kernel-stats", "{t}");
+    let programs = t["programs"].as_array().unwrap();
+    let runs = |p: &str| {
+        programs
+            .iter()
+            .find(|r| r["program"] == p)
+            .map_or(0, |r| r["runs"].as_u64().unwrap())
+    };
+    // Each chdir the report counts ran sys_enter_chdir (other processes' chdirs ran it too),
+    // and every traced path call ran the exit program once.
+    let chdirs = calls_on(&r, "chdir", "");
+    assert_eq!(
+        chdirs,
+        2 * u64::from(N),
+        "into the docroot and back, per request"
+    );
+    assert!(runs("sys_enter_chdir") >= chdirs, "{t}");
+    let path_calls = r["measurement"]["counters"]["path_calls"].as_u64().unwrap();
+    assert!(runs("sys_exit_path") >= path_calls, "{t}");
+    // The totals are the programs' sums, and the shares follow from them.
+    let sum = |k: &str| -> u64 { programs.iter().map(|p| p[k].as_u64().unwrap()).sum() };
+    assert_eq!(t["events"].as_u64().unwrap(), sum("runs"));
+    let ns = t["bpf_ns"].as_u64().unwrap();
+    assert_eq!(ns, sum("run_ns"));
+    assert!(ns > 0);
+    let per_event = t["ns_per_event"].as_f64().unwrap();
+    assert!((1.0..100_000.0).contains(&per_event), "{t}");
+    let per_req = t["bpf_us_per_request"].as_f64().unwrap();
+    let want = ns as f64 / f64::from(N) / 1000.0;
+    assert!((per_req - want).abs() <= 0.001, "{per_req} vs {want}");
+    assert_eq!(r["measurement"]["trusted"], true, "{}", r["measurement"]);
+}

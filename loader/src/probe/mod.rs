@@ -6,6 +6,7 @@
 //! measurement untrusted (exit 3).
 
 pub mod offcpu;
+pub mod stats;
 pub mod tcp;
 pub mod tracefs;
 

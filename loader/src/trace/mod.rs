@@ -4,6 +4,7 @@
 pub mod aggregate;
 pub mod backlog;
 pub mod census;
+pub mod cost;
 pub mod net;
 pub mod probe_load;
 pub mod quota;
@@ -274,6 +275,7 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
         net_start,
         armed,
         net: net_measured,
+        cost: tracer_cost,
     } = obs;
     let hints: Vec<Vec<u8>> = cwds.iter().map(|c| c.path.clone()).collect();
 
@@ -347,6 +349,7 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
     report.filesystems = aggregate::fs_rows(&fs.calls, &fs.fuse, &mounts, requests, window_s);
     report.paths = aggregate::path_rows(&fs.calls, &mounts, requests, opts.top);
     net::finish(net_start, armed, net_measured, &probe_rows, report);
+    report.add(&cost::section(&tracer_cost, requests));
     report.probes = probe_rows;
     let mut m = measurement(
         &counts,

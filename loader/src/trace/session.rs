@@ -46,6 +46,11 @@ pub(super) struct Session {
     own_ports: Vec<u16>,
     front_ports: Vec<u16>,
     served_on: bool,
+    /// The kernel's run time statistics, on until detach; when they and the process's CPU
+    /// count started.
+    stats: crate::probe::stats::StatsOn,
+    stats_since: Instant,
+    cpu_since: Option<f64>,
 }
 
 /// What holding the window gave.
@@ -100,6 +105,8 @@ pub(super) struct Observations {
     pub armed: net::Armed,
     /// See `net_start`.
     pub net: net::Measured,
+    /// What the trace cost: its programs' run time, its own CPU.
+    pub cost: super::cost::Measured,
 }
 
 impl Session {
@@ -150,7 +157,12 @@ impl Session {
             .into_iter()
             .collect();
         let served_on = probes.watch_served_ports(&own_ports, &front_ports)?;
+        // The programs' run time from here to detach: the window and little else.
+        let stats = crate::probe::stats::enable();
         Ok(Session {
+            stats,
+            stats_since: Instant::now(),
+            cpu_since: super::cost::process_cpu_s(),
             target,
             mounts,
             net_start,
@@ -267,6 +279,9 @@ impl Session {
             own_ports,
             front_ports,
             served_on,
+            stats,
+            stats_since,
+            cpu_since,
         } = self;
         let Window {
             window_s,
@@ -308,10 +323,20 @@ impl Session {
             .filter(|k| k.flags & PF_TRUNCATED != 0)
             .count() as u64;
         let fuse_measured = probes.is_attached(PROG_FUSE_REQUEST_SEND);
+        let cost = super::cost::Measured {
+            programs: probes.run_stats(),
+            window_s: stats_since.elapsed().as_secs_f64(),
+            refused: stats.refused.clone(),
+            process_cpu_s: cpu_since
+                .zip(super::cost::process_cpu_s())
+                .map(|(a, b)| (b - a).max(0.0)),
+        };
         let probe_rows = std::mem::take(&mut probes.rows);
         let missing_required = std::mem::take(&mut probes.missing_required);
-        // Detach now: everything below is user-space work.
+        // Detach now: everything below is user-space work. Statistics off with them (the
+        // host's setting is back as it was).
         drop(probes);
+        drop(stats);
 
         // Refresh what may have changed during the window (mounts, cwds), while the target
         // lives.
@@ -373,6 +398,7 @@ impl Session {
                 not_tcp,
                 upstream,
             },
+            cost,
         })
     }
 }
