@@ -190,6 +190,24 @@ fn php_fpm_started_from_ext4_has_no_fs_finding() {
     );
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(r["requests"]["count"], N);
+    // php-fpm on a unix socket without --url: its FastCGI accepts are the count, and
+    // tcp_probe, with no port to count on, is not attached (it would run for every TCP segment
+    // of the host for nothing; issue 28).
+    assert_eq!(r["requests"]["basis"], "accepted-connections");
+    let row = r["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["program"] == "tcp_probe")
+        .unwrap();
+    assert_eq!(row["attached"], false, "{row}");
+    assert!(
+        row["note"]
+            .as_str()
+            .unwrap()
+            .contains("no port to count on"),
+        "{row}"
+    );
     // The same walk happens, on ext4: counted, not flagged.
     assert_eq!(calls_on(&r, "chdir", "ext4"), 2 * N as u64);
 }

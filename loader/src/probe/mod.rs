@@ -212,6 +212,10 @@ pub struct AttachOptions {
     /// Attach the off-CPU programs (`trapdetect run`: they cost a few map operations per
     /// context switch of a traced thread).
     pub offcpu: bool,
+    /// No port for `tcp_probe` to count on (the target listens on no TCP port and no load
+    /// names one, e.g. php-fpm on a unix socket): it is left out, since it would run for every
+    /// TCP segment of the host and count nothing.
+    pub no_served_ports: bool,
 }
 
 /// Offsets the socket probes use, from BTF; a missing one degrades them (the netns filter, the
@@ -519,6 +523,11 @@ impl Probes {
                 Some("not attached: no off-CPU switch program attached")
             } else if connect && !want.watch_clients {
                 Some("not attached: no --watch-client")
+            } else if e.program == PROG_TCP_PROBE && want.no_served_ports {
+                Some(
+                    "not attached: the target listens on no TCP port and no --url names one, so \
+                     there is no port to count on (requests are its accepted connections)",
+                )
             } else if e.program == PROG_TCP_PROBE && probe_fields_missing {
                 Some(probe_missing_note.as_str())
             } else {

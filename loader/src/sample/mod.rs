@@ -537,10 +537,14 @@ mod tests {
         };
         stats.by_dev.insert(mounts.mounts[0].kernel_dev(), 2400);
         let mut f = vec![
-            Finding::new(crate::traps::Id::FsSlowOps, crate::traps::Severity::Fail, "x")
-                .with("mount", "/mnt/slow")
-                .with("ops_per_s", 0.0)
-                .with("ops_per_request", 0.0),
+            Finding::new(
+                crate::traps::Id::FsSlowOps,
+                crate::traps::Severity::Fail,
+                "x",
+            )
+            .with("mount", "/mnt/slow")
+            .with("ops_per_s", 0.0)
+            .with("ops_per_request", 0.0),
         ];
         annotate(&mut f, &stats, &mounts);
         let e = &f[0].evidence;

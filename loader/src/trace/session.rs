@@ -120,12 +120,23 @@ impl Session {
         let mounts = MountTable::of_pid(opts.pid)?;
         // The static census first: the target's listening ports come from it.
         let net_start = net::start(opts.pid, &opts.watch_clients);
+        // Payload on the server's ports, whatever client sent it: its listening ports and the
+        // probe's.
+        let mut own_ports = net::listening_ports(&net_start);
+        own_ports.sort_unstable();
+        own_ports.dedup();
+        let front_ports: Vec<u16> = load
+            .and_then(|l| l.server_port())
+            .filter(|p| !own_ports.contains(p))
+            .into_iter()
+            .collect();
         let mut probes = Probes::attach(
             opts.btf.as_deref(),
             &AttachOptions {
                 skip: opts.skip_probes.clone(),
                 watch_clients: !opts.watch_clients.is_empty(),
                 offcpu: opts.offcpu,
+                no_served_ports: own_ports.is_empty() && front_ports.is_empty(),
             },
         )?;
         // Mark the target first: from here on its forks are followed in the kernel. Then walk
@@ -146,16 +157,6 @@ impl Session {
 
         // The sampler's baseline is read here, before the start line a caller may wait for.
         let armed = net::arm(&net_start, &mut probes)?;
-        // Payload on the server's ports, whatever client sent it: its listening ports and the
-        // probe's.
-        let mut own_ports = net::listening_ports(&net_start);
-        own_ports.sort_unstable();
-        own_ports.dedup();
-        let front_ports: Vec<u16> = load
-            .and_then(|l| l.server_port())
-            .filter(|p| !own_ports.contains(p))
-            .into_iter()
-            .collect();
         let served_on = probes.watch_served_ports(&own_ports, &front_ports)?;
         // The programs' run time from here to detach: the window and little else.
         let stats = crate::probe::stats::enable();
