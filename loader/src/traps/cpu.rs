@@ -127,6 +127,65 @@ pub fn affinity(
     )
 }
 
+/// cpu.isolated: the target may use CPUs isolated with `isolcpus=` (/sys/devices/system/cpu/
+/// isolated). The scheduler does not balance tasks across isolated CPUs: a thread or process
+/// stays on the CPU it was created on unless it is pinned elsewhere, so a server given several
+/// isolated CPUs runs its workers on the one it started on (fail), and one given isolated and
+/// housekeeping CPUs is spread over the housekeeping ones only (warn). A server pinned to one
+/// isolated CPU is a deliberate setup, as is a target on housekeeping CPUs only: no finding.
+pub fn isolated(h: &CpuHost, server_cpus: &[u32]) -> Option<Finding> {
+    let isolated = crate::host::process::parse_cpu_list(&h.isolated)?;
+    let on: Vec<u32> = server_cpus
+        .iter()
+        .copied()
+        .filter(|c| isolated.contains(c))
+        .collect();
+    if on.is_empty() || server_cpus.len() < 2 {
+        return None;
+    }
+    let balanced = server_cpus.len() - on.len();
+    let on_list = on.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let f = if balanced == 0 {
+        Finding::new(
+            Id::CpuIsolated,
+            Severity::Fail,
+            format!(
+                "the target may run on {} CPUs ({on_list}), all isolated (isolcpus={}): the scheduler does not spread its threads over them, each stays on the CPU it started on",
+                on.len(),
+                h.isolated
+            ),
+        )
+        .predict(format!(
+            "about 1 CPU of work at once (where its threads were started), not {}, unless each worker is pinned to its own CPU",
+            on.len()
+        ))
+    } else {
+        Finding::new(
+            Id::CpuIsolated,
+            Severity::Warn,
+            format!(
+                "the target may run on {} CPUs, {} of them isolated ({on_list}, isolcpus={}): the scheduler balances its threads over the other {balanced} only",
+                server_cpus.len(),
+                on.len(),
+                h.isolated
+            ),
+        )
+        .predict(format!(
+            "at most {balanced} CPU(s) of balanced work, not {}",
+            server_cpus.len()
+        ))
+    };
+    Some(
+        f.with("isolated_list", h.isolated.clone())
+            .with("isolated_allowed", on_list)
+            .with("allowed_cpus", server_cpus.len() as u64)
+            .with("balanced_cpus", balanced as u64)
+            .remedy(
+                "run the server on the housekeeping (non-isolated) CPUs (taskset -a -p -c LIST <pid>), pin each worker to its own isolated CPU, or isolate with a cpuset partition that keeps load balancing instead of isolcpus=",
+            ),
+    )
+}
+
 /// cpu.frequency: governors other than `performance`, turbo on, SMT active. Warn only:
 /// these add variance, they do not cap a server.
 pub fn frequency(h: &CpuHost) -> Option<Finding> {
@@ -266,6 +325,43 @@ mod tests {
         assert!(affinity(&[0, 1], "0-1", &[0, 1], "0-1", "the target").is_none());
         // Offline CPUs in the mask do not count.
         assert!(affinity(&[0, 1, 2, 3], "0-3", &[0, 1], "0-1", "the target").is_none());
+    }
+
+    #[test]
+    fn isolated_cpus_are_not_balanced() {
+        let host = |isolated: &str| CpuHost {
+            online: vec![0, 1, 2, 3],
+            online_list: "0-3".into(),
+            isolated: isolated.into(),
+            ..Default::default()
+        };
+        // Given two isolated CPUs and nothing else: one CPU's worth.
+        let f = isolated(&host("2-3"), &[2, 3]).unwrap();
+        assert_eq!(f.id, "cpu.isolated");
+        assert_eq!(f.severity, Severity::Fail);
+        assert_eq!(
+            f.title,
+            "the target may run on 2 CPUs (2,3), all isolated (isolcpus=2-3): the scheduler does not spread its threads over them, each stays on the CPU it started on"
+        );
+        assert_eq!(f.evidence["isolated_list"], "2-3");
+        assert_eq!(f.evidence["isolated_allowed"], "2,3");
+        assert_eq!(f.evidence["allowed_cpus"], 2);
+        assert_eq!(f.evidence["balanced_cpus"], 0);
+        // Housekeeping and isolated CPUs: balanced over the housekeeping ones.
+        let f = isolated(&host("3"), &[0, 1, 2, 3]).unwrap();
+        assert_eq!(f.severity, Severity::Warn);
+        assert_eq!(f.evidence["isolated_allowed"], "3");
+        assert_eq!(f.evidence["balanced_cpus"], 3);
+        assert_eq!(
+            f.predicted.as_deref(),
+            Some("at most 3 CPU(s) of balanced work, not 4")
+        );
+        // Pinned to one isolated CPU on purpose, on housekeeping CPUs only, no isolation, no
+        // target: nothing.
+        assert!(isolated(&host("2-3"), &[2]).is_none());
+        assert!(isolated(&host("2-3"), &[0, 1]).is_none());
+        assert!(isolated(&host(""), &[0, 1, 2, 3]).is_none());
+        assert!(isolated(&host("2-3"), &[]).is_none());
     }
 
     #[test]

@@ -241,6 +241,25 @@ registry! {
         doc: "docs/preflight.md",
         host: Some(|v| cpu::frequency(v.cpu)),
     },
+    CpuIsolated => Rule {
+        id: "cpu.isolated",
+        title: "the server may run on CPUs isolated from the scheduler (isolcpus=)",
+        commands: PRE,
+        mechanism: "the scheduler does not balance tasks across CPUs isolated with isolcpus=: a \
+                    thread or process stays on the CPU it was created on unless pinned \
+                    elsewhere, so a server given several isolated CPUs runs its workers on one, \
+                    and one given isolated and housekeeping CPUs uses the housekeeping ones.",
+        evidence: &[
+            "isolated_list",
+            "isolated_allowed",
+            "allowed_cpus",
+            "balanced_cpus",
+        ],
+        remedy: "run the server on the housekeeping CPUs, pin each worker to its own isolated \
+                 CPU, or isolate with a cpuset partition that keeps load balancing.",
+        doc: "docs/preflight.md",
+        host: Some(|v| cpu::isolated(v.cpu, v.server_cpus)),
+    },
     CpuOneCore => Rule {
         id: "cpu.one-core",
         title: "the server runs about one core at a time while the load is capped",
