@@ -27,6 +27,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("http_response", http_response),
     ("flags", flags),
     ("load_results", load_results),
+    ("strace", strace),
 ];
 
 fn text(data: &[u8]) -> String {
@@ -187,6 +188,22 @@ pub fn load_results(data: &[u8]) {
         r.shift(-3.6);
         let _ = serde_json::to_string(&r);
     }
+}
+
+/// An `strace -f -tt -T -y` log (`trace --from-strace`), resolved against a fixed mount table.
+pub fn strace(data: &[u8]) {
+    let mounts = MountTable::parse(
+        "25 1 8:1 / / rw - ext4 /dev/sda1 rw\n36 25 0:44 / /mnt/slow rw - fuse.slowfs slowfs rw\n",
+    )
+    .unwrap_or_default();
+    let mut m = crate::strace::Model::default();
+    m.feed(&text(data), Some(1), &mounts);
+    assert!(m.calls_seen <= m.lines);
+    let r = crate::strace::judge(m, mounts, 12);
+    for row in &r.filesystems {
+        assert!(row.lookups_per_second.is_finite());
+    }
+    let _ = r.to_json();
 }
 
 /// Replays a corpus directory through a target (for the plain test and `cargo xtask fuzz`).

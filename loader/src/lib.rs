@@ -21,6 +21,7 @@ pub mod output;
 pub mod probe;
 pub mod report;
 pub mod sample;
+pub mod strace;
 pub mod trace;
 pub mod traps;
 pub mod util;

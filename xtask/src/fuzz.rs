@@ -35,6 +35,7 @@ pub const TARGETS: &[&str] = &[
     "http_response",
     "flags",
     "load_results",
+    "strace",
 ];
 
 /// The cargo-fuzz build flags: see the module doc.

@@ -69,10 +69,38 @@ pub struct TraceArgs {
     /// --backend and --sample-hz.
     #[command(flatten)]
     pub backend: crate::sample::BackendArgs,
+    /// Read an `strace -f -tt -T -y` log (or the `-ff` set FILE.PID) instead of tracing: the
+    /// path table, filesystems and fs findings from it, no eBPF and no privilege.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["url", "watch_client"])]
+    pub from_strace: Option<PathBuf>,
+    /// The target's mount table saved with the strace log (a copy of /proc/PID/mountinfo);
+    /// default: the live one of --pid, else trapdetect's own.
+    #[arg(long, value_name = "FILE", requires = "from_strace")]
+    pub mountinfo: Option<PathBuf>,
 }
 
 /// Runs the trace; returns the exit code.
 pub fn run(args: TraceArgs) -> Result<i32> {
+    if let Some(log) = &args.from_strace {
+        crate::cmd::check_ignore(&args.verdict.ignore)?;
+        output::check_all(&[
+            ("--json-out", args.output.json_out.as_deref()),
+            ("--html", args.output.html.as_deref()),
+        ])?;
+        output::check_all(&args.output.export.paths())?;
+        let mut report = crate::strace::report(log, args.mountinfo.as_deref(), args.pid, args.top)?;
+        report.finish(&args.verdict.ignore, args.verdict.strict);
+        emit(
+            &report,
+            args.output.json,
+            args.output.json_out.as_deref(),
+            args.output.html.as_deref(),
+        )?;
+        args.output
+            .export
+            .write(&serde_json::to_value(&report).unwrap_or_default())?;
+        return Ok(report.exit_code);
+    }
     let Some(pid) = args.pid else {
         return Err(Error::usage("--pid is required (try `trapdetect --help`)"));
     };
