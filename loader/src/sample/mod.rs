@@ -183,10 +183,10 @@ pub fn run(
     let mounts = MountTable::of_pid(opts.pid)?;
     let mut source = ProcSource::start(opts.pid, hz, mounts.clone());
     eprintln!(
-        "Sampling pid {} ({}) and its children at {hz} Hz for {:.1} s (no eBPF)... Ctrl-C to end.",
+        "Tracing pid {} ({}) and its children for {:.1} s by sampling /proc at {hz} Hz (no eBPF)... Ctrl-C to end.",
         opts.pid,
         escape::bytes(&target.stat.comm),
-        opts.duration.as_secs_f64()
+        opts.duration.as_secs_f64(),
     );
     // The first round is the baseline.
     std::thread::sleep(Duration::from_millis(20));
