@@ -179,7 +179,9 @@ fn sampled_one_sleeping_worker_is_a_pool_ceiling() {
     assert_eq!(f["severity"], "fail");
     assert_eq!(f["evidence"]["workers"], 1);
     let d = f["evidence"]["delivered_per_s"].as_f64().unwrap();
-    assert!((15.0..=26.0).contains(&d), "delivered {d}");
+    // One worker, 40 ms each: 25 req/s at most (less when this file's other stacks and the
+    // machine's other work take the CPUs: seen 15-25 here).
+    assert!((10.0..=26.0).contains(&d), "delivered {d}");
     let p = f["evidence"]["predicted_ceiling_per_s"].as_f64().unwrap();
     assert!((p - d).abs() <= 0.3 * d, "predicted {p} vs delivered {d}");
     assert_sampling_stated(f);
