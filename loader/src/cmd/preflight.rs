@@ -608,32 +608,13 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     Ok(r)
 }
 
-/// The process of `root`'s tree allowed the fewest CPUs: (pid, comm, Cpus_allowed_list).
-fn binding_affinity(scan: &[process::ProcEntry], root: u32) -> Option<(u32, Vec<u8>, String)> {
-    process::descendants(scan, root)
-        .into_iter()
-        .filter_map(|p| {
-            let st =
-                process::parse_status(&std::fs::read_to_string(format!("/proc/{p}/status")).ok()?);
-            let n = process::parse_cpu_list(&st.cpus_allowed_list)?.len();
-            let comm = scan
-                .iter()
-                .find(|e| e.pid == p)
-                .map(|e| e.stat.comm.clone())?;
-            Some((n, p, comm, st.cpus_allowed_list))
-        })
-        // Fewest CPUs first; among equals the root (the pid given) first.
-        .min_by_key(|(n, p, ..)| (*n, *p != root))
-        .map(|(_, p, comm, list)| (p, comm, list))
-}
-
 /// The CPUs the target (or, without --pid, what this shell would hand a server) may use, its
 /// cgroup quota, and the target's own checks; returns the report's target line.
 fn cpu_and_target(obs: &Observed, dirs: &[Dir], v: &mut Verdicts) -> Option<Target> {
     let (subject, cg_pid, allowed_list) = match &obs.target {
         // The process of the tree with the fewest CPUs binds (a worker pinned apart from its
         // master): it is named when it is not the pid given.
-        Some(t) => match binding_affinity(&obs.scan, t.pid) {
+        Some(t) => match process::binding_affinity(&obs.scan, t.pid) {
             Some((pid, comm, list)) if pid != t.pid => (
                 format!("the target's process {pid} ({})", escape::bytes(&comm)),
                 pid,
@@ -667,7 +648,7 @@ fn cpu_and_target(obs: &Observed, dirs: &[Dir], v: &mut Verdicts) -> Option<Targ
         .filter(|c| obs.cpu_host.online.contains(c))
         .count()
         .max(1);
-    match cpu_cgroup_of(cg_pid, obs.self_mounts.as_ref()) {
+    match cpu::cpu_cgroup_of(cg_pid, obs.self_mounts.as_ref()) {
         Ok(Some(cg)) => v.findings.extend(traps::cpu::quota(&cg, usable, subject)),
         Ok(None) => v.skip(
             "cpu.quota",
@@ -765,20 +746,6 @@ fn dir_and_host(
         v.findings.extend(traps::host::kernel_log(k));
     }
     Ok(kmsg.map(|k| k.last_seq))
-}
-
-/// The cgroup CPU bandwidth of `pid`, read through our own mount table: /proc/PID/cgroup
-/// prints paths relative to the reader's cgroup namespace.
-fn cpu_cgroup_of(
-    pid: u32,
-    mounts: Option<&MountTable>,
-) -> std::result::Result<Option<cpu::CpuCgroup>, String> {
-    let mounts = mounts.ok_or("/proc/self/mountinfo unreadable")?;
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .map_err(|e| format!("/proc/{pid}/cgroup: {e}"))?;
-    let lines = cpu::parse_proc_cgroup(&text);
-    Ok(cpu::cgroup_dir(&lines, mounts, "cpu", Path::new("/"))
-        .map(|at| cpu::read_cpu_cgroup(at, Path::new("/"))))
 }
 
 fn denied_reason(t: &Process, what: &str) -> Option<String> {

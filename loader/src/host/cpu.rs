@@ -392,6 +392,17 @@ pub fn read_cpu_host(root: &Path) -> CpuHost {
     }
 }
 
+/// The cgroup CPU bandwidth of `pid`, read through our own mount table: /proc/PID/cgroup
+/// prints paths relative to the reader's cgroup namespace.
+pub fn cpu_cgroup_of(pid: u32, mounts: Option<&MountTable>) -> Result<Option<CpuCgroup>, String> {
+    let mounts = mounts.ok_or("/proc/self/mountinfo unreadable")?;
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .map_err(|e| format!("/proc/{pid}/cgroup: {e}"))?;
+    let lines = parse_proc_cgroup(&text);
+    Ok(cgroup_dir(&lines, mounts, "cpu", Path::new("/"))
+        .map(|at| read_cpu_cgroup(at, Path::new("/"))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -929,6 +929,24 @@ pub fn cmdline_of(pid: u32) -> String {
         .unwrap_or_default()
 }
 
+/// The process of `root`'s tree allowed the fewest CPUs: (pid, comm, Cpus_allowed_list).
+pub fn binding_affinity(scan: &[ProcEntry], root: u32) -> Option<(u32, Vec<u8>, String)> {
+    descendants(scan, root)
+        .into_iter()
+        .filter_map(|p| {
+            let st = parse_status(&std::fs::read_to_string(format!("/proc/{p}/status")).ok()?);
+            let n = parse_cpu_list(&st.cpus_allowed_list)?.len();
+            let comm = scan
+                .iter()
+                .find(|e| e.pid == p)
+                .map(|e| e.stat.comm.clone())?;
+            Some((n, p, comm, st.cpus_allowed_list))
+        })
+        // Fewest CPUs first; among equals the root (the pid given) first.
+        .min_by_key(|(n, p, ..)| (*n, *p != root))
+        .map(|(_, p, comm, list)| (p, comm, list))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
