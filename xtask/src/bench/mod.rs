@@ -13,6 +13,7 @@ mod net;
 mod net_probes;
 mod offcpu;
 mod preflight;
+mod sample;
 mod trace;
 mod trace_families;
 
@@ -51,6 +52,10 @@ fn all() -> Vec<Bench> {
         Bench {
             name: "net-probes",
             run: net_probes::run,
+        },
+        Bench {
+            name: "sample",
+            run: sample::run,
         },
     ]
 }
