@@ -527,4 +527,43 @@ mod tests {
                 .any(|p| p.path == "conf.ini" && p.errors == 1)
         );
     }
+
+    #[test]
+    fn an_ff_set_is_read_with_each_file_s_pid_and_a_missing_log_is_bad_input() {
+        let dir = std::env::temp_dir().join(format!("trapdetect-strace-ff-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("mountinfo"), MOUNTS).unwrap();
+        // `strace -ff -tt -T -y -o fpm.strace`: one file per process, no pid column. Each
+        // process's cwd is its own: the second one's relative open walks ext4, not the mount.
+        std::fs::write(
+            dir.join("fpm.strace.100"),
+            "12:00:00.000000 getcwd(\"/mnt/slow/a\", 4096) = 12 <0.000005>\n12:00:00.000100 openat(AT_FDCWD, \"b/c.php\", O_RDONLY) = 3</mnt/slow/a/b/c.php> <0.000400>\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("fpm.strace.101"),
+            "12:00:00.000050 chdir(\"/srv\") = 0 <0.000005>\n12:00:01.000000 openat(AT_FDCWD, \"b/c.php\", O_RDONLY) = 3</srv/b/c.php> <0.000010>\n",
+        )
+        .unwrap();
+        let r = report(
+            &dir.join("fpm.strace"),
+            Some(&dir.join("mountinfo")),
+            None,
+            12,
+        )
+        .unwrap();
+        assert_eq!(r.target.as_ref().unwrap().processes, 2);
+        let lookups = |mount: &str| {
+            r.filesystems
+                .iter()
+                .find(|f| f.mount_point == mount)
+                .map(|f| f.lookups)
+        };
+        assert_eq!(lookups("/mnt/slow"), Some(2));
+        assert_eq!(lookups("/"), Some(3));
+        assert_eq!(r.window_s, Some(1.0));
+        let e = report(&dir.join("nothing"), Some(&dir.join("mountinfo")), None, 12).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
