@@ -562,14 +562,19 @@ fn the_tracer_states_its_own_cost_from_the_kernel() {
     let before = std::fs::read_to_string(stats).unwrap();
     let cwd = trapdetect_e2e::TempDir::new("tracer-cost");
     let (server, port) = walkserver("chdir", cwd.path());
-    let (r, _) = trace_json(server.pid(), || {
-        assert_eq!(std::fs::read_to_string(stats).unwrap(), before, "untouched");
-        drive_exactly(port, N)
-    });
+    // On for the whole window (by default only one second in ten is measured and scaled).
+    let pid = server.pid().to_string();
+    let mut args = vec!["--pid", &pid, "--duration", "120s", "--json", "--quiet"];
+    args.extend(IGNORE_NET);
+    let t = Tracer::start_env(&args, &[("TRAPDETECT_BPF_STATS", "on")]);
+    assert_eq!(std::fs::read_to_string(stats).unwrap(), before, "untouched");
+    drive_exactly(port, N);
+    let r = report(&t.interrupt());
     assert_eq!(std::fs::read_to_string(stats).unwrap(), before, "untouched");
     assert_eq!(r["requests"]["count"], N);
     let t = &r["tracer"];
     assert_eq!(t["method"], "kernel-stats", "{t}");
+    assert!(t["measured_s"].as_f64().unwrap() >= t["window_s"].as_f64().unwrap() - 0.01);
     let programs = t["programs"].as_array().unwrap();
     let runs = |p: &str| {
         programs

@@ -16,8 +16,12 @@ use crate::{
 /// What the trace measured of itself (gathered at the end of the window).
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
-    /// Seconds the statistics covered (attach to detach).
+    /// Seconds from attach to detach.
     pub window_s: f64,
+    /// Seconds the statistics were on within it (all of it unless sampled).
+    pub on_s: f64,
+    /// On for a sample of the window only (`probe::stats::Duty`).
+    pub sampled: bool,
     /// Per attached program.
     pub programs: Vec<ProgStat>,
     /// Why the kernel did not switch the statistics on (`None`: it did).
@@ -49,18 +53,22 @@ pub struct TracerCost {
     /// Why not, when unavailable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// Seconds the figures cover.
+    /// Seconds from attach to detach.
     pub window_s: f64,
-    /// Program runs (events), all programs.
+    /// Seconds of it the kernel measured: the figures below cover these (the first second of
+    /// every ten unless `TRAPDETECT_BPF_STATS=on`: timing every run costs the traced host).
+    pub measured_s: f64,
+    /// Program runs (events) in the measured seconds, all programs.
     pub events: u64,
-    /// Nanoseconds the programs ran, all CPUs.
+    /// Nanoseconds the programs ran in the measured seconds, all CPUs.
     pub bpf_ns: u64,
-    /// The programs' time as a share of one CPU over the window, percent.
+    /// The programs' time as a share of one CPU while measured, percent.
     pub bpf_cpu_pct: f64,
     /// Mean nanoseconds per event.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ns_per_event: Option<f64>,
-    /// The programs' time per request, µs (when the report has a request count).
+    /// The programs' time per request, µs (when the report has a request count; scaled from
+    /// the measured seconds to the window).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bpf_us_per_request: Option<f64>,
     /// The tracer process's own CPU (reading maps, /proc, the probe load) as a share of one
@@ -76,6 +84,7 @@ pub fn section(m: &Measured, requests: Option<u64>) -> TracerCost {
     let events: u64 = m.programs.iter().map(|p| p.runs).sum();
     let bpf_ns: u64 = m.programs.iter().map(|p| p.run_ns).sum();
     let window_ns = (m.window_s * 1e9).max(1.0);
+    let on_ns = (m.on_s * 1e9).max(1.0);
     let per = |ns: u64, n: u64| (n > 0).then(|| round(ns as f64 / n as f64, 1));
     let mut programs: Vec<ProgramRow> = m
         .programs
@@ -104,13 +113,15 @@ pub fn section(m: &Measured, requests: Option<u64>) -> TracerCost {
             )
         }),
         window_s: round(m.window_s, 3),
+        measured_s: round(m.on_s, 3),
         events,
         bpf_ns,
-        bpf_cpu_pct: round(100.0 * bpf_ns as f64 / window_ns, 3),
+        bpf_cpu_pct: round(100.0 * bpf_ns as f64 / on_ns, 3),
         ns_per_event: per(bpf_ns, events),
-        bpf_us_per_request: requests
-            .filter(|&n| n > 0 && measured)
-            .map(|n| round(bpf_ns as f64 / n as f64 / 1000.0, 3)),
+        bpf_us_per_request: requests.filter(|&n| n > 0 && measured).map(|n| {
+            let scaled = bpf_ns as f64 * (m.window_s / m.on_s.max(1e-9)).max(1.0);
+            round(scaled / n as f64 / 1000.0, 3)
+        }),
         process_cpu_pct: m
             .process_cpu_s
             .map(|s| round(100.0 * s * 1e9 / window_ns, 2)),
@@ -133,8 +144,9 @@ impl Section for TracerCost {
             s.push_str(&format!("  {n}\n"));
         } else {
             s.push_str(&format!(
-                "  eBPF programs: {} % of one CPU over {} s ({} events, {} ns each{})\n",
+                "  eBPF programs: {} % of one CPU, measured over {} s of {} s ({} events, {} ns each{})\n",
                 self.bpf_cpu_pct,
+                self.measured_s,
                 self.window_s,
                 fmt_count(self.events),
                 self.ns_per_event.unwrap_or(0.0),
@@ -181,6 +193,8 @@ mod tests {
     fn shares_and_per_event_figures() {
         let m = Measured {
             window_s: 2.0,
+            on_s: 2.0,
+            sampled: false,
             programs: vec![
                 prog("sys_enter_openat", 1_000, 150_000),
                 prog("tcp_probe", 9_000, 450_000),
@@ -204,15 +218,34 @@ mod tests {
         assert_eq!(c.programs[0].ns_per_run, Some(50.0));
         let t = c.text();
         assert!(
-            t.contains("eBPF programs: 0.03 % of one CPU over 2 s (10,000 events, 60 ns each; 1.2 µs per request)"),
+            t.contains("eBPF programs: 0.03 % of one CPU, measured over 2 s of 2 s (10,000 events, 60 ns each; 1.2 µs per request)"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn a_sample_of_the_window_is_scaled_to_it() {
+        // On for 1 s of 10: the share is the sample's, per request is scaled to the window.
+        let m = Measured {
+            window_s: 10.0,
+            on_s: 1.0,
+            sampled: true,
+            programs: vec![prog("tcp_probe", 10_000, 2_000_000)],
+            refused: None,
+            process_cpu_s: None,
+        };
+        let c = section(&m, Some(1000));
+        assert_eq!(c.bpf_cpu_pct, 0.2);
+        assert_eq!(c.measured_s, 1.0);
+        assert_eq!(c.bpf_us_per_request, Some(20.0));
     }
 
     #[test]
     fn refused_statistics_say_so() {
         let m = Measured {
             window_s: 1.0,
+            on_s: 0.0,
+            sampled: true,
             programs: vec![prog("tcp_probe", 0, 0)],
             refused: Some("EINVAL".into()),
             process_cpu_s: None,

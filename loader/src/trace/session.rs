@@ -48,7 +48,7 @@ pub(super) struct Session {
     served_on: bool,
     /// The kernel's run time statistics, on until detach; when they and the process's CPU
     /// count started.
-    stats: crate::probe::stats::StatsOn,
+    stats: std::cell::RefCell<crate::probe::stats::StatsOn>,
     stats_since: Instant,
     cpu_since: Option<f64>,
 }
@@ -161,7 +161,7 @@ impl Session {
         // The programs' run time from here to detach: the window and little else.
         let stats = crate::probe::stats::enable();
         Ok(Session {
-            stats,
+            stats: std::cell::RefCell::new(stats),
             stats_since: Instant::now(),
             cpu_since: super::cost::process_cpu_s(),
             target,
@@ -202,6 +202,7 @@ impl Session {
         let mut last_sample = Instant::now();
         let mut last_rescan = Instant::now();
         while start.elapsed() < opts.duration && !STOP.load(Ordering::SeqCst) {
+            self.stats.borrow_mut().tick();
             if last_rescan.elapsed() >= Duration::from_secs(1) {
                 last_rescan = Instant::now();
                 cwds.rescan(opts.pid);
@@ -327,7 +328,9 @@ impl Session {
         let cost = super::cost::Measured {
             programs: probes.run_stats(),
             window_s: stats_since.elapsed().as_secs_f64(),
-            refused: stats.refused.clone(),
+            on_s: stats.borrow().on_s(),
+            sampled: stats.borrow().sampled(),
+            refused: stats.borrow().refused.clone(),
             process_cpu_s: cpu_since
                 .zip(super::cost::process_cpu_s())
                 .map(|(a, b)| (b - a).max(0.0)),
@@ -337,7 +340,7 @@ impl Session {
         // Detach now: everything below is user-space work. Statistics off with them (the
         // host's setting is back as it was).
         drop(probes);
-        drop(stats);
+        stats.into_inner().finish();
 
         // Refresh what may have changed during the window (mounts, cwds), while the target
         // lives.
