@@ -20,6 +20,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("report", 3),
     ("load", 4),
     ("trace", 4),
+    ("sample", 4),
     ("cmd", 5),
     ("cli", 6),
     ("cli_checks", 6),

@@ -165,6 +165,7 @@ fn one_sleeping_worker_is_a_pool_ceiling() {
     let f = finding(&r, "pool.too-small").unwrap_or_else(|| panic!("{:?}", ids(&r)));
     assert_eq!(f["severity"], "fail");
     assert_eq!(f["evidence"]["workers"], 1);
+    assert_eq!(r["verdict"]["cause"], "pool.too-small", "{}", r["verdict"]);
     let d = delivered(f);
     // One worker, 40 ms each: 25 req/s at most, and the load got about that.
     assert!((15.0..=26.0).contains(&d), "delivered {d}");
@@ -223,6 +224,7 @@ fn cwd_deep_in_serialized_fuse_predicts_the_ceiling_it_hits() {
     let mount = fs.mount.to_str().unwrap();
     let f = fs_verdict(&r, mount);
     assert_eq!(f["severity"], "fail");
+    assert_eq!(r["verdict"]["cause"], f["id"], "{}", r["verdict"]);
     let e = &f["evidence"];
     assert_eq!(e["mount"], fs.mount.to_str().unwrap());
     assert_eq!(e["fs_type"], "fuse.slowfs");
@@ -266,6 +268,7 @@ fn cpu_heavy_script_on_ext4_is_cpu_saturated_not_a_trap() {
     );
     let (r, code) = run(stack.fpm.pid(), &stack.url(), "1500", "6s", &[]);
     let f = finding(&r, "cpu.saturated").unwrap_or_else(|| panic!("{:?}", ids(&r)));
+    assert_eq!(r["verdict"]["cause"], "cpu.saturated", "{}", r["verdict"]);
     // At capacity is no trap: nothing fails.
     assert_eq!(code, ok_code(&r), "{:?}", ids(&r));
     assert_eq!(f["severity"], "info");
@@ -301,6 +304,7 @@ fn workers_serialized_on_one_flock_name_the_file() {
     let (r, code) = run(stack.fpm.pid(), &stack.url(), "150", "6s", &[]);
     assert_eq!(code, fail_code(&r));
     let f = finding(&r, "lock.contention").unwrap_or_else(|| panic!("{:?}", ids(&r)));
+    assert_eq!(r["verdict"]["cause"], "lock.contention", "{}", r["verdict"]);
     assert_eq!(f["evidence"]["object"], lock.to_str().unwrap());
     // Three of four workers wait while one holds it.
     let t = f["evidence"]["mean_threads"].as_f64().unwrap();
@@ -356,6 +360,7 @@ fn code_on_serialized_fuse_is_a_hot_path_with_its_ceiling_and_no_cwd_remedy() {
     let f = fs_verdict(&r, mount);
     let e = &f["evidence"];
     assert_eq!(f["severity"], "fail");
+    assert_eq!(r["verdict"]["cause"], f["id"], "{}", r["verdict"]);
     assert_eq!(e["mount"], mount);
     assert_eq!(e["ops_kind"], "FUSE requests");
     assert_eq!(e["cause"], "files the requests use");
@@ -424,6 +429,7 @@ fn a_cpu_quota_is_the_verdict_with_the_quota_and_its_throttling() {
     let (r, code) = run(stack.fpm.pid(), &stack.url(), "150", "6s", &[]);
     assert_eq!(code, fail_code(&r));
     let f = finding(&r, "cpu.quota").unwrap_or_else(|| panic!("{:?}", ids(&r)));
+    assert_eq!(r["verdict"]["cause"], "cpu.quota", "{}", r["verdict"]);
     let e = &f["evidence"];
     assert_eq!(f["severity"], "fail");
     assert_eq!(

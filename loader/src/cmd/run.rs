@@ -254,6 +254,29 @@ pub fn run(args: RunArgs) -> Result<i32> {
         if let Some(s) = &sampled {
             crate::sample::annotate(&mut report.findings, &s.stats, &mounts);
         }
+        // A second of the timeline that covers much more than a second: the kernel columns
+        // were not read on time (a failed reading, a starved loop), and the per-second join
+        // averages what it should have resolved. Said, and the run is not trusted.
+        if let Some(worst) = sampler
+            .seconds
+            .iter()
+            .map(|s| s.dt_s)
+            .filter(|dt| *dt > 1.5)
+            .max_by(f64::total_cmp)
+        {
+            report.measurement.trusted = false;
+            report.measurement.problems.push(format!(
+                "the per-second kernel sampler ran late: one row of the timeline covers {worst:.1} s{}",
+                sampler
+                    .last_read_error
+                    .as_ref()
+                    .map(|e| format!(
+                        " ({} failed readings of the off-CPU sums: {e})",
+                        sampler.read_errors
+                    ))
+                    .unwrap_or_default()
+            ));
+        }
         let lost: u64 = sampler.seconds.iter().map(|s| s.lost).sum();
         if lost > 0 {
             report.measurement.notes.push(format!(

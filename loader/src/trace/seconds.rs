@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use trapdetect_common::offcpu::{
-    CLASS_FILE_LOCK, CLASS_WAIT_WORK, NUM_CLASSES, OffKey, S_KEY_INSERT_FAILS, S_ONCPU_NS,
-    S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, ThreadSlot,
+    CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_WAIT_WORK, NUM_CLASSES, OffKey, S_KEY_INSERT_FAILS,
+    S_ONCPU_NS, S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, ThreadSlot,
 };
 
 use crate::{
@@ -144,6 +144,11 @@ struct Other {
 
 /// Samples the probes once a second.
 pub struct Sampler {
+    /// Readings of the off-CPU sums that failed (the second is then sampled late), and the
+    /// last error.
+    pub read_errors: u64,
+    /// The last failed reading's error.
+    pub last_read_error: Option<String>,
     root: u32,
     start_ns: u64,
     next: u64,
@@ -327,6 +332,8 @@ impl Sampler {
     /// A sampler whose seconds count from `start_ns` (the load's measured start).
     pub fn new(root: u32, start_ns: u64) -> Self {
         Sampler {
+            read_errors: 0,
+            last_read_error: None,
             root,
             start_ns,
             next: 1,
@@ -402,8 +409,13 @@ impl Sampler {
     fn sample(&mut self, probes: &dyn KernelSource, last: bool) {
         let scan = process::scan();
         let (pids, tids) = threads_of(self.root, &scan);
-        let Ok(reading) = probes.offcpu_read() else {
-            return;
+        let reading = match probes.offcpu_read() {
+            Ok(r) => r,
+            Err(e) => {
+                self.read_errors += 1;
+                self.last_read_error = Some(e.to_string());
+                return;
+            }
         };
         let slots = probes.thread_slots(&tids).unwrap_or_default();
         let fuse = probes.fuse_by_dev();
@@ -483,10 +495,14 @@ impl Sampler {
         for (i, v) in off.iter().enumerate() {
             sec.off_s[i] = s(*v);
         }
-        // Who is waiting for work right now.
+        // Who is waiting for work right now: in a wait-for-work syscall, or parked on a futex
+        // (an idle pool thread waits on a condition variable: Go's parked Ms, Node's libuv
+        // pool and V8 platform threads, a gthread worker waiting for its queue). Threads that
+        // queue on a contended mutex are the lock rule's, which reads the futex time itself.
         let mut busy = 0;
         for s in &slots {
-            let idle = s.state == ST_OFF_CPU && s.key.class == CLASS_WAIT_WORK;
+            let idle = s.state == ST_OFF_CPU
+                && (s.key.class == CLASS_WAIT_WORK || s.key.class == CLASS_FUTEX);
             let e = self.idle.entry(s.tid).or_default();
             e.1 += 1;
             if idle {
@@ -617,9 +633,10 @@ impl Sampler {
         best
     }
 
-    /// Threads found doing something other than waiting for work at half the samples or more
-    /// (a master in epoll_wait that wakes for its once-a-second timer is not a worker; a
-    /// worker of a saturated pool is busy at nearly every sample).
+    /// Threads found doing something other than waiting for work (or parked on a futex) at
+    /// half the samples or more (a master in epoll_wait that wakes for its once-a-second timer
+    /// is not a worker, nor is a runtime's parked thread; a worker of a saturated pool is busy
+    /// at nearly every sample).
     pub fn workers(&self) -> usize {
         self.idle
             .values()

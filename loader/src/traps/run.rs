@@ -257,6 +257,14 @@ impl RunObs {
         (self.wall_s() - class_s(self, "wait_work")).max(0.0)
     }
 
+    /// The time that occupies a worker: busy time minus futex waits. A pool's idle threads
+    /// park on a condition variable (a futex) as its workers wait for work in a syscall, and a
+    /// mutex that serializes workers is the lock rule's, measured from the same futex time:
+    /// neither is a worker held by a request.
+    pub fn work_s(&self) -> f64 {
+        (self.busy_s() - class_s(self, "futex")).max(0.0)
+    }
+
     /// Seconds of the window with load (the drain after it excluded): seconds with arrivals,
     /// or, when the generator gave no offered column (a closed loop: wrk, hey), seconds in
     /// which requests were answered or the kernel saw them served.
@@ -508,14 +516,16 @@ pub fn rules(o: &RunObs) -> Vec<Finding> {
     let quota_binds = quota.is_some();
     out.extend(quota);
     out.extend(host_noise(o, quota_binds));
-    let saturated = cpu_saturated(o, quota_binds);
+    let one_core = (!quota_binds).then(|| one_core(o)).flatten();
+    // A server that runs one thread at a time is not at the capacity of its CPUs, however
+    // busy the generator or others keep them: more processes would take them.
+    let saturated = cpu_saturated(o, quota_binds || one_core.is_some());
     let saturated_cpu = saturated.is_some();
     out.extend(saturated);
     if !saturated_cpu && !quota_binds {
         out.extend(run_queue(o));
     }
     out.extend(o.filesystems.iter().filter_map(|fs| fs_waits(o, fs)));
-    let one_core = (!quota_binds).then(|| one_core(o)).flatten();
     // Serialized on one core: its futex waits are that one thread's (the GIL) or idle pools'.
     let serialized = one_core.is_some();
     out.extend(one_core);
@@ -544,8 +554,8 @@ fn host_noise(o: &RunObs, quota_binds: bool) -> Option<Finding> {
         return None;
     }
     let noise = o.noise();
-    let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.busy_s();
-    let contended = o.cpus_saturated() || o.runq_s >= 0.25 * o.busy_s();
+    let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.work_s();
+    let contended = o.cpus_saturated() || o.runq_s >= 0.25 * o.work_s();
     let decides = o.capped() && cpu_bound && contended;
     let severity = if decides {
         Severity::Warn
@@ -606,7 +616,7 @@ fn host_noise(o: &RunObs, quota_binds: bool) -> Option<Finding> {
 /// one. No trap: that is the server's capacity on these CPUs. Busy CPUs alone may be other
 /// processes' (host.noise); under a binding quota the cap is the quota.
 fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
-    let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.busy_s();
+    let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.work_s();
     if quota_binds || !o.capped() || !o.cpus_saturated() || !cpu_bound || o.noisy() {
         return None;
     }
@@ -877,19 +887,33 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
 /// 30,000/s: 10,536/s delivered on ~1 core of 2 while 7 threads sat on futexes.
 fn one_core(o: &RunObs) -> Option<Finding> {
     let target_cores = o.on_cpu_s / o.window_s;
+    // Threads that wanted a CPU (running or runnable): one at a time is about one, whatever
+    // the CPUs were busy with. A multi-threaded server squeezed onto one core by a generator
+    // or a CPU hog beside it has several runnable at once, and is not this.
+    let demand = (o.on_cpu_s + o.runq_s) / o.window_s;
     // Without an offered rate (a closed loop), the one core 90 % busy is the cap itself.
     let capped = o.capped() || (o.offered_rate == 0.0 && target_cores >= 0.9);
-    if !capped || o.cpus_saturated() || o.allowed() < 2.0 {
+    if !capped || o.allowed() < 2.0 {
         return None;
     }
-    if !(0.8..=1.25).contains(&target_cores) {
+    if !(0.8..=1.25).contains(&demand) || target_cores < 0.5 {
         return None;
     }
     // Every loaded second, not only on average: a server that scales would spread out.
-    if o.loaded().iter().any(|s| s.target_cores > 1.5) {
+    if o.loaded()
+        .iter()
+        .any(|s| s.target_cores + s.run_queue > 1.5)
+    {
         return None;
     }
-    let runtime = Runtime::of(&o.exe).map(|r| r.one_thread);
+    // Why one at a time: the runtime's one thread (Node's event loop) whatever the count; an
+    // interpreter lock only where several threads could have run (a single-threaded worker
+    // is serialized by being one, not by its GIL).
+    let runtime = match Runtime::of(&o.exe) {
+        Some(r) if r.lock.is_none() || o.workers >= 2 => Some(r.one_thread),
+        _ if o.workers == 1 => Some("one worker thread serves every request"),
+        _ => None,
+    };
     Some(
         Finding::new(
             Id::CpuOneCore,
@@ -901,6 +925,7 @@ fn one_core(o: &RunObs) -> Option<Finding> {
             ),
         )
         .with("target_cores", round(target_cores, 2))
+        .with("cpu_demand_threads", round(demand, 2))
         .with("cores", o.allowed())
         .with("cores_busy", round(o.mean(|s| s.target_cpus_busy), 2))
         .with("threads", round(o.mean(|s| s.threads as f64), 1))
@@ -1023,17 +1048,17 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
     // Busy workers from the threads' time (thread-seconds not waiting for work per second),
     // not from the once-a-second samples alone: one sample that finds the only worker between
     // two requests would make a saturated pool look 17 % idle over six seconds.
-    let busy_workers = (o.busy_s() / o.window_s).max(busy).min(o.workers as f64);
+    let busy_workers = (o.work_s() / o.window_s).max(busy).min(o.workers as f64);
     let cpu_part = o.on_cpu_s + o.runq_s;
     if !o.capped()
         || o.workers == 0
         || busy_workers < 0.9 * o.workers as f64
-        || cpu_part >= 0.5 * o.busy_s()
+        || cpu_part >= 0.5 * o.work_s()
     {
         return None;
     }
     Some({
-        let serve_s_per_req = o.busy_s() / o.answered.max(1) as f64;
+        let serve_s_per_req = o.work_s() / o.answered.max(1) as f64;
         let predicted = o.workers as f64 / serve_s_per_req.max(1e-9);
         // The accept queue: connections the kernel completed that no worker took yet.
         let queues: Vec<u64> = o.loaded().iter().filter_map(|s| s.accept_queue).collect();
@@ -1046,7 +1071,7 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
                 format!(
                     "all {} workers are busy but only {:.0} % of their busy time is CPU: requests queue for a worker",
                     o.workers,
-                    pct(cpu_part, o.busy_s())
+                    pct(cpu_part, o.work_s())
                 ),
             )
             .with("workers", o.workers)
@@ -1054,13 +1079,13 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
             .with("busy_workers_sampled", round(busy, 2))
             .with("idle_threads", round(idle_threads_floor.max(0.0), 1))
             .with("cores_busy", round(cores_busy, 2))
-            .with("cpu_share_of_busy_time_pct", pct(cpu_part, o.busy_s()))
+            .with("cpu_share_of_busy_time_pct", pct(cpu_part, o.work_s()))
             .with("busy_ms_per_request", round(serve_s_per_req * 1e3, 2))
             .with_opt("accept_queue_max", queue_max)
             .with_opt("accept_queue_mean", queue_mean)
             .with("predicted_ceiling_per_s", round(predicted, 1))
             .with("delivered_per_s", round(o.delivered_rate, 1))
-            .with("share_of_thread_wall_time_pct", pct(o.busy_s(), o.wall_s()))
+            .with("share_of_thread_wall_time_pct", pct(o.work_s(), o.wall_s()))
             .predict(format!(
                 "ceiling ≈ {} workers ÷ {:.1} ms per request ≈ {:.0} req/s (delivered {:.0} req/s)",
                 o.workers,
@@ -1077,7 +1102,7 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
 /// busy. A generator budget that held arrivals back while none of these held capped the run
 /// itself.
 fn server_saturated(o: &RunObs) -> bool {
-    let busy_workers = (o.busy_s() / o.window_s.max(1e-9)).min(o.workers as f64);
+    let busy_workers = (o.work_s() / o.window_s.max(1e-9)).min(o.workers as f64);
     o.accept_queue_sustained()
         || o.cpus_saturated()
         || (o.workers > 0 && busy_workers >= 0.9 * o.workers as f64)
@@ -1704,6 +1729,83 @@ mod tests {
         o.delivered_rate = 10_000.0;
         let ids: Vec<String> = rules(&o).into_iter().map(|x| x.id.to_string()).collect();
         assert!(!ids.contains(&"cpu.one-core".to_string()), "{ids:?}");
+    }
+
+    /// One thread at a time while the generator beside it keeps the other CPU busy (gunicorn
+    /// with one sync worker, a CPU loop per request, the built-in generator on the same two
+    /// cores: 1.77 of 2 busy). The CPUs are saturated, but not by the server: more processes
+    /// would take them, so it is one-core, never "no trap, at capacity". A server with four
+    /// workers squeezed to the same one core by the same generator has three more threads
+    /// runnable: that is the CPUs' capacity, not one thread's.
+    #[test]
+    fn one_thread_beside_a_busy_generator_is_one_core_and_many_squeezed_are_saturated() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.offered_rate = 387.0;
+        o.delivered_rate = 188.0;
+        o.on_cpu_s = 9.6;
+        o.runq_s = 0.4;
+        o.off_s = off(&[("wait_work", 10.0)]);
+        o.workers = 1;
+        o.exe = "/usr/bin/python3.11".into();
+        for s in &mut o.seconds {
+            s.target_cpus_busy = 1.77;
+            s.target_cores = 0.96;
+            s.run_queue = 0.04;
+            s.threads = 2;
+        }
+        let f = rules(&o);
+        let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
+        assert_eq!(ids, ["cpu.one-core"], "{f:#?}");
+        // One worker: serialized by being one, not by CPython's GIL.
+        assert_eq!(
+            f[0].evidence["runtime"],
+            "one worker thread serves every request"
+        );
+        assert_eq!(f[0].evidence["cpu_demand_threads"], 1.0);
+        // Four workers, the same one core between them, three runnable at any time.
+        o.workers = 4;
+        o.runq_s = 30.0;
+        for s in &mut o.seconds {
+            s.run_queue = 3.0;
+            s.threads = 5;
+        }
+        let ids: Vec<String> = rules(&o).into_iter().map(|x| x.id.to_string()).collect();
+        assert!(ids.contains(&"cpu.saturated".to_string()), "{ids:?}");
+        assert!(!ids.contains(&"cpu.one-core".to_string()), "{ids:?}");
+    }
+
+    /// Go's net/http, CPU-bound, flooded beside a CPU hog: its idle Ms are parked on futexes
+    /// (5 threads, 41 % of their time on a CPU). Parked threads are not workers held by a
+    /// request: no pool verdict (before, "all 5 workers are busy, 41 % CPU: requests queue for
+    /// a worker"); the hog's share is the story (host.noise).
+    #[test]
+    fn threads_parked_on_futexes_are_not_a_busy_pool() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.offered_rate = 930.0;
+        o.delivered_rate = 288.0;
+        o.answered = 2_880;
+        o.on_cpu_s = 10.0;
+        o.runq_s = 10.5;
+        o.off_s = off(&[("futex", 29.5), ("wait_work", 0.5)]);
+        // Before the parked threads were counted idle: the rule's own inputs as they were.
+        o.workers = 5;
+        for s in &mut o.seconds {
+            s.target_cpus_busy = 2.0;
+            s.noise_cores = 0.9;
+            s.target_cores = 1.0;
+            s.run_queue = 1.05;
+            s.busy_threads = 5;
+            s.threads = 5;
+        }
+        let f = rules(&o);
+        let ids: Vec<String> = f.iter().map(|x| x.id.to_string()).collect();
+        assert!(!ids.contains(&"pool.too-small".to_string()), "{ids:?}");
+        // CPU-bound once the parked threads' futex time is left out of the busy time: the hog
+        // decides the ceiling.
+        let noise = f.iter().find(|x| x.id == Id::HostNoise).unwrap();
+        assert_eq!(noise.evidence["decides_verdict"], true, "{noise:#?}");
     }
 
     /// Runnable threads on a host whose cores are busy but not saturated: the remedy says the

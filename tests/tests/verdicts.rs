@@ -1,0 +1,713 @@
+//! One verdict per run, on any server (issue 22): every cause verdict on a second family
+//! beside php-fpm (whose tests are in run.rs), with its ground truth measured here — the
+//! trapped server's closed-loop capacity from wrk, its twin without the trap, the FUSE
+//! daemon's own counters, nginx's error log, a ceiling fixed by construction (a lock or a
+//! sleep held so many ms) — and clean servers at half their capacity, alone and beside a CPU
+//! hog, which must get no cause. The same trap under the built-in load, under `-- wrk` and
+//! from a hey CSV gets the same verdict.
+//!
+//! The tests run one at a time (the verdicts read how busy the CPUs were), each run 5 s.
+
+use std::{
+    path::Path,
+    process::Command,
+    sync::{Mutex, MutexGuard},
+    time::Duration,
+};
+
+use serde_json::Value;
+use trapdetect_e2e::{
+    TempDir,
+    cgroup::CpuCgroup,
+    json, require_root,
+    servers::{PhpStack, StaticNginx, StaticOptions},
+    slowfs::SlowFs,
+    trapdetect,
+    zoo::{
+        AppServer, CpuHog, GoBinary, Gunicorn, PyHttpServer, Work, pin_tree, tree, wrk_capacity,
+    },
+};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The measured window of every run.
+const WINDOW: &str = "5s";
+
+/// One `trapdetect run`: its JSON report and exit code.
+struct Run {
+    r: Value,
+    code: i32,
+}
+
+impl Run {
+    fn verdict(&self) -> &Value {
+        &self.r["verdict"]
+    }
+
+    fn cause(&self) -> Option<&str> {
+        self.verdict()["cause"].as_str()
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.r["findings"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|f| f["id"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn finding(&self, id: &str) -> &Value {
+        self.r["findings"]
+            .as_array()
+            .and_then(|a| a.iter().find(|f| f["id"] == id))
+            .unwrap_or_else(|| panic!("no {id}: {:?}", self.ids()))
+    }
+
+    fn trusted_measurement(&self) -> bool {
+        self.r["measurement"]["trusted"].as_bool().unwrap()
+    }
+
+    /// The predicted ceiling of the verdict.
+    fn ceiling(&self) -> f64 {
+        self.verdict()["predicted_ceiling_per_s"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no predicted ceiling: {}", self.verdict()))
+    }
+
+    fn delivered(&self) -> f64 {
+        self.verdict()["delivered_per_s"].as_f64().unwrap()
+    }
+
+    /// The verdict names `cause` (one of `causes`), the load was capped, and a failing cause
+    /// exits 1 (3 when the generator could not keep its schedule on this machine).
+    fn assert_cause(&self, causes: &[&str]) -> &str {
+        let c = self
+            .cause()
+            .unwrap_or_else(|| panic!("no cause: {}\n{:?}", self.verdict(), self.ids()));
+        assert!(causes.contains(&c), "cause {c}, wanted {causes:?}");
+        assert_eq!(self.verdict()["capped"], true, "{}", self.verdict());
+        let want = if self.trusted_measurement() { 1 } else { 3 };
+        assert_eq!(self.code, want, "{}", self.verdict());
+        c
+    }
+
+    /// No cause: the server kept up, nothing fails, the run is trusted.
+    fn assert_clean(&self) {
+        assert_eq!(self.cause(), None, "{}\n{:?}", self.verdict(), self.ids());
+        assert_eq!(self.verdict()["capped"], false, "{}", self.verdict());
+        assert_eq!(self.verdict()["trusted"], true, "{}", self.verdict());
+        let failing: Vec<&Value> = self.r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["severity"] == "fail")
+            .collect();
+        assert!(failing.is_empty(), "{failing:?}");
+        assert_eq!(self.code, 0, "{}", self.verdict());
+    }
+}
+
+/// `trapdetect run --pid PID --json --quiet` + `args`, printing what a failure needs.
+fn run(pid: u32, args: &[&str]) -> Run {
+    let pid = pid.to_string();
+    let mut all = vec!["run", "--pid", &pid, "--json", "--quiet"];
+    all.extend(args);
+    let out = trapdetect(&all, Duration::from_secs(120));
+    let r = json(&out);
+    eprintln!("trapdetect {}", all.join(" "));
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    eprintln!(
+        "verdict: {}",
+        serde_json::to_string_pretty(&r["verdict"]).unwrap()
+    );
+    for f in r["findings"].as_array().into_iter().flatten() {
+        eprintln!("  {} {}: {}", f["severity"], f["id"], f["title"]);
+    }
+    for t in r["run"]["timeline"].as_array().into_iter().flatten() {
+        eprintln!(
+            "  t={} offered={} 2xx={} cpus={} target={} runq={} noise={} busy={} acceptq={} in_flight={}",
+            t["t_s"],
+            t["offered"],
+            t["ok_2xx"],
+            t["target_cpus_busy"],
+            t["target_cores"],
+            t["run_queue"],
+            t["noise_cores"],
+            t["busy_threads"],
+            t["accept_queue"],
+            t["in_flight"]
+        );
+    }
+    Run {
+        r,
+        code: out.status.code().unwrap_or(-1),
+    }
+}
+
+/// The built-in open loop at `rate` for [`WINDOW`].
+fn builtin(pid: u32, url: &str, rate: f64, extra: &[&str]) -> Run {
+    let rate = format!("{}", rate.round().max(1.0));
+    let mut a = vec!["--url", url, "--rate", &rate, "--duration", WINDOW];
+    a.extend(extra);
+    run(pid, &a)
+}
+
+/// `-- wrk -t1 -cN -d5s URL` as the user's own closed-loop generator.
+fn under_wrk(pid: u32, url: &str, conns: u32) -> Run {
+    let c = format!("-c{conns}");
+    run(
+        pid,
+        &[
+            "--duration",
+            "7s",
+            "--",
+            "wrk",
+            "-t1",
+            &c,
+            "-d5s",
+            "--timeout",
+            "5s",
+            url,
+        ],
+    )
+}
+
+/// hey's CSV (`hey -z 5s -c N -o csv URL`) as the results of the user's generator.
+fn under_hey(pid: u32, url: &str, conns: u32, dir: &Path) -> Run {
+    let file = dir.join("hey.csv");
+    let sh = format!(
+        "exec hey -z 5s -c {conns} -o csv {url} > {}",
+        file.display()
+    );
+    run(
+        pid,
+        &[
+            "--duration",
+            "7s",
+            "--load-results",
+            file.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &sh,
+        ],
+    )
+}
+
+/// Measures a server's capacity on one instance, then starts a fresh one (on its own port) for
+/// the run: the measurement's TIME_WAIT sockets must not be the run's (they would be a trap of
+/// their own, and trapdetect says so).
+fn measured_then_fresh<S, T>(
+    start: impl Fn() -> S,
+    url: impl Fn(&S) -> String,
+    measure: impl FnOnce(&str) -> T,
+) -> (S, T) {
+    let first = start();
+    let t = measure(&url(&first));
+    drop(first);
+    (start(), t)
+}
+
+/// `got` within ±30 % of `truth`.
+fn near(what: &str, got: f64, truth: f64) {
+    assert!(
+        (got - truth).abs() <= 0.3 * truth,
+        "{what}: {got:.1} vs ground truth {truth:.1}"
+    );
+}
+
+/// FUSE requests the daemon has served so far, every opcode.
+fn fuse_requests(fs: &SlowFs) -> u64 {
+    fs.stats()
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_u64).sum())
+        .unwrap_or(0)
+}
+
+/// A template the request reads (by a path relative to the server's working directory).
+fn template(dir: &Path) {
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    std::fs::write(dir.join("templates/page.html"), "<p>page</p>\n".repeat(40)).unwrap();
+}
+
+/// The closed-loop capacity (wrk, 8 connections, 3 s) with the daemon's FUSE requests per
+/// request over it.
+fn capacity_on(fs: &SlowFs, url: &str) -> (f64, f64) {
+    let a = fuse_requests(fs);
+    let w = wrk_capacity(url, 8, 3);
+    let b = fuse_requests(fs);
+    assert_eq!(w.errors, 0, "{}", w.output);
+    (w.rps, (b - a) as f64 / w.requests.max(1) as f64)
+}
+
+/// The slow mount's verdict: an `fs.*` cause on `mount`, its ceiling the server's measured
+/// capacity there, its operations per request what the daemon counted.
+fn assert_fs_cause(r: &Run, mount: &Path, capacity: f64, fuse_per_request: f64) {
+    let c = r.assert_cause(&["fs.serialized", "fs.slow-ops"]);
+    let e = &r.finding(c)["evidence"];
+    assert_eq!(e["mount"], mount.to_str().unwrap());
+    assert_eq!(e["fs_type"], "fuse.slowfs");
+    assert_eq!(e["ops_kind"], "FUSE requests");
+    assert!(
+        r.verdict()["capped_by"]
+            .as_array()
+            .unwrap()
+            .contains(&"offered-above-delivered".into()),
+        "{}",
+        r.verdict()
+    );
+    near("predicted ceiling", r.ceiling(), capacity);
+    near(
+        "FUSE requests per request",
+        e["ops_per_request"].as_f64().unwrap(),
+        fuse_per_request,
+    );
+    // One ceiling figure in the report: the verdict's.
+    for f in r.r["findings"].as_array().unwrap() {
+        if f["id"] != c {
+            assert!(
+                f["evidence"]["predicted_ceiling_per_s"].is_null(),
+                "{}: {}",
+                f["id"],
+                f["evidence"]
+            );
+        }
+    }
+}
+
+/// gunicorn (4 sync workers reading a template by relative path, started 7 directories deep
+/// in a FUSE mount that takes 200 µs per request, one at a time) and nginx serving a file
+/// from 4 directories deep there: the mount is the cause, its ceiling the capacity wrk
+/// measured on the same server, the operations per request what the daemon counted; the
+/// twin on ext4 at the same offered rate has no cause.
+#[test]
+fn a_slow_mount_caps_gunicorn_and_nginx_at_the_capacity_measured_there() {
+    if !require_root("a_slow_mount_caps_gunicorn_and_nginx_at_the_capacity_measured_there") {
+        return;
+    }
+    let _s = serial();
+    let fs = SlowFs::mount(200, |b| {
+        template(&b.join("d1/d2/d3/d4"));
+        template(&b.join("d1/d2/d3/d4/d5/d6/d7"));
+    });
+    let ext4 = TempDir::new("verdict-fs-twin");
+    template(ext4.path());
+
+    // gunicorn, working directory on the mount.
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
+    let work = Work::ReadFile("templates/page.html".into());
+    let (g, (cap, per)) = measured_then_fresh(
+        || Gunicorn::start(&deep, 4, work.clone()),
+        Gunicorn::url,
+        |u| capacity_on(&fs, u),
+    );
+    let (twin, twin_cap) = measured_then_fresh(
+        || Gunicorn::start(ext4.path(), 4, work.clone()),
+        Gunicorn::url,
+        |u| wrk_capacity(u, 8, 3).rps,
+    );
+    // The trap is real: the same server on ext4 serves twice as much or more.
+    assert!(twin_cap >= 2.0 * cap, "twin {twin_cap} vs trapped {cap}");
+    let rate = 2.0 * cap;
+    let r = builtin(g.master.pid(), &g.url(), rate, &[]);
+    assert_fs_cause(&r, &fs.mount, cap, per);
+    assert_eq!(
+        r.finding(r.cause().unwrap())["evidence"]["cause"],
+        "working directory"
+    );
+    drop(g);
+    builtin(twin.master.pid(), &twin.url(), rate, &[]).assert_clean();
+    drop(twin);
+
+    // nginx, docroot on the mount (started elsewhere: the files are what the requests use).
+    let docroot = SlowFs::deep_dir(&fs.backing, &fs.mount, 4);
+    let opts = |d: &Path| StaticOptions {
+        docroot: Some(d.to_path_buf()),
+        ..Default::default()
+    };
+    let (n, (cap, per)) = measured_then_fresh(
+        || StaticNginx::start_with(&[("templates/page.html", b"")], opts(&docroot)),
+        |n| n.url("/templates/page.html"),
+        |u| capacity_on(&fs, u),
+    );
+    let url = n.url("/templates/page.html");
+    let r = builtin(n.nginx.pid(), &url, 2.0 * cap, &[]);
+    assert_fs_cause(&r, &fs.mount, cap, per);
+    assert_eq!(
+        r.finding(r.cause().unwrap())["evidence"]["cause"],
+        "files the requests use"
+    );
+}
+
+/// One gunicorn sync worker that spends 40 ms per request off the CPU (an uncontended flock
+/// held 40 ms): the pool of one is the ceiling, 25/s by construction, whichever generator
+/// drives it — the built-in open loop, `-- wrk`, or hey's CSV.
+#[test]
+fn a_pool_of_one_is_the_cause_under_the_builtin_load_wrk_and_hey() {
+    if !require_root("a_pool_of_one_is_the_cause_under_the_builtin_load_wrk_and_hey") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-pool");
+    let g = Gunicorn::start(cwd.path(), 1, Work::Flock(cwd.path().join("pool.lock"), 40));
+    let pid = g.master.pid();
+    let runs = [
+        ("built-in", builtin(pid, &g.url(), 60.0, &[])),
+        ("wrk", under_wrk(pid, &g.url(), 8)),
+        ("hey", under_hey(pid, &g.url(), 8, cwd.path())),
+    ];
+    for (what, r) in &runs {
+        assert_eq!(
+            r.assert_cause(&["pool.too-small"]),
+            "pool.too-small",
+            "{what}"
+        );
+        let e = &r.finding("pool.too-small")["evidence"];
+        assert_eq!(e["workers"], 1, "{what}");
+        near(&format!("{what}: predicted"), r.ceiling(), 25.0);
+        near(&format!("{what}: delivered"), r.delivered(), 25.0);
+    }
+    // The open loop saw it from its offered rate, the closed loops from the kernel: the
+    // connections waiting in gunicorn's accept queue.
+    let by = |r: &Run| r.verdict()["capped_by"].clone();
+    assert!(
+        by(&runs[0].1)
+            .as_array()
+            .unwrap()
+            .contains(&"offered-above-delivered".into())
+    );
+    for (what, r) in &runs[1..] {
+        assert!(
+            by(r).as_array().unwrap().contains(&"accept-queue".into()),
+            "{what}: {}",
+            by(r)
+        );
+    }
+}
+
+/// Four gunicorn workers taking one exclusive flock held 20 ms per request: the lock is the
+/// cause, named by its file, 50/s at most by construction.
+#[test]
+fn one_flock_serializes_gunicorn_workers_and_is_named() {
+    if !require_root("one_flock_serializes_gunicorn_workers_and_is_named") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-lock");
+    let lock = cwd.path().join("app.lock");
+    let g = Gunicorn::start(cwd.path(), 4, Work::Flock(lock.clone(), 20));
+    let r = builtin(g.master.pid(), &g.url(), 150.0, &[]);
+    r.assert_cause(&["lock.contention"]);
+    let e = &r.finding("lock.contention")["evidence"];
+    assert_eq!(e["object"], lock.to_str().unwrap());
+    near("delivered", r.delivered(), 50.0);
+    let t = e["mean_threads"].as_f64().unwrap();
+    assert!((2.0..=3.5).contains(&t), "mean waiting threads {t}");
+}
+
+/// A CPU-bound server on one thread (Node's event loop; one gunicorn sync worker) with two
+/// CPUs to use: `cpu.one-core`, the runtime named, its ceiling the capacity wrk measured.
+#[test]
+fn one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker() {
+    if !require_root("one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-one-core");
+    for family in ["node", "gunicorn"] {
+        let start = || -> (u32, String, Box<dyn std::any::Any>) {
+            match family {
+                "node" => {
+                    let s = AppServer::node(cwd.path(), Work::Cpu(2_000_000));
+                    (s.proc.pid(), s.url(), Box::new(s))
+                }
+                _ => {
+                    let s = Gunicorn::start(cwd.path(), 1, Work::Cpu(200_000));
+                    (s.master.pid(), s.url(), Box::new(s))
+                }
+            }
+        };
+        // The same instance, warmed (Node's JIT) for a second first: it keeps connections
+        // alive or closes a few hundred, no TIME_WAIT of note.
+        let (pid, url, _keep) = start();
+        wrk_capacity(&url, 4, 1);
+        let cap = wrk_capacity(&url, 4, 3).rps;
+        let r = builtin(pid, &url, 2.0 * cap, &[]);
+        assert_eq!(
+            r.assert_cause(&["cpu.one-core"]),
+            "cpu.one-core",
+            "{family}"
+        );
+        let e = &r.finding("cpu.one-core")["evidence"];
+        let runtime = e["runtime"].as_str().unwrap_or("");
+        assert!(
+            runtime.contains(if family == "node" {
+                "Node.js"
+            } else {
+                "one worker thread"
+            }),
+            "{family}: runtime {runtime:?}"
+        );
+        near(&format!("{family}: delivered"), r.delivered(), cap);
+    }
+}
+
+/// A CPU-bound gunicorn (4 workers) pinned to CPU 1 while a busy loop spins on CPU 0: its
+/// capacity is the one CPU it may use, and it is at it — `cpu.saturated`, no trap, the run
+/// trusted (the loop ran on a CPU the server may not use).
+#[test]
+fn a_pinned_cpu_bound_server_is_saturated_on_the_cpu_it_may_use() {
+    if !require_root("a_pinned_cpu_bound_server_is_saturated_on_the_cpu_it_may_use") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-pinned");
+    let _hog = CpuHog::start(60, Some(0));
+    let start = || {
+        let g = Gunicorn::start(cwd.path(), 4, Work::Cpu(100_000));
+        assert!(pin_tree(g.master.pid(), &[1]) >= 5);
+        g
+    };
+    let (g, cap) = measured_then_fresh(start, Gunicorn::url, |u| wrk_capacity(u, 8, 3).rps);
+    let r = builtin(g.master.pid(), &g.url(), 2.0 * cap, &[]);
+    assert_eq!(r.cause(), Some("cpu.saturated"), "{}", r.verdict());
+    assert_eq!(r.verdict()["capped"], true);
+    assert_eq!(r.verdict()["trusted"], true);
+    let f = r.finding("cpu.saturated");
+    assert_eq!(f["severity"], "info");
+    assert_eq!(
+        f["evidence"]["allowed_cpus"].as_f64(),
+        Some(1.0),
+        "{}",
+        f["evidence"]
+    );
+    assert!(
+        f["title"].as_str().unwrap().starts_with("no trap"),
+        "{}",
+        f["title"]
+    );
+    near("delivered", r.delivered(), cap);
+    assert_eq!(r.code, if r.trusted_measurement() { 0 } else { 3 });
+}
+
+/// CPU-bound servers that may use both CPUs while a busy loop takes one of them (gunicorn
+/// with 4 workers; Go's net/http): the loop decides the ceiling — `host.noise`, the run
+/// untrusted (exit 3), never "no trap".
+#[test]
+fn a_cpu_hog_beside_a_cpu_bound_server_is_noise_that_decides() {
+    if !require_root("a_cpu_hog_beside_a_cpu_bound_server_is_noise_that_decides") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-noise");
+    let go = GoBinary::build();
+    for family in ["gunicorn", "go"] {
+        let start = || -> (u32, String, Box<dyn std::any::Any>) {
+            match family {
+                "gunicorn" => {
+                    let s = Gunicorn::start(cwd.path(), 4, Work::Cpu(100_000));
+                    (s.master.pid(), s.url(), Box::new(s))
+                }
+                _ => {
+                    let s = AppServer::go(&go, cwd.path(), Work::Cpu(3_000_000));
+                    (s.proc.pid(), s.url(), Box::new(s))
+                }
+            }
+        };
+        let ((pid, url, _keep), cap) =
+            measured_then_fresh(start, |s| s.1.clone(), |u| wrk_capacity(u, 8, 3).rps);
+        let hog = CpuHog::start(30, None);
+        let r = builtin(pid, &url, 2.0 * cap, &[]);
+        drop(hog);
+        assert_eq!(r.cause(), Some("host.noise"), "{family}: {}", r.verdict());
+        assert_eq!(r.verdict()["trusted"], false, "{family}");
+        let e = &r.finding("host.noise")["evidence"];
+        assert_eq!(e["decides_verdict"], true, "{family}: {e}");
+        assert!(
+            e["busiest_others"].to_string().contains("sh"),
+            "{family}: the loop is named: {e}"
+        );
+        assert_eq!(r.code, 3, "{family}");
+    }
+}
+
+/// Worker descriptor limits: nginx's worker may open 64 descriptors, a Go server 64 (set on
+/// the running process); 200 connections at once: the accepts fail with EMFILE, the worker
+/// that failed is named with its table, and that is the cause.
+#[test]
+fn a_worker_out_of_descriptors_is_the_cause_on_nginx_and_go() {
+    if !require_root("a_worker_out_of_descriptors_is_the_cause_on_nginx_and_go") {
+        return;
+    }
+    let _s = serial();
+    let n = StaticNginx::start_with(
+        &[("index.html", b"hi\n")],
+        StaticOptions {
+            worker_rlimit_nofile: Some(64),
+            ..Default::default()
+        },
+    );
+    let worker = n.workers()[0];
+    let r = under_wrk(n.nginx.pid(), &n.url("/index.html"), 200);
+    let emfile = n.error_log().matches("(24: Too many open files)").count();
+    assert!(emfile > 0, "nginx logged no EMFILE");
+    r.assert_cause(&["net.fd-limit"]);
+    let e = &r.finding("net.fd-limit")["evidence"];
+    assert!(e["accept_emfile"].as_u64().unwrap() > 0, "{e}");
+    assert_eq!(e["pid"], worker, "{e}");
+    assert_eq!(e["soft_limit_fds"], 64, "{e}");
+    drop(n);
+
+    let go = GoBinary::build();
+    let cwd = TempDir::new("verdict-fd");
+    let s = AppServer::go(&go, cwd.path(), Work::Plain);
+    let st = Command::new("prlimit")
+        .args(["--pid", &s.proc.pid().to_string(), "--nofile=64:64"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let r = under_wrk(s.proc.pid(), &s.url(), 200);
+    r.assert_cause(&["net.fd-limit"]);
+    let e = &r.finding("net.fd-limit")["evidence"];
+    assert!(e["accept_emfile"].as_u64().unwrap() > 0, "{e}");
+    assert_eq!(e["pid"], s.proc.pid(), "{e}");
+    assert_eq!(e["soft_limit_fds"], 64, "{e}");
+}
+
+/// A generator that may open only 100 connections a second against servers that close every
+/// connection (gunicorn's sync workers; `python3 -m http.server`), offered 400/s, far below
+/// their capacity: the generator's budget is the cause, named with its flag, and the run is
+/// untrusted (exit 3).
+#[test]
+fn the_generators_connect_pacing_is_never_the_servers_ceiling() {
+    if !require_root("the_generators_connect_pacing_is_never_the_servers_ceiling") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-gen");
+    std::fs::write(cwd.path().join("index.html"), "hi\n").unwrap();
+    let g = Gunicorn::start(cwd.path(), 4, Work::Plain);
+    let p = PyHttpServer::start(cwd.path());
+    let targets = [
+        (g.master.pid(), g.url()),
+        (
+            p.proc.pid(),
+            format!("http://127.0.0.1:{}/index.html", p.port),
+        ),
+    ];
+    for (pid, url) in targets {
+        let r = builtin(pid, &url, 400.0, &["--max-connect-rate", "100"]);
+        assert_eq!(r.cause(), Some("gen.budget"), "{url}: {}", r.verdict());
+        assert_eq!(r.verdict()["trusted"], false);
+        let f = r.finding("gen.budget");
+        assert!(
+            f["remedy"].as_str().unwrap().contains("--max-connect-rate"),
+            "{}",
+            f["remedy"]
+        );
+        assert_eq!(f["evidence"]["flag"], "--max-connect-rate");
+        assert_eq!(r.code, 3);
+        // 100 new connections a second after a first burst of the whole budget: the
+        // delivered rate is the pacing's.
+        let burst = f["evidence"]["max_connections"].as_f64().unwrap();
+        near("delivered", r.delivered(), 100.0 + burst / 5.0);
+    }
+}
+
+/// Clean servers of every family at half the capacity wrk measured: no cause, exit 0 — and
+/// the same with a CPU hog beside them, which takes CPU but does not decide anything (the
+/// load was delivered).
+#[test]
+fn clean_servers_at_half_capacity_have_no_cause_even_beside_a_cpu_hog() {
+    if !require_root("clean_servers_at_half_capacity_have_no_cause_even_beside_a_cpu_hog") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-clean");
+    std::fs::write(cwd.path().join("index.html"), "hello\n").unwrap();
+    let go = GoBinary::build();
+    for family in ["gunicorn", "nginx", "node", "go", "php-fpm"] {
+        let start = || -> (u32, String, Box<dyn std::any::Any>) {
+            match family {
+                "gunicorn" => {
+                    let s = Gunicorn::start(cwd.path(), 4, Work::Plain);
+                    (s.master.pid(), s.url(), Box::new(s))
+                }
+                "nginx" => {
+                    let s = StaticNginx::start(&[("index.html", b"hello\n")]);
+                    (s.nginx.pid(), s.url("/index.html"), Box::new(s))
+                }
+                "node" => {
+                    let s = AppServer::node(cwd.path(), Work::Plain);
+                    (s.proc.pid(), s.url(), Box::new(s))
+                }
+                "go" => {
+                    let s = AppServer::go(&go, cwd.path(), Work::Plain);
+                    (s.proc.pid(), s.url(), Box::new(s))
+                }
+                _ => {
+                    let s = PhpStack::start(cwd.path(), 4, "<?php echo \"ok\\n\";");
+                    (s.fpm.pid(), s.url(), Box::new(s))
+                }
+            }
+        };
+        let ((pid, url, _keep), cap) =
+            measured_then_fresh(start, |s| s.1.clone(), |u| wrk_capacity(u, 8, 3).rps);
+        let rate = 0.5 * cap;
+        let r = builtin(pid, &url, rate, &[]);
+        eprintln!("{family}: capacity {cap:.0}/s, offered {rate:.0}/s");
+        r.assert_clean();
+        if matches!(family, "gunicorn" | "node") {
+            // A fresh instance on its own port: the first run's TIME_WAIT stays behind.
+            drop(_keep);
+            let (pid, url, _keep) = start();
+            let hog = CpuHog::start(30, None);
+            let r = builtin(pid, &url, rate, &[]);
+            drop(hog);
+            eprintln!("{family} beside a CPU hog");
+            r.assert_clean();
+        }
+    }
+}
+
+/// gunicorn (4 sync workers, a CPU loop per request) moved with its whole tree into a cgroup
+/// of its own with 0.2 CPU: the quota is the cause (php-fpm's twin is in run.rs), with the
+/// quota read back and the server's threads held to it.
+#[test]
+fn a_cpu_quota_caps_gunicorn_and_is_the_cause() {
+    const TEST: &str = "a_cpu_quota_caps_gunicorn_and_is_the_cause";
+    if !require_root(TEST) {
+        return;
+    }
+    let _s = serial();
+    let Some(cg) = CpuCgroup::create(20_000, 100_000) else {
+        trapdetect_e2e::skip(TEST, "no usable cpu controller");
+        return;
+    };
+    let cwd = TempDir::new("verdict-quota");
+    let g = Gunicorn::start(cwd.path(), 4, Work::Cpu(100_000));
+    for p in tree(g.master.pid()) {
+        std::fs::write(cg.procs_file(), p.to_string()).unwrap();
+    }
+    assert!(cg.pids().contains(&(g.master.pid() as i32)));
+    let r = builtin(g.master.pid(), &g.url(), 150.0, &[]);
+    r.assert_cause(&["cpu.quota"]);
+    let e = &r.finding("cpu.quota")["evidence"];
+    assert_eq!(e["quota_cpus"], 0.2, "{e}");
+    assert_eq!(e["cgroup_dir"], cg.path().to_str().unwrap(), "{e}");
+    let tgt = e["target_cores"].as_f64().unwrap();
+    assert!(tgt <= 0.23, "target cores {tgt}");
+    // The ceiling is the quota's: 0.2 CPU over the CPU time a request took.
+    let cpu_ms = e["cpu_ms_per_request"].as_f64().unwrap();
+    near("predicted ceiling", r.ceiling(), 0.2 * 1e3 / cpu_ms);
+    near("delivered", r.delivered(), r.ceiling());
+    drop(g);
+    drop(cg);
+}
