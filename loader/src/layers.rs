@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("load", 4),
     ("trace", 4),
     ("sample", 4),
+    ("strace", 4),
     ("cmd", 5),
     ("cli", 6),
     ("cli_checks", 6),
