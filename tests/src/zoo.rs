@@ -270,7 +270,9 @@ pub struct GoBinary {
 
 impl GoBinary {
     /// Builds [`GO_APP`] with Debian's `go`, offline: GOPATH mode (no module, nothing to
-    /// download), GOPATH and GOCACHE in a fresh temporary directory.
+    /// download), GOPATH in a fresh temporary directory; the build cache beside the test
+    /// binaries ([`go_cache`]), so only the first build of a CI run compiles the standard
+    /// library.
     pub fn build() -> GoBinary {
         let dir = TempDir::new("go");
         let d = dir.path();
@@ -285,7 +287,7 @@ impl GoBinary {
             .env("GOFLAGS", "")
             .env("GOPROXY", "off")
             .env("GOPATH", d.join("gopath"))
-            .env("GOCACHE", d.join("gocache"))
+            .env("GOCACHE", go_cache())
             .stdin(Stdio::null())
             .output()
             .expect("run go (cargo xtask setup installs golang-go)");
@@ -296,6 +298,15 @@ impl GoBinary {
         );
         GoBinary { exe, _dir: dir }
     }
+}
+
+/// Go's build cache for the zoo: `target/<profile>/zoo-gocache`, kept between builds (a
+/// cache: nothing in it is a test's state).
+fn go_cache() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.parent()?.join("zoo-gocache")))
+        .unwrap_or_else(|| std::env::temp_dir().join("trapdetect-e2e-gocache"))
 }
 
 /// A Node or Go server (one process) on 127.0.0.1.
