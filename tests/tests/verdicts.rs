@@ -110,7 +110,21 @@ impl Run {
             .filter(|f| f["severity"] == "fail")
             .collect();
         assert!(failing.is_empty(), "{failing:?}");
-        assert_eq!(self.code, 0, "{}", self.verdict());
+        // Exit 0, or 3 when the built-in generator says it fell behind its own schedule (at
+        // 6,000 new connections a second on two cores it shares with the server and the
+        // tracer): then that, and nothing else, is why.
+        if self.trusted_measurement() {
+            assert_eq!(self.code, 0, "{}", self.verdict());
+        } else {
+            assert_eq!(self.code, 3, "{}", self.r["measurement"]);
+            for p in self.r["measurement"]["problems"].as_array().unwrap() {
+                assert!(
+                    p.as_str().unwrap().contains("generator"),
+                    "{}",
+                    self.r["measurement"]
+                );
+            }
+        }
     }
 }
 

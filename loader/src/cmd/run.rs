@@ -254,14 +254,15 @@ pub fn run(args: RunArgs) -> Result<i32> {
         if let Some(s) = &sampled {
             crate::sample::annotate(&mut report.findings, &s.stats, &mounts);
         }
-        // A second of the timeline that covers much more than a second: the kernel columns
-        // were not read on time (a failed reading, a starved loop), and the per-second join
-        // averages what it should have resolved. Said, and the run is not trusted.
+        // A row of the timeline that covers two seconds or more: a whole second is missing
+        // (a failed reading, a starved loop), and the per-second join averages what it should
+        // have resolved. Said, and the run is not trusted. (A row a few hundred ms long, a
+        // tick late on a saturated machine, still resolves its second.)
         if let Some(worst) = sampler
             .seconds
             .iter()
             .map(|s| s.dt_s)
-            .filter(|dt| *dt > 1.5)
+            .filter(|dt| *dt >= 2.0)
             .max_by(f64::total_cmp)
         {
             report.measurement.trusted = false;
