@@ -105,6 +105,9 @@ fn not_attached(r: &Value) -> Vec<(String, String)> {
                 .contains("measured by `trapdetect run`")
         })
         .filter(|p| p["note"] != "syscall not present on this architecture")
+        // Left out by choice (issue 28): tcp_probe has no port to count on for a target that
+        // listens on none, whatever the kernel.
+        .filter(|p| !p["note"].as_str().unwrap().contains("no port to count on"))
         .map(|p| {
             (
                 p["program"].as_str().unwrap().to_string(),
