@@ -270,7 +270,9 @@ pub fn run(args: RunArgs) -> Result<i32> {
         {
             let window: f64 = sampler.seconds.iter().map(|s| s.dt_s).sum();
             let text = format!(
-                "the per-second kernel sampler ran late: one row of the timeline covers {worst:.1} s{}",
+                "the per-second kernel sampler ran late: one row of the timeline covers {worst:.1} s (its slowest reading took {:.0} ms, one started {:.0} ms after its second had ended){}",
+                sampler.slowest_reading_ns as f64 / 1e6,
+                sampler.latest_start_ns as f64 / 1e6,
                 sampler
                     .last_read_error
                     .as_ref()

@@ -155,30 +155,94 @@ pub fn parse_unix_batch(b: &[u8], out: &mut Vec<(u64, u64, u64)>) -> io::Result<
     Ok(false)
 }
 
-/// The accept queues of the listeners among `inodes`, read for the processes of `root`'s
-/// network namespace (TCP from /proc/ROOT/net; unix from this process's namespace, the same
-/// unless the target runs in another one).
-pub fn sample(root: u32, inodes: &HashSet<u64>) -> Backlog {
-    let mut b = Backlog::default();
-    for f in ["tcp", "tcp6"] {
-        let text = std::fs::read_to_string(format!("/proc/{root}/net/{f}")).unwrap_or_default();
-        for (ino, q) in parse_tcp_listeners(&text) {
-            if inodes.contains(&ino) {
-                b.listeners += 1;
-                b.queued += q;
-            }
+/// Adds the unix-socket listeners among `inodes` (this process's namespace) to `b`.
+fn add_unix_listeners(b: &mut Backlog, inodes: &HashSet<u64>) {
+    for (ino, q, w) in unix_listeners().unwrap_or_default() {
+        if inodes.contains(&ino) {
+            b.listeners += 1;
+            b.queued += q;
+            *b.backlog.get_or_insert(0) += w;
         }
     }
-    if let Ok(u) = unix_listeners() {
-        for (ino, q, w) in u {
-            if inodes.contains(&ino) {
-                b.listeners += 1;
-                b.queued += q;
-                *b.backlog.get_or_insert(0) += w;
+}
+
+/// Reads the accept queues of the target's listeners once a second. TCP listeners come from
+/// sock_diag with the kernel's state filter set to LISTEN, on a socket opened once inside the
+/// target's network namespace: /proc/PID/net/tcp renders every socket of the namespace as text,
+/// TIME_WAIT included, and a server that closes each connection at a few thousand requests a
+/// second leaves 10^5 of them, so each reading cost the per-second sampler a large part of a
+/// second of CPU and made it late under exactly the load it must watch. /proc stays the
+/// fallback where sock_diag cannot be opened there (no CAP_SYS_ADMIN to enter a foreign
+/// namespace, a kernel without it).
+pub struct Reader {
+    root: u32,
+    diag: Option<crate::host::net::diag::Diag>,
+}
+
+impl Reader {
+    /// A reader for the listeners of `root`'s network namespace.
+    pub fn new(root: u32) -> Self {
+        use crate::host::net::{diag::Diag, netns};
+        let ns = std::path::PathBuf::from(format!("/proc/{root}/ns/net"));
+        let same = matches!(
+            (netns::identity(&ns), netns::own_identity()),
+            (Ok(a), Ok(b)) if a == b
+        );
+        let diag = if same {
+            Diag::open().ok()
+        } else {
+            netns::run_in(&ns, Diag::open).ok().and_then(|r| r.ok())
+        };
+        Reader { root, diag }
+    }
+
+    /// Whether TCP listeners are read from sock_diag (else from /proc/PID/net/tcp).
+    pub fn uses_sock_diag(&self) -> bool {
+        self.diag.is_some()
+    }
+
+    /// The accept queues of the listeners among `inodes`.
+    pub fn sample(&mut self, inodes: &HashSet<u64>) -> Backlog {
+        let mut b = self.tcp(inodes);
+        add_unix_listeners(&mut b, inodes);
+        b
+    }
+
+    /// The TCP listeners among `inodes` (listeners and queued connections).
+    fn tcp(&mut self, inodes: &HashSet<u64>) -> Backlog {
+        let mut b = Backlog::default();
+        let mut tcp_done = false;
+        if let Some(d) = self.diag.as_mut() {
+            let mut found = Backlog::default();
+            let read = d.dump_tcp(1 << crate::host::net::diag::TCP_LISTEN, &mut |r| {
+                if r.state == crate::host::net::diag::TCP_LISTEN && inodes.contains(&r.inode) {
+                    found.listeners += 1;
+                    found.queued += u64::from(r.rqueue);
+                }
+            });
+            match read {
+                Ok(()) => {
+                    b = found;
+                    tcp_done = true;
+                }
+                // Read /proc from now on.
+                Err(_) => self.diag = None,
             }
         }
+        if !tcp_done {
+            for f in ["tcp", "tcp6"] {
+                let text = std::fs::read_to_string(format!("/proc/{}/net/{f}", self.root))
+                    .unwrap_or_default();
+                for (ino, q) in parse_tcp_listeners(&text) {
+                    if inodes.contains(&ino) {
+                        b.listeners += 1;
+                        b.queued += q;
+                    }
+                }
+            }
+        }
+        b
     }
-    b
 }
 
 #[cfg(test)]
@@ -231,6 +295,33 @@ mod tests {
     }
 
     #[test]
+    fn a_tcp_listener_s_accept_queue_is_read_from_sock_diag_and_from_proc_alike() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        // Three clients connected, none accepted; a TIME_WAIT beside them is not a listener.
+        let _c: Vec<_> = (0..3)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let me = std::process::id();
+        let inodes = socket_inodes(&[me]);
+        let mut r = Reader::new(me);
+        let by_diag = r.tcp(&inodes);
+        // The /proc fallback gives the same.
+        let mut by_proc = Reader {
+            root: me,
+            diag: None,
+        };
+        let from_proc = by_proc.tcp(&inodes);
+        drop(l);
+        // Our own namespace: no privilege is needed to open sock_diag.
+        assert!(r.uses_sock_diag());
+        assert_eq!(by_diag.listeners, 1, "{by_diag:?}");
+        assert_eq!(by_diag.queued, 3, "{by_diag:?}");
+        assert_eq!(from_proc.listeners, 1, "{from_proc:?}");
+        assert_eq!(from_proc.queued, 3, "{from_proc:?}");
+    }
+
+    #[test]
     fn this_process_listening_on_a_unix_socket_is_found_with_its_queue() {
         let dir = std::env::temp_dir().join(format!("td-backlog-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -240,7 +331,10 @@ mod tests {
         let _c1 = std::os::unix::net::UnixStream::connect(dir.join("s")).unwrap();
         let _c2 = std::os::unix::net::UnixStream::connect(dir.join("s")).unwrap();
         let me = std::process::id();
-        let b = sample(me, &socket_inodes(&[me]));
+        // Unix listeners only: another test of this process may hold a TCP listener.
+        let inodes = socket_inodes(&[me]);
+        let mut b = Backlog::default();
+        add_unix_listeners(&mut b, &inodes);
         drop(l);
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(b.listeners, 1, "{b:?}");

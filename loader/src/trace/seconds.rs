@@ -184,6 +184,13 @@ pub struct Sampler {
     /// Processes outside the traced set that woke its threads from a system call over the
     /// window (read when it ends): tgid → wakeups.
     pub wakers: HashMap<u32, u64>,
+    /// The accept queues' reader (its sock_diag socket opened once).
+    backlog: backlog::Reader,
+    /// The longest one reading took, ns (its own cost, which makes the next second late).
+    pub slowest_reading_ns: u64,
+    /// The most a reading started after its second had ended, ns (the loop that calls
+    /// `tick` held up or starved of CPU).
+    pub latest_start_ns: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -358,6 +365,9 @@ impl Sampler {
             nofile: HashMap::new(),
             others_window: HashMap::new(),
             wakers: HashMap::new(),
+            backlog: backlog::Reader::new(root),
+            slowest_reading_ns: 0,
+            latest_start_ns: 0,
         }
     }
 
@@ -370,7 +380,15 @@ impl Sampler {
         if self.base.is_some() && now < self.start_ns + self.next * 1_000_000_000 {
             return;
         }
+        if self.base.is_some() {
+            let due = self.start_ns + self.next * 1_000_000_000;
+            self.latest_start_ns = self.latest_start_ns.max(now.saturating_sub(due));
+        }
+        let t0 = crate::util::mono_ns();
         self.sample(probes, false);
+        self.slowest_reading_ns = self
+            .slowest_reading_ns
+            .max(crate::util::mono_ns().saturating_sub(t0));
     }
 
     /// The last, partial second (call when the window ends).
@@ -429,7 +447,7 @@ impl Sampler {
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);
         let throttle = self.quota.as_mut().and_then(|q| q.tick());
-        let queue = backlog::sample(self.root, &backlog::socket_inodes(&pids));
+        let queue = self.backlog.sample(&backlog::socket_inodes(&pids));
         let mut credit = HashMap::new();
         for s in &slots {
             if let Some(b) = bucket_of(s.state, s.key) {

@@ -1124,14 +1124,19 @@ const BUDGET_SHARE: f64 = 0.01;
 fn generator_bound(o: &RunObs) -> Option<Finding> {
     let g = o.generator.as_ref()?;
     let n = g.scheduled.max(1) as f64;
-    let slot_share = (g.waited_for_slot + g.dropped) as f64 / n;
+    // `waited_for_slot` counts the dropped arrivals too.
+    let slot_share = g.waited_for_slot.max(g.dropped) as f64 / n;
     let connect_share = g.waited_for_connect as f64 / n;
     let by_slots = slot_share >= BUDGET_SHARE && g.busy_max >= g.max_connections;
     let by_connects = connect_share >= BUDGET_SHARE;
     if !(by_slots || by_connects) || server_saturated(o) {
         return None;
     }
-    let (what, flag) = if by_connects && (!by_slots || connect_share >= slot_share) {
+    // A connection waiting for its paced connect holds a slot of the budget: where the pacing
+    // delayed arrivals, a full budget follows from it (one in ten runs against a server that
+    // closes every connection had more arrivals wait for a slot than for the pacing), and the
+    // pacing is the flag to raise.
+    let (what, flag) = if by_connects {
         (
             format!(
                 "its connect pacing ({} new connections/s) delayed {:.1} % of the arrivals",
@@ -2272,6 +2277,41 @@ mod tests {
             s.accept_queue = Some(60);
         }
         assert!(rules(&o).iter().all(|f| f.id != "gen.budget"));
+        // A budget of 64 filled by connections waiting for their paced connect: more arrivals
+        // waited for a slot (1,800 of 2,000, 1,337 of them dropped) than for the pacing, and
+        // the pacing is still the flag; the share counts each arrival once.
+        for s in &mut o.seconds {
+            s.accept_queue = Some(0);
+        }
+        o.generator = Some(GeneratorLimits {
+            max_connections: 64,
+            busy_max: 64,
+            waited_for_slot: 1_800,
+            dropped: 1_337,
+            connect_rate_per_s: Some(100.0),
+            waited_for_connect: 500,
+            scheduled: 2_000,
+        });
+        let f = rules(&o);
+        assert_eq!(f[0].id, "gen.budget", "{f:#?}");
+        assert_eq!(f[0].evidence["flag"], "--max-connect-rate");
+        assert!(
+            f[0].title.contains(
+                "its connect pacing (100 new connections/s) delayed 25.0 % of the arrivals"
+            ),
+            "{}",
+            f[0].title
+        );
+        // Without pacing delays, the full budget is the flag, its share at most 100 %.
+        o.generator.as_mut().unwrap().waited_for_connect = 0;
+        let f = rules(&o);
+        assert_eq!(f[0].evidence["flag"], "--max-connections");
+        assert!(
+            f[0].title
+                .contains("all 64 connections of its budget were busy and 90.0 % of the arrivals waited for one (1337 dropped)"),
+            "{}",
+            f[0].title
+        );
     }
 
     /// An nginx worker at 64 of 64 descriptors refusing connections (1,200 accept() calls
