@@ -253,13 +253,20 @@ fn template(dir: &Path) {
 }
 
 /// The closed-loop capacity (wrk, 8 connections, 3 s) with the daemon's FUSE requests per
-/// request over it.
+/// request over it: the better of two measurements, since anything else on the host can only
+/// lower one (one measurement in ten here read a third of the capacity the server then
+/// delivered, and the trapped server "kept up" with twice that).
 fn capacity_on(fs: &SlowFs, url: &str) -> (f64, f64) {
-    let a = fuse_requests(fs);
-    let w = wrk_capacity(url, 8, 3);
-    let b = fuse_requests(fs);
-    assert_eq!(w.errors, 0, "{}", w.output);
-    (w.rps, (b - a) as f64 / w.requests.max(1) as f64)
+    let once = || {
+        let a = fuse_requests(fs);
+        let w = wrk_capacity(url, 8, 3);
+        let b = fuse_requests(fs);
+        assert_eq!(w.errors, 0, "{}", w.output);
+        (w.rps, (b - a) as f64 / w.requests.max(1) as f64)
+    };
+    let (x, y) = (once(), once());
+    eprintln!("capacity on the mount: {:.0}/s and {:.0}/s", x.0, y.0);
+    if x.0 >= y.0 { x } else { y }
 }
 
 /// The slow mount's verdict: an `fs.*` cause on `mount`, its ceiling the server's measured
