@@ -741,8 +741,19 @@ fn a_cpu_quota_caps_gunicorn_and_is_the_cause() {
     let e = &r.finding("cpu.quota")["evidence"];
     assert_eq!(e["quota_cpus"], 0.2, "{e}");
     assert_eq!(e["cgroup_dir"], cg.path().to_str().unwrap(), "{e}");
+    // Held to the quota: the kernel hands it to each CPU in slices
+    // (kernel.sched_cfs_bandwidth_slice_us), so a group can run up to a slice per CPU past it
+    // in a period (0.237 cores here once, 119 % of 0.2); unthrottled, the four CPU-bound
+    // workers would take both CPUs.
+    let slice_us: f64 = std::fs::read_to_string("/proc/sys/kernel/sched_cfs_bandwidth_slice_us")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let ncpu = std::thread::available_parallelism().unwrap().get() as f64;
+    let bound = 0.2 + ncpu * slice_us / 100_000.0;
     let tgt = e["target_cores"].as_f64().unwrap();
-    assert!(tgt <= 0.23, "target cores {tgt}");
+    assert!(tgt <= bound, "target cores {tgt} > {bound}");
     // The ceiling is the quota's: 0.2 CPU over the CPU time a request took.
     let cpu_ms = e["cpu_ms_per_request"].as_f64().unwrap();
     near("predicted ceiling", r.ceiling(), 0.2 * 1e3 / cpu_ms);
