@@ -106,6 +106,20 @@ impl CpuCgroup {
             .unwrap_or(0)
     }
 
+    /// Total time the group was throttled, µs (cpu.stat: v1 `throttled_time` in ns, v2
+    /// `throttled_usec`).
+    pub fn throttled_us(&self) -> u64 {
+        let text = std::fs::read_to_string(self.dir.join("cpu.stat")).unwrap_or_default();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        field("throttled_usec ")
+            .or_else(|| field("throttled_time ").map(|ns| ns / 1_000))
+            .unwrap_or(0)
+    }
+
     /// The directory as preflight reports it.
     pub fn path(&self) -> &Path {
         &self.dir

@@ -248,18 +248,16 @@ fn a_starved_builtin_generator_makes_the_run_untrusted() {
     let e = &f["evidence"];
     let budget = e["lag_budget_us"].as_f64().unwrap();
     assert_eq!(budget, 10_000.0);
-    // A 15 % share of a CPU: the group runs at most 15 ms of every 100 ms, so arrivals wait
-    // through the 85 ms it is throttled, less what CFS can still hand the generator in the
-    // period: the group's runtime goes out in slices (sched_cfs_bandwidth_slice_us, 5 ms by
-    // default) to each CPU's queue, and a slice stranded on another CPU is returned to the
-    // pool and can unthrottle the generator early, at most one slice per other CPU.
-    let slice_us: f64 = std::fs::read_to_string("/proc/sys/kernel/sched_cfs_bandwidth_slice_us")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(5_000.0);
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let floor = 85_000.0 - slice_us * (cpus - 1.0);
+    // A 15 % share of a CPU: the group runs at most 15 ms of every 100 ms and is throttled
+    // for the rest of the period once it has used them. How long that rest is depends on how
+    // fast the group uses its 15 ms, which it shares the CPUs for with php-fpm (measured here:
+    // 55-57 ms on average, not the 85 ms an unimpeded group would wait). An arrival falls due
+    // within 1/3,000 s of every throttle's start and waits for its end, so the worst lag is at
+    // least the mean throttle the kernel counted (cpu.stat), less one arrival interval.
     let max = e["sched_lag_max_us"].as_f64().unwrap();
+    let (n, throttled_us) = (cg.nr_throttled(), cg.throttled_us());
+    eprintln!("throttled {n} times, {throttled_us} µs in all; lag max {max} µs");
+    let floor = throttled_us as f64 / n.max(1) as f64 - 1e6 / 3_000.0;
     assert!(max >= floor, "lag max {max} µs, floor {floor} µs");
     assert!(e["sched_lag_p99_us"].as_f64().unwrap() > budget);
     // The problem says why the run is untrusted, and the lagging seconds are marked.
