@@ -24,7 +24,7 @@ pub fn fmt_count(n: u64) -> String {
 }
 
 /// Latency summary; all in microseconds.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct Latency {
     /// Mean (exact: summed latency ÷ count).
     pub mean_us: f64,

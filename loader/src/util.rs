@@ -150,6 +150,49 @@ pub fn raise_nofile_limit() {
     }
 }
 
+/// Deserializers for the `&'static str` names of the typed model (`"probe-load"`, `"open"`),
+/// for a saved report read back (`trapdetect report FILE.json`): they hold what the file says,
+/// leaked. A saved report is read once per process, to be rendered, and leaking its few names
+/// keeps one type for the live report and the saved one.
+pub mod de {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer};
+
+    /// A `&'static str` field read back with [`static_str`]. Spelled as an alias because the
+    /// derive borrows a field spelled `&str` from the input, which a `'static` one cannot be.
+    pub type Name = &'static str;
+
+    fn leak(s: String) -> &'static str {
+        Box::leak(s.into_boxed_str())
+    }
+
+    /// A `&'static str` field.
+    pub fn static_str<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+        String::deserialize(d).map(leak)
+    }
+
+    /// An `Option<&'static str>` field.
+    pub fn opt_static_str<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<&'static str>, D::Error> {
+        Option::<String>::deserialize(d).map(|o| o.map(leak))
+    }
+
+    /// A `Vec<&'static str>` field.
+    pub fn static_strs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<&'static str>, D::Error> {
+        Vec::<String>::deserialize(d).map(|v| v.into_iter().map(leak).collect())
+    }
+
+    /// A map keyed by `&'static str`.
+    pub fn static_keys<'de, D: Deserializer<'de>, V: Deserialize<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<&'static str, V>, D::Error> {
+        BTreeMap::<String, V>::deserialize(d)
+            .map(|m| m.into_iter().map(|(k, v)| (leak(k), v)).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

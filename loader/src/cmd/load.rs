@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{
     error::{Error, Result},
@@ -174,11 +174,12 @@ fn parse_warmup(s: &str) -> std::result::Result<Duration, String> {
 }
 
 /// The JSON document `trapdetect load --json` prints (`schema` = `trapdetect.load/1`).
-#[derive(Debug, Serialize)]
-pub struct Document<'a> {
+/// `trapdetect report` reads it back and prints it with [`text`], as the run did.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Document {
     /// The run.
     #[serde(flatten)]
-    pub summary: &'a Summary,
+    pub summary: Summary,
     /// Findings, fail first.
     pub findings: Vec<Finding>,
     /// Findings silenced with --ignore.
@@ -531,7 +532,7 @@ pub fn run(args: LoadArgs) -> Result<i32> {
     let (findings, ignored, measurement, code) =
         verdict(&summary, &plan, &args.verdict.ignore, args.verdict.strict);
     let doc = Document {
-        summary: &summary,
+        summary,
         findings,
         ignored,
         measurement,
@@ -579,7 +580,7 @@ pub fn run(args: LoadArgs) -> Result<i32> {
 
 /// The text report: the summary, then the findings and the verdict.
 pub fn text(doc: &Document) -> String {
-    let mut o = load::render_text(doc.summary);
+    let mut o = load::render_text(&doc.summary);
     o.push('\n');
     if doc.findings.is_empty() {
         o.push_str("no findings\n");

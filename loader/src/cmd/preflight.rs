@@ -26,7 +26,10 @@ use crate::{
         process::{self, ProcEntry, Process},
         runtime,
     },
-    report::{Report, Skipped, Target},
+    report::{
+        Report, Skipped, Target,
+        preflight::{DirProbeSection, FpmSection, GivenDir, HostSection, PreflightSection},
+    },
     traps::{self, Finding, Severity, fpm::MemoryBasis, host::Tracer, registry},
     util::{parse_duration, parse_rate},
 };
@@ -571,7 +574,14 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
     r.skipped = v.skipped;
     let elapsed_ms = traps::round(started.elapsed().as_secs_f64() * 1000.0, 1);
     r.window_s = sample.as_ref().map(|s| s.window_s);
-    r.add(&HostSection(&obs, sample.as_ref()));
+    r.add(&HostSection::of(
+        &obs.cpu_host,
+        obs.load,
+        obs.cpu_psi,
+        &obs.memory,
+        &obs.virt,
+        sample.as_ref(),
+    ));
     r.add(&fp);
     if let Some(j) = fpm_json {
         r.add(&FpmSection(j));
@@ -587,22 +597,28 @@ pub fn check(args: &PreflightArgs) -> Result<Report> {
         .cloned()
         .collect();
     if !probes.is_empty() {
-        r.add(&DirProbeSection(&probes));
+        r.add(&DirProbeSection::of(&probes));
     }
-    r.add(&PreflightSection(
+    let incomplete = crate::report::incomplete(&r.skipped, &args.verdict.ignore);
+    r.add(&PreflightSection {
         elapsed_ms,
-        json!({
-            "elapsed_ms": elapsed_ms,
-            "sample_window_s": sample.as_ref().map(|s| s.window_s),
-            "dirs": inputs.dirs.iter().map(|d| json!({
-                "given": escape::bytes(d.given.as_os_str().as_bytes()),
-                "resolved": escape::bytes(&d.real),
-            })).collect::<Vec<_>>(),
-            "strict": args.verdict.strict,
-            "mark_file": inputs.mark_path.as_ref().map(|p| escape::bytes(p.as_os_str().as_bytes())),
-            "incomplete": crate::report::incomplete(&r.skipped, &args.verdict.ignore),
-        }),
-    ));
+        sample_window_s: sample.as_ref().map(|s| s.window_s),
+        dirs: inputs
+            .dirs
+            .iter()
+            .map(|d| GivenDir {
+                given: escape::bytes(d.given.as_os_str().as_bytes()),
+                resolved: escape::bytes(&d.real),
+            })
+            .collect(),
+        strict: args.verdict.strict,
+        verbose: args.verbose,
+        mark_file: inputs
+            .mark_path
+            .as_ref()
+            .map(|p| escape::bytes(p.as_os_str().as_bytes())),
+        incomplete,
+    });
     r.incomplete_fails_strict = true;
     r.finish(&args.verdict.ignore, args.verdict.strict);
     Ok(r)
@@ -1244,189 +1260,6 @@ fn network_census(
             None
         }
     }
-}
-
-/// The `host` section: CPUs, load, memory, virtualisation and the noise sample.
-struct HostSection<'a>(&'a Observed, Option<&'a hostinfo::NoiseSample>);
-
-impl crate::report::Section for HostSection<'_> {
-    fn name(&self) -> &'static str {
-        "host"
-    }
-    fn json(&self) -> std::result::Result<serde_json::Value, String> {
-        Ok(host_json(self.0, self.1))
-    }
-    fn text(&self) -> String {
-        host_text(self.0, self.1)
-    }
-}
-
-/// The `dir_probe` section: each probed directory's operations beside the local reference.
-struct DirProbeSection<'a>(&'a [DirProbe]);
-
-impl crate::report::Section for DirProbeSection<'_> {
-    fn name(&self) -> &'static str {
-        "dir_probe"
-    }
-    fn json(&self) -> std::result::Result<serde_json::Value, String> {
-        Ok(json!({
-            "lookup_floor_us": traps::dir_probe::lookup_floor_us(),
-            "other_floor_us": traps::dir_probe::other_floor_us(),
-            "ratio_floor": traps::dir_probe::RATIO,
-            "dirs": self.0.iter().map(|p| json!({
-                "dir": p.dir,
-                "elapsed_ms": p.elapsed_ms,
-                "reference_dir": p.reference_dir,
-                "error": p.error,
-                "wrote": p.measured.wrote,
-                "notes": p.measured.notes.iter().chain(&p.reference.notes).collect::<Vec<_>>(),
-                "ops": traps::dir_probe::rows_json(&traps::dir_probe::rows(p)),
-            })).collect::<Vec<_>>(),
-        }))
-    }
-    fn text(&self) -> String {
-        self.0
-            .iter()
-            .map(|p| traps::dir_probe::table(p, &traps::dir_probe::rows(p)))
-            .collect()
-    }
-}
-
-/// The `fpm` section: the pools read from PHP-FPM's configuration.
-struct FpmSection(serde_json::Value);
-
-impl crate::report::Section for FpmSection {
-    fn name(&self) -> &'static str {
-        "fpm"
-    }
-    fn json(&self) -> std::result::Result<serde_json::Value, String> {
-        Ok(self.0.clone())
-    }
-    fn text(&self) -> String {
-        fpm_text(&self.0)
-    }
-}
-
-/// The `preflight` section: what the check itself took (elapsed ms) and was given.
-struct PreflightSection(f64, serde_json::Value);
-
-impl crate::report::Section for PreflightSection {
-    fn name(&self) -> &'static str {
-        "preflight"
-    }
-    fn json(&self) -> std::result::Result<serde_json::Value, String> {
-        Ok(self.1.clone())
-    }
-    fn text(&self) -> String {
-        format!("  elapsed {} ms\n", self.0)
-    }
-}
-
-fn host_json(o: &Observed, sample: Option<&hostinfo::NoiseSample>) -> serde_json::Value {
-    json!({
-        "cpus_online": o.cpu_host.online.len(),
-        "cpus_online_list": o.cpu_host.online_list,
-        "cpus_isolated": o.cpu_host.isolated,
-        "smt_control": o.cpu_host.smt_control,
-        "smt_active": o.cpu_host.smt_active,
-        "cpufreq": o.cpu_host.freq,
-        "turbo": o.cpu_host.turbo,
-        "load": o.load,
-        "cpu_pressure": o.cpu_psi,
-        "memory": o.memory,
-        "virt": o.virt,
-        "sample": sample,
-    })
-}
-
-fn host_text(o: &Observed, sample: Option<&hostinfo::NoiseSample>) -> String {
-    use traps::fpm::human_bytes;
-    let h = &o.cpu_host;
-    let mut s = String::new();
-    s.push_str(&format!(
-        "  CPUs: {} online ({}); SMT: {}; isolated: {}\n",
-        h.online.len(),
-        h.online_list,
-        h.smt_control.as_deref().unwrap_or("?"),
-        if h.isolated.is_empty() {
-            "none"
-        } else {
-            &h.isolated
-        }
-    ));
-    if h.freq.is_empty() {
-        s.push_str("  cpufreq: none exposed\n");
-    } else {
-        let g: Vec<String> = h
-            .freq
-            .iter()
-            .map(|f| format!("{}={}", f.cpu, f.governor.as_deref().unwrap_or("?")))
-            .collect();
-        s.push_str(&format!(
-            "  governors: {}; turbo: {}\n",
-            g.join(" "),
-            h.turbo
-                .as_ref()
-                .map(|t| if t.enabled { "on" } else { "off" })
-                .unwrap_or("?")
-        ));
-    }
-    if let Some(l) = &o.load {
-        s.push_str(&format!(
-            "  load average: {:.2} {:.2} {:.2} ({} runnable)\n",
-            l.one, l.five, l.fifteen, l.running
-        ));
-    }
-    let m = &o.memory;
-    s.push_str(&format!(
-        "  memory: {} total, {} available; swap {} used of {}\n",
-        human_bytes(m.mem_total_kib * 1024),
-        human_bytes(m.mem_available_kib * 1024),
-        human_bytes(m.swap_used_kib * 1024),
-        human_bytes(m.swap_total_kib * 1024)
-    ));
-    s.push_str(&format!(
-        "  virtualisation: {}\n",
-        match (&o.virt.wsl, &o.virt.vendor, o.virt.hypervisor_flag) {
-            (Some(w), _, _) => w.to_string(),
-            (None, Some(v), _) => v.clone(),
-            (None, None, true) => "hypervisor (cpuinfo flag; no DMI vendor)".into(),
-            _ => "none detected".into(),
-        }
-    ));
-    if let Some(x) = sample {
-        s.push_str(&format!(
-            "  sample {:.2} s: others {:.2} CPU, target {:.2} CPU, steal {:.1} %\n",
-            x.window_s,
-            x.others_cpus,
-            x.target_cpus,
-            x.steal_share * 100.0
-        ));
-    }
-    s
-}
-
-fn fpm_text(j: &serde_json::Value) -> String {
-    let mut s = String::new();
-    for u in j.as_array().into_iter().flatten() {
-        s.push_str(&format!(
-            "  config {}\n",
-            u["config"].as_str().unwrap_or("-")
-        ));
-        if let Some(m) = u["master"].as_object() {
-            s.push_str(&format!("  master {}\n", m["pid"]));
-            for w in m["workers"].as_array().into_iter().flatten() {
-                s.push_str(&format!(
-                    "    worker {} pool {}: RSS {} peak {}\n",
-                    w["pid"],
-                    w["pool"].as_str().unwrap_or("?"),
-                    traps::fpm::human_bytes(w["rss_kib"].as_u64().unwrap_or(0) * 1024),
-                    traps::fpm::human_bytes(w["hwm_kib"].as_u64().unwrap_or(0) * 1024)
-                ));
-            }
-        }
-    }
-    s
 }
 
 /// Text: one line per finding (fail first) with its remedy, then ignored and skipped checks,

@@ -1,14 +1,17 @@
 //! `trapdetect report FILE.json`: re-renders a saved trapdetect JSON document of any schema
 //! (trace, preflight, run and net-census reports, load runs, step runs, comparisons,
 //! wait-drain results) as text, HTML and the exports, so a CI artifact can be looked at later.
+//! A report or a load run is read back into its typed model and printed by the code that
+//! printed it live, so its text is the live text, byte for byte.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::{
     error::{Error, Result, exit},
-    report::{self, export::ExportArgs},
+    report::{self, Report, Section, export::ExportArgs, preflight},
 };
 
 /// Flags of `trapdetect report`.
@@ -73,9 +76,188 @@ pub fn run(a: ReportArgs) -> Result<i32> {
     if a.text || !files {
         let text = match &comparison {
             Some(c) => report::text::terminal_safe(&super::compare::text(c)),
-            None => report::text::render_value(&doc),
+            None => text(doc, &a.file)?,
         };
         crate::util::print(&text)?;
     }
     Ok(exit::OK)
+}
+
+/// The text of a saved document, printed by the code that printed it live.
+fn text(mut doc: Value, file: &Path) -> Result<String> {
+    terminal_safe(&mut doc);
+    let schema = doc["schema"].as_str().unwrap_or("").to_string();
+    let bad = |e: serde_json::Error| {
+        Error::usage(format!(
+            "{}: not a {} document ({e})",
+            file.display(),
+            crate::escape::text(&schema)
+        ))
+    };
+    if schema.starts_with("trapdetect.report/") {
+        let mut r: Report = serde_json::from_value(doc).map_err(bad)?;
+        r.section_text = section_texts(&r);
+        Ok(if r.command == "preflight" {
+            // Evidence and host facts when the run printed them (`--verbose`).
+            let verbose = r
+                .sections
+                .get("preflight")
+                .and_then(|p| p["verbose"].as_bool());
+            super::preflight::render_text(&r, verbose.unwrap_or(false))
+        } else {
+            report::text::render(&r)
+        })
+    } else if schema.starts_with("trapdetect.load/") {
+        let d: super::load::Document = serde_json::from_value(doc).map_err(bad)?;
+        Ok(super::load::text(&d))
+    } else {
+        Ok(report::text::steps_or_drain(&doc))
+    }
+}
+
+/// Each section's text, from the section read back into the type that rendered it live (in
+/// the order the report holds them, which is the order they were added).
+fn section_texts(r: &Report) -> Vec<(String, String)> {
+    r.sections
+        .iter()
+        .filter_map(|(name, v)| {
+            let text = match section_text(r.command, name, v) {
+                Ok(t) => t?,
+                Err(e) => format!("  (this section could not be read back: {e})\n"),
+            };
+            Some((name.clone(), text))
+        })
+        .collect()
+}
+
+/// One section's text (`None`: a section shown in JSON only).
+fn section_text(
+    command: &str,
+    name: &str,
+    v: &Value,
+) -> std::result::Result<Option<String>, String> {
+    fn typed<T: DeserializeOwned + Section>(
+        v: &Value,
+    ) -> std::result::Result<Option<String>, String> {
+        serde_json::from_value::<T>(v.clone())
+            .map(|t| Some(t.text()))
+            .map_err(|e| e.to_string())
+    }
+    match name {
+        "network" => typed::<crate::host::net::NetObservation>(v),
+        "tracer" => typed::<crate::trace::cost::TracerCost>(v),
+        // `run -- COMMAND` / `--load-results`: another generator's section.
+        "load" if v.get("source").is_some() => {
+            typed::<crate::load::external::section::ExternalLoad>(v)
+        }
+        "load" => typed::<crate::load::Summary>(v),
+        "run" => typed::<crate::trace::run_section::RunSection>(v),
+        "sample" => typed::<crate::sample::SampleSection>(v),
+        "host" => typed::<preflight::HostSection>(v),
+        "fpm" => typed::<preflight::FpmSection>(v),
+        "dir_probe" => typed::<preflight::DirProbeSection>(v),
+        "preflight" => typed::<preflight::PreflightSection>(v),
+        // The fingerprint is for `compare` and the archive: preflight prints it, a trace or a
+        // run keeps it in the JSON only.
+        "fingerprint" if command == "preflight" => {
+            typed::<crate::host::fingerprint::Fingerprint>(v)
+        }
+        "fingerprint" => Ok(None),
+        other => Err(format!("no text for a section named {other}")),
+    }
+}
+
+/// Every string of a document the user handed us, made terminal-safe before it is rendered
+/// (the file may not be ours; our own strings are escaped already and pass unchanged).
+fn terminal_safe(v: &mut Value) {
+    match v {
+        Value::String(s) => *s = report::text::terminal_safe(s),
+        Value::Array(a) => a.iter_mut().for_each(terminal_safe),
+        Value::Object(m) => {
+            *m = std::mem::take(m)
+                .into_iter()
+                .map(|(k, mut x)| {
+                    terminal_safe(&mut x);
+                    (report::text::terminal_safe(&k), x)
+                })
+                .collect();
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        load::external::{
+            Format, Totals,
+            section::{ExternalLoad, ExternalResults},
+        },
+        trace::run_section::RunSection,
+        traps::{
+            Finding, Id, Severity,
+            run::{RunObs, RunSecond},
+        },
+    };
+
+    #[test]
+    fn a_saved_report_prints_as_the_live_one() {
+        let mut r = Report::new("run");
+        r.window_s = Some(5.0);
+        r.findings
+            .push(Finding::new(Id::PoolTooSmall, Severity::Fail, "pool").with("workers", 1));
+        let obs = RunObs {
+            seconds: vec![RunSecond {
+                t_s: 0,
+                offered: 80,
+                ok_2xx: 25,
+                marks: vec!["late-sample"],
+                ..Default::default()
+            }],
+            window_s: 5.0004,
+            off_s: vec![0.25; trapdetect_common::offcpu::NUM_CLASSES as usize],
+            on_cpu_s: 0.1234,
+            workers: 1,
+            ..Default::default()
+        };
+        r.add(&ExternalLoad {
+            source: "command".into(),
+            command: vec!["wrk".into(), "-t1".into()],
+            exit_status: Some(0),
+            interrupted: true,
+            killed: false,
+            missing_columns: vec!["ok_2xx".into()],
+            results: Some(ExternalResults {
+                format: Format::OhaJson,
+                totals: Totals {
+                    requests: Some(100),
+                    ok_2xx: Some(99),
+                    duration_s: Some(3.0),
+                    ..Default::default()
+                },
+                delivered_per_s: Some(33.0),
+                start_unix_s: None,
+                skipped_lines: 0,
+                seconds_before_window: 0,
+            }),
+        });
+        r.add(&RunSection::of(
+            &obs,
+            7,
+            &["ok_2xx"],
+            "kernel-served-requests",
+            "exact",
+        ));
+        r.finish(&[], false);
+        let live = report::text::render(&r);
+        let saved: Value = serde_json::from_str(&r.to_json()).unwrap();
+        let again = text(saved, Path::new("r.json")).unwrap();
+        assert_eq!(again, live);
+        assert!(
+            live.contains("Generator: wrk -t1 (exit 0, interrupted"),
+            "{live}"
+        );
+        assert!(live.contains("late-sample"), "{live}");
+    }
 }

@@ -2,9 +2,8 @@
 //! one clock, joined second by second, and a verdict on what the server's threads waited on
 //! when throughput went flat.
 
-use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
+use std::{collections::BTreeMap, path::PathBuf};
 
-use serde_json::json;
 use trapdetect_common::offcpu::{CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_NAMES, NUM_CLASSES};
 
 use crate::{
@@ -17,6 +16,7 @@ use crate::{
     report::Report,
     trace::{
         self, LoadDriver,
+        run_section::RunSection,
         seconds::{KernelSource, Sampler},
     },
     traps::{
@@ -295,7 +295,18 @@ pub fn run(args: RunArgs) -> Result<i32> {
                 "{lost} off-CPU intervals were lost (thread slot collisions or a full map); the seconds are marked"
             ));
         }
-        report.add(&RunSection(&obs, sampler, side, method));
+        let switches = sampler
+            .window_totals()
+            .get(trapdetect_common::offcpu::S_SWITCHES as usize)
+            .copied()
+            .unwrap_or(0);
+        report.add(&RunSection::of(
+            &obs,
+            switches,
+            &side.missing,
+            delivered_basis(side, sampler),
+            method_name(method),
+        ));
     }
     report.finish(&args.load.verdict.ignore, args.load.verdict.strict);
     crate::cmd::trace::emit(
@@ -723,185 +734,15 @@ fn quota_obs(k: &Sampler) -> Option<QuotaObs> {
     })
 }
 
-/// The `run` section: where the threads' time went, second by second.
-/// The run section: observations, the kernel's seconds, the load side, and how the blocked
-/// syscall was known (`METHOD_*`).
-struct RunSection<'a>(&'a RunObs, &'a Sampler, &'a LoadSide, u32);
-
-impl crate::report::Section for RunSection<'_> {
-    fn name(&self) -> &'static str {
-        "run"
-    }
-    fn json(&self) -> std::result::Result<serde_json::Value, String> {
-        let mut section = section_json(self.0, self.1);
-        section["load_columns_missing"] = json!(self.2.missing);
-        section["delivered_basis"] = json!(delivered_basis(self.2, self.1));
-        section["classes_method"] = json!(method_name(self.3));
-        Ok(section)
-    }
-    fn text(&self) -> String {
-        render_text(self.0, self.2, self.3)
-    }
-}
-
-fn section_json(o: &RunObs, k: &Sampler) -> serde_json::Value {
-    let by_class: serde_json::Map<String, serde_json::Value> = CLASS_NAMES
-        .iter()
-        .zip(&o.off_s)
-        .map(|(c, v)| (c.to_string(), json!(traps::round(*v, 3))))
-        .collect();
-    let totals = k.window_totals();
-    json!({
-        "window_s": traps::round(o.window_s, 3),
-        "cores": o.cores,
-        "workers": o.workers,
-        "classified": o.classified,
-        "thread_seconds": {
-            "on_cpu": traps::round(o.on_cpu_s, 3),
-            "run_queue": traps::round(o.runq_s, 3),
-            "off_cpu": by_class,
-        },
-        "switches": totals.get(trapdetect_common::offcpu::S_SWITCHES as usize).copied().unwrap_or(0),
-        "locks": o.locks.iter().map(|l| json!({
-            "object": l.object, "wait_s": traps::round(l.wait_s, 3), "waits": l.waits,
-        })).collect::<Vec<_>>(),
-        "quota": o.quota.as_ref().map(|q| json!({
-            "cgroup_version": q.version, "cgroup_dir": q.dir, "quota_us": q.quota_us,
-            "period_us": q.period_us, "nr_periods": q.nr_periods,
-            "nr_throttled": q.nr_throttled, "throttled_us": q.throttled_us,
-        })),
-        "timeline": o.seconds,
-    })
-}
-
-/// `run.classes_method`: `exact`, `syscall-entry` or `unknown`.
+/// `run.classes_method`: `exact`, `syscall-entry`, `sampled` or `unknown`.
 fn method_name(method: u32) -> &'static str {
     if method == METHOD_SAMPLED {
-        return "sampled";
+        return trace::run_section::METHOD_SAMPLED;
     }
     trapdetect_common::offcpu::METHOD_NAMES
         .get(method as usize)
         .copied()
         .unwrap_or("unknown")
-}
-
-fn render_text(o: &RunObs, side: &LoadSide, method: u32) -> String {
-    let mut out = String::new();
-    let wall = o.wall_s().max(1e-9);
-    let _ = writeln!(
-        out,
-        "Where the threads' time went ({:.1} thread-seconds over {:.1} s; {} workers; classes: {}):",
-        wall,
-        o.window_s,
-        o.workers,
-        match method {
-            trapdetect_common::offcpu::METHOD_REGS =>
-                "exact, the blocked syscall read from its registers",
-            trapdetect_common::offcpu::METHOD_ENTRY => "from syscall entry",
-            METHOD_SAMPLED => "sampled from /proc (see SAMPLE for the samples behind them)",
-            _ => "unknown on this kernel",
-        }
-    );
-    let mut parts: Vec<(String, f64)> = vec![
-        ("on CPU".into(), o.on_cpu_s),
-        ("run queue".into(), o.runq_s),
-    ];
-    for (c, v) in CLASS_NAMES.iter().zip(&o.off_s) {
-        parts.push((format!("off CPU: {c}"), *v));
-    }
-    for (name, v) in parts.iter().filter(|(_, v)| *v > 0.0) {
-        let _ = writeln!(out, "  {name:<22} {v:9.2} s  {:5.1} %", v / wall * 100.0);
-    }
-    let _ = writeln!(
-        out,
-        "\nPer second (off-CPU columns: threads blocked, on average; `served`: requests the server received, counted in the kernel{}):",
-        if side.missing.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; `-`: not in the generator's results ({})",
-                side.missing.join(", ")
-            )
-        }
-    );
-    let client = o.seconds.iter().any(|s| s.client_cores.is_some());
-    let _ = writeln!(
-        out,
-        "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>7} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>7} {:>6}{}  marks",
-        "t",
-        "offered",
-        "2xx",
-        "served",
-        "non2xx",
-        "errors",
-        "p99 ms",
-        "inflt",
-        "cores",
-        "tgt",
-        "runq",
-        "path",
-        "fileio",
-        "lock",
-        "futex",
-        "wait",
-        "sleep",
-        "busy",
-        "acceptq",
-        "thr ms",
-        if client { "   gen gen-rq" } else { "" }
-    );
-    let col = |name: &str, v: String| {
-        if side.missing.contains(&name) {
-            "-".to_string()
-        } else {
-            v
-        }
-    };
-    for s in &o.seconds {
-        let g = |c: &str| s.off_cpu.get(c).copied().unwrap_or(0.0);
-        let client_cols = if client {
-            let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
-            format!(" {:>5} {:>6}", f(s.client_cores), f(s.client_run_queue))
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            out,
-            "  {:>4} {:>7} {:>7} {:>6} {:>6} {:>6} {:>9} {:>7} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5} {:>7} {:>6}{}  {}",
-            s.t_s,
-            col("offered", s.offered.to_string()),
-            col("ok_2xx", s.ok_2xx.to_string()),
-            s.served.map_or("-".to_string(), |v| v.to_string()),
-            col("non_2xx", s.non_2xx.to_string()),
-            col("errors", s.errors.values().sum::<u64>().to_string()),
-            col(
-                "p99_us",
-                s.p99_us
-                    .map(|v| format!("{:.1}", v / 1e3))
-                    .unwrap_or_else(|| "-".into())
-            ),
-            col("in_flight", s.in_flight.to_string()),
-            s.cores_busy,
-            s.target_cores,
-            s.run_queue,
-            g("path"),
-            g("file_io"),
-            g("file_lock"),
-            g("futex"),
-            g("wait_work"),
-            g("sleep"),
-            s.busy_threads,
-            s.accept_queue
-                .map(|q| q.to_string())
-                .unwrap_or_else(|| "-".into()),
-            s.throttled_ms
-                .map(|t| format!("{t:.0}"))
-                .unwrap_or_else(|| "-".into()),
-            client_cols,
-            s.marks.join(",")
-        );
-    }
-    out
 }
 
 #[cfg(test)]

@@ -6,9 +6,8 @@
 //! the server received stands in for the delivered rate, and the timeline says which columns
 //! the generator did not give.
 
-use std::{collections::BTreeMap, fmt::Write as _, path::PathBuf};
+use std::{collections::BTreeMap, path::PathBuf};
 
-use serde_json::json;
 
 use crate::{
     error::{Error, Result},
@@ -19,6 +18,7 @@ use crate::{
             self, LoadResults,
             child::{ClientSampler, ClientSecond, Generator},
             results::Origin,
+            section::{ExternalLoad, ExternalResults},
         },
     },
     report::Report,
@@ -372,26 +372,26 @@ impl LoadDriver for ExternalDriver {
             .unwrap_or(0.0);
         let side = LoadSide::from_external(self.results.as_ref(), &self.client, window_s);
         let g = self.generator.as_ref();
-        let mut section = json!({
-            "source": if self.results_file.is_some() { "file" } else { "command" },
-            "command": self.command.iter().map(|a| escape::text(a)).collect::<Vec<_>>(),
-            "exit_status": status,
-            "interrupted": g.is_some_and(|g| g.interrupted),
-            "killed": g.is_some_and(|g| g.killed),
-            "missing_columns": side.missing,
-        });
-        if let Some(r) = &self.results {
-            section["format"] = json!(r.format);
-            section["totals"] = json!(r.totals);
-            section["delivered_per_s"] = json!(r.totals.delivered_per_s().map(|d| round(d, 1)));
-            section["start_unix_s"] = json!(r.start_unix_s.map(|s| round(s, 3)));
-            section["skipped_lines"] = json!(r.skipped_lines);
-            section["seconds_before_window"] = json!(r.seconds.range(..0).count());
-        }
-        report.add(&crate::report::section::Prebuilt {
-            name: "load",
-            json: section,
-            text: render_text(self, status, &side),
+        report.add(&ExternalLoad {
+            source: if self.results_file.is_some() {
+                "file"
+            } else {
+                "command"
+            }
+            .into(),
+            command: self.command.iter().map(|a| escape::text(a)).collect(),
+            exit_status: status,
+            interrupted: g.is_some_and(|g| g.interrupted),
+            killed: g.is_some_and(|g| g.killed),
+            missing_columns: side.missing.iter().map(|m| m.to_string()).collect(),
+            results: self.results.as_ref().map(|r| ExternalResults {
+                format: r.format,
+                totals: r.totals.clone(),
+                delivered_per_s: r.totals.delivered_per_s().map(|d| round(d, 1)),
+                start_unix_s: r.start_unix_s.map(|s| round(s, 3)),
+                skipped_lines: r.skipped_lines,
+                seconds_before_window: r.seconds.range(..0).count(),
+            }),
         });
         let starved = client_starved(&self.client, window_s);
         if let Some(f) = starved {
@@ -441,62 +441,6 @@ pub fn client_starved(client: &BTreeMap<u64, ClientSecond>, window_s: f64) -> Op
             "give the generator its own CPUs (taskset -c 1 trapdetect run ... -- GENERATOR; server on the others) or run it on another machine",
         ),
     )
-}
-
-fn render_text(d: &ExternalDriver, status: Option<i32>, side: &LoadSide) -> String {
-    let mut out = String::new();
-    if !d.command.is_empty() {
-        let cmd: Vec<String> = d.command.iter().map(|a| escape::text(a)).collect();
-        let _ = writeln!(
-            out,
-            "Generator: {} (exit {}{})",
-            cmd.join(" "),
-            status.map_or("-".into(), |s| s.to_string()),
-            match d.generator.as_ref() {
-                Some(g) if g.killed => ", killed after the grace period",
-                Some(g) if g.interrupted => ", interrupted at the end of the window",
-                _ => "",
-            }
-        );
-    }
-    match &d.results {
-        Some(r) => {
-            let t = &r.totals;
-            let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
-            let _ = writeln!(
-                out,
-                "Results: {}: {} requests, {} 2xx, {} other, {} errors over {} s{}{}",
-                r.format.describe(),
-                opt(t.requests),
-                opt(t.ok_2xx),
-                opt(t.non_2xx),
-                opt(t.errors),
-                t.duration_s.map_or("-".into(), |d| format!("{d:.2}")),
-                t.delivered_per_s()
-                    .map(|d| format!(", {d:.1} 2xx/s"))
-                    .unwrap_or_default(),
-                t.p99_us
-                    .map(|p| format!(", p99 {:.1} ms", p / 1e3))
-                    .unwrap_or_default(),
-            );
-        }
-        None => {
-            let _ = writeln!(out, "Results: none read");
-        }
-    }
-    if !side.missing.is_empty() {
-        let _ = writeln!(
-            out,
-            "Per-second columns the generator did not give: {}{}",
-            side.missing.join(", "),
-            if side.per_second_2xx {
-                ""
-            } else {
-                " (the `served` column, counted in the kernel, is the delivered rate)"
-            }
-        );
-    }
-    out
 }
 
 #[cfg(test)]

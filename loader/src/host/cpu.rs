@@ -299,7 +299,7 @@ pub fn read_memory_limit(at: &CgroupDir, root: &Path) -> Option<(u64, String)> {
 }
 
 /// Frequency scaling of one CPU.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CpuFreq {
     /// CPU number.
     pub cpu: u32,
@@ -316,7 +316,7 @@ pub struct CpuFreq {
 }
 
 /// Turbo / boost state and where it was read.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Turbo {
     /// Whether turbo/boost is enabled.
     pub enabled: bool,

@@ -24,7 +24,7 @@ use nix::{
 use serde::Serialize;
 
 /// The operations, in the order they run (cold stats first, before anything warms a cache).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     /// `fstatat` of each existing entry, the first time (a lookup the kernel may not have

@@ -19,13 +19,14 @@ use super::{
 use crate::util::read_trim;
 
 /// What the machine runs on.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Virt {
     /// /proc/version.
     pub kernel_version: String,
     /// WSL flavour from /proc/version: `wsl2` (`microsoft-standard-WSL2`) or `wsl1`
     /// (`Microsoft`).
-    pub wsl: Option<&'static str>,
+    #[serde(deserialize_with = "crate::util::de::opt_static_str")]
+    pub wsl: Option<crate::util::de::Name>,
     /// `hypervisor` flag in /proc/cpuinfo (set by every mainstream hypervisor).
     pub hypervisor_flag: bool,
     /// /sys/hypervisor/type (Xen).
@@ -109,7 +110,7 @@ pub fn read_virt(root: &Path) -> Virt {
 }
 
 /// /proc/loadavg.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadAvg {
     /// 1-minute load average.
     pub one: f64,
@@ -217,7 +218,7 @@ pub fn parse_per_cpu(text: &str) -> Vec<(u32, u64, u64)> {
 }
 
 /// A process that used CPU during the sample.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Busy {
     /// Pid.
     pub pid: u32,
@@ -228,7 +229,7 @@ pub struct Busy {
 }
 
 /// Other processes' CPU over a short window.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NoiseSample {
     /// Window length, s.
     pub window_s: f64,
@@ -324,7 +325,7 @@ pub fn sample_noise(window: Duration, target: &[u32]) -> NoiseSample {
 }
 
 /// One line of /proc/pressure/*.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PsiLine {
     /// Share of the last 10 s in which some task stalled, percent.
     pub avg10: f64,
@@ -337,7 +338,7 @@ pub struct PsiLine {
 }
 
 /// Pressure stall information of one resource.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Psi {
     /// Some tasks stalled.
     pub some: PsiLine,
@@ -373,7 +374,7 @@ pub fn parse_psi(text: &str) -> Option<Psi> {
 }
 
 /// Memory state of the machine.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
     /// MemTotal, KiB.
     pub mem_total_kib: u64,

@@ -41,7 +41,7 @@ pub struct Mount {
 }
 
 /// Why a filesystem is slow for metadata-heavy work.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SlowKind {
     /// WSL2 DrvFs: Windows drives over 9p; one shared, serialized resource.

@@ -8,7 +8,9 @@ use nix::errno::Errno;
 use serde::Serialize;
 
 /// Why a request got no HTTP status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// No complete answer within the timeout: the server said nothing (also ETIMEDOUT).

@@ -196,14 +196,15 @@ pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(1);
 pub const DEFAULT_MAX_ERRORS_PCT: f64 = 1.0;
 
 /// What the report echoes of the plan.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PlanEcho {
     /// URL (escaped).
     pub url: String,
     /// Resolved address the connections go to.
     pub address: String,
     /// `open` or `closed`.
-    pub mode: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub mode: crate::util::de::Name,
     /// Arrival process (`null` for an unpaced closed loop).
     pub arrival: Option<Arrival>,
     /// Target arrivals per second (`null` for an unpaced closed loop).
@@ -235,7 +236,8 @@ pub struct PlanEcho {
     /// `--insecure`: the server's certificate was not checked.
     pub tls_insecure: bool,
     /// `http/1.1` or `h2`.
-    pub protocol: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub protocol: crate::util::de::Name,
     /// HTTP/2 connections per lane (`null` for HTTP/1.1).
     pub h2_connections: Option<usize>,
     /// HTTP/2 concurrent streams per connection, at most (`null` for HTTP/1.1).
@@ -251,7 +253,7 @@ pub struct PlanEcho {
 }
 
 /// One entry of the path mix.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PathWeight {
     /// Path (escaped).
     pub path: String,

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 /// Inter-arrival process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Arrival {
     /// Evenly spaced: arrival i at `start + i / rate`.

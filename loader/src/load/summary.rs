@@ -16,7 +16,7 @@ use super::{
 pub const SCHEMA: &str = "trapdetect.load/1";
 
 /// Latency percentiles, µs (HDR histogram, 3 significant digits; mean and max exact to 1 ns).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct Percentiles {
     /// Values recorded.
     pub count: u64,
@@ -56,7 +56,7 @@ impl Percentiles {
 /// A latency distribution as HdrHistogram prints it (`outputPercentileDistribution`, 5 ticks
 /// per half distance): enough to write a `.hgrm` file and draw a histogram from a saved JSON
 /// report, without keeping the ~300 KiB histogram.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct Distribution {
     /// Values recorded.
     pub count: u64,
@@ -99,7 +99,7 @@ impl Distribution {
 }
 
 /// Latency distributions per status class (from the intended send instant).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Distributions {
     /// 2xx answers.
     #[serde(rename = "2xx")]
@@ -113,7 +113,7 @@ fn round3(v: f64) -> f64 {
 }
 
 /// Transport errors by kind (always all present).
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Errors {
     /// See [`ErrorKind::Timeout`].
     pub timeout: u64,
@@ -180,7 +180,7 @@ impl Errors {
 
 /// One second of the series. `t_s` counts from the start of the measured window; seconds at
 /// or after `window.measured_s` are the drain (arrivals of the window still completing).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Point {
     /// Second, from the start of the measured window.
     pub t_s: u64,
@@ -226,7 +226,7 @@ impl Point {
 }
 
 /// The measured window.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Window {
     /// Length of the measured window, s (shorter than planned when stopped early).
     pub measured_s: f64,
@@ -237,7 +237,7 @@ pub struct Window {
 }
 
 /// In-flight requests.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct InFlight {
     /// High-water mark over the whole run.
     pub max: u64,
@@ -246,7 +246,7 @@ pub struct InFlight {
 }
 
 /// The generator's file-descriptor limit.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, serde::Deserialize)]
 pub struct FdLimit {
     /// RLIMIT_NOFILE soft limit before trapdetect raised it.
     pub soft_before: u64,
@@ -257,7 +257,7 @@ pub struct FdLimit {
 }
 
 /// Connections.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Connections {
     /// Opened (warm-up included).
     pub opened: u64,
@@ -281,7 +281,7 @@ pub struct Connections {
 }
 
 /// Arrivals that found every connection of the budget busy.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Queue {
     /// Waited for a connection (dropped ones included).
     pub waited: u64,
@@ -296,7 +296,7 @@ pub struct Queue {
 
 /// Answers to window arrivals that came after the window closed (in the totals, not in the
 /// delivered rate).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Drain {
     /// 2xx.
     pub ok_2xx: u64,
@@ -308,7 +308,7 @@ pub struct Drain {
 
 /// The listener's overflow counters over the run (TcpExt, namespace-wide: the generator's
 /// namespace, so the target's only when it listens on loopback here).
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize)]
 pub struct Listen {
     /// ListenOverflows increments: SYNs or handshakes dropped on a full accept queue.
     pub overflows: u64,
@@ -317,7 +317,7 @@ pub struct Listen {
 }
 
 /// Warm-up arrivals (not in any other figure).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Warmup {
     /// Arrivals.
     pub scheduled: u64,
@@ -331,7 +331,7 @@ pub struct Warmup {
 }
 
 /// What the generator itself cost (from getrusage over the run).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct GeneratorCost {
     /// User CPU, s.
     pub cpu_user_s: f64,
@@ -342,12 +342,14 @@ pub struct GeneratorCost {
 }
 
 /// Everything one run measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Summary {
     /// Wire format version.
-    pub schema: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub schema: crate::util::de::Name,
     /// trapdetect version.
-    pub version: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub version: crate::util::de::Name,
     /// The plan.
     pub plan: PlanEcho,
     /// The window.

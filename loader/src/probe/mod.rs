@@ -41,7 +41,7 @@ use serde::Serialize;
 use tracefs::Tracefs;
 
 /// Whether a probe is attached.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ProbeRow {
     /// Program name.
     pub program: String,

@@ -280,7 +280,7 @@ pub fn parse_recursion_misses(fdinfo: &str) -> Option<u64> {
 }
 
 /// What the server's ports received in the window (`tcp_probe`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Served {
     /// Every watched port: the target's listening ports and the probe URL's.
     pub ports: Vec<u16>,

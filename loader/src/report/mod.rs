@@ -7,11 +7,12 @@ pub mod export;
 pub mod fingerprint;
 pub mod html;
 mod net;
+pub mod preflight;
 pub mod section;
 pub mod text;
 pub mod units;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
@@ -29,7 +30,7 @@ pub use crate::{
 pub const SCHEMA: &str = "trapdetect.report/1";
 
 /// The process the report is about.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Target {
     /// Process id given on the command line.
     pub pid: u32,
@@ -47,7 +48,7 @@ pub struct Target {
 }
 
 /// What "per request" means in this report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Requests {
     /// Number of requests in the window (`None`: no request basis, figures are per second).
     pub count: Option<u64>,
@@ -55,7 +56,8 @@ pub struct Requests {
     /// (accept() returns in the target), `served-requests` (requests the target's own ports
     /// received, whatever client sent them), `declined` (other clients' requests share the
     /// window and cannot be counted: see `note`), or `none`.
-    pub basis: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub basis: crate::util::de::Name,
     /// Requests per second over the window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_per_s: Option<f64>,
@@ -68,7 +70,7 @@ pub struct Requests {
 }
 
 /// One row of the syscall table: a syscall on the filesystem its final component lives on.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SyscallRow {
     /// Kernel syscall name.
     pub syscall: String,
@@ -93,7 +95,7 @@ pub struct SyscallRow {
 }
 
 /// One row of the filesystem table: lookups walked on one mount.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FsRow {
     /// Mount point (escaped).
     pub mount_point: String,
@@ -112,12 +114,12 @@ pub struct FsRow {
     /// Time per request spent in syscalls whose walk ends on this filesystem, ms.
     pub syscall_ms_per_request: Option<f64>,
     /// FUSE requests measured at the fuse tracepoint, per opcode.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fuse_ops: Vec<FuseOps>,
 }
 
 /// FUSE requests of one opcode on one connection.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FuseOps {
     /// Opcode name (`LOOKUP`, `GETATTR`...).
     pub opcode: String,
@@ -130,14 +132,15 @@ pub struct FuseOps {
 }
 
 /// A sampled path and what it cost.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PathRow {
     /// Syscall.
     pub syscall: String,
     /// The path as the target passed it (escaped untrusted bytes).
     pub path: String,
     /// How the walk started: `absolute`, `cwd`, `dirfd`, `none`.
-    pub base: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub base: crate::util::de::Name,
     /// `AT_SYMLINK_NOFOLLOW`: the call did not follow a final symlink (lstat semantics).
     pub nofollow: bool,
     /// Calls.
@@ -152,8 +155,9 @@ pub struct PathRow {
     pub mean_us: f64,
 }
 
-/// Can the numbers in this report be trusted?
-#[derive(Clone, Debug, Default, Serialize)]
+/// Can the numbers in this report be trusted? (A load run saves `trusted` and `problems` only.)
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Measurement {
     /// False when a problem below compromises the figures (exit code 3).
     pub trusted: bool,
@@ -169,10 +173,11 @@ pub struct Measurement {
 }
 
 /// The backend that measured (`--backend`): `ebpf` or `sample`, and why it was chosen.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct BackendInfo {
     /// `ebpf` or `sample`.
-    pub name: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub name: crate::util::de::Name,
     /// Why: asked for, or what kept eBPF from attaching under `auto`.
     pub reason: String,
     /// Sampling rounds per second (sample).
@@ -184,7 +189,7 @@ pub struct BackendInfo {
 }
 
 /// A check that could not run, and why.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Skipped {
     /// What was skipped.
     pub check: String,
@@ -193,14 +198,17 @@ pub struct Skipped {
 }
 
 /// The report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// Wire format version.
-    pub schema: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub schema: crate::util::de::Name,
     /// Which command produced it: `trace`, `preflight`, `run`.
-    pub command: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub command: crate::util::de::Name,
     /// trapdetect version.
-    pub version: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub version: crate::util::de::Name,
     /// The target process.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<Target>,
@@ -216,25 +224,25 @@ pub struct Report {
     /// Traps found, fail first.
     pub findings: Vec<Finding>,
     /// Findings silenced with `--ignore`, still listed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored: Vec<Finding>,
     /// Checks that could not run.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
     /// Per syscall and filesystem.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub syscalls: Vec<SyscallRow>,
     /// Per filesystem.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub filesystems: Vec<FsRow>,
     /// The most frequent paths.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathRow>,
     /// Extra sections by name (`network`, `load`, ...), each owned by its module.
     #[serde(flatten)]
     pub sections: serde_json::Map<String, Value>,
     /// Probes and their state.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<ProbeRow>,
     /// Trust in the measurement.
     pub measurement: Measurement,

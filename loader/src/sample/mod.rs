@@ -265,10 +265,7 @@ pub fn run(
             "the target exited {s:.1} s into the window; figures cover what was gathered until then"
         ));
     }
-    report.add(&SampleSection {
-        stats: &stats,
-        mounts: &mounts,
-    });
+    report.add(&SampleSection::of(&stats, &mounts));
     if let Ok(v) = serde_json::to_value(crate::host::fingerprint::gather(Some(opts.pid))) {
         report.sections.insert("fingerprint".into(), v);
     }
@@ -387,125 +384,203 @@ pub fn annotate(findings: &mut [Finding], stats: &SampleStats, mounts: &MountTab
     }
 }
 
-/// The `sample` section: the rate, the samples, where the blocked threads were seen.
-struct SampleSection<'a> {
-    stats: &'a SampleStats,
-    mounts: &'a MountTable,
+/// The `sample` section: the rate, the samples, where the blocked threads were seen. JSON and
+/// text come from this one struct (a saved trace prints as the live one did).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct SampleSection {
+    /// Sampling rounds per second.
+    pub hz: u32,
+    /// Rounds taken.
+    pub rounds: u64,
+    /// Rounds that started late.
+    pub late_rounds: u64,
+    /// Thread samples taken.
+    pub thread_samples: u64,
+    /// Threads whose state could not be read.
+    pub unreadable: u64,
+    /// Blocked threads seen, by class (`CLASS_NAMES` order).
+    pub blocked_by_class: serde_json::Map<String, serde_json::Value>,
+    /// Blocked on a path or file I/O, by mount, most first.
+    pub blocked_by_mount: Vec<MountSamples>,
+    /// The paths blocked walks were on, most first (at most 12).
+    pub paths: Vec<PathSamples>,
+    /// Kernel wait channels seen.
+    pub wchan: Vec<WchanSamples>,
+    /// CPU the sampler used, s.
+    pub sampler_cpu_s: f64,
+    /// The same, in cores over the window.
+    pub sampler_cores: f64,
 }
 
-impl SampleSection<'_> {
-    fn rows(&self) -> Vec<(String, u64)> {
-        let mut rows: Vec<(String, u64)> = self
-            .stats
-            .by_dev
-            .iter()
-            .map(|(d, n)| {
-                (
-                    self.mounts
-                        .by_dev(*d, &[])
-                        .map(|i| {
-                            let m = &self.mounts.mounts[i];
-                            format!("{} ({})", m.mount_point_display(), escape::text(&m.fs_type))
-                        })
-                        .unwrap_or_else(|| format!("dev {}:{}", d >> 20, d & 0xfffff)),
-                    *n,
-                )
-            })
-            .collect();
-        rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        rows
-    }
+/// Samples blocked on one mount.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct MountSamples {
+    /// Mount point (type).
+    pub mount: String,
+    /// Samples.
+    pub samples: u64,
+    /// Share of thread samples, %.
+    pub share_pct: f64,
+    /// 95 % interval half-width, points.
+    pub ci95_pct: f64,
+}
 
-    fn top_paths(&self) -> Vec<(String, u64)> {
-        let mut p: Vec<(String, u64)> = self
-            .stats
-            .paths
-            .iter()
-            .map(|(k, v)| (escape::bytes(k), *v))
-            .collect();
-        p.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        p.truncate(12);
-        p
+/// Samples of one path.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct PathSamples {
+    /// The path (escaped).
+    pub path: String,
+    /// Samples.
+    pub samples: u64,
+}
+
+/// Samples in one wait channel.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct WchanSamples {
+    /// Kernel function.
+    pub wchan: String,
+    /// Samples.
+    pub samples: u64,
+}
+
+impl SampleSection {
+    /// The section of a sampled window.
+    fn of(s: &SampleStats, mounts: &MountTable) -> SampleSection {
+        let n = s.thread_samples;
+        let share = |k: u64| round(k as f64 * 100.0 / n.max(1) as f64, 1);
+        let window_s = s.window_ns as f64 / 1e9;
+        SampleSection {
+            hz: s.hz,
+            rounds: s.rounds,
+            late_rounds: s.late,
+            thread_samples: n,
+            unreadable: s.unreadable,
+            blocked_by_class: CLASS_NAMES
+                .iter()
+                .zip(&s.by_class)
+                .map(|(c, k)| {
+                    (
+                        c.to_string(),
+                        json!({"samples": k, "share_pct": share(*k), "ci95_pct": ci95_pct(*k, n)}),
+                    )
+                })
+                .collect(),
+            blocked_by_mount: mount_rows(s, mounts)
+                .into_iter()
+                .map(|(mount, k)| MountSamples {
+                    mount,
+                    samples: k,
+                    share_pct: share(k),
+                    ci95_pct: ci95_pct(k, n),
+                })
+                .collect(),
+            paths: top_paths(s)
+                .into_iter()
+                .map(|(path, samples)| PathSamples { path, samples })
+                .collect(),
+            wchan: s
+                .wchan
+                .iter()
+                .map(|(w, k)| WchanSamples {
+                    wchan: escape::text(w.trim()),
+                    samples: *k,
+                })
+                .collect(),
+            sampler_cpu_s: round(s.self_cpu_ns as f64 / 1e9, 3),
+            sampler_cores: round(s.self_cpu_ns as f64 / 1e9 / window_s.max(1e-9), 4),
+        }
     }
 }
 
-impl crate::report::Section for SampleSection<'_> {
+/// Samples blocked on each mount, most first.
+fn mount_rows(s: &SampleStats, mounts: &MountTable) -> Vec<(String, u64)> {
+    let mut rows: Vec<(String, u64)> = s
+        .by_dev
+        .iter()
+        .map(|(d, n)| {
+            (
+                mounts
+                    .by_dev(*d, &[])
+                    .map(|i| {
+                        let m = &mounts.mounts[i];
+                        format!("{} ({})", m.mount_point_display(), escape::text(&m.fs_type))
+                    })
+                    .unwrap_or_else(|| format!("dev {}:{}", d >> 20, d & 0xfffff)),
+                *n,
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    rows
+}
+
+/// The 12 paths most sampled.
+fn top_paths(s: &SampleStats) -> Vec<(String, u64)> {
+    let mut p: Vec<(String, u64)> = s
+        .paths
+        .iter()
+        .map(|(k, v)| (escape::bytes(k), *v))
+        .collect();
+    p.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    p.truncate(12);
+    p
+}
+
+impl crate::report::Section for SampleSection {
     fn name(&self) -> &'static str {
         "sample"
     }
     fn json(&self) -> std::result::Result<serde_json::Value, String> {
-        let s = self.stats;
-        let n = s.thread_samples;
-        let by_class: serde_json::Map<String, serde_json::Value> = CLASS_NAMES
-            .iter()
-            .zip(&s.by_class)
-            .map(|(c, k)| {
-                (
-                    c.to_string(),
-                    json!({"samples": k, "share_pct": round(*k as f64 * 100.0 / n.max(1) as f64, 1), "ci95_pct": ci95_pct(*k, n)}),
-                )
-            })
-            .collect();
-        let window_s = s.window_ns as f64 / 1e9;
-        Ok(json!({
-            "hz": s.hz,
-            "rounds": s.rounds,
-            "late_rounds": s.late,
-            "thread_samples": n,
-            "unreadable": s.unreadable,
-            "blocked_by_class": by_class,
-            "blocked_by_mount": self.rows().into_iter().map(|(m, k)| json!({"mount": m, "samples": k, "share_pct": round(k as f64 * 100.0 / n.max(1) as f64, 1), "ci95_pct": ci95_pct(k, n)})).collect::<Vec<_>>(),
-            "paths": self.top_paths().into_iter().map(|(p, k)| json!({"path": p, "samples": k})).collect::<Vec<_>>(),
-            "wchan": s.wchan.iter().map(|(w, k)| json!({"wchan": escape::text(w.trim()), "samples": k})).collect::<Vec<_>>(),
-            "sampler_cpu_s": round(s.self_cpu_ns as f64 / 1e9, 3),
-            "sampler_cores": round(s.self_cpu_ns as f64 / 1e9 / window_s.max(1e-9), 4),
-        }))
+        crate::report::section::to_json(self)
     }
     fn text(&self) -> String {
         use std::fmt::Write as _;
-        let s = self.stats;
-        let n = s.thread_samples;
+        let n = self.thread_samples;
         let mut out = String::new();
-        let window_s = s.window_ns as f64 / 1e9;
         let _ = writeln!(
             out,
             "/proc sampling at {} Hz: {} rounds ({} late), {} thread samples; the sampler used {:.3} s of CPU ({:.2} % of a core)",
-            s.hz,
-            s.rounds,
-            s.late,
+            self.hz,
+            self.rounds,
+            self.late_rounds,
             n,
-            s.self_cpu_ns as f64 / 1e9,
-            s.self_cpu_ns as f64 / 1e7 / window_s.max(1e-9)
+            self.sampler_cpu_s,
+            self.sampler_cores * 100.0
         );
         let _ = writeln!(
             out,
             "Blocked threads seen, by class (share of thread samples, 95 % interval):"
         );
-        for (c, k) in CLASS_NAMES.iter().zip(&s.by_class).filter(|(_, k)| **k > 0) {
+        for (c, k) in self
+            .blocked_by_class
+            .iter()
+            .map(|(c, v)| (c, v["samples"].as_u64().unwrap_or(0)))
+            .filter(|(_, k)| *k > 0)
+        {
             let _ = writeln!(
                 out,
                 "  {c:<12} {k:8}  {:5.1} % ± {:.1}",
-                *k as f64 * 100.0 / n.max(1) as f64,
-                ci95_pct(*k, n)
+                k as f64 * 100.0 / n.max(1) as f64,
+                ci95_pct(k, n)
             );
         }
-        let rows = self.rows();
-        if !rows.is_empty() {
+        if !self.blocked_by_mount.is_empty() {
             let _ = writeln!(out, "Blocked on a path or file I/O, by mount:");
-            for (m, k) in rows {
+            for m in &self.blocked_by_mount {
+                let k = m.samples;
                 let _ = writeln!(
                     out,
-                    "  {m}  {k} samples  {:.1} % ± {:.1}",
+                    "  {}  {k} samples  {:.1} % ± {:.1}",
+                    m.mount,
                     k as f64 * 100.0 / n.max(1) as f64,
                     ci95_pct(k, n)
                 );
             }
         }
-        let paths = self.top_paths();
-        if !paths.is_empty() {
+        if !self.paths.is_empty() {
             let _ = writeln!(out, "Paths blocked walks were on (samples):");
-            for (p, k) in paths {
-                let _ = writeln!(out, "  {k:8}  {p}");
+            for p in &self.paths {
+                let _ = writeln!(out, "  {:8}  {}", p.samples, p.path);
             }
         }
         out

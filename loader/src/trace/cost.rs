@@ -31,7 +31,7 @@ pub struct Measured {
 }
 
 /// One program's row.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ProgramRow {
     /// Program name.
     pub program: String,
@@ -46,10 +46,11 @@ pub struct ProgramRow {
 }
 
 /// The `tracer` section.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct TracerCost {
     /// `kernel-stats` when the kernel measured its programs, `unavailable` when it would not.
-    pub method: &'static str,
+    #[serde(deserialize_with = "crate::util::de::static_str")]
+    pub method: crate::util::de::Name,
     /// Why not, when unavailable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,

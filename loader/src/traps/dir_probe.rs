@@ -132,13 +132,36 @@ pub fn rows_json(rows: &[Row]) -> serde_json::Value {
 
 /// The probe as a text table ("× slower than local").
 pub fn table(p: &DirProbe, rows: &[Row]) -> String {
+    let notes: Vec<String> = p
+        .measured
+        .notes
+        .iter()
+        .chain(&p.reference.notes)
+        .cloned()
+        .collect();
+    table_of(
+        (&p.dir, p.elapsed_ms, p.reference_dir.as_deref()),
+        p.error.as_deref(),
+        rows,
+        &notes,
+    )
+}
+
+/// The table from its parts (a saved report's `dir_probe` section prints through here too):
+/// the directory, the probe's wall time (ms) and where the reference was made.
+pub fn table_of(
+    (dir, elapsed_ms, reference_dir): (&str, f64, Option<&str>),
+    error: Option<&str>,
+    rows: &[Row],
+    notes: &[String],
+) -> String {
     let mut s = format!(
         "  dir probe {} ({} ms; local reference in {})\n",
-        p.dir,
-        p.elapsed_ms,
-        p.reference_dir.as_deref().unwrap_or("-")
+        dir,
+        elapsed_ms,
+        reference_dir.unwrap_or("-")
     );
-    if let Some(e) = &p.error {
+    if let Some(e) = error {
         s.push_str(&format!("    not measured: {e}\n"));
         return s;
     }
@@ -164,7 +187,7 @@ pub fn table(p: &DirProbe, rows: &[Row]) -> String {
             if r.material { "  material" } else { "" }
         ));
     }
-    for n in p.measured.notes.iter().chain(&p.reference.notes) {
+    for n in notes {
         s.push_str(&format!("    note: {n}\n"));
     }
     s

@@ -21,7 +21,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// How bad a finding is. Ordered: `Fail` sorts first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// The environment falsifies the benchmark (exit code 1).
@@ -45,7 +47,7 @@ impl Severity {
 
 /// One trap found: a stable id, the evidence as numbers with units, the predicted effect where
 /// it can be computed, and a concrete remedy. Rendered the same way as text, JSON and HTML.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Finding {
     /// Stable id, e.g. `fs.cwd-slow`. Harnesses `--ignore` by it.
     pub id: Id,

@@ -21,7 +21,7 @@ pub const LOAD_COLUMNS: [&str; 6] = [
 ];
 
 /// One second of the joined timeline (load side, then kernel side).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct RunSecond {
     /// Second from the start of the measured window.
     pub t_s: u64,
@@ -50,6 +50,7 @@ pub struct RunSecond {
     /// Threads runnable but not running (run-queue delay, thread-seconds per second).
     pub run_queue: f64,
     /// Threads off the CPU, by why (thread-seconds per second), keyed by class name.
+    #[serde(deserialize_with = "crate::util::de::static_keys")]
     pub off_cpu: std::collections::BTreeMap<&'static str, f64>,
     /// Traced threads.
     pub threads: usize,
@@ -67,6 +68,7 @@ pub struct RunSecond {
     /// Time the quota held its threads back in this second, ms.
     pub throttled_ms: Option<f64>,
     /// Why this second's figures are partial: `lost-events`, `generator-lag`, `no-kernel-data`.
+    #[serde(deserialize_with = "crate::util::de::static_strs")]
     pub marks: Vec<&'static str>,
     /// Requests the server received in this second, counted in the kernel (its own TCP
     /// ports' requests, else the connections it accepted): the delivered rate when the

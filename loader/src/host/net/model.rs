@@ -56,7 +56,9 @@ pub fn state_name(s: u8) -> &'static str {
 }
 
 /// Which end of a connection a socket is. TIME_WAIT lives on the side that closed first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
     /// Local port is a listening port (or the remote port is ephemeral and ours is not).
@@ -79,7 +81,7 @@ impl Side {
 }
 
 /// Sockets on one port.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PortCount {
     /// Port.
     pub port: u16,
@@ -89,7 +91,7 @@ pub struct PortCount {
 
 /// TIME_WAIT sockets of one flow group: (client IP, server IP, server port), oriented by who
 /// connected to whom (for `unknown`, the lower port is taken as the server's).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FlowGroup {
     /// The connecting side's address.
     pub client: String,
@@ -104,7 +106,7 @@ pub struct FlowGroup {
 }
 
 /// TIME_WAIT sockets by the side that closed first.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ClosedFirst {
     /// The server closed first: TIME_WAIT sits on the server's port.
     pub server: u64,
@@ -115,7 +117,7 @@ pub struct ClosedFirst {
 }
 
 /// Every TIME_WAIT socket of the namespace, summarised.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct TimeWait {
     /// TIME_WAIT sockets.
     pub count: u64,
@@ -143,14 +145,14 @@ pub struct TimeWait {
     /// TIME_WAIT on the ports the target connects to (its upstreams: nginx's FastCGI or proxy
     /// connections), busiest first; those flows are the target's own, not the load
     /// generator's. Empty when the target holds no outgoing connection at the census.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstream: Vec<UpstreamTimeWait>,
 }
 
 /// TIME_WAIT of one upstream port: a port the target connects to (seen from its live outgoing
 /// connections at the census, or from its connects during a trace's window), not one it
 /// listens on.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct UpstreamTimeWait {
     /// The upstream's address as the target connects to it (`127.0.0.1:9000`).
     pub server: String,
@@ -177,7 +179,7 @@ impl TimeWait {
 }
 
 /// TIME_WAIT on the target's ports (its listeners and the ports asked about).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct OwnTimeWait {
     /// Sockets whose local or remote port is a port of interest.
     pub count: u64,
@@ -206,7 +208,7 @@ impl TimeWait {
 }
 
 /// Client-side sockets of one flow group against the ephemeral range.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct PortGroup {
     /// Local (client) address.
     pub client: String,
@@ -224,7 +226,7 @@ pub struct PortGroup {
 
 /// Ephemeral ports: the range, and its use per flow group (connect() picks a port unique per
 /// (client IP, server IP, server port), so each group has the whole range to itself).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Ephemeral {
     /// `ip_local_port_range`, inclusive.
     pub range: [u16; 2],
@@ -243,7 +245,7 @@ pub struct Ephemeral {
 }
 
 /// A listening socket.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Listener {
     /// Address it listens on.
     pub local: String,
@@ -259,7 +261,7 @@ pub struct Listener {
 }
 
 /// Network sysctls of the namespace.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct NetSysctls {
     /// `net.ipv4.ip_local_port_range`.
     pub ip_local_port_range: Option<[u16; 2]>,
@@ -293,7 +295,7 @@ pub struct TcpExtSnapshot {
 }
 
 /// TcpExt counter increments between a baseline and this census.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct TcpExtDelta {
     /// Seconds between the two snapshots.
     pub window_s: f64,
@@ -304,7 +306,7 @@ pub struct TcpExtDelta {
 }
 
 /// Descriptors of one process.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct FdUse {
     /// `target` or `generator`.
     pub role: String,
@@ -321,7 +323,7 @@ pub struct FdUse {
 }
 
 /// A planned open-loop run: it legitimately holds rate × timeout connections in flight.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Plan {
     /// Arrivals per second.
     pub rate_per_s: f64,
@@ -344,7 +346,7 @@ impl Plan {
 }
 
 /// Everything the network rules look at.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct NetObservation {
     /// Which namespace (`pid 123`, `` `bench` ``, `trapdetect's own`).
     pub netns: String,

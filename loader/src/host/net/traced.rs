@@ -11,7 +11,7 @@ use super::Ephemeral;
 use crate::figures::Latency;
 
 /// Counts of the TCP events the kernel side classifies (see `trapdetect_common::tcp`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TcpEvents {
     /// FIN_WAIT2→CLOSE or CLOSING→CLOSE: the socket closed first and entered TIME_WAIT.
     pub time_wait_entered: u64,
@@ -49,7 +49,7 @@ impl TcpEvents {
 }
 
 /// One watched port.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct TracedPort {
     /// Port.
     pub port: u16,
@@ -64,7 +64,7 @@ pub struct TracedPort {
 }
 
 /// A process whose connect() calls were timed (`--watch-client`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct WatchedClient {
     /// Process id.
     pub pid: u32,
@@ -75,7 +75,7 @@ pub struct WatchedClient {
 }
 
 /// connect() of the watched clients (and the processes they fork), TCP sockets only.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ConnectTraced {
     /// The watched processes.
     pub clients: Vec<WatchedClient>,
@@ -102,7 +102,7 @@ pub struct ConnectTraced {
 /// The namespace the watched clients connect from, when it is not the target's: ephemeral
 /// ports run out there, so its range is read too (at the end of the window, when the run has
 /// taken its ports).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct ClientNetns {
     /// Which namespace (`pid N` of the first client in it).
     pub netns: String,
@@ -113,7 +113,7 @@ pub struct ClientNetns {
 /// Per-second series from the traced half (`sock/inet_sock_set_state`, connect() of watched
 /// clients). Series entries cover `interval_s` each; the last one covers what is left of the
 /// window, so every series sums to its total.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct NetTraced {
     /// Seconds covered.
     pub window_s: f64,

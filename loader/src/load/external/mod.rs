@@ -4,6 +4,7 @@
 
 pub mod child;
 pub mod results;
+pub mod section;
 pub mod time;
 
 pub use results::{COLUMNS, Format, LoadResults, ParseError, ResultSecond, Totals, parse};

@@ -19,7 +19,7 @@ use super::time::rfc3339;
 pub use crate::traps::run::LOAD_COLUMNS as COLUMNS;
 
 /// A results format trapdetect reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// `oha --output-format json` (summary).
@@ -105,7 +105,7 @@ pub struct ResultSecond {
 }
 
 /// Totals over the generator's whole run, as far as the format states them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Totals {
     /// Requests (answered or not).
     pub requests: Option<u64>,

@@ -1,0 +1,113 @@
+//! The `load` section of `run -- COMMAND` / `run --load-results FILE`: what the external
+//! generator was, how it ended and what its results said. JSON and text come from this one
+//! struct, so `trapdetect report` on a saved run prints what the run printed.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Format, Totals};
+use crate::report::section::{Section, to_json};
+
+/// The section.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExternalLoad {
+    /// `command` (its stdout was read) or `file` (`--load-results`).
+    pub source: String,
+    /// The generator's command line (escaped; empty with `--load-results` alone).
+    pub command: Vec<String>,
+    /// Its exit status.
+    pub exit_status: Option<i32>,
+    /// Interrupted at the end of the window.
+    pub interrupted: bool,
+    /// Killed after the grace period.
+    pub killed: bool,
+    /// Per-second columns its results did not give.
+    pub missing_columns: Vec<String>,
+    /// What its results said, when they were read.
+    #[serde(flatten)]
+    pub results: Option<ExternalResults>,
+}
+
+/// What the generator's results said.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExternalResults {
+    /// Their format.
+    pub format: Format,
+    /// Their totals.
+    pub totals: Totals,
+    /// 2xx per second of its run.
+    pub delivered_per_s: Option<f64>,
+    /// When its run started (Unix time, s), where the results say.
+    pub start_unix_s: Option<f64>,
+    /// Lines that could not be read.
+    pub skipped_lines: u64,
+    /// Seconds of results before the window opened.
+    pub seconds_before_window: usize,
+}
+
+impl Section for ExternalLoad {
+    fn name(&self) -> &'static str {
+        "load"
+    }
+    fn json(&self) -> Result<Value, String> {
+        to_json(self)
+    }
+    fn text(&self) -> String {
+        let mut out = String::new();
+        if !self.command.is_empty() {
+            let _ = writeln!(
+                out,
+                "Generator: {} (exit {}{})",
+                self.command.join(" "),
+                self.exit_status.map_or("-".into(), |s| s.to_string()),
+                if self.killed {
+                    ", killed after the grace period"
+                } else if self.interrupted {
+                    ", interrupted at the end of the window"
+                } else {
+                    ""
+                }
+            );
+        }
+        match &self.results {
+            Some(r) => {
+                let t = &r.totals;
+                let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+                let _ = writeln!(
+                    out,
+                    "Results: {}: {} requests, {} 2xx, {} other, {} errors over {} s{}{}",
+                    r.format.describe(),
+                    opt(t.requests),
+                    opt(t.ok_2xx),
+                    opt(t.non_2xx),
+                    opt(t.errors),
+                    t.duration_s.map_or("-".into(), |d| format!("{d:.2}")),
+                    t.delivered_per_s()
+                        .map(|d| format!(", {d:.1} 2xx/s"))
+                        .unwrap_or_default(),
+                    t.p99_us
+                        .map(|p| format!(", p99 {:.1} ms", p / 1e3))
+                        .unwrap_or_default(),
+                );
+            }
+            None => {
+                let _ = writeln!(out, "Results: none read");
+            }
+        }
+        if !self.missing_columns.is_empty() {
+            let _ = writeln!(
+                out,
+                "Per-second columns the generator did not give: {}{}",
+                self.missing_columns.join(", "),
+                if self.missing_columns.iter().any(|c| c == "ok_2xx") {
+                    " (the `served` column, counted in the kernel, is the delivered rate)"
+                } else {
+                    ""
+                }
+            );
+        }
+        out
+    }
+}

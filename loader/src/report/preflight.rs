@@ -1,0 +1,364 @@
+//! The sections of a preflight report (`host`, `fpm`, `dir_probe`, `preflight`): each one struct
+//! whose JSON and text come from it, so `trapdetect report` on a saved preflight prints what
+//! the check printed.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::section::{Section, to_json};
+use crate::{
+    host::{
+        cpu::{CpuFreq, CpuHost, Turbo},
+        dirprobe::{DirProbe, Op},
+        host as hostinfo,
+    },
+    traps::{self, dir_probe::Row, fpm::human_bytes},
+};
+
+/// The `host` section: CPUs, load, memory, virtualisation and the noise sample.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HostSection {
+    /// Online CPUs.
+    pub cpus_online: usize,
+    /// The same, as the kernel lists them.
+    pub cpus_online_list: String,
+    /// `isolcpus=`.
+    pub cpus_isolated: String,
+    /// `smt/control`.
+    pub smt_control: Option<String>,
+    /// `smt/active`.
+    pub smt_active: Option<bool>,
+    /// Frequency scaling per CPU.
+    pub cpufreq: Vec<CpuFreq>,
+    /// Turbo.
+    pub turbo: Option<Turbo>,
+    /// /proc/loadavg.
+    pub load: Option<hostinfo::LoadAvg>,
+    /// /proc/pressure/cpu.
+    pub cpu_pressure: Option<hostinfo::Psi>,
+    /// Memory.
+    pub memory: hostinfo::Memory,
+    /// Virtualisation.
+    pub virt: hostinfo::Virt,
+    /// Other processes' CPU over the sample.
+    pub sample: Option<hostinfo::NoiseSample>,
+}
+
+impl HostSection {
+    /// The section of the host's observations.
+    pub fn of(
+        h: &CpuHost,
+        load: Option<hostinfo::LoadAvg>,
+        cpu_pressure: Option<hostinfo::Psi>,
+        memory: &hostinfo::Memory,
+        virt: &hostinfo::Virt,
+        sample: Option<&hostinfo::NoiseSample>,
+    ) -> HostSection {
+        HostSection {
+            cpus_online: h.online.len(),
+            cpus_online_list: h.online_list.clone(),
+            cpus_isolated: h.isolated.clone(),
+            smt_control: h.smt_control.clone(),
+            smt_active: h.smt_active,
+            cpufreq: h.freq.clone(),
+            turbo: h.turbo.clone(),
+            load,
+            cpu_pressure,
+            memory: memory.clone(),
+            virt: virt.clone(),
+            sample: sample.cloned(),
+        }
+    }
+}
+
+impl Section for HostSection {
+    fn name(&self) -> &'static str {
+        "host"
+    }
+    fn json(&self) -> Result<Value, String> {
+        to_json(self)
+    }
+    fn text(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!(
+            "  CPUs: {} online ({}); SMT: {}; isolated: {}\n",
+            self.cpus_online,
+            self.cpus_online_list,
+            self.smt_control.as_deref().unwrap_or("?"),
+            if self.cpus_isolated.is_empty() {
+                "none"
+            } else {
+                &self.cpus_isolated
+            }
+        ));
+        if self.cpufreq.is_empty() {
+            s.push_str("  cpufreq: none exposed\n");
+        } else {
+            let g: Vec<String> = self
+                .cpufreq
+                .iter()
+                .map(|f| format!("{}={}", f.cpu, f.governor.as_deref().unwrap_or("?")))
+                .collect();
+            s.push_str(&format!(
+                "  governors: {}; turbo: {}\n",
+                g.join(" "),
+                self.turbo
+                    .as_ref()
+                    .map(|t| if t.enabled { "on" } else { "off" })
+                    .unwrap_or("?")
+            ));
+        }
+        if let Some(l) = &self.load {
+            s.push_str(&format!(
+                "  load average: {:.2} {:.2} {:.2} ({} runnable)\n",
+                l.one, l.five, l.fifteen, l.running
+            ));
+        }
+        let m = &self.memory;
+        s.push_str(&format!(
+            "  memory: {} total, {} available; swap {} used of {}\n",
+            human_bytes(m.mem_total_kib * 1024),
+            human_bytes(m.mem_available_kib * 1024),
+            human_bytes(m.swap_used_kib * 1024),
+            human_bytes(m.swap_total_kib * 1024)
+        ));
+        let v = &self.virt;
+        s.push_str(&format!(
+            "  virtualisation: {}\n",
+            match (&v.wsl, &v.vendor, v.hypervisor_flag) {
+                (Some(w), _, _) => w.to_string(),
+                (None, Some(v), _) => v.clone(),
+                (None, None, true) => "hypervisor (cpuinfo flag; no DMI vendor)".into(),
+                _ => "none detected".into(),
+            }
+        ));
+        if let Some(x) = &self.sample {
+            s.push_str(&format!(
+                "  sample {:.2} s: others {:.2} CPU, target {:.2} CPU, steal {:.1} %\n",
+                x.window_s,
+                x.others_cpus,
+                x.target_cpus,
+                x.steal_share * 100.0
+            ));
+        }
+        s
+    }
+}
+
+/// The `dir_probe` section: each probed directory's operations beside the local reference.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DirProbeSection {
+    /// A lookup's excess over local that is material, µs.
+    pub lookup_floor_us: f64,
+    /// Any other operation's, µs.
+    pub other_floor_us: f64,
+    /// How many times the local cost an operation must take.
+    pub ratio_floor: f64,
+    /// The directories.
+    pub dirs: Vec<ProbedDir>,
+}
+
+/// One probed directory.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProbedDir {
+    /// The directory (escaped).
+    pub dir: String,
+    /// Wall time of the probe, ms.
+    pub elapsed_ms: f64,
+    /// Where the local reference was made, or why there is none.
+    pub reference_dir: Option<String>,
+    /// Why it was not measured.
+    pub error: Option<String>,
+    /// The probe could write its file there.
+    pub wrote: bool,
+    /// Notes of both sides.
+    pub notes: Vec<String>,
+    /// Each operation beside the reference.
+    pub ops: Vec<OpRow>,
+}
+
+/// One operation of a probed directory (a [`Row`] with its name).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OpRow {
+    /// The operation.
+    pub op: Op,
+    /// Its name.
+    pub operation: String,
+    /// Samples.
+    pub n: usize,
+    /// Median, µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// Local median, µs.
+    pub local_p50_us: Option<f64>,
+    /// Local 99th percentile, µs.
+    pub local_p99_us: Option<f64>,
+    /// p50 ÷ local p50.
+    pub slower_x: Option<f64>,
+    /// p50 − local p99, µs.
+    pub excess_us: Option<f64>,
+    /// Past the floor and the ratio.
+    pub material: bool,
+}
+
+impl DirProbeSection {
+    /// The section of the probes run.
+    pub fn of(probes: &[DirProbe]) -> DirProbeSection {
+        DirProbeSection {
+            lookup_floor_us: traps::dir_probe::lookup_floor_us(),
+            other_floor_us: traps::dir_probe::other_floor_us(),
+            ratio_floor: traps::dir_probe::RATIO,
+            dirs: probes
+                .iter()
+                .map(|p| ProbedDir {
+                    dir: p.dir.clone(),
+                    elapsed_ms: p.elapsed_ms,
+                    reference_dir: p.reference_dir.clone(),
+                    error: p.error.clone(),
+                    wrote: p.measured.wrote,
+                    notes: p
+                        .measured
+                        .notes
+                        .iter()
+                        .chain(&p.reference.notes)
+                        .cloned()
+                        .collect(),
+                    ops: traps::dir_probe::rows(p)
+                        .into_iter()
+                        .map(|r| OpRow {
+                            op: r.op,
+                            operation: r.op.name().to_string(),
+                            n: r.n,
+                            p50_us: r.p50_us,
+                            p99_us: r.p99_us,
+                            local_p50_us: r.local_p50_us,
+                            local_p99_us: r.local_p99_us,
+                            slower_x: r.slower_x,
+                            excess_us: r.excess_us,
+                            material: r.material,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Section for DirProbeSection {
+    fn name(&self) -> &'static str {
+        "dir_probe"
+    }
+    fn json(&self) -> Result<Value, String> {
+        to_json(self)
+    }
+    fn text(&self) -> String {
+        self.dirs
+            .iter()
+            .map(|d| {
+                let rows: Vec<Row> = d
+                    .ops
+                    .iter()
+                    .map(|r| Row {
+                        op: r.op,
+                        n: r.n,
+                        p50_us: r.p50_us,
+                        p99_us: r.p99_us,
+                        local_p50_us: r.local_p50_us,
+                        local_p99_us: r.local_p99_us,
+                        slower_x: r.slower_x,
+                        excess_us: r.excess_us,
+                        material: r.material,
+                    })
+                    .collect();
+                traps::dir_probe::table_of(
+                    (&d.dir, d.elapsed_ms, d.reference_dir.as_deref()),
+                    d.error.as_deref(),
+                    &rows,
+                    &d.notes,
+                )
+            })
+            .collect()
+    }
+}
+
+/// The `fpm` section: the pools read from PHP-FPM's configuration (the JSON as gathered).
+pub struct FpmSection(pub Value);
+
+impl Section for FpmSection {
+    fn name(&self) -> &'static str {
+        "fpm"
+    }
+    fn json(&self) -> Result<Value, String> {
+        Ok(self.0.clone())
+    }
+    fn text(&self) -> String {
+        let mut s = String::new();
+        for u in self.0.as_array().into_iter().flatten() {
+            s.push_str(&format!(
+                "  config {}\n",
+                u["config"].as_str().unwrap_or("-")
+            ));
+            if let Some(m) = u["master"].as_object() {
+                s.push_str(&format!("  master {}\n", m["pid"]));
+                for w in m["workers"].as_array().into_iter().flatten() {
+                    s.push_str(&format!(
+                        "    worker {} pool {}: RSS {} peak {}\n",
+                        w["pid"],
+                        w["pool"].as_str().unwrap_or("?"),
+                        human_bytes(w["rss_kib"].as_u64().unwrap_or(0) * 1024),
+                        human_bytes(w["hwm_kib"].as_u64().unwrap_or(0) * 1024)
+                    ));
+                }
+            }
+        }
+        s
+    }
+}
+
+impl<'de> Deserialize<'de> for FpmSection {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(FpmSection)
+    }
+}
+
+/// The `preflight` section: what the check itself took and was given.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PreflightSection {
+    /// Wall time of the check, ms.
+    pub elapsed_ms: f64,
+    /// The noise sample's window, s.
+    pub sample_window_s: Option<f64>,
+    /// `--dir`s as given and resolved.
+    pub dirs: Vec<GivenDir>,
+    /// `--strict`.
+    pub strict: bool,
+    /// `--verbose`: the text showed each finding's evidence and every section.
+    #[serde(default)]
+    pub verbose: bool,
+    /// `--mark-file`.
+    pub mark_file: Option<String>,
+    /// Checks that could fail and did not run.
+    pub incomplete: Vec<String>,
+}
+
+/// A `--dir` as given and as resolved.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GivenDir {
+    /// As given (escaped).
+    pub given: String,
+    /// Resolved (escaped).
+    pub resolved: String,
+}
+
+impl Section for PreflightSection {
+    fn name(&self) -> &'static str {
+        "preflight"
+    }
+    fn json(&self) -> Result<Value, String> {
+        to_json(self)
+    }
+    fn text(&self) -> String {
+        format!("  elapsed {} ms\n", self.elapsed_ms)
+    }
+}
