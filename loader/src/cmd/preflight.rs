@@ -30,7 +30,7 @@ use crate::{
         Report, Skipped, Target,
         preflight::{DirProbeSection, FpmSection, GivenDir, HostSection, PreflightSection},
     },
-    traps::{self, Finding, Severity, fpm::MemoryBasis, host::Tracer, registry},
+    traps::{self, Finding, fpm::MemoryBasis, host::Tracer, registry},
     util::{parse_duration, parse_rate},
 };
 
@@ -261,7 +261,7 @@ pub fn run(args: PreflightArgs) -> Result<i32> {
     let shown = if args.output.json {
         j.clone()
     } else {
-        render_text(&report, args.verbose)
+        crate::report::preflight::render_text(&report, args.verbose)
     };
     let h = args
         .output
@@ -1262,116 +1262,11 @@ fn network_census(
     }
 }
 
-/// Text: one line per finding (fail first) with its remedy, then ignored and skipped checks,
-/// then a summary line. `verbose` adds each finding's evidence and the host facts.
-pub fn render_text(r: &Report, verbose: bool) -> String {
-    let mut out = String::new();
-    let mut head = format!("trapdetect {} preflight", r.version);
-    if let Some(t) = &r.target {
-        head.push_str(&format!(": pid {} ({})", t.pid, t.comm));
-    }
-    if let Some(w) = r.window_s {
-        head.push_str(&format!(", {w:.2} s sample"));
-    }
-    out.push_str(&head);
-    out.push('\n');
-    let incomplete: Vec<&str> = r
-        .sections
-        .get("preflight")
-        .and_then(|p| p["incomplete"].as_array())
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    if !incomplete.is_empty() {
-        out.push_str(&format!(
-            "INCOMPLETE: {} that could fail did not run: {} (why: the `skipped` lines below). \
-             A pass does not clear {}; run with the privilege named, or --strict to fail on it.\n",
-            if incomplete.len() == 1 {
-                "1 check".to_string()
-            } else {
-                format!("{} checks", incomplete.len())
-            },
-            incomplete.join(", "),
-            if incomplete.len() == 1 { "it" } else { "them" }
-        ));
-    }
-    for f in &r.findings {
-        out.push_str(&format!(
-            "{} {}: {}",
-            crate::report::color::severity(f.severity),
-            f.id,
-            f.title
-        ));
-        if !f.remedy.is_empty() {
-            out.push_str(&format!(" — fix: {}", f.remedy));
-        }
-        out.push('\n');
-        if verbose {
-            let width = f.evidence.keys().map(|k| k.len()).max().unwrap_or(0);
-            for (k, v) in &f.evidence {
-                let v = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                out.push_str(&format!("     {k:width$}  {v}\n"));
-            }
-            if let Some(p) = &f.predicted {
-                out.push_str(&format!("     predicted: {p}\n"));
-            }
-        }
-    }
-    for f in &r.ignored {
-        out.push_str(&format!(
-            "ignored {} {}: {}\n",
-            f.severity.label(),
-            f.id,
-            f.title
-        ));
-    }
-    for s in &r.skipped {
-        out.push_str(&format!("skipped {}: {}\n", s.check, s.reason));
-    }
-    // The directory probes' tables are the measurement a verdict on a --dir rests on.
-    for (name, text) in &r.section_text {
-        if name == "dir_probe" && !verbose {
-            out.push_str(text);
-        }
-    }
-    if verbose {
-        for (name, text) in &r.section_text {
-            out.push_str(&format!("{}\n{text}", name.to_uppercase()));
-            if !text.ends_with('\n') {
-                out.push('\n');
-            }
-        }
-    }
-    let count = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
-    let strict = r
-        .sections
-        .get("preflight")
-        .and_then(|p| p["strict"].as_bool())
-        .unwrap_or(false);
-    out.push_str(&format!(
-        "preflight: {} fail, {} warn, {} info; {} ignored, {} skipped{} -> exit {}\n",
-        count(Severity::Fail),
-        count(Severity::Warn),
-        count(Severity::Info),
-        r.ignored.len(),
-        r.skipped.len(),
-        if strict {
-            " (--strict: warnings fail)"
-        } else {
-            ""
-        },
-        r.exit_code
-    ));
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
-    use crate::traps::Id;
+    use crate::traps::{Id, Severity};
     use clap::Parser;
 
     fn parse(args: &[&str]) -> PreflightArgs {
@@ -1490,7 +1385,7 @@ mod tests {
                 r.sections["preflight"]["incomplete"],
                 json!(["fs.cwd-slow"])
             );
-            let t = render_text(&r, false);
+            let t = crate::report::preflight::render_text(&r, false);
             assert!(
                 t.lines().nth(1).unwrap().starts_with(
                     "INCOMPLETE: 1 check that could fail did not run: fs.cwd-slow (why:"
@@ -1537,7 +1432,7 @@ mod tests {
             reason: "needs CAP_SYSLOG".into(),
         });
         r.finish(&["cpu.affinity".into()], false);
-        let t = render_text(&r, false);
+        let t = crate::report::preflight::render_text(&r, false);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(
             lines[1],

@@ -103,7 +103,7 @@ fn text(mut doc: Value, file: &Path) -> Result<String> {
                 .sections
                 .get("preflight")
                 .and_then(|p| p["verbose"].as_bool());
-            super::preflight::render_text(&r, verbose.unwrap_or(false))
+            preflight::render_text(&r, verbose.unwrap_or(false))
         } else {
             report::text::render(&r)
         })

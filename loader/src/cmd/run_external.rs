@@ -8,7 +8,6 @@
 
 use std::{collections::BTreeMap, path::PathBuf};
 
-
 use crate::{
     error::{Error, Result},
     escape,

@@ -1,18 +1,21 @@
-//! The sections of a preflight report (`host`, `fpm`, `dir_probe`, `preflight`): each one struct
-//! whose JSON and text come from it, so `trapdetect report` on a saved preflight prints what
-//! the check printed.
+//! The preflight report's text and its sections (`host`, `fpm`, `dir_probe`, `preflight`): each
+//! section one struct whose JSON and text come from it, so `trapdetect report` on a saved
+//! preflight prints what the check printed.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::section::{Section, to_json};
+use super::{
+    Report,
+    section::{Section, to_json},
+};
 use crate::{
     host::{
         cpu::{CpuFreq, CpuHost, Turbo},
         dirprobe::{DirProbe, Op},
         host as hostinfo,
     },
-    traps::{self, dir_probe::Row, fpm::human_bytes},
+    traps::{self, Severity, dir_probe::Row, fpm::human_bytes},
 };
 
 /// The `host` section: CPUs, load, memory, virtualisation and the noise sample.
@@ -361,4 +364,109 @@ impl Section for PreflightSection {
     fn text(&self) -> String {
         format!("  elapsed {} ms\n", self.elapsed_ms)
     }
+}
+
+/// Text: one line per finding (fail first) with its remedy, then ignored and skipped checks,
+/// then a summary line. `verbose` adds each finding's evidence and the host facts.
+pub fn render_text(r: &Report, verbose: bool) -> String {
+    let mut out = String::new();
+    let mut head = format!("trapdetect {} preflight", r.version);
+    if let Some(t) = &r.target {
+        head.push_str(&format!(": pid {} ({})", t.pid, t.comm));
+    }
+    if let Some(w) = r.window_s {
+        head.push_str(&format!(", {w:.2} s sample"));
+    }
+    out.push_str(&head);
+    out.push('\n');
+    let incomplete: Vec<&str> = r
+        .sections
+        .get("preflight")
+        .and_then(|p| p["incomplete"].as_array())
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !incomplete.is_empty() {
+        out.push_str(&format!(
+            "INCOMPLETE: {} that could fail did not run: {} (why: the `skipped` lines below). \
+             A pass does not clear {}; run with the privilege named, or --strict to fail on it.\n",
+            if incomplete.len() == 1 {
+                "1 check".to_string()
+            } else {
+                format!("{} checks", incomplete.len())
+            },
+            incomplete.join(", "),
+            if incomplete.len() == 1 { "it" } else { "them" }
+        ));
+    }
+    for f in &r.findings {
+        out.push_str(&format!(
+            "{} {}: {}",
+            crate::report::color::severity(f.severity),
+            f.id,
+            f.title
+        ));
+        if !f.remedy.is_empty() {
+            out.push_str(&format!(" — fix: {}", f.remedy));
+        }
+        out.push('\n');
+        if verbose {
+            let width = f.evidence.keys().map(|k| k.len()).max().unwrap_or(0);
+            for (k, v) in &f.evidence {
+                let v = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                out.push_str(&format!("     {k:width$}  {v}\n"));
+            }
+            if let Some(p) = &f.predicted {
+                out.push_str(&format!("     predicted: {p}\n"));
+            }
+        }
+    }
+    for f in &r.ignored {
+        out.push_str(&format!(
+            "ignored {} {}: {}\n",
+            f.severity.label(),
+            f.id,
+            f.title
+        ));
+    }
+    for s in &r.skipped {
+        out.push_str(&format!("skipped {}: {}\n", s.check, s.reason));
+    }
+    // The directory probes' tables are the measurement a verdict on a --dir rests on.
+    for (name, text) in &r.section_text {
+        if name == "dir_probe" && !verbose {
+            out.push_str(text);
+        }
+    }
+    if verbose {
+        for (name, text) in &r.section_text {
+            out.push_str(&format!("{}\n{text}", name.to_uppercase()));
+            if !text.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+    }
+    let count = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
+    let strict = r
+        .sections
+        .get("preflight")
+        .and_then(|p| p["strict"].as_bool())
+        .unwrap_or(false);
+    out.push_str(&format!(
+        "preflight: {} fail, {} warn, {} info; {} ignored, {} skipped{} -> exit {}\n",
+        count(Severity::Fail),
+        count(Severity::Warn),
+        count(Severity::Info),
+        r.ignored.len(),
+        r.skipped.len(),
+        if strict {
+            " (--strict: warnings fail)"
+        } else {
+            ""
+        },
+        r.exit_code
+    ));
+    out
 }
