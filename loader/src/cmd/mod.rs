@@ -8,7 +8,6 @@ pub mod net_census;
 pub mod preflight;
 pub mod report;
 pub mod run;
-pub mod run_external;
 pub mod trace;
 pub mod version;
 pub mod wait_drain;

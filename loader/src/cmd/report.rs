@@ -151,7 +151,7 @@ fn section_text(
             typed::<crate::load::external::section::ExternalLoad>(v)
         }
         "load" => typed::<crate::load::Summary>(v),
-        "run" => typed::<crate::trace::run_section::RunSection>(v),
+        "run" => typed::<crate::trace::run::section::RunSection>(v),
         "sample" => typed::<crate::sample::SampleSection>(v),
         "host" => typed::<preflight::HostSection>(v),
         "fpm" => typed::<preflight::FpmSection>(v),
@@ -194,7 +194,7 @@ mod tests {
             Format, Totals,
             section::{ExternalLoad, ExternalResults},
         },
-        trace::run_section::RunSection,
+        trace::run::section::RunSection,
         traps::{
             Finding, Id, Severity,
             run::{RunObs, RunSecond},

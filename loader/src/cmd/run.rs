@@ -7,16 +7,16 @@ use std::{collections::BTreeMap, path::PathBuf};
 use trapdetect_common::offcpu::{CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_NAMES, NUM_CLASSES};
 
 use crate::{
-    cmd::run_external::{ExternalDriver, LoadSide},
     error::{Error, Result},
     escape,
     host::mounts::MountTable,
     load::{self, Plan, Running, Summary},
     probe::offcpu::classes_method_of,
     report::Report,
+    trace::run::external::{ExternalDriver, LoadSide},
     trace::{
         self, LoadDriver,
-        run_section::RunSection,
+        run::section::RunSection,
         seconds::{KernelSource, Sampler},
     },
     traps::{
@@ -737,7 +737,7 @@ fn quota_obs(k: &Sampler) -> Option<QuotaObs> {
 /// `run.classes_method`: `exact`, `syscall-entry`, `sampled` or `unknown`.
 fn method_name(method: u32) -> &'static str {
     if method == METHOD_SAMPLED {
-        return trace::run_section::METHOD_SAMPLED;
+        return trace::run::section::METHOD_SAMPLED;
     }
     trapdetect_common::offcpu::METHOD_NAMES
         .get(method as usize)

@@ -9,7 +9,7 @@ pub mod net;
 pub mod probe_load;
 pub mod quota;
 pub mod requests;
-pub mod run_section;
+pub mod run;
 pub mod seconds;
 mod session;
 
