@@ -1,0 +1,445 @@
+//! `run`'s join: the load's seconds and the kernel's, second by second, and the observations the
+//! run's rules read (the threads' time by class, the filesystems and locks waited on, the other
+//! processes on the target's CPUs, the quota).
+
+use std::collections::BTreeMap;
+
+use trapdetect_common::offcpu::{CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_NAMES, NUM_CLASSES};
+
+use super::external::LoadSide;
+use crate::{
+    escape,
+    host::mounts::MountTable,
+    report::Report,
+    trace::seconds::Sampler,
+    traps::{
+        self,
+        run::{FdPeakObs, FsLoad, LockLoad, ProcCpu, QuotaObs, RunObs, RunSecond},
+    },
+};
+
+/// `run.classes_method` when the blocked syscall was sampled from /proc.
+pub const METHOD_SAMPLED: u32 = u32::MAX;
+
+fn mount_name(mounts: &MountTable, dev: u32) -> String {
+    mounts
+        .by_dev(dev, &[])
+        .map(|i| mounts.mounts[i].mount_point_display())
+        .unwrap_or_else(|| format!("dev {}:{}", dev >> 20, dev & 0xfffff))
+}
+
+/// Joins the load's seconds with the kernel's and gathers the window totals.
+/// What the kernel's `served` column counts: requests on the target's own TCP ports where
+/// `tcp_probe` saw any, else the connections it accepted (php-fpm behind nginx: one per
+/// request).
+fn served_by_requests(k: &Sampler) -> bool {
+    k.seconds.iter().any(|s| s.served_requests > 0)
+}
+
+fn served_of(ks: &crate::trace::seconds::KernelSecond, by_requests: bool) -> u64 {
+    if by_requests {
+        ks.served_requests
+    } else {
+        ks.accepts
+    }
+}
+
+pub fn delivered_basis(side: &LoadSide, k: &Sampler) -> &'static str {
+    match (side.per_second_2xx, served_by_requests(k)) {
+        (true, _) => "generator-2xx",
+        (false, true) => "kernel-served-requests",
+        (false, false) => "kernel-accepted-connections",
+    }
+}
+
+/// Run's observations, gathered once from the load side, the kernel sampler and the trace's
+/// report: the joined timeline, the threads' time by class, the filesystems and lock objects
+/// waited on, the worker pool and the quota.
+pub fn observe(
+    s: &LoadSide,
+    k: &Sampler,
+    report: &Report,
+    mounts: &MountTable,
+    attached: bool,
+    pid: u32,
+) -> RunObs {
+    let others = Others::of(k, &s.client_pids);
+    let mut seconds = timeline(s, k, mounts, attached);
+    for r in &mut seconds {
+        if let Some(ks) = k.seconds.iter().find(|x| x.t_s == r.t_s) {
+            r.noise_cores = traps::round(others.noise_in(ks), 2);
+        }
+    }
+    let mut off_s = vec![0.0; NUM_CLASSES as usize];
+    let (mut on, mut runq) = (0.0, 0.0);
+    for ks in &k.seconds {
+        for (i, v) in ks.off_s.iter().enumerate() {
+            off_s[i] += v;
+        }
+        on += ks.on_cpu_s;
+        runq += ks.runq_s;
+    }
+    let window_s = k
+        .seconds
+        .iter()
+        .map(|x| x.dt_s)
+        .sum::<f64>()
+        .max(s.measured_s.min(1e-3));
+    let by_requests = served_by_requests(k);
+    // 2xx from the generator; where it gave only a summary, the kernel's served count. Kernel
+    // sampling stops when the window ends: every sampled second is in it.
+    let answered_window: u64 = if s.per_second_2xx {
+        // The generator's seconds inside the span the sampler covered (a late sampler's row
+        // covers several: counting only seconds with a row of their own made a clean server
+        // at 3,000/s look capped at 594/s).
+        s.seconds
+            .iter()
+            .filter(|p| (p.t_s as f64) < window_s - 1e-6)
+            .map(|p| p.ok_2xx)
+            .sum()
+    } else {
+        k.seconds.iter().map(|x| served_of(x, by_requests)).sum()
+    };
+    let path_off = off_s[trapdetect_common::offcpu::CLASS_PATH as usize];
+    RunObs {
+        seconds,
+        window_s,
+        // Online CPUs (the machine's), not trapdetect's own affinity.
+        cores: crate::util::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN).max(1) as f64,
+        offered_rate: s.offered_rate,
+        // 2xx while the kernel was watched: the drain after the window is not the ceiling.
+        delivered_rate: answered_window as f64 / window_s,
+        answered: answered_window,
+        off_s,
+        on_cpu_s: on,
+        runq_s: runq,
+        workers: k.workers(),
+        filesystems: filesystems(k, report, mounts, pid, path_off, answered_window),
+        locks: locks(k),
+        classified: attached,
+        quota: quota_obs(k),
+        exe: report
+            .target
+            .as_ref()
+            .map(|t| t.exe.clone())
+            .unwrap_or_default(),
+        allowed_cpus: k
+            .seconds
+            .iter()
+            .rev()
+            .find(|x| !x.allowed_cpus.is_empty())
+            .map(|x| x.allowed_cpus.clone())
+            .unwrap_or_default(),
+        noise: others.listed(k, false, window_s),
+        peers: others.listed(k, true, window_s),
+        fd_peak: k
+            .seconds
+            .iter()
+            .filter_map(|x| x.fd_peak.as_ref())
+            .max_by(|a, b| {
+                (a.open as f64 / a.soft.max(1) as f64)
+                    .total_cmp(&(b.open as f64 / b.soft.max(1) as f64))
+            })
+            .map(|p| FdPeakObs {
+                pid: p.pid,
+                comm: escape::bytes(&p.comm),
+                open: p.open,
+                soft: p.soft,
+            }),
+        accept_emfile: k.seconds.iter().map(|x| x.accept_emfile).sum(),
+        generator: s.generator.clone(),
+    }
+}
+
+/// The other processes that ran on the target's CPUs, split into the benchmark's own (the
+/// processes that woke its threads from a system call: its front end, its upstreams; and an
+/// external generator's tree; trapdetect is not among them) and noise (everything else).
+struct Others {
+    stack: std::collections::HashSet<u32>,
+}
+
+impl Others {
+    /// A process that woke the target's threads at least 10 times a second on average and for
+    /// 1 % of all such wakeups is a peer: it hands the server work or answers. An interrupt
+    /// that lands on a CPU hog wakes no one from the hog's system calls.
+    fn of(k: &Sampler, client: &[u32]) -> Others {
+        let window_s = k.seconds.iter().map(|x| x.dt_s).sum::<f64>().max(1.0);
+        let total: u64 = k.wakers.values().sum();
+        let mut stack: std::collections::HashSet<u32> = k
+            .wakers
+            .iter()
+            .filter(|(_, n)| **n as f64 >= 10.0 * window_s && **n as f64 >= 0.01 * total as f64)
+            .map(|(p, _)| *p)
+            .collect();
+        stack.extend(client.iter().copied());
+        Others { stack }
+    }
+
+    /// Cores that processes outside the benchmark took on the target's CPUs in `ks`.
+    fn noise_in(&self, ks: &crate::trace::seconds::KernelSecond) -> f64 {
+        ks.others
+            .iter()
+            .filter(|(p, _)| !self.stack.contains(p))
+            .map(|(_, c)| c)
+            .sum()
+    }
+
+    /// The peers (`stack`) or the noise, busiest first, with their mean cores over the window.
+    fn listed(&self, k: &Sampler, stack: bool, window_s: f64) -> Vec<ProcCpu> {
+        let mut by_pid: BTreeMap<u32, f64> = BTreeMap::new();
+        for ks in &k.seconds {
+            for (p, c) in &ks.others {
+                if self.stack.contains(p) == stack {
+                    *by_pid.entry(*p).or_default() += c * ks.dt_s;
+                }
+            }
+        }
+        let mut out: Vec<ProcCpu> = by_pid
+            .into_iter()
+            .map(|(pid, cs)| ProcCpu {
+                pid,
+                comm: k
+                    .others_window
+                    .get(&pid)
+                    .map(|(c, _)| escape::bytes(c))
+                    .unwrap_or_default(),
+                cores: traps::round(cs / window_s.max(1e-9), 3),
+                wakeups: stack.then(|| k.wakers.get(&pid).copied()).flatten(),
+            })
+            .filter(|p| p.cores > 0.0 || stack)
+            .collect();
+        if stack {
+            // Peers that woke the server without using its CPUs are still named.
+            for (pid, n) in &k.wakers {
+                if self.stack.contains(pid) && !out.iter().any(|p| p.pid == *pid) {
+                    out.push(ProcCpu {
+                        pid: *pid,
+                        comm: std::fs::read(format!("/proc/{pid}/comm"))
+                            .map(|c| escape::bytes(c.strip_suffix(b"\n").unwrap_or(&c)))
+                            .unwrap_or_default(),
+                        cores: 0.0,
+                        wakeups: Some(*n),
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| b.cores.total_cmp(&a.cores).then(a.pid.cmp(&b.pid)));
+        out.truncate(10);
+        out
+    }
+}
+
+/// The load side's seconds joined with the kernel's, each marked where its figures are
+/// incomplete.
+fn timeline(s: &LoadSide, k: &Sampler, mounts: &MountTable, attached: bool) -> Vec<RunSecond> {
+    let mut seconds: Vec<RunSecond> = s.seconds.clone();
+    let by_requests = served_by_requests(k);
+    for ks in &k.seconds {
+        let i = match seconds.iter().position(|r| r.t_s == ks.t_s) {
+            Some(i) => i,
+            None => {
+                seconds.push(RunSecond {
+                    t_s: ks.t_s,
+                    ..Default::default()
+                });
+                seconds.len() - 1
+            }
+        };
+        let r = &mut seconds[i];
+        let dt = ks.dt_s.max(1e-3);
+        r.served = Some(served_of(ks, by_requests));
+        r.cores_busy = traps::round(ks.cores_busy, 2);
+        r.target_cpus_busy = traps::round(ks.allowed_busy, 2);
+        r.target_cores = traps::round(ks.on_cpu_s / dt, 2);
+        r.run_queue = traps::round(ks.runq_s / dt, 2);
+        for (c, v) in CLASS_NAMES.iter().zip(ks.off_s.iter()) {
+            if *v > 0.0 {
+                r.off_cpu.insert(c, traps::round(v / dt, 2));
+            }
+        }
+        r.threads = ks.threads;
+        r.busy_threads = ks.busy_now;
+        r.path_calls = (ks.path_calls as f64 / dt).round() as u64;
+        for (d, n) in &ks.fuse_ops {
+            r.fs_ops
+                .insert(mount_name(mounts, *d), (*n as f64 / dt).round() as u64);
+        }
+        r.accept_queue = ks.accept_queue;
+        if let Some(t) = ks.throttle {
+            r.throttled_periods = Some(t.nr_throttled);
+            r.throttled_ms = Some(traps::round(t.throttled_us as f64 / 1e3, 1));
+        }
+        if ks.lost > 0 {
+            r.marks.push("lost-events");
+        }
+        // The sample came late (the sampler starved of CPU): the second's figures are
+        // rates over a longer span.
+        if ks.dt_s > 1.5 {
+            r.marks.push("late-sample");
+        }
+    }
+    for r in &mut seconds {
+        if attached && !k.seconds.iter().any(|ks| ks.t_s == r.t_s) {
+            r.marks.push("no-kernel-data");
+        }
+    }
+    seconds.sort_by_key(|r| r.t_s);
+    seconds
+}
+
+/// The filesystems the threads waited on. Time: the kernel's path-class off-CPU time of this
+/// window, shared out between mounts as the tracer's per-path attribution shares its path
+/// syscall time (a blocked walk's filesystem needs the path string), plus file I/O blocked on
+/// the mount's device. Operations: FUSE requests in the sampled seconds, per 2xx completed in
+/// them (a request that timed out on the client or got a fast 502 is not a served request).
+fn filesystems(
+    k: &Sampler,
+    report: &Report,
+    mounts: &MountTable,
+    pid: u32,
+    path_off: f64,
+    answered_window: u64,
+) -> Vec<FsLoad> {
+    let requests = report.requests.as_ref().and_then(|q| q.count).unwrap_or(0) as f64;
+    let row_s =
+        |row: &crate::report::FsRow| row.syscall_ms_per_request.unwrap_or(0.0) * requests / 1e3;
+    let all_rows_s: f64 = report.filesystems.iter().map(row_s).sum();
+    let window_keys = k.window_keys();
+    let in_window: Vec<&crate::trace::seconds::KernelSecond> = k.seconds.iter().collect();
+    // The directory the server was started in and stays in (its root process's; PHP's
+    // workers visit the docroot per request and come back).
+    let start_mount = std::fs::read_link(format!("/proc/{pid}/cwd"))
+        .ok()
+        .and_then(|c| {
+            mounts.depth_below_mount(&crate::host::mounts::normalize(
+                c.as_os_str().as_encoded_bytes(),
+            ))
+        })
+        .map(|(m, _)| mounts.mounts[m].mount_point_display());
+    report
+        .filesystems
+        .iter()
+        .map(|row| {
+            let dev = mounts
+                .mounts
+                .iter()
+                .find(|m| m.mount_point_display() == row.mount_point)
+                .map(|m| m.kernel_dev());
+            let file_io = window_keys.iter().filter(|(key, _)| {
+                key.class == trapdetect_common::offcpu::CLASS_FILE_IO && Some(key.dev) == dev
+            });
+            let file_io_s: f64 = file_io.clone().map(|(_, (ns, _))| *ns as f64 / 1e9).sum();
+            // fstat/read/close on its files that blocked: operations too, when no FUSE count
+            // says better.
+            let file_io_waits: u64 = file_io.map(|(_, (_, n))| *n).sum();
+            let share = if all_rows_s > 0.0 {
+                row_s(row) / all_rows_s
+            } else {
+                0.0
+            };
+            let counts: Vec<(u64, f64)> = match dev {
+                Some(d) => in_window
+                    .iter()
+                    .map(|x| (x.fuse_ops.get(&d).copied().unwrap_or(0), x.dt_s.max(1e-3)))
+                    .collect(),
+                None => vec![],
+            };
+            let fuse: u64 = counts.iter().map(|c| c.0).sum();
+            // Rates, not counts: the last second is partial.
+            let ops_per_s: Vec<u64> = counts
+                .iter()
+                .map(|(n, dt)| (*n as f64 / dt).round() as u64)
+                .collect();
+            let (ops, ops_kind, ops_per_s) = if fuse > 0 {
+                (fuse, "FUSE requests", ops_per_s)
+            } else {
+                // Lookups are only known for the whole trace: scale them to this window.
+                let scale = if requests > 0.0 {
+                    answered_window as f64 / requests
+                } else {
+                    0.0
+                };
+                (
+                    (row.lookups as f64 * scale).round() as u64 + file_io_waits,
+                    if file_io_waits > 0 {
+                        "lookups and blocked file I/O"
+                    } else {
+                        "lookups"
+                    },
+                    vec![],
+                )
+            };
+            FsLoad {
+                mount: row.mount_point.clone(),
+                fs_type: row.fs_type.clone(),
+                slow: row.slow.map(|x| x.describe().to_string()),
+                syscall_s: path_off * share + file_io_s,
+                ops,
+                ops_kind,
+                ops_per_s,
+                holds_start_cwd: start_mount.as_deref() == Some(row.mount_point.as_str()),
+            }
+        })
+        .collect()
+}
+
+/// The lock objects waited on: flock/fcntl locks by file, futexes together.
+fn locks(k: &Sampler) -> Vec<LockLoad> {
+    let mut locks: BTreeMap<String, LockLoad> = BTreeMap::new();
+    for (key, (ns, count)) in k.window_keys() {
+        let object = match key.class {
+            CLASS_FILE_LOCK => match k.lock_names.get(&(key.dev, key.ino)) {
+                Some(p) => escape::bytes(p),
+                None => format!(
+                    "inode {} on device {}:{} (closed before it could be named)",
+                    key.ino,
+                    key.dev >> 20,
+                    key.dev & 0xfffff
+                ),
+            },
+            CLASS_FUTEX => "a futex in user space".to_string(),
+            _ => continue,
+        };
+        let e = locks.entry(object.clone()).or_insert(LockLoad {
+            futex: key.class == CLASS_FUTEX,
+            object,
+            ..Default::default()
+        });
+        e.wait_s += ns as f64 / 1e9;
+        e.waits += count;
+    }
+    locks.into_values().collect()
+}
+
+/// The target's cgroup CPU quota and its throttling over the window.
+fn quota_obs(k: &Sampler) -> Option<QuotaObs> {
+    k.quota.as_ref().map(|q| {
+        let mut o = QuotaObs {
+            version: match q.version {
+                crate::host::cpu::CgroupVersion::V1 => "v1",
+                crate::host::cpu::CgroupVersion::V2 => "v2",
+            },
+            dir: escape::text(&q.level.dir),
+            quota_us: q.level.quota_us,
+            period_us: q.level.period_us,
+            ..Default::default()
+        };
+        for t in k.seconds.iter().filter_map(|x| x.throttle) {
+            o.nr_periods += t.nr_periods;
+            o.nr_throttled += t.nr_throttled;
+            o.throttled_us += t.throttled_us;
+        }
+        o
+    })
+}
+
+/// `run.classes_method`: `exact`, `syscall-entry`, `sampled` or `unknown`.
+pub fn method_name(method: u32) -> &'static str {
+    if method == METHOD_SAMPLED {
+        return super::section::METHOD_SAMPLED;
+    }
+    trapdetect_common::offcpu::METHOD_NAMES
+        .get(method as usize)
+        .copied()
+        .unwrap_or("unknown")
+}
