@@ -143,3 +143,16 @@ impl Drop for CpuCgroup {
         }
     }
 }
+
+/// The most cores a group limited to `quota_cpus` (over periods of `period_us`) can be seen
+/// using: the kernel hands the quota to each CPU in slices (kernel.sched_cfs_bandwidth_slice_us),
+/// so a group can run up to a slice per CPU past it in a period.
+pub fn most_cores(quota_cpus: f64, period_us: f64) -> f64 {
+    let slice_us: f64 = std::fs::read_to_string("/proc/sys/kernel/sched_cfs_bandwidth_slice_us")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let ncpu = std::thread::available_parallelism().unwrap().get() as f64;
+    quota_cpus + ncpu * slice_us / period_us
+}

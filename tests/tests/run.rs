@@ -477,13 +477,7 @@ fn a_cpu_quota_is_the_verdict_with_the_quota_and_its_throttling() {
     // Held to the quota, give or take the kernel's granularity: it hands the quota to each
     // CPU in slices (kernel.sched_cfs_bandwidth_slice_us), so a group can run up to a slice per
     // CPU past it in a period (0.26 cores was read once).
-    let slice_us: f64 = std::fs::read_to_string("/proc/sys/kernel/sched_cfs_bandwidth_slice_us")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let ncpu = std::thread::available_parallelism().unwrap().get() as f64;
-    let most = 0.2 + ncpu * slice_us / 100_000.0;
+    let most = trapdetect_e2e::cgroup::most_cores(0.2, 100_000.0);
     for t in loaded(&r).iter().skip(1) {
         assert!(t["throttled_periods"].is_u64(), "{t}");
         let c = t["target_cores"].as_f64().unwrap();

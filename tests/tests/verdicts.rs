@@ -745,13 +745,7 @@ fn a_cpu_quota_caps_gunicorn_and_is_the_cause() {
     // (kernel.sched_cfs_bandwidth_slice_us), so a group can run up to a slice per CPU past it
     // in a period (0.237 cores here once, 119 % of 0.2); unthrottled, the four CPU-bound
     // workers would take both CPUs.
-    let slice_us: f64 = std::fs::read_to_string("/proc/sys/kernel/sched_cfs_bandwidth_slice_us")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let ncpu = std::thread::available_parallelism().unwrap().get() as f64;
-    let bound = 0.2 + ncpu * slice_us / 100_000.0;
+    let bound = trapdetect_e2e::cgroup::most_cores(0.2, 100_000.0);
     let tgt = e["target_cores"].as_f64().unwrap();
     assert!(tgt <= bound, "target cores {tgt} > {bound}");
     // The ceiling is the quota's: 0.2 CPU over the CPU time a request took.
