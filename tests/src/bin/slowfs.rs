@@ -5,7 +5,12 @@
 //! them the way most FUSE filesystems do (sshfs: 1 s), and `--delay-us 0` answers at once: the
 //! fast, cached case whose walks the kernel serves from its dentry cache.
 //!
-//!     slowfs --backing DIR --mount MNT [--delay-us 200] [--ttl-ms 0] [--subtype slowfs] [--stats FILE]
+//!     slowfs --backing DIR --mount MNT [--delay-us 200] [--ttl-ms 0] [--subtype slowfs] [--stats FILE] [--realtime]
+//!
+//! `--realtime` runs the daemon SCHED_FIFO: each operation then takes its delay whatever else
+//! this host's CPUs are doing, as a remote filesystem's server does (a SCHED_OTHER daemon that
+//! wakes twice per operation waits for a CPU when the host is busy, so its service rate falls
+//! with the load that measures it).
 //!
 //! Unmounts on SIGTERM/SIGINT. `--stats FILE` is rewritten every 100 ms with the operations
 //! served so far, as JSON (`{"lookup": n, ...}`), for cross-checking trapdetect's counts.
@@ -278,6 +283,7 @@ struct Args {
     ttl_ms: u64,
     subtype: String,
     stats: Option<PathBuf>,
+    realtime: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -288,6 +294,7 @@ fn parse_args() -> Result<Args, String> {
         ttl_ms: 0,
         subtype: "slowfs".into(),
         stats: None,
+        realtime: false,
     };
     let mut it = std::env::args_os().skip(1);
     while let Some(flag) = it.next() {
@@ -312,11 +319,12 @@ fn parse_args() -> Result<Args, String> {
             }
             Some("--subtype") => a.subtype = val()?.to_string_lossy().into_owned(),
             Some("--stats") => a.stats = Some(val()?.into()),
+            Some("--realtime") => a.realtime = true,
             _ => return Err(format!("unknown argument {}", flag.to_string_lossy())),
         }
     }
     if a.backing.as_os_str().is_empty() || a.mount.as_os_str().is_empty() {
-        return Err("usage: slowfs --backing DIR --mount MNT [--delay-us N] [--ttl-ms N] [--subtype NAME] [--stats FILE]".into());
+        return Err("usage: slowfs --backing DIR --mount MNT [--delay-us N] [--ttl-ms N] [--subtype NAME] [--stats FILE] [--realtime]".into());
     }
     Ok(a)
 }
@@ -336,6 +344,17 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if args.realtime {
+        // Threads created from here on (fuser's session, the stats writer) inherit the policy.
+        let p = libc::sched_param { sched_priority: 1 };
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+            eprintln!(
+                "slowfs: --realtime: sched_setscheduler: {}",
+                std::io::Error::last_os_error()
+            );
+            std::process::exit(1);
+        }
+    }
     // Block the stop signals in every thread; the main thread waits for them with sigwait.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
     unsafe {
