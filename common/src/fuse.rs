@@ -21,6 +21,68 @@ pub const IN_PATH_CALL: u32 = 1 << 31;
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for FuseKey {}
 
+/// Requests of the traced processes already in flight on a connection when one more is sent,
+/// capped: the `ahead` of [`FuseQueueKey`] counts 0..=FUSE_AHEAD_MAX, the last bucket "this
+/// many or more".
+pub const FUSE_AHEAD_MAX: u32 = 15;
+
+/// Key of the `FUSE_SENT` map: one request in flight (`fuse:fuse_request_send` to
+/// `fuse:fuse_request_end`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FuseReq {
+    /// The connection (`dev_t`).
+    pub dev: u32,
+    /// Padding.
+    pub _pad: u32,
+    /// The request's `unique` id on that connection.
+    pub unique: u64,
+}
+
+/// Value of the `FUSE_SENT` map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FuseSent {
+    /// `bpf_ktime_get_ns` at send.
+    pub ts_ns: u64,
+    /// The traced processes' requests on the connection already in flight then (capped).
+    pub ahead: u32,
+    /// Padding.
+    pub _pad: u32,
+}
+
+/// Key of the `FUSE_QUEUE` map: latency of the traced processes' requests to one connection,
+/// by how many of theirs were already in flight when each was sent. A server that serves one
+/// request at a time answers each after those ahead of it (latency grows with `ahead`); one
+/// that serves several at once does not.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FuseQueueKey {
+    /// The connection (`dev_t`).
+    pub dev: u32,
+    /// Requests ahead at send, 0..=[`FUSE_AHEAD_MAX`].
+    pub ahead: u32,
+}
+
+/// Value of the `FUSE_QUEUE` map (per CPU: summed in user space).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FuseQueueVal {
+    /// Requests answered.
+    pub count: u64,
+    /// Their summed latency, send to end, ns.
+    pub sum_ns: u64,
+}
+
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for FuseReq {}
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for FuseSent {}
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for FuseQueueKey {}
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for FuseQueueVal {}
+
 /// Name of a FUSE opcode (include/uapi/linux/fuse.h).
 pub fn opcode_name(op: u32) -> &'static str {
     match op & !IN_PATH_CALL {

@@ -5,7 +5,7 @@
 use core::mem::{align_of, size_of};
 
 use crate::{
-    fuse::FuseKey,
+    fuse::{FuseKey, FuseQueueKey, FuseQueueVal, FuseReq, FuseSent},
     offcpu::{OffKey, OffVal, ThreadSlot},
     paths::{Inflight, PathEvent, PathKey, PathStat},
     tcp::{ConnectInflight, ConnectStat},
@@ -19,6 +19,10 @@ macro_rules! layout {
 
 layout! {
     FuseKey: 8, 4;
+    FuseReq: 16, 8;
+    FuseSent: 16, 8;
+    FuseQueueKey: 8, 4;
+    FuseQueueVal: 16, 8;
     PathKey: 16, 8;
     PathStat: 488, 8;
     Inflight: 40, 8;

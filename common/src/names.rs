@@ -10,6 +10,8 @@ pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";
 pub const PROG_SCHED_PROCESS_EXIT: &str = "sched_process_exit";
 /// Counts FUSE requests sent on behalf of traced processes.
 pub const PROG_FUSE_REQUEST_SEND: &str = "fuse_request_send";
+/// Times FUSE requests of traced processes by the requests ahead of them.
+pub const PROG_FUSE_REQUEST_END: &str = "fuse_request_end";
 /// Counts TCP state changes by port (`sock/inet_sock_set_state`).
 pub const PROG_INET_SOCK_SET_STATE: &str = "inet_sock_set_state";
 /// Counts payload the server's sockets receive on its ports (`tcp/tcp_probe`).
@@ -31,6 +33,13 @@ pub const MAP_COUNTERS: &str = "COUNTERS";
 pub const MAP_PATH_EVENTS: &str = "PATH_EVENTS";
 /// FUSE requests by (connection, opcode) (per-CPU hash).
 pub const MAP_FUSE_OPS: &str = "FUSE_OPS";
+/// FUSE requests of traced processes in flight, send to end (LRU hash).
+pub const MAP_FUSE_SENT: &str = "FUSE_SENT";
+/// Traced processes' FUSE requests in flight per connection (per-CPU hash: send adds on one
+/// CPU, end subtracts on another; the sum over CPUs is the count).
+pub const MAP_FUSE_INFLIGHT: &str = "FUSE_INFLIGHT";
+/// FUSE request latency by (connection, requests ahead) (per-CPU hash).
+pub const MAP_FUSE_QUEUE: &str = "FUSE_QUEUE";
 /// port-indexed array: 1 + slot of a watched port, 0 for the others.
 pub const MAP_PORT_SLOT: &str = "PORT_SLOT";
 /// Watched network namespaces by inode number.

@@ -44,7 +44,7 @@ impl SlowFs {
     /// Mounts a slowfs with `delay_us` per operation whose entries and attributes the kernel
     /// may cache for `ttl_ms` (0: it asks again on every walk).
     pub fn mount_with(delay_us: u64, ttl_ms: u64, setup: impl FnOnce(&Path)) -> SlowFs {
-        SlowFs::spawn(delay_us, ttl_ms, false, setup)
+        SlowFs::spawn(delay_us, ttl_ms, false, 1, setup)
     }
 
     /// Mounts a slowfs with `delay_us` per operation whose service time does not depend on
@@ -53,10 +53,22 @@ impl SlowFs {
     /// under another (a SCHED_OTHER daemon wakes twice per operation and waits for a CPU on a
     /// busy host: 660 µs per 200 µs operation was read once under a run, 362 µs under wrk).
     pub fn mount_remote(delay_us: u64, setup: impl FnOnce(&Path)) -> SlowFs {
-        SlowFs::spawn(delay_us, 0, true, setup)
+        SlowFs::spawn(delay_us, 0, true, 1, setup)
     }
 
-    fn spawn(delay_us: u64, ttl_ms: u64, realtime: bool, setup: impl FnOnce(&Path)) -> SlowFs {
+    /// As [`SlowFs::mount_remote`], answering `threads` operations at once (no global lock):
+    /// slow, but not serialized, as an NFS client with several RPCs in flight.
+    pub fn mount_parallel(delay_us: u64, threads: u32, setup: impl FnOnce(&Path)) -> SlowFs {
+        SlowFs::spawn(delay_us, 0, true, threads, setup)
+    }
+
+    fn spawn(
+        delay_us: u64,
+        ttl_ms: u64,
+        realtime: bool,
+        threads: u32,
+        setup: impl FnOnce(&Path),
+    ) -> SlowFs {
         let dir = TempDir::new("slowfs");
         let backing = dir.path().join("backing");
         let mount = dir.path().join("mnt");
@@ -79,6 +91,7 @@ impl SlowFs {
         if realtime {
             cmd.arg("--realtime");
         }
+        cmd.arg("--threads").arg(threads.to_string());
         unsafe {
             cmd.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);

@@ -161,6 +161,12 @@ fn chdir_stat_fstat_loop_is_counted_exactly_and_trusted() {
         !fuse_tp,
         "fuse_request_send attached exactly where the tracepoint exists: {missing:?}"
     );
+    // Its companion that times each request came with it.
+    assert_eq!(
+        names.contains(&"fuse_request_end".to_string()),
+        !has_tracepoint("fuse", "fuse_request_end"),
+        "fuse_request_end attached exactly where the tracepoint exists: {missing:?}"
+    );
     if kernel_version() >= (6, 13) {
         assert!(fuse_tp, "6.13+ has fuse/fuse_request_send");
     }
@@ -170,7 +176,7 @@ fn chdir_stat_fstat_loop_is_counted_exactly_and_trusted() {
         let since = linux_version_in(note)
             .unwrap_or_else(|| panic!("{p}: the note names the kernel that has it: {note}"));
         assert!(
-            since > kernel_version() || (p == "fuse_request_send" && !fuse_tp),
+            since > kernel_version() || (p.starts_with("fuse_request_") && !fuse_tp),
             "{p} not attached on {} though it needs only Linux {}.{}: {note}",
             kernel_release(),
             since.0,

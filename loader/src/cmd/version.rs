@@ -39,9 +39,15 @@ pub struct VersionArgs {
 
 /// Every helper the eBPF object may call, with the kernel that introduced it. A unit test
 /// checks that the object calls nothing missing from this list.
-/// Helpers only optional programs call (the off-CPU probes of `trapdetect run`, tp_btf): their
-/// absence degrades `run`'s classes, never `trace`.
+/// Helpers only optional programs call (the off-CPU probes of `trapdetect run`, tp_btf; the
+/// FUSE latency probe, whose tracepoint came in 6.13): their absence degrades `run`'s classes,
+/// never `trace`.
 const OPTIONAL_HELPERS: &[(BpfHelper, &str, &str)] = &[
+    (
+        BpfHelper::BPF_FUNC_map_lookup_percpu_elem,
+        "map_lookup_percpu_elem",
+        "5.19",
+    ),
     (BpfHelper::BPF_FUNC_task_pt_regs, "task_pt_regs", "5.15"),
     (
         BpfHelper::BPF_FUNC_get_current_task_btf,

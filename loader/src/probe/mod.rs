@@ -25,7 +25,7 @@ use aya::{
 };
 use trapdetect_common::{
     counters::NUM_COUNTERS,
-    fuse::FuseKey,
+    fuse::{FuseKey, FuseQueueKey, FuseQueueVal},
     hist::HIST_BUCKETS,
     names::*,
     offcpu::PROG_OFFCPU_SWITCH,
@@ -111,6 +111,12 @@ fn table() -> Vec<Entry> {
         attach: vec![("fuse", "fuse_request_send".into())],
         required: false,
         purpose: "FUSE requests measured at the filesystem (tracepoint since Linux 6.13)",
+    });
+    t.push(Entry {
+        program: PROG_FUSE_REQUEST_END.into(),
+        attach: vec![("fuse", "fuse_request_end".into())],
+        required: false,
+        purpose: "FUSE request latency by the requests ahead of each (tracepoint since Linux 6.13): whether a mount answers one request at a time",
     });
     t.push(Entry {
         program: PROG_INET_SOCK_SET_STATE.into(),
@@ -327,6 +333,8 @@ pub struct Counts {
     pub counters: Vec<u64>,
     /// FUSE requests by (connection, opcode).
     pub fuse: HashMap<FuseKey, u64>,
+    /// FUSE request latency by (connection, requests ahead): (requests, summed ns).
+    pub fuse_queue: HashMap<FuseQueueKey, (u64, u64)>,
 }
 
 /// Loaded and attached programs.
@@ -797,6 +805,18 @@ impl Probes {
             for kv in fuse.iter() {
                 let (k, v) = kv.map_err(|e| map_err(MAP_FUSE_OPS, e))?;
                 *c.fuse.entry(k).or_default() += v.iter().sum::<u64>();
+            }
+        }
+        if let Some(map) = self.ebpf.map(MAP_FUSE_QUEUE) {
+            let queue: PerCpuHashMap<&MapData, FuseQueueKey, FuseQueueVal> =
+                PerCpuHashMap::try_from(map).map_err(|e| map_err(MAP_FUSE_QUEUE, e))?;
+            for kv in queue.iter() {
+                let (k, v) = kv.map_err(|e| map_err(MAP_FUSE_QUEUE, e))?;
+                let e = c.fuse_queue.entry(k).or_default();
+                for x in v.iter() {
+                    e.0 += x.count;
+                    e.1 += x.sum_ns;
+                }
             }
         }
         Ok(c)

@@ -1501,6 +1501,7 @@ mod tests {
             lookups_per_second: 70.0,
             syscall_ms_per_request: Some(1.5),
             fuse_ops: vec![],
+            fuse_queue: vec![],
         });
         struct Host;
         impl crate::report::Section for Host {

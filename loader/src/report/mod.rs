@@ -116,6 +116,22 @@ pub struct FsRow {
     /// FUSE requests measured at the fuse tracepoint, per opcode.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fuse_ops: Vec<FuseOps>,
+    /// The traced processes' FUSE requests timed send to answer, by how many of theirs were
+    /// already in flight on the connection (fuse_request_end, Linux 6.13+).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fuse_queue: Vec<FuseQueueRow>,
+}
+
+/// FUSE requests sent with `ahead` of the traced processes' requests already in flight on the
+/// connection, and their mean latency.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FuseQueueRow {
+    /// Requests already in flight when these were sent (the last row: this many or more).
+    pub ahead: u32,
+    /// Requests.
+    pub count: u64,
+    /// Their mean latency, send to answer, µs.
+    pub mean_us: f64,
 }
 
 /// FUSE requests of one opcode on one connection.

@@ -311,6 +311,7 @@ pub fn filesystems(k: &Sampler, mounts: &MountTable, pid: u32) -> Vec<FsLoad> {
                 ops_per_s: vec![],
                 holds_start_cwd: start_mount
                     .is_some_and(|sm| mounts.mounts[sm].kernel_dev() == dev),
+                latency_by_ahead: vec![],
             })
         })
         .collect();

@@ -441,7 +441,14 @@ pub fn judge(model: Model, mounts: MountTable, top: usize) -> Report {
     });
     report.findings.extend(traps::fs::rules(&fs));
     report.syscalls = aggregate::syscall_rows(&fs.calls, &mounts, requests, window_s);
-    report.filesystems = aggregate::fs_rows(&fs.calls, &fs.fuse, &mounts, requests, window_s);
+    report.filesystems = aggregate::fs_rows(
+        &fs.calls,
+        &fs.fuse,
+        &std::collections::HashMap::new(),
+        &mounts,
+        requests,
+        window_s,
+    );
     report.paths = aggregate::path_rows(&fs.calls, &mounts, requests, top);
     let m = &mut report.measurement;
     m.trusted = true;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use trapdetect_common::{
-    fuse::{FuseKey, opcode_name},
+    fuse::{FuseKey, FuseQueueKey, opcode_name},
     paths::{PF_ABSOLUTE, PF_DIRFD, PF_NO_PATH, PF_NOFOLLOW, PF_UNREADABLE, PathKey, hash_path},
     syscalls::SYSCALLS,
 };
@@ -13,7 +13,7 @@ use crate::{
     escape,
     host::mounts::{MountTable, normalize, relative_lookups},
     probe::PathTotals,
-    report::{FsRow, FuseOps, PathRow, SyscallRow, latency, merge_hist},
+    report::{FsRow, FuseOps, FuseQueueRow, PathRow, SyscallRow, latency, merge_hist},
     traps::{
         fs::{Base, CallObs, FuseObs},
         round,
@@ -219,10 +219,47 @@ pub fn syscall_rows(
     rows
 }
 
+/// FUSE request latency by (mount, requests ahead), rows sorted by `ahead`.
+pub fn fuse_queue_rows(
+    queue: &HashMap<FuseQueueKey, (u64, u64)>,
+    mounts: &MountTable,
+) -> HashMap<usize, Vec<FuseQueueRow>> {
+    let mut by: HashMap<usize, Vec<FuseQueueRow>> = HashMap::new();
+    for (k, &(count, sum_ns)) in queue {
+        let Some(m) = mounts.by_dev(k.dev, &[]) else {
+            continue;
+        };
+        if count == 0 {
+            continue;
+        }
+        let rows = by.entry(m).or_default();
+        match rows.iter_mut().find(|r| r.ahead == k.ahead) {
+            Some(r) => {
+                let total = r.mean_us * r.count as f64 + sum_ns as f64 / 1e3;
+                r.count += count;
+                r.mean_us = total / r.count as f64;
+            }
+            None => rows.push(FuseQueueRow {
+                ahead: k.ahead,
+                count,
+                mean_us: sum_ns as f64 / 1e3 / count as f64,
+            }),
+        }
+    }
+    for rows in by.values_mut() {
+        rows.sort_by_key(|r| r.ahead);
+        for r in rows.iter_mut() {
+            r.mean_us = round(r.mean_us, 1);
+        }
+    }
+    by
+}
+
 /// The filesystem table: lookups per mount walked.
 pub fn fs_rows(
     calls: &[CallObs],
     fuse: &[FuseObs],
+    fuse_queue: &HashMap<usize, Vec<FuseQueueRow>>,
     mounts: &MountTable,
     requests: Option<u64>,
     window_s: f64,
@@ -239,6 +276,7 @@ pub fn fs_rows(
     }
     let mut idx: Vec<usize> = lookups.keys().chain(time_ns.keys()).copied().collect();
     idx.extend(fuse.iter().filter_map(|f| f.mount));
+    idx.extend(fuse_queue.keys());
     idx.sort();
     idx.dedup();
     let mut rows: Vec<FsRow> = idx
@@ -268,6 +306,7 @@ pub fn fs_rows(
                         per_second: per_second(f.count as f64, window_s, 1),
                     })
                     .collect(),
+                fuse_queue: fuse_queue.get(&m).cloned().unwrap_or_default(),
             }
         })
         .collect();
@@ -394,7 +433,7 @@ mod tests {
         );
         let root = mounts.mount_of(b"/").unwrap();
         assert_eq!(open.walk, vec![(root, 2), (nfs, 2)]);
-        let rows = fs_rows(&r.calls, &[], &mounts, Some(10), 1.0);
+        let rows = fs_rows(&r.calls, &[], &HashMap::new(), &mounts, Some(10), 1.0);
         let nfs_row = rows.iter().find(|f| f.fs_type == "nfs4").unwrap();
         // openat: 10 calls × 2 + newfstatat: 20 × 2 = 60 lookups on NFS, 6 per request.
         assert_eq!(nfs_row.lookups, 60);

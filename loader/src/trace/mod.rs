@@ -347,7 +347,15 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
     });
     report.findings.extend(traps::fs::rules(&fs));
     report.syscalls = aggregate::syscall_rows(&fs.calls, &mounts, requests, window_s);
-    report.filesystems = aggregate::fs_rows(&fs.calls, &fs.fuse, &mounts, requests, window_s);
+    let fuse_queue = aggregate::fuse_queue_rows(&counts.fuse_queue, &mounts);
+    report.filesystems = aggregate::fs_rows(
+        &fs.calls,
+        &fs.fuse,
+        &fuse_queue,
+        &mounts,
+        requests,
+        window_s,
+    );
     report.paths = aggregate::path_rows(&fs.calls, &mounts, requests, opts.top);
     net::finish(net_start, armed, net_measured, &probe_rows, report);
     report.add(&cost::section(&tracer_cost, requests));

@@ -129,6 +129,76 @@ pub struct FsLoad {
     /// The directory the server was started in (and returns to) is on this mount: the remedy
     /// is to start it elsewhere; otherwise what requests touch lives here and must move.
     pub holds_start_cwd: bool,
+    /// The traced processes' requests to it timed one by one, by the requests ahead of each
+    /// (FUSE, Linux 6.13+; empty elsewhere).
+    pub latency_by_ahead: Vec<AheadLatency>,
+}
+
+/// Requests sent with `ahead` others already in flight, and their mean latency.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AheadLatency {
+    /// Requests in flight when these were sent.
+    pub ahead: u32,
+    /// Requests.
+    pub count: u64,
+    /// Mean latency, send to answer, µs.
+    pub mean_us: f64,
+}
+
+/// How a mount's latency grew with the requests ahead of each. A mount that is saturated
+/// (whatever it serves at once) answers in order at its rate: each request ahead delays the
+/// next by one departure interval (1 ÷ its rate). One with room answers each in its own time,
+/// however many are ahead. `index` is the measured growth per request ahead in departure
+/// intervals: about 1 queued, about 0 side by side.
+#[derive(Clone, Debug, PartialEq)]
+struct QueueGrowth {
+    lo: AheadLatency,
+    hi: AheadLatency,
+    /// Latency added per request ahead, µs (least squares over the buckets seen, by count).
+    slope_us: f64,
+    /// The departure interval at the measured rate, µs.
+    interval_us: f64,
+    index: f64,
+}
+
+/// The growth across the requests-ahead buckets seen often enough (2 % of the requests, 20 at
+/// least) at `rate` requests per second; None without two such or without a rate.
+fn queue_growth(by_ahead: &[AheadLatency], rate: f64) -> Option<QueueGrowth> {
+    let total: u64 = by_ahead.iter().map(|b| b.count).sum();
+    let enough = (total / 50).max(20);
+    let seen: Vec<&AheadLatency> = by_ahead
+        .iter()
+        .filter(|b| b.count >= enough && b.mean_us > 0.0)
+        .collect();
+    let lo = (*seen.iter().min_by_key(|b| b.ahead)?).clone();
+    let hi = (*seen.iter().max_by_key(|b| b.ahead)?).clone();
+    if hi.ahead == lo.ahead || rate <= 0.0 {
+        return None;
+    }
+    let n: f64 = seen.iter().map(|b| b.count as f64).sum();
+    let mx = seen
+        .iter()
+        .map(|b| b.count as f64 * b.ahead as f64)
+        .sum::<f64>()
+        / n;
+    let my = seen.iter().map(|b| b.count as f64 * b.mean_us).sum::<f64>() / n;
+    let sxy: f64 = seen
+        .iter()
+        .map(|b| b.count as f64 * (b.ahead as f64 - mx) * (b.mean_us - my))
+        .sum();
+    let sxx: f64 = seen
+        .iter()
+        .map(|b| b.count as f64 * (b.ahead as f64 - mx).powi(2))
+        .sum();
+    let slope_us = sxy / sxx;
+    let interval_us = 1e6 / rate;
+    Some(QueueGrowth {
+        lo,
+        hi,
+        slope_us,
+        interval_us,
+        index: slope_us / interval_us,
+    })
 }
 
 /// A lock object and the time spent waiting for it.
@@ -748,8 +818,12 @@ struct FsQueue {
     /// sustained; below that, a serialized server is busy at most `waiters` of the time, so
     /// it could do rate ÷ waiters (its service time, not the queued latency).
     capacity: f64,
-    /// Its rate stayed flat while more than 1.2 threads waited: one daemon thread or one lock.
+    /// Its requests queue for it (saturated, one at a time or a few): measured where each
+    /// request was timed (latency grows with the requests ahead, half a departure interval
+    /// each or more), else its rate stayed flat while more than 1.2 threads waited.
     serialized: bool,
+    /// The per-request measurement, when there was one.
+    growth: Option<QueueGrowth>,
 }
 
 fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
@@ -768,7 +842,8 @@ fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
     let capacity = if l >= 1.0 { rate } else { rate / l.max(1e-9) };
     // Flat: the steady seconds' mean deviation within 40 % of their median (the first
     // second ramps up; docs/run.md).
-    let serialized = l > 1.2 && {
+    let growth = queue_growth(&fs.latency_by_ahead, window_rate);
+    let flat = l > 1.2 && {
         let steady = if loaded.len() >= 3 {
             &loaded[1..]
         } else {
@@ -778,11 +853,18 @@ fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
         let spread = steady.iter().map(|x| (x - m).abs()).sum::<f64>() / steady.len().max(1) as f64;
         m > 0.0 && spread <= 0.4 * m
     };
+    // A flat rate is also what a pool whose every worker waits on a mount that answers them
+    // side by side shows: where requests were timed, their latency decides.
+    let serialized = match &growth {
+        Some(g) => l > 1.2 && g.index >= 0.5,
+        None => flat,
+    };
     Some(FsQueue {
         waiters: l,
         window_rate,
         capacity,
         serialized,
+        growth,
     })
 }
 
@@ -795,6 +877,8 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
         return None;
     }
     let (window_rate, capacity, serialized) = (q.window_rate, q.capacity, q.serialized);
+    // Measured side by side: the threads queue in the server's pool, not on the mount.
+    let side_by_side = q.growth.as_ref().is_some_and(|g| g.index < 0.5);
     let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
     let mut f = with_shares(
         {
@@ -806,10 +890,13 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
                 fs.mount,
                 fs.fs_type,
                 fs.slow.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
-                if serialized {
-                    ": its operations are serialized (flat rate while waiters queue)"
-                } else {
-                    ""
+                match (&q.growth, serialized) {
+                    (Some(_), true) =>
+                        ": its requests queue (latency grows by a departure interval per request ahead)",
+                    (None, true) => ": its operations are serialized (flat rate while waiters queue)",
+                    (Some(_), false) if l > 1.2 =>
+                        ": it answers them side by side (latency flat with the requests ahead), each slow",
+                    _ => "",
                 }
             ),
             );
@@ -830,6 +917,29 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
     .with("capacity_ops_per_s", round(capacity, 1))
     .with_opt("ops_per_request", per_req.map(|v| round(v, 2)))
     .with("delivered_per_s", round(o.delivered_rate, 1))
+    .with_opt("latency_us_by_requests_ahead", (!fs.latency_by_ahead.is_empty()).then(|| {
+        fs.latency_by_ahead
+            .iter()
+            .map(|b| (b.ahead.to_string(), serde_json::Value::from(round(b.mean_us, 1))))
+            .collect::<serde_json::Map<_, _>>()
+    }))
+    .with_opt("queue_growth", q.growth.as_ref().map(|g| round(g.index, 2)))
+    .with(
+        "serialized_basis",
+        match &q.growth {
+            Some(g) => format!(
+                "FUSE requests timed one by one: {:.0} µs with {} ahead, {:.0} µs with {} ahead, {:.0} µs more per request ahead; queued in order each would add a departure interval ({:.0} µs at {:.0} requests/s), side by side nothing",
+                g.lo.mean_us,
+                g.lo.ahead,
+                g.hi.mean_us,
+                g.hi.ahead,
+                g.slope_us,
+                g.interval_us,
+                window_rate,
+            ),
+            None => "its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)".to_string(),
+        },
+    )
     .with(
         "cause",
         if fs.holds_start_cwd {
@@ -854,13 +964,18 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
         // Below one thread waiting on average the mount is not what saturates: the workers
         // are, each request holding one through its wait on the mount (one gunicorn worker
         // reading a template on FUSE: 244 req/s delivered where the mount could serve 350).
-        let pool = (l < 1.0 && o.workers > 0 && o.busy_s() > 0.0)
+        // Measured side by side, the same: what holds the pool is each request's own time
+        // there, whatever the threads waiting.
+        let pool = ((l < 1.0 || side_by_side) && o.workers > 0 && o.busy_s() > 0.0)
             .then(|| o.workers as f64 * o.answered as f64 / o.busy_s())
-            .filter(|p| *p < mount);
+            .filter(|p| side_by_side || *p < mount);
         let predicted = pool.unwrap_or(mount);
         f = f
             .with("predicted_ceiling_per_s", round(predicted, 1))
-            .with("mount_ceiling_per_s", round(mount, 1))
+            .with_opt(
+                "mount_ceiling_per_s",
+                (!side_by_side).then(|| round(mount, 1)),
+            )
             .predict(match pool {
                 None => format!(
                     "ceiling ≈ {:.0} {} /s ÷ {:.2} per request ≈ {:.0} req/s (delivered {:.0} req/s; Little's law: {:.1} threads ≈ {:.0} ops/s × {:.2} ms)",
@@ -874,13 +989,18 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
                     if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
                 ),
                 Some(p) => format!(
-                    "ceiling ≈ {} workers ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); the mount alone could serve {mount:.0} req/s",
+                    "ceiling ≈ {} workers ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); {}",
                     o.workers,
                     o.busy_s() / o.answered.max(1) as f64 * 1e3,
                     o.delivered_rate,
                     fs.syscall_s / o.answered.max(1) as f64 * 1e3,
                     fs.mount,
                     pct(fs.syscall_s, o.busy_s()),
+                    if side_by_side {
+                        "the mount answered them side by side: more workers raise the ceiling, a native filesystem more".to_string()
+                    } else {
+                        format!("the mount alone could serve {mount:.0} req/s")
+                    },
                 ),
             });
     }
@@ -1523,10 +1643,114 @@ mod tests {
                 ops_kind: "FUSE requests",
                 ops_per_s: vec![4680; 10],
                 holds_start_cwd: true,
+                latency_by_ahead: vec![],
             }],
             classified: true,
             ..Default::default()
         }
+    }
+
+    /// FUSE latency by requests ahead as `(ahead, mean µs)`, 1,000 requests each.
+    fn by_ahead(pairs: &[(u32, f64)]) -> Vec<AheadLatency> {
+        pairs
+            .iter()
+            .map(|&(ahead, mean_us)| AheadLatency {
+                ahead,
+                count: 1000,
+                mean_us,
+            })
+            .collect()
+    }
+
+    /// Recorded (gunicorn, 4 sync workers, cwd 7 deep in slowfs, flooded): a daemon serving
+    /// one request at a time (200 µs), two at a time (1 ms) and eight at a time (1 ms).
+    const ONE_AT_A_TIME: &[(u32, f64)] = &[
+        (0, 240.8),
+        (1, 580.2),
+        (2, 873.0),
+        (3, 1077.3),
+        (4, 1512.1),
+        (5, 1665.7),
+        (6, 1856.6),
+        (7, 1985.9),
+    ];
+    const TWO_AT_A_TIME: &[(u32, f64)] = &[
+        (0, 1010.1),
+        (1, 1033.2),
+        (2, 1840.5),
+        (3, 2125.3),
+        (4, 2978.2),
+        (5, 3447.3),
+        (6, 4031.0),
+        (7, 4567.5),
+    ];
+    const EIGHT_AT_A_TIME: &[(u32, f64)] = &[
+        (0, 1466.7),
+        (1, 1216.7),
+        (2, 1044.8),
+        (3, 964.4),
+        (4, 1203.1),
+        (5, 1222.0),
+        (6, 1215.6),
+        (7, 1147.9),
+    ];
+
+    #[test]
+    fn latency_growing_a_departure_interval_per_request_ahead_is_a_queue() {
+        // Rates measured with them: 3,738, 1,863 and 3,896 FUSE requests/s.
+        let one = queue_growth(&by_ahead(ONE_AT_A_TIME), 3738.0).unwrap();
+        let two = queue_growth(&by_ahead(TWO_AT_A_TIME), 1863.0).unwrap();
+        let eight = queue_growth(&by_ahead(EIGHT_AT_A_TIME), 3896.0).unwrap();
+        // Least squares over equal counts: ~255 µs per request ahead against an interval of
+        // 267.5 µs.
+        assert!((one.slope_us - 254.9).abs() < 0.05, "{one:?}");
+        assert!((one.interval_us - 267.5).abs() < 0.1, "{one:?}");
+        assert!((0.9..1.0).contains(&one.index), "{one:?}");
+        // Two at a time, saturated: a queue all the same (more workers would not help).
+        assert!(two.index > 0.9, "{two:?}");
+        // Eight at a time with four workers: nothing queues at the mount.
+        assert!(eight.index.abs() < 0.1, "{eight:?}");
+        assert_eq!((one.lo.ahead, one.hi.ahead), (0, 7));
+        // One bucket is no growth; a rare bucket is not counted.
+        assert!(queue_growth(&by_ahead(&[(2, 900.0)]), 3000.0).is_none());
+        let mut rare = by_ahead(&[(0, 240.0), (1, 500.0)]);
+        rare.push(AheadLatency {
+            ahead: 9,
+            count: 10,
+            mean_us: 90_000.0,
+        });
+        assert_eq!(queue_growth(&rare, 3000.0).unwrap().hi.ahead, 1);
+    }
+
+    #[test]
+    fn a_mount_answering_side_by_side_is_slow_ops_with_the_pool_as_ceiling() {
+        // The same flat rate and the same waiters as fuse_flood, but each request timed: a
+        // flat latency says the five workers queue in the pool, not on the mount.
+        let mut o = fuse_flood();
+        o.filesystems[0].latency_by_ahead = by_ahead(EIGHT_AT_A_TIME);
+        let f = rules(&o);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        let x = &f[0];
+        assert_eq!(x.id, "fs.slow-ops");
+        // -17 µs per request ahead at 4,680 requests/s (an interval of 214 µs).
+        assert_eq!(x.evidence["queue_growth"], -0.08);
+        assert!(x.evidence.get("mount_ceiling_per_s").is_none(), "{x:#?}");
+        // 5 workers over 49.5 busy thread-seconds for 5,200 requests.
+        assert_eq!(x.evidence["predicted_ceiling_per_s"], 525.3);
+        assert!(
+            x.predicted
+                .as_deref()
+                .unwrap()
+                .contains("more workers raise the ceiling"),
+            "{:?}",
+            x.predicted
+        );
+        // Growing latency: the queue on the mount, as the flat rate said.
+        o.filesystems[0].latency_by_ahead = by_ahead(ONE_AT_A_TIME);
+        let f = rules(&o);
+        assert_eq!(f[0].id, "fs.serialized");
+        assert_eq!(f[0].evidence["latency_us_by_requests_ahead"]["3"], 1077.3);
+        assert_eq!(f[0].evidence["predicted_ceiling_per_s"], 520.0);
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //! them the way most FUSE filesystems do (sshfs: 1 s), and `--delay-us 0` answers at once: the
 //! fast, cached case whose walks the kernel serves from its dentry cache.
 //!
-//!     slowfs --backing DIR --mount MNT [--delay-us 200] [--ttl-ms 0] [--subtype slowfs] [--stats FILE] [--realtime]
+//!     slowfs --backing DIR --mount MNT [--delay-us 200] [--ttl-ms 0] [--subtype slowfs] [--stats FILE] [--threads N] [--realtime]
+//!
+//! `--threads N` serves N operations at once (N daemon threads, no global lock): a slow
+//! filesystem that is not serialized, as an NFS client with several RPCs in flight.
 //!
 //! `--realtime` runs the daemon SCHED_FIFO: each operation then takes its delay whatever else
 //! this host's CPUs are doing, as a remote filesystem's server does (a SCHED_OTHER daemon that
@@ -49,7 +52,8 @@ struct SlowFs {
     delay: Duration,
     /// Entry and attribute TTL handed to the kernel.
     ttl: Duration,
-    lock: Mutex<()>,
+    /// The one operation at a time; None with `--threads N` above 1.
+    lock: Option<Mutex<()>>,
     inodes: Mutex<Inodes>,
     files: Mutex<HashMap<u64, File>>,
     next_fh: AtomicU64,
@@ -97,9 +101,12 @@ fn attr(ino: u64, md: &std::fs::Metadata) -> FileAttr {
 }
 
 impl SlowFs {
-    /// Serializes and delays one operation, counting it.
-    fn op(&self, idx: usize) -> std::sync::MutexGuard<'_, ()> {
-        let g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+    /// Serializes (unless `--threads`) and delays one operation, counting it.
+    fn op(&self, idx: usize) -> Option<std::sync::MutexGuard<'_, ()>> {
+        let g = self
+            .lock
+            .as_ref()
+            .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()));
         self.counts[idx].fetch_add(1, Ordering::Relaxed);
         std::thread::sleep(self.delay);
         g
@@ -284,6 +291,7 @@ struct Args {
     subtype: String,
     stats: Option<PathBuf>,
     realtime: bool,
+    threads: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -295,6 +303,7 @@ fn parse_args() -> Result<Args, String> {
         subtype: "slowfs".into(),
         stats: None,
         realtime: false,
+        threads: 1,
     };
     let mut it = std::env::args_os().skip(1);
     while let Some(flag) = it.next() {
@@ -320,11 +329,19 @@ fn parse_args() -> Result<Args, String> {
             Some("--subtype") => a.subtype = val()?.to_string_lossy().into_owned(),
             Some("--stats") => a.stats = Some(val()?.into()),
             Some("--realtime") => a.realtime = true,
+            Some("--threads") => {
+                a.threads = val()?
+                    .to_string_lossy()
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| "--threads: a count from 1".to_string())?
+            }
             _ => return Err(format!("unknown argument {}", flag.to_string_lossy())),
         }
     }
     if a.backing.as_os_str().is_empty() || a.mount.as_os_str().is_empty() {
-        return Err("usage: slowfs --backing DIR --mount MNT [--delay-us N] [--ttl-ms N] [--subtype NAME] [--stats FILE] [--realtime]".into());
+        return Err("usage: slowfs --backing DIR --mount MNT [--delay-us N] [--ttl-ms N] [--subtype NAME] [--stats FILE] [--threads N] [--realtime]".into());
     }
     Ok(a)
 }
@@ -375,7 +392,7 @@ fn main() {
     let fs = SlowFs {
         delay: Duration::from_micros(args.delay_us),
         ttl: Duration::from_millis(args.ttl_ms),
-        lock: Mutex::new(()),
+        lock: (args.threads == 1).then(|| Mutex::new(())),
         inodes: Mutex::new(inodes),
         files: Mutex::new(HashMap::new()),
         next_fh: AtomicU64::new(1),
@@ -390,6 +407,7 @@ fn main() {
         MountOption::RO,
     ];
     config.acl = fuser::SessionACL::All;
+    config.n_threads = Some(args.threads);
     let session = match fuser::spawn_mount(fs, &args.mount, &config) {
         Ok(s) => s,
         Err(e) => {

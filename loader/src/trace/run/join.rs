@@ -14,7 +14,7 @@ use crate::{
     trace::seconds::Sampler,
     traps::{
         self,
-        run::{FdPeakObs, FsLoad, LockLoad, ProcCpu, QuotaObs, RunObs, RunSecond},
+        run::{AheadLatency, FdPeakObs, FsLoad, LockLoad, ProcCpu, QuotaObs, RunObs, RunSecond},
     },
 };
 
@@ -378,6 +378,15 @@ fn filesystems(
                 ops_kind,
                 ops_per_s,
                 holds_start_cwd: start_mount.as_deref() == Some(row.mount_point.as_str()),
+                latency_by_ahead: row
+                    .fuse_queue
+                    .iter()
+                    .map(|q| AheadLatency {
+                        ahead: q.ahead,
+                        count: q.count,
+                        mean_us: q.mean_us,
+                    })
+                    .collect(),
             }
         })
         .collect()
