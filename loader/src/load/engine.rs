@@ -218,63 +218,20 @@ pub fn start(plan: Plan) -> Result<Running> {
     let addr = plan.resolve()?;
     let connector = plan.connector(addr.clone())?;
     let fd = raise_fd_limit()?;
-    let need = plan.closed_loop.map_or(0, |n| n as u64) + FD_RESERVE;
-    if fd.soft < need {
-        return Err(Error::usage(format!(
-            "the file descriptor limit is too low: RLIMIT_NOFILE is {} (hard {}), this run needs \
-             at least {need}; raise it (ulimit -n, LimitNOFILE=) or lower -c",
-            fd.soft, fd.hard
-        )));
-    }
-    let usable = fd.soft.saturating_sub(FD_RESERVE);
-    let budget = plan.budget(usable);
-    if budget as u64 > usable {
-        return Err(Error::usage(format!(
-            "--max-connections {budget} exceeds the file descriptor limit: RLIMIT_NOFILE is {} \
-             (hard {}), {FD_RESERVE} are kept for the rest; raise it (ulimit -n, LimitNOFILE=) \
-             or lower --max-connections",
-            fd.soft, fd.hard
-        )));
-    }
+    let budget = fd_budget(&plan, &fd)?;
     let connect_rate = plan.connect_rate_for(budget);
     let lanes_n = match plan.closed_loop {
         Some(c) => plan.threads.min(c),
         None => plan.threads,
     }
     .min(budget);
-    let setup = |call: &str, source: std::io::Error| Error::Syscall {
-        call: call.into(),
-        source,
-    };
-    let mut runtimes = Vec::with_capacity(lanes_n);
-    for _ in 0..lanes_n {
-        runtimes.push(
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| setup("create a load generator runtime", e))?,
-        );
-    }
+    let runtimes = runtimes(lanes_n)?;
     let requests: Arc<[Box<[u8]>]> = plan.requests().into();
     let warmup_ns = clock::ns(plan.warmup);
     let span_ns = warmup_ns + clock::ns(plan.duration);
-    let seconds = (clock::ns(plan.duration + plan.timeout) / 1_000_000_000 + 3) as usize;
     // A short lead so the first instant is not already late when the lanes start.
     let start_ns = mono_ns() + 5_000_000;
-    let shared = Arc::new(Shared {
-        timeout: plan.timeout,
-        wait_bound: plan.wait_bound(),
-        lag_budget_ns: clock::ns(plan.lag_budget),
-        samples: plan.samples.clone(),
-        stop: AtomicBool::new(false),
-        stop_ns: AtomicU64::new(0),
-        in_flight: AtomicU64::new(0),
-        in_flight_max: AtomicU64::new(0),
-        peaks: (0..seconds).map(|_| AtomicU64::new(0)).collect(),
-        seconds: Seconds::new(lanes_n),
-        measured_start_ns: start_ns + warmup_ns,
-        end_ns: start_ns + span_ns,
-    });
+    let shared = Arc::new(new_shared(&plan, lanes_n, start_ns, warmup_ns, span_ns));
     let weights = plan.weights();
     let mut lanes = vec![];
     let mut work = vec![];
@@ -339,6 +296,85 @@ pub fn start(plan: Plan) -> Result<Running> {
         lanes.push(lane.clone());
         work.push((rt, lane, source, workers));
     }
+    let threads = spawn_lanes(work, &shared)?;
+    Ok(Running {
+        statics: Some(statics(&plan, &addr, budget, connect_rate, fd)),
+        shared,
+        lanes,
+        threads,
+    })
+}
+
+/// A setup call's error.
+fn setup(call: &str, source: std::io::Error) -> Error {
+    Error::Syscall {
+        call: call.into(),
+        source,
+    }
+}
+
+/// The connection budget the descriptor limit `fd` leaves the plan, or why it is too low.
+fn fd_budget(plan: &Plan, fd: &FdLimit) -> Result<usize> {
+    let need = plan.closed_loop.map_or(0, |n| n as u64) + FD_RESERVE;
+    if fd.soft < need {
+        return Err(Error::usage(format!(
+            "the file descriptor limit is too low: RLIMIT_NOFILE is {} (hard {}), this run needs \
+             at least {need}; raise it (ulimit -n, LimitNOFILE=) or lower -c",
+            fd.soft, fd.hard
+        )));
+    }
+    let usable = fd.soft.saturating_sub(FD_RESERVE);
+    let budget = plan.budget(usable);
+    if budget as u64 > usable {
+        return Err(Error::usage(format!(
+            "--max-connections {budget} exceeds the file descriptor limit: RLIMIT_NOFILE is {} \
+             (hard {}), {FD_RESERVE} are kept for the rest; raise it (ulimit -n, LimitNOFILE=) \
+             or lower --max-connections",
+            fd.soft, fd.hard
+        )));
+    }
+    Ok(budget)
+}
+
+/// One single-threaded runtime per lane.
+fn runtimes(lanes_n: usize) -> Result<Vec<tokio::runtime::Runtime>> {
+    let mut runtimes = Vec::with_capacity(lanes_n);
+    for _ in 0..lanes_n {
+        runtimes.push(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| setup("create a load generator runtime", e))?,
+        );
+    }
+    Ok(runtimes)
+}
+
+/// The lanes' shared state for a run whose lanes start at `start_ns`.
+fn new_shared(plan: &Plan, lanes_n: usize, start_ns: u64, warmup_ns: u64, span_ns: u64) -> Shared {
+    let seconds = (clock::ns(plan.duration + plan.timeout) / 1_000_000_000 + 3) as usize;
+    Shared {
+        timeout: plan.timeout,
+        wait_bound: plan.wait_bound(),
+        lag_budget_ns: clock::ns(plan.lag_budget),
+        samples: plan.samples.clone(),
+        stop: AtomicBool::new(false),
+        stop_ns: AtomicU64::new(0),
+        in_flight: AtomicU64::new(0),
+        in_flight_max: AtomicU64::new(0),
+        peaks: (0..seconds).map(|_| AtomicU64::new(0)).collect(),
+        seconds: Seconds::new(lanes_n),
+        measured_start_ns: start_ns + warmup_ns,
+        end_ns: start_ns + span_ns,
+    }
+}
+
+/// Starts each lane on its own thread; when one cannot start, stops and joins those that
+/// did.
+fn spawn_lanes(
+    work: Vec<(tokio::runtime::Runtime, Arc<Lane>, Source, Option<usize>)>,
+    shared: &Shared,
+) -> Result<Vec<JoinHandle<Dispatched>>> {
     let mut threads = vec![];
     for (k, (rt, lane, source, workers)) in work.into_iter().enumerate() {
         let spawned = std::thread::Builder::new()
@@ -355,23 +391,30 @@ pub fn start(plan: Plan) -> Result<Running> {
             }
         }
     }
-    let mut echo = plan.echo(&addr);
+    Ok(threads)
+}
+
+/// What the summary needs from the start: the plan as run, the fd limit, and the TcpExt
+/// counters now.
+fn statics(
+    plan: &Plan,
+    addr: impl std::fmt::Display,
+    budget: usize,
+    connect_rate: Option<f64>,
+    fd: FdLimit,
+) -> Static {
+    let mut echo = plan.echo(addr);
     echo.max_connections = budget;
     echo.connect_rate_per_s = connect_rate;
-    Ok(Running {
-        statics: Some(Static {
-            echo,
-            fd,
-            netstat: read_netstat(),
-            rate_x_timeout: plan
-                .rate
-                .filter(|_| plan.closed_loop.is_none())
-                .map(|r| r * plan.timeout.as_secs_f64()),
-        }),
-        shared,
-        lanes,
-        threads,
-    })
+    Static {
+        echo,
+        fd,
+        netstat: read_netstat(),
+        rate_x_timeout: plan
+            .rate
+            .filter(|_| plan.closed_loop.is_none())
+            .map(|r| r * plan.timeout.as_secs_f64()),
+    }
 }
 
 impl Running {
@@ -420,7 +463,8 @@ impl Running {
         self.join()
     }
 
-    fn join(&mut self) -> Result<Summary> {
+    /// Joins the lanes' threads: what they dispatched, summed, and whether one panicked.
+    fn join_lanes(&mut self) -> (Dispatched, bool) {
         let mut d = Dispatched::default();
         let mut panicked = false;
         for t in self.threads.drain(..) {
@@ -439,6 +483,11 @@ impl Running {
                 Err(_) => panicked = true,
             }
         }
+        (d, panicked)
+    }
+
+    fn join(&mut self) -> Result<Summary> {
+        let (d, panicked) = self.join_lanes();
         if panicked {
             return Err(Error::Untrusted("a load generator thread panicked".into()));
         }
@@ -485,21 +534,7 @@ impl Running {
             .iter()
             .map(|l| l.paced.load(Ordering::Relaxed))
             .sum();
-        let listen = match (&st.netstat, read_netstat()) {
-            (Some(a), Some(b)) => {
-                let d = |k: &str| {
-                    b.get(k)
-                        .copied()
-                        .unwrap_or(0)
-                        .saturating_sub(a.get(k).copied().unwrap_or(0))
-                };
-                Some(Listen {
-                    overflows: d("ListenOverflows"),
-                    drops: d("ListenDrops"),
-                })
-            }
-            _ => None,
-        };
+        let listen = listen_since(&st.netstat, read_netstat());
         Ok(summary::build(
             &rec,
             summary::Totals {
@@ -811,6 +846,28 @@ async fn exchange(
 
 /// The TcpExt counters of this network namespace (the listener's overflow counters, for a
 /// target on loopback); `None` when unreadable.
+/// The listen queue's overflows and drops between two TcpExt readings (`None`: one is missing).
+fn listen_since(
+    before: &Option<std::collections::BTreeMap<String, u64>>,
+    after: Option<std::collections::BTreeMap<String, u64>>,
+) -> Option<Listen> {
+    match (before, after) {
+        (Some(a), Some(b)) => {
+            let d = |k: &str| {
+                b.get(k)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(a.get(k).copied().unwrap_or(0))
+            };
+            Some(Listen {
+                overflows: d("ListenOverflows"),
+                drops: d("ListenDrops"),
+            })
+        }
+        _ => None,
+    }
+}
+
 fn read_netstat() -> Option<std::collections::BTreeMap<String, u64>> {
     let text = std::fs::read_to_string("/proc/thread-self/net/netstat").ok()?;
     Some(crate::host::net::procfs::parse_netstat(&text))
@@ -829,5 +886,32 @@ fn rusage() -> GeneratorCost {
         cpu_user_s: tv(ru.user_time()),
         cpu_sys_s: tv(ru.system_time()),
         rss_max_mib: crate::traps::round(ru.max_rss() as f64 / 1024.0, 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The listen counters' increments between two readings; none without both.
+    #[test]
+    fn listen_since_is_the_increment_of_both_counters() {
+        let reading = |o: u64, d: u64| {
+            Some(
+                [("ListenOverflows", o), ("ListenDrops", d), ("Other", 9)]
+                    .map(|(k, v)| (k.to_string(), v))
+                    .into_iter()
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+            )
+        };
+        let l = listen_since(&reading(5, 7), reading(12, 7)).unwrap();
+        assert_eq!((l.overflows, l.drops), (7, 0));
+        // A counter missing from the first reading counts from 0; a lower one saturates.
+        let mut before = reading(5, 7);
+        before.as_mut().unwrap().remove("ListenDrops");
+        let l = listen_since(&before, reading(3, 4)).unwrap();
+        assert_eq!((l.overflows, l.drops), (0, 4));
+        assert!(listen_since(&None, reading(1, 1)).is_none());
+        assert!(listen_since(&reading(1, 1), None).is_none());
     }
 }

@@ -402,24 +402,64 @@ pub fn fd_limit(what: &str, msg: &str) -> Option<Error> {
     })
 }
 
+/// Reads the kernel BTF at `path` (`btf_file` when the user gave one).
+fn read_btf(btf_file: Option<&std::path::Path>, path: &std::path::Path) -> Result<Vec<u8>> {
+    crate::input::read_capped_io(path, crate::input::BTF_CAP).map_err(|e| {
+        use std::io::ErrorKind as K;
+        match (btf_file, e.kind()) {
+            // A device, FIFO, directory or oversized file given by the user: bad input.
+            (Some(p), K::InvalidInput | K::FileTooLarge | K::IsADirectory) => {
+                Error::input(format!("--btf {}", p.display()), e)
+            }
+            _ => Error::Kernel(format!(
+                "no kernel BTF at {} ({e}); trapdetect needs BTF (CONFIG_DEBUG_INFO_BTF=y) to find kernel \
+                 struct offsets, or a BTF file for this kernel with --btf",
+                path.display()
+            )),
+        }
+    })
+}
+
+/// The note on the tcp_probe row when its record lacks a field the program reads.
+fn probe_missing_note(probe_offs: &[Option<u32>; 4]) -> String {
+    format!(
+        "tcp_probe's record has no {} on this kernel (the Linux 6.12 and 6.18 kernels of the \
+         matrix have every field it reads): requests other clients send cannot be counted, \
+         so per-request figures rest on the probe load or accepted connections",
+        ["sport", "data_len", "skaddr", "snd_nxt"]
+            .iter()
+            .zip(probe_offs)
+            .filter(|(_, o)| o.is_none())
+            .map(|(f, _)| *f)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The error for an eBPF object the kernel would not load.
+fn load_error(e: &dyn std::error::Error) -> Error {
+    let msg = chain(e);
+    if let Some(e) = fd_limit("loading the eBPF object", &msg) {
+        e
+    } else if msg.contains("EPERM") || msg.contains("Operation not permitted") {
+        Error::Privilege(format!(
+            "loading eBPF maps was refused ({msg}); run as root or grant CAP_BPF"
+        ))
+    } else {
+        let release = crate::util::kernel_release(std::path::Path::new("/"));
+        Error::Kernel(format!(
+            "loading the eBPF object failed on kernel {}: {msg} (trapdetect needs Linux \
+             {}.{} or later: BPF ring buffer; tested from {})",
+            release, MIN_KERNEL.0, MIN_KERNEL.1, OLDEST_TESTED
+        ))
+    }
+}
+
 impl Probes {
     /// Loads the object and attaches every program the kernel supports.
     pub fn attach(btf_file: Option<&std::path::Path>, want: &AttachOptions) -> Result<Self> {
         let path = btf_file.unwrap_or(std::path::Path::new("/sys/kernel/btf/vmlinux"));
-        let btf_data = crate::input::read_capped_io(path, crate::input::BTF_CAP).map_err(|e| {
-            use std::io::ErrorKind as K;
-            match (btf_file, e.kind()) {
-                // A device, FIFO, directory or oversized file given by the user: bad input.
-                (Some(p), K::InvalidInput | K::FileTooLarge | K::IsADirectory) => {
-                    Error::input(format!("--btf {}", p.display()), e)
-                }
-                _ => Error::Kernel(format!(
-                    "no kernel BTF at {} ({e}); trapdetect needs BTF (CONFIG_DEBUG_INFO_BTF=y) to find kernel \
-                     struct offsets, or a BTF file for this kernel with --btf",
-                    path.display()
-                )),
-            }
-        })?;
+        let btf_data = read_btf(btf_file, path)?;
         let btf =
             Btf::parse(&btf_data).map_err(|e| Error::Kernel(format!("{}: {e}", path.display())))?;
         let offs = offsets(&btf).map_err(|e| Error::Kernel(format!("kernel BTF: {e}")))?;
@@ -466,37 +506,10 @@ impl Probes {
         }
         let probe_fields_missing =
             probe_offs.iter().any(Option::is_none) && tracefs.has_event("tcp", "tcp_probe");
-        let probe_missing_note = format!(
-            "tcp_probe's record has no {} on this kernel (the Linux 6.12 and 6.18 kernels of the \
-             matrix have every field it reads): requests other clients send cannot be counted, \
-             so per-request figures rest on the probe load or accepted connections",
-            ["sport", "data_len", "skaddr", "snd_nxt"]
-                .iter()
-                .zip(&probe_offs)
-                .filter(|(_, o)| o.is_none())
-                .map(|(f, _)| *f)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        let probe_missing_note = probe_missing_note(&probe_offs);
         loader.override_global(GLOBAL_EXIT_GROUP_DEAD_OFF, &exit_group_dead, true);
         loader.map_max_entries(MAP_TRACED, pid_max + 1);
-        let ebpf = loader.load(OBJECT).map_err(|e| {
-            let msg = chain(&e);
-            if let Some(e) = fd_limit("loading the eBPF object", &msg) {
-                e
-            } else if msg.contains("EPERM") || msg.contains("Operation not permitted") {
-                Error::Privilege(format!(
-                    "loading eBPF maps was refused ({msg}); run as root or grant CAP_BPF"
-                ))
-            } else {
-                let release = crate::util::kernel_release(std::path::Path::new("/"));
-                Error::Kernel(format!(
-                    "loading the eBPF object failed on kernel {}: {msg} (trapdetect needs Linux \
-                     {}.{} or later: BPF ring buffer; tested from {})",
-                    release, MIN_KERNEL.0, MIN_KERNEL.1, OLDEST_TESTED
-                ))
-            }
-        })?;
+        let ebpf = loader.load(OBJECT).map_err(|e| load_error(&e))?;
         let mut probes = Probes {
             ebpf,
             rows: vec![],
@@ -508,56 +521,83 @@ impl Probes {
             offcpu_regs,
             _tracefs: tracefs,
         };
+        probes.attach_table(want, probe_fields_missing, &probe_missing_note)?;
+        if exit_group_dead == 0 {
+            probes.note_no_group_dead();
+        }
+        Ok(probes)
+    }
+
+    /// Attaches the table's programs, or records why each one is not attached.
+    fn attach_table(
+        &mut self,
+        want: &AttachOptions,
+        probe_fields_missing: bool,
+        probe_missing_note: &str,
+    ) -> Result<()> {
         // Attach exits before enters, so an enter never records a call whose exit is unseen.
         let mut entries = table();
         entries.sort_by_key(|e| !e.program.starts_with("sys_exit"));
         for e in entries {
-            let connect = e.program == PROG_SYS_ENTER_CONNECT || e.program == PROG_SYS_EXIT_CONNECT;
-            let offcpu_row = e.attach[0].0 == offcpu::TP_BTF || e.attach[0].0 == offcpu::RAW_TP;
-            let why_not = if want.skip.contains(&e.program) {
-                Some("skipped on request (--skip-probe)")
-            } else if offcpu_row && !want.offcpu {
-                Some("not attached: off-CPU time is measured by `trapdetect run`")
-            } else if offcpu_row && probes.offcpu_missing.is_some() {
-                Some("not attached: a kernel struct offset it needs is missing from BTF")
-            } else if offcpu::raw_twin_of(&e.program).is_some_and(|t| probes.is_attached(t)) {
-                Some("not attached: its tp_btf program is")
-            } else if offcpu::is_entry_program(&e.program)
-                && probes.is_attached(PROG_OFFCPU_SWITCH)
-                && probes.offcpu_regs
-            {
-                Some(offcpu::REGS_NOTE)
-            } else if offcpu::is_entry_program(&e.program) && !probes.offcpu_attached() {
-                Some("not attached: no off-CPU switch program attached")
-            } else if connect && !want.watch_clients {
-                Some("not attached: no --watch-client")
-            } else if e.program == PROG_TCP_PROBE && want.no_served_ports {
-                Some(
-                    "not attached: the target listens on no TCP port and no --url names one, so \
-                     there is no port to count on (requests are its accepted connections)",
-                )
-            } else if e.program == PROG_TCP_PROBE && probe_fields_missing {
-                Some(probe_missing_note.as_str())
-            } else {
-                None
-            };
-            match why_not {
-                Some(note) => probes.not_attached(&e, note),
-                None => probes.attach_entry(&e)?,
+            match self.why_not(&e, want, probe_fields_missing, probe_missing_note) {
+                Some(note) => self.not_attached(&e, note),
+                None => self.attach_entry(&e)?,
             }
         }
-        if exit_group_dead == 0
-            && let Some(r) = probes
-                .rows
-                .iter_mut()
-                .find(|r| r.program == PROG_SCHED_PROCESS_EXIT && r.attached)
+        Ok(())
+    }
+
+    /// Why `e` is not to be attached, or `None` when it is.
+    fn why_not<'a>(
+        &self,
+        e: &Entry,
+        want: &AttachOptions,
+        probe_fields_missing: bool,
+        probe_missing_note: &'a str,
+    ) -> Option<&'a str> {
+        let connect = e.program == PROG_SYS_ENTER_CONNECT || e.program == PROG_SYS_EXIT_CONNECT;
+        let offcpu_row = e.attach[0].0 == offcpu::TP_BTF || e.attach[0].0 == offcpu::RAW_TP;
+        if want.skip.contains(&e.program) {
+            Some("skipped on request (--skip-probe)")
+        } else if offcpu_row && !want.offcpu {
+            Some("not attached: off-CPU time is measured by `trapdetect run`")
+        } else if offcpu_row && self.offcpu_missing.is_some() {
+            Some("not attached: a kernel struct offset it needs is missing from BTF")
+        } else if offcpu::raw_twin_of(&e.program).is_some_and(|t| self.is_attached(t)) {
+            Some("not attached: its tp_btf program is")
+        } else if offcpu::is_entry_program(&e.program)
+            && self.is_attached(PROG_OFFCPU_SWITCH)
+            && self.offcpu_regs
+        {
+            Some(offcpu::REGS_NOTE)
+        } else if offcpu::is_entry_program(&e.program) && !self.offcpu_attached() {
+            Some("not attached: no off-CPU switch program attached")
+        } else if connect && !want.watch_clients {
+            Some("not attached: no --watch-client")
+        } else if e.program == PROG_TCP_PROBE && want.no_served_ports {
+            Some(
+                "not attached: the target listens on no TCP port and no --url names one, so \
+                 there is no port to count on (requests are its accepted connections)",
+            )
+        } else if e.program == PROG_TCP_PROBE && probe_fields_missing {
+            Some(probe_missing_note)
+        } else {
+            None
+        }
+    }
+
+    /// Notes on the attached exit program that this kernel's record has no group_dead.
+    fn note_no_group_dead(&mut self) {
+        if let Some(r) = self
+            .rows
+            .iter_mut()
+            .find(|r| r.program == PROG_SCHED_PROCESS_EXIT && r.attached)
         {
             r.note = "forget exited processes; this kernel's record has no group_dead \
                       (present on 6.18, absent on 6.12 and older): a process ends when its \
                       thread group leader exits"
                 .into();
         }
-        Ok(probes)
     }
 
     fn not_attached(&mut self, e: &Entry, note: &str) {
@@ -582,9 +622,9 @@ impl Probes {
         self.rows.iter().any(|r| r.program == program && r.attached)
     }
 
-    fn attach_entry(&mut self, e: &Entry) -> Result<()> {
-        let available: Vec<&(&str, String)> = e
-            .attach
+    /// The attach points of `e` this kernel has.
+    fn available<'e>(&self, e: &'e Entry) -> Vec<&'e (&'static str, String)> {
+        e.attach
             .iter()
             .filter(|(c, n)| {
                 let c = match *c {
@@ -595,7 +635,61 @@ impl Probes {
                 };
                 self._tracefs.has_event(c, n)
             })
-            .collect();
+            .collect()
+    }
+
+    /// Where the records of the `available` attach points differ in layout from what `e` reads.
+    fn layout_mismatches(&self, e: &Entry, available: &[&(&'static str, String)]) -> Vec<String> {
+        let mut layout: Vec<String> = vec![];
+        for f in trapdetect_common::records::FIXED_FIELDS {
+            if f.program != e.program {
+                continue;
+            }
+            for (c, n) in available {
+                if *c != f.category || !(f.event.is_empty() || f.event == n) {
+                    continue;
+                }
+                if let Some(format) = self._tracefs.format(c, n)
+                    && let Some(m) = tracefs::layout_mismatch(&format, f)
+                {
+                    layout.push(format!("{c}/{n}: {m}"));
+                }
+            }
+        }
+        layout
+    }
+
+    /// Loads `e`'s program and attaches it to every `available` point; the error as text.
+    fn load_and_attach(
+        &mut self,
+        e: &Entry,
+        available: &[&(&'static str, String)],
+    ) -> std::result::Result<(), String> {
+        let btf_tp = available[0].0 == offcpu::TP_BTF;
+        let raw_tp = available[0].0 == offcpu::RAW_TP;
+        if btf_tp {
+            return offcpu::attach(&mut self.ebpf, &e.program, &available[0].1, &self.btf_path);
+        }
+        if raw_tp {
+            return offcpu::attach_raw(&mut self.ebpf, &e.program, &available[0].1);
+        }
+        let prog: &mut TracePoint = self
+            .ebpf
+            .program_mut(&e.program)
+            .ok_or_else(|| format!("program {} not in the object", e.program))?
+            .try_into()
+            .map_err(|err| format!("{err}"))?;
+        prog.load()
+            .map_err(|err| format!("load: {}", chain(&err)))?;
+        for (c, n) in available {
+            prog.attach(c, n)
+                .map_err(|err| format!("attach {c}/{n}: {}", chain(&err)))?;
+        }
+        Ok(())
+    }
+
+    fn attach_entry(&mut self, e: &Entry) -> Result<()> {
+        let available = self.available(e);
         let attach_desc = e
             .attach
             .iter()
@@ -622,22 +716,7 @@ impl Probes {
         }
         // A record whose layout differs from what the program reads would be misread: not
         // attached, and said so (a required one makes the trace untrusted).
-        let mut layout: Vec<String> = vec![];
-        for f in trapdetect_common::records::FIXED_FIELDS {
-            if f.program != e.program {
-                continue;
-            }
-            for (c, n) in &available {
-                if *c != f.category || !(f.event.is_empty() || f.event == n) {
-                    continue;
-                }
-                if let Some(format) = self._tracefs.format(c, n)
-                    && let Some(m) = tracefs::layout_mismatch(&format, f)
-                {
-                    layout.push(format!("{c}/{n}: {m}"));
-                }
-            }
-        }
+        let layout = self.layout_mismatches(e, &available);
         if !layout.is_empty() {
             self.rows.push(ProbeRow {
                 program: e.program.clone(),
@@ -650,29 +729,7 @@ impl Probes {
             }
             return Ok(());
         }
-        let btf_tp = available[0].0 == offcpu::TP_BTF;
-        let raw_tp = available[0].0 == offcpu::RAW_TP;
-        let result: std::result::Result<(), String> = (|| {
-            if btf_tp {
-                return offcpu::attach(&mut self.ebpf, &e.program, &available[0].1, &self.btf_path);
-            }
-            if raw_tp {
-                return offcpu::attach_raw(&mut self.ebpf, &e.program, &available[0].1);
-            }
-            let prog: &mut TracePoint = self
-                .ebpf
-                .program_mut(&e.program)
-                .ok_or_else(|| format!("program {} not in the object", e.program))?
-                .try_into()
-                .map_err(|err| format!("{err}"))?;
-            prog.load()
-                .map_err(|err| format!("load: {}", chain(&err)))?;
-            for (c, n) in &available {
-                prog.attach(c, n)
-                    .map_err(|err| format!("attach {c}/{n}: {}", chain(&err)))?;
-            }
-            Ok(())
-        })();
+        let result = self.load_and_attach(e, &available);
         match result {
             Ok(()) => self.rows.push(ProbeRow {
                 program: e.program.clone(),
@@ -919,5 +976,20 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The tcp_probe note names exactly the record fields the kernel lacks, in order.
+    #[test]
+    fn probe_missing_note_names_the_missing_fields() {
+        let note = probe_missing_note(&[Some(1), None, Some(3), None]);
+        assert!(
+            note.starts_with("tcp_probe's record has no data_len, snd_nxt on this kernel"),
+            "{note}"
+        );
+        let note = probe_missing_note(&[None, Some(2), Some(3), Some(4)]);
+        assert!(
+            note.starts_with("tcp_probe's record has no sport on this kernel ("),
+            "{note}"
+        );
     }
 }

@@ -316,62 +316,16 @@ impl Walker {
             if !readable {
                 s.stats.unreadable += 1;
             }
-            let key = match sc {
-                // Raced: it ran between the two reads.
-                Some(Syscall::Running) => None,
-                Some(Syscall::Outside) => {
-                    if let Some(w) =
-                        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/wchan"))
-                            .ok()
-                            .filter(|w| !w.is_empty() && w != "0")
-                    {
-                        *s.stats.wchan.entry(w).or_default() += 1;
-                    }
-                    Some(OffKey {
-                        class: CLASS_NO_SYSCALL,
-                        ..Default::default()
-                    })
-                }
-                Some(Syscall::In { nr, args }) => Some(self.classify(pid, nr, &args, s)),
-                None if blocked => Some(OffKey {
-                    class: CLASS_UNKNOWN,
-                    ..Default::default()
-                }),
-                None => None,
-            };
+            let key = self.wait_key(pid, tid, blocked, sc, s);
             if let Some(k) = key {
-                if let Some(c) = s.stats.by_class.get_mut(k.class as usize) {
-                    *c += 1;
-                }
-                if (k.class == CLASS_PATH || k.class == CLASS_FILE_IO) && k.dev != 0 {
-                    *s.stats.by_dev.entry(k.dev).or_default() += 1;
-                }
+                count_key(s, k);
             }
             let (on, runq, slices) = sched.unwrap_or((0, 0, 0));
             let Some(t) = self.threads.get_mut(&tid) else {
                 continue;
             };
             if let Some(prev) = t.last {
-                let don = on.saturating_sub(prev.on);
-                let drq = runq.saturating_sub(prev.runq);
-                let off = now.saturating_sub(prev.at).saturating_sub(don + drq);
-                s.on_ns += don;
-                s.runq_ns += drq;
-                s.switches += slices.saturating_sub(prev.slices);
-                if off > 0 {
-                    let k = key.or(prev.key).unwrap_or(OffKey {
-                        class: CLASS_UNKNOWN,
-                        ..Default::default()
-                    });
-                    s.keys.entry(k).or_default().ns += off;
-                }
-                // A wait seen for the first time, or the thread ran since: another episode
-                // (a lower bound: several short waits between two samples count once).
-                if let Some(k) = key
-                    && (prev.key != Some(k) || slices > prev.slices)
-                {
-                    s.keys.entry(k).or_default().count += 1;
-                }
+                add_since(s, &prev, now, (on, runq, slices), key);
             }
             t.last = Some(Seen {
                 at: now,
@@ -392,6 +346,40 @@ impl Walker {
             );
         }
         s.slots.retain(|t, _| self.threads.contains_key(t));
+    }
+
+    /// What a thread in state `blocked` (not running) at syscall `sc` waits for: `None` when
+    /// it runs (or ran between the two reads).
+    fn wait_key(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        blocked: bool,
+        sc: Option<Syscall>,
+        s: &mut Sums,
+    ) -> Option<OffKey> {
+        match sc {
+            // Raced: it ran between the two reads.
+            Some(Syscall::Running) => None,
+            Some(Syscall::Outside) => {
+                if let Some(w) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/wchan"))
+                    .ok()
+                    .filter(|w| !w.is_empty() && w != "0")
+                {
+                    *s.stats.wchan.entry(w).or_default() += 1;
+                }
+                Some(OffKey {
+                    class: CLASS_NO_SYSCALL,
+                    ..Default::default()
+                })
+            }
+            Some(Syscall::In { nr, args }) => Some(self.classify(pid, nr, &args, s)),
+            None if blocked => Some(OffKey {
+                class: CLASS_UNKNOWN,
+                ..Default::default()
+            }),
+            None => None,
+        }
     }
 
     /// Why a thread blocked in syscall `nr` waits: the class of the syscall, and the
@@ -490,6 +478,43 @@ impl Walker {
     }
 }
 
+/// Counts a sample of a thread waiting at `k`, by class and by device.
+fn count_key(s: &mut Sums, k: OffKey) {
+    if let Some(c) = s.stats.by_class.get_mut(k.class as usize) {
+        *c += 1;
+    }
+    if (k.class == CLASS_PATH || k.class == CLASS_FILE_IO) && k.dev != 0 {
+        *s.stats.by_dev.entry(k.dev).or_default() += 1;
+    }
+}
+
+/// Adds a thread's time since its last sample `prev` to the sums: on CPU and in the run queue
+/// from its schedstat (`sched`), the rest off CPU at its wait `key` (else the last one's), and
+/// a wait episode when the wait is new or the thread ran since.
+fn add_since(s: &mut Sums, prev: &Seen, now: u64, sched: (u64, u64, u64), key: Option<OffKey>) {
+    let (on, runq, slices) = sched;
+    let don = on.saturating_sub(prev.on);
+    let drq = runq.saturating_sub(prev.runq);
+    let off = now.saturating_sub(prev.at).saturating_sub(don + drq);
+    s.on_ns += don;
+    s.runq_ns += drq;
+    s.switches += slices.saturating_sub(prev.slices);
+    if off > 0 {
+        let k = key.or(prev.key).unwrap_or(OffKey {
+            class: CLASS_UNKNOWN,
+            ..Default::default()
+        });
+        s.keys.entry(k).or_default().ns += off;
+    }
+    // A wait seen for the first time, or the thread ran since: another episode
+    // (a lower bound: several short waits between two samples count once).
+    if let Some(k) = key
+        && (prev.key != Some(k) || slices > prev.slices)
+    {
+        s.keys.entry(k).or_default().count += 1;
+    }
+}
+
 /// A NUL-terminated string at `addr` in a process's memory (at most 4 KiB, PATH_MAX).
 fn read_cstr(mem: &File, addr: u64) -> Option<Vec<u8>> {
     if addr == 0 {
@@ -515,4 +540,42 @@ fn self_cpu_ns() -> u64 {
         .and_then(|t| procfs::parse_schedstat(&t))
         .map(|(on, _, _)| on)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread's second: schedstat's on-CPU and run-queue time, the rest off CPU at its
+    /// wait, one episode for a new wait and none for the same wait without running.
+    #[test]
+    fn add_since_splits_the_time_and_counts_episodes() {
+        let wait = OffKey {
+            class: CLASS_PATH,
+            ..Default::default()
+        };
+        let prev = Seen {
+            at: 1_000,
+            on: 100,
+            runq: 50,
+            slices: 3,
+            key: None,
+        };
+        let mut s = Sums::default();
+        add_since(&mut s, &prev, 2_000, (400, 150, 4), Some(wait));
+        assert_eq!((s.on_ns, s.runq_ns, s.switches), (300, 100, 1));
+        assert_eq!(s.keys[&wait].ns, 600);
+        assert_eq!(s.keys[&wait].count, 1);
+        let prev = Seen {
+            at: 2_000,
+            on: 400,
+            runq: 150,
+            slices: 4,
+            key: Some(wait),
+        };
+        // Still blocked at the same wait, never ran: more time, the same episode.
+        add_since(&mut s, &prev, 3_000, (400, 150, 4), None);
+        assert_eq!(s.keys[&wait].ns, 1_600);
+        assert_eq!(s.keys[&wait].count, 1);
+    }
 }

@@ -18,7 +18,7 @@ use crate::{
     error::{Error, Result},
     escape,
     host::mounts::{MountTable, normalize, relative_lookups},
-    report::{Report, Requests, Target},
+    report::{Measurement, Report, Requests, Target},
     trace::aggregate,
     traps::{
         self,
@@ -87,6 +87,10 @@ pub struct Model {
     held: (f64, u64),
 }
 
+/// Where a call's walk starts, the path it shows, the mount it starts on, and its lookups
+/// per mount.
+type Walk = (Base, Option<Vec<u8>>, Option<usize>, Vec<(usize, u32)>);
+
 fn base_code(b: Base) -> u8 {
     match b {
         Base::Absolute => 0,
@@ -120,6 +124,68 @@ impl Model {
 
     fn call(&mut self, c: &parse::Call, mounts: &MountTable) {
         self.calls_seen += 1;
+        self.note_pid_and_time(c);
+        let args = parse::split_args(&c.args);
+        let ok = c.ret.is_some_and(|r| r >= 0);
+        self.note_lifecycle(c, &args, ok);
+        let Some((name, dirfd_i, path_i)) = path_call(&c.name) else {
+            return;
+        };
+        // Where relative walks start: AT_FDCWD's `-y` annotation (strace 6), else the cwd
+        // the log told (getcwd, chdir, fchdir).
+        let dirfd = dirfd_i
+            .and_then(|i| args.get(i))
+            .and_then(|a| parse::fd_arg(a));
+        if let Some((AT_FDCWD, Some(d))) = &dirfd {
+            self.cwd.insert(c.pid, normalize(d));
+        }
+        let path = path_i
+            .and_then(|i| args.get(i))
+            .and_then(|a| parse::string_arg(a));
+        let nofollow =
+            name == "newlstat" || (dirfd_i.is_some() && c.args.contains("AT_SYMLINK_NOFOLLOW"));
+        let (base, shown, target, walk) = if name == "getcwd" || name == "fchdir" {
+            self.cwd_call(c, name, ok, &args, mounts)
+        } else {
+            let Some(w) = self.path_walk(c, &path, &dirfd, mounts) else {
+                return;
+            };
+            w
+        };
+        if name == "chdir"
+            && ok
+            && let Some(p) = &path
+        {
+            self.note_chdir(c.pid, p);
+        }
+        let key = (name, shown.clone(), base_code(base), nofollow, target);
+        let e = self.calls.entry(key).or_insert_with(|| CallObs {
+            syscall: name,
+            path: shown,
+            base,
+            nofollow,
+            target,
+            walk,
+            count: 0,
+            errors: 0,
+            sum_ns: 0,
+            max_ns: 0,
+            hist: vec![0; HIST_BUCKETS as usize],
+        });
+        e.count += 1;
+        if !ok {
+            e.errors += 1;
+        }
+        let ns = (c.dur_s.unwrap_or(0.0) * 1e9) as u64;
+        e.sum_ns += ns;
+        e.max_ns = e.max_ns.max(ns);
+        if let Some(b) = e.hist.get_mut(bucket_of(ns) as usize) {
+            *b += 1;
+        }
+    }
+
+    /// Notes the call's process and widens the log's span to its time.
+    fn note_pid_and_time(&mut self, c: &parse::Call) {
         if let Some(p) = c.pid {
             self.pids.insert(p);
         }
@@ -130,8 +196,11 @@ impl Model {
                 Some((a, b)) => (a.min(t), b.max(end)),
             });
         }
-        let args = parse::split_args(&c.args);
-        let ok = c.ret.is_some_and(|r| r >= 0);
+    }
+
+    /// Notes accepts (and how long a worker held the last connection), the first execve, and
+    /// where a child starts.
+    fn note_lifecycle(&mut self, c: &parse::Call, args: &[&str], ok: bool) {
         if matches!(c.name.as_str(), "accept" | "accept4")
             && let Some(t) = c.time_s
         {
@@ -159,41 +228,46 @@ impl Model {
             }
             _ => {}
         }
-        let Some((name, dirfd_i, path_i)) = path_call(&c.name) else {
-            return;
-        };
-        // Where relative walks start: AT_FDCWD's `-y` annotation (strace 6), else the cwd
-        // the log told (getcwd, chdir, fchdir).
-        let dirfd = dirfd_i
-            .and_then(|i| args.get(i))
-            .and_then(|a| parse::fd_arg(a));
-        if let Some((AT_FDCWD, Some(d))) = &dirfd {
-            self.cwd.insert(c.pid, normalize(d));
+    }
+
+    /// A call that reads or sets the working directory (getcwd, fchdir): no walk.
+    fn cwd_call(
+        &mut self,
+        c: &parse::Call,
+        name: &str,
+        ok: bool,
+        args: &[&str],
+        mounts: &MountTable,
+    ) -> Walk {
+        if name == "getcwd" {
+            if ok && let Some(p) = args.first().and_then(|a| parse::string_arg(a)) {
+                self.cwd.insert(c.pid, normalize(&p));
+            }
+            (Base::None, None, None, vec![])
+        } else {
+            let d = args
+                .first()
+                .and_then(|a| parse::fd_arg(a))
+                .and_then(|f| f.1);
+            let m = d.as_ref().and_then(|d| mounts.mount_of(&normalize(d)));
+            if ok && let Some(d) = d {
+                self.cwd.insert(c.pid, normalize(&d));
+            }
+            (Base::Dirfd, None, m, vec![])
         }
-        let path = path_i
-            .and_then(|i| args.get(i))
-            .and_then(|a| parse::string_arg(a));
+    }
+
+    /// Where a path call's walk starts, what it shows and the lookups it costs (`None`: its
+    /// starting directory is unknown, or strace could not show its path).
+    fn path_walk(
+        &mut self,
+        c: &parse::Call,
+        path: &Option<Vec<u8>>,
+        dirfd: &Option<(i64, Option<Vec<u8>>)>,
+        mounts: &MountTable,
+    ) -> Option<Walk> {
         let empty_path = path.as_ref().is_some_and(|p| p.is_empty());
-        let nofollow =
-            name == "newlstat" || (dirfd_i.is_some() && c.args.contains("AT_SYMLINK_NOFOLLOW"));
-        let (base, shown, target, walk) = match (&path, &dirfd) {
-            _ if name == "getcwd" => {
-                if ok && let Some(p) = args.first().and_then(|a| parse::string_arg(a)) {
-                    self.cwd.insert(c.pid, normalize(&p));
-                }
-                (Base::None, None, None, vec![])
-            }
-            _ if name == "fchdir" => {
-                let d = args
-                    .first()
-                    .and_then(|a| parse::fd_arg(a))
-                    .and_then(|f| f.1);
-                let m = d.as_ref().and_then(|d| mounts.mount_of(&normalize(d)));
-                if ok && let Some(d) = d {
-                    self.cwd.insert(c.pid, normalize(&d));
-                }
-                (Base::Dirfd, None, m, vec![])
-            }
+        Some(match (path, dirfd) {
             (Some(p), _) if p.first() == Some(&b'/') => {
                 let n = normalize(p);
                 (
@@ -227,7 +301,7 @@ impl Model {
             (Some(p), _) => {
                 let Some(dir) = self.cwd.get(&c.pid) else {
                     self.unknown_calls += 1;
-                    return;
+                    return None;
                 };
                 let m = mounts.mount_of(dir);
                 let n = relative_lookups(p);
@@ -240,45 +314,20 @@ impl Model {
             // A path strace cut short or could not read.
             (None, _) => {
                 self.unknown_calls += 1;
-                return;
+                return None;
             }
+        })
+    }
+
+    /// A successful chdir to `p`: the pid's new working directory, when it can be told.
+    fn note_chdir(&mut self, pid: Option<u32>, p: &[u8]) {
+        let next = if p.first() == Some(&b'/') {
+            Some(normalize(p))
+        } else {
+            self.cwd.get(&pid).map(|d| join(d, p))
         };
-        if name == "chdir"
-            && ok
-            && let Some(p) = &path
-        {
-            let next = if p.first() == Some(&b'/') {
-                Some(normalize(p))
-            } else {
-                self.cwd.get(&c.pid).map(|d| join(d, p))
-            };
-            if let Some(n) = next {
-                self.cwd.insert(c.pid, n);
-            }
-        }
-        let key = (name, shown.clone(), base_code(base), nofollow, target);
-        let e = self.calls.entry(key).or_insert_with(|| CallObs {
-            syscall: name,
-            path: shown,
-            base,
-            nofollow,
-            target,
-            walk,
-            count: 0,
-            errors: 0,
-            sum_ns: 0,
-            max_ns: 0,
-            hist: vec![0; HIST_BUCKETS as usize],
-        });
-        e.count += 1;
-        if !ok {
-            e.errors += 1;
-        }
-        let ns = (c.dur_s.unwrap_or(0.0) * 1e9) as u64;
-        e.sum_ns += ns;
-        e.max_ns = e.max_ns.max(ns);
-        if let Some(b) = e.hist.get_mut(bucket_of(ns) as usize) {
-            *b += 1;
+        if let Some(n) = next {
+            self.cwd.insert(pid, n);
         }
     }
 
@@ -450,7 +499,12 @@ pub fn judge(model: Model, mounts: MountTable, top: usize) -> Report {
         window_s,
     );
     report.paths = aggregate::path_rows(&fs.calls, &mounts, requests, top);
-    let m = &mut report.measurement;
+    measurement(&mut report.measurement, &model, fs.work.request_ms);
+    report
+}
+
+/// What limits a log's figures: how much of it there was, and what could not be counted.
+fn measurement(m: &mut Measurement, model: &Model, request_ms: Option<f64>) {
     m.trusted = true;
     m.notes.push(format!(
         "from an strace log: {} lines, {} calls, {} processes or threads; no eBPF",
@@ -468,7 +522,7 @@ pub fn judge(model: Model, mounts: MountTable, top: usize) -> Report {
             model.unknown_calls
         ));
     }
-    if let Some(ms) = fs.work.request_ms {
+    if let Some(ms) = request_ms {
         m.notes.push(format!(
             "request time from the log: a worker's time from one accept to its next, {} times, {:.3} ms on average (under strace, which slows it)",
             model.held.1, ms
@@ -478,7 +532,6 @@ pub fn judge(model: Model, mounts: MountTable, top: usize) -> Report {
         m.notes
             .push("the log has no timestamps (strace -tt): no rates".into());
     }
-    report
 }
 
 #[cfg(test)]

@@ -296,17 +296,7 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
     let requests = denominator.count;
     let resolved = aggregate::resolve(&counts.paths, &strings, &mounts, &hints);
     let fuse = aggregate::fuse_obs(&counts.fuse, &mounts);
-    // Where each walk starts: a directory the server chdirs into (PHP's docroot, per
-    // request) that is not the one it was started in is visited, not its working directory.
-    let start_cwd = target.cwd.as_deref().map(normalize);
-    for c in &mut cwds {
-        c.visited = start_cwd.as_deref() != Some(c.path.as_slice())
-            && resolved.calls.iter().any(|k| {
-                k.syscall == "chdir"
-                    && k.base == traps::fs::Base::Absolute
-                    && k.path.as_deref() == Some(c.path.as_slice())
-            });
-    }
+    mark_visited(&mut cwds, &target, &resolved.calls);
     let fs = FsObservation {
         mounts: mounts.clone(),
         calls: resolved.calls,
@@ -325,18 +315,7 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
         ),
     };
 
-    report.target = Some(Target {
-        pid: opts.pid,
-        comm: escape::bytes(&target.stat.comm),
-        exe: target
-            .exe
-            .as_ref()
-            .map(|e| escape::bytes(&e.link()))
-            .unwrap_or_default(),
-        cwd: target.cwd.as_deref().map(escape::bytes).unwrap_or_default(),
-        processes,
-        exited_after_s: exited_after.map(|s| round(s, 2)),
-    });
+    report.target = Some(target_section(opts.pid, &target, processes, exited_after));
     report.window_s = Some(round(window_s, 3));
     report.requests = Some(Requests {
         count: requests,
@@ -360,13 +339,58 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
     net::finish(net_start, armed, net_measured, &probe_rows, report);
     report.add(&cost::section(&tracer_cost, requests));
     report.probes = probe_rows;
-    let mut m = measurement(
+    let m = measurement(
         &counts,
         resolved.unknown_calls,
         truncated,
         opts,
         exited_after,
     );
+    set_measurement(m, &missing_required, report);
+}
+
+/// Where each walk starts: a directory the server chdirs into (PHP's docroot, per request)
+/// that is not the one it was started in is visited, not its working directory.
+fn mark_visited(
+    cwds: &mut [traps::fs::CwdObs],
+    target: &process::Process,
+    calls: &[traps::fs::CallObs],
+) {
+    let start_cwd = target.cwd.as_deref().map(normalize);
+    for c in cwds {
+        c.visited = start_cwd.as_deref() != Some(c.path.as_slice())
+            && calls.iter().any(|k| {
+                k.syscall == "chdir"
+                    && k.base == traps::fs::Base::Absolute
+                    && k.path.as_deref() == Some(c.path.as_slice())
+            });
+    }
+}
+
+/// The report's `target`.
+fn target_section(
+    pid: u32,
+    target: &process::Process,
+    processes: usize,
+    exited_after: Option<f64>,
+) -> Target {
+    Target {
+        pid,
+        comm: escape::bytes(&target.stat.comm),
+        exe: target
+            .exe
+            .as_ref()
+            .map(|e| escape::bytes(&e.link()))
+            .unwrap_or_default(),
+        cwd: target.cwd.as_deref().map(escape::bytes).unwrap_or_default(),
+        processes,
+        exited_after_s: exited_after.map(|s| round(s, 2)),
+    }
+}
+
+/// Sets the report's measurement to `m`, untrusted when a required probe is missing, keeping
+/// what the load driver already recorded.
+fn set_measurement(mut m: Measurement, missing_required: &[String], report: &mut Report) {
     if !missing_required.is_empty() {
         m.trusted = false;
         m.problems.push(format!(

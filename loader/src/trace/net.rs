@@ -402,20 +402,7 @@ pub fn finish(
         not_tcp,
         upstream,
     } = measured;
-    // Optional probes: the trace stands without them, but the report says what is missing.
-    for r in probes.iter().filter(|r| !r.attached) {
-        let what = match r.program.as_str() {
-            PROG_INET_SOCK_SET_STATE => "the network section has the census but no traced series",
-            PROG_SYS_ENTER_CONNECT | PROG_SYS_EXIT_CONNECT if !start.clients.is_empty() => {
-                "connect() of the watched clients is not measured"
-            }
-            _ => continue,
-        };
-        report
-            .measurement
-            .notes
-            .push(format!("{} did not attach ({}): {what}", r.program, r.note));
-    }
+    unattached_notes(probes, !start.clients.is_empty(), report);
     let NetStart {
         census,
         mut skipped,
@@ -430,24 +417,7 @@ pub fn finish(
         report.skipped.append(&mut skipped);
         return;
     };
-    // The target's upstreams over the window: their TIME_WAIT is read after it (the census
-    // before attach holds none of the sockets this window closed).
-    if !upstream.is_empty() {
-        let ports: Vec<u16> = upstream.iter().map(|(p, _)| *p).collect();
-        match net::census_with_upstreams(&Netns::Pid(pid), Some(pid), None, &[], &ports) {
-            Ok(end) => {
-                obs.time_wait.upstream = end.time_wait.upstream;
-                for u in &mut obs.time_wait.upstream {
-                    u.connects_during_window =
-                        upstream.iter().find(|(p, _)| *p == u.port).map(|(_, n)| *n);
-                }
-            }
-            Err(e) => skipped.push(Skipped {
-                check: "net.upstream-time-wait at the end of the window".into(),
-                reason: e.to_string(),
-            }),
-        }
-    }
+    upstream_time_wait(&mut obs, pid, &upstream, &mut skipped);
     for c in &clients {
         if let Ok(f) = net::fd_use(c.pid, "generator") {
             obs.fds.push(f);
@@ -468,20 +438,7 @@ pub fn finish(
         }
         t
     });
-    // The window's TcpExt increments, from the same two readings as the series.
-    let snap = |r: &Reading| {
-        r.tcp_ext.as_ref().map(|c| TcpExtSnapshot {
-            taken_unix_ms: r.unix_ms,
-            counters: c.clone(),
-        })
-    };
-    if let (Some(a), Some(b)) = (
-        readings.first().and_then(snap),
-        readings.iter().rev().find_map(snap),
-    ) {
-        obs.tcp_ext = Some(b);
-        obs.set_baseline(&a);
-    }
+    window_tcp_ext(&mut obs, &readings);
     if missed.is_some_and(|m| m > 0) {
         report.measurement.notes.push(format!(
             "{} TCP state changes were not counted: the kernel skips a probe while another BPF program runs on the same CPU",
@@ -500,25 +457,7 @@ pub fn finish(
     // connect() errors are judged against that namespace's range, not the target's.
     let mut judged_elsewhere = false;
     if let (Some(cpid), Some(t)) = (client_ns, traced.as_mut()) {
-        match net::census_in(&Netns::Pid(cpid), None, None, &armed.ports) {
-            Ok(mut cobs) => {
-                cobs.traced = Some(NetTraced {
-                    connect_eaddrnotavail: t.connect_eaddrnotavail,
-                    connect_eaddrinuse: t.connect_eaddrinuse,
-                    ..Default::default()
-                });
-                findings.extend(traps::net::ephemeral_ports(&cobs));
-                judged_elsewhere = true;
-                t.client_netns = Some(ClientNetns {
-                    netns: format!("pid {cpid}"),
-                    ephemeral: cobs.ephemeral,
-                });
-            }
-            Err(e) => skipped.push(Skipped {
-                check: "net.ephemeral-ports of the watched clients' namespace".into(),
-                reason: e.to_string(),
-            }),
-        }
+        judged_elsewhere = judge_client_netns(cpid, t, &armed.ports, &mut findings, &mut skipped);
     }
     if let Some(t) = traced.as_mut() {
         t.requests = report.requests.as_ref().and_then(|r| r.count);
@@ -531,8 +470,109 @@ pub fn finish(
     }
     findings.extend(traps::net::rules(&judged));
     report.findings.extend(findings);
+    merge_skipped(&obs, &mut skipped);
+    report.skipped.append(&mut skipped);
+    report.add(&obs);
+}
+
+/// Notes the optional probes that did not attach: the trace stands without them, but the
+/// report says what is missing (connect() only when there are watched clients).
+fn unattached_notes(probes: &[ProbeRow], watching_clients: bool, report: &mut Report) {
+    for r in probes.iter().filter(|r| !r.attached) {
+        let what = match r.program.as_str() {
+            PROG_INET_SOCK_SET_STATE => "the network section has the census but no traced series",
+            PROG_SYS_ENTER_CONNECT | PROG_SYS_EXIT_CONNECT if watching_clients => {
+                "connect() of the watched clients is not measured"
+            }
+            _ => continue,
+        };
+        report
+            .measurement
+            .notes
+            .push(format!("{} did not attach ({}): {what}", r.program, r.note));
+    }
+}
+
+/// The target's upstreams over the window: their TIME_WAIT is read after it (the census
+/// before attach holds none of the sockets this window closed).
+fn upstream_time_wait(
+    obs: &mut NetObservation,
+    pid: u32,
+    upstream: &[(u16, u64)],
+    skipped: &mut Vec<Skipped>,
+) {
+    if !upstream.is_empty() {
+        let ports: Vec<u16> = upstream.iter().map(|(p, _)| *p).collect();
+        match net::census_with_upstreams(&Netns::Pid(pid), Some(pid), None, &[], &ports) {
+            Ok(end) => {
+                obs.time_wait.upstream = end.time_wait.upstream;
+                for u in &mut obs.time_wait.upstream {
+                    u.connects_during_window =
+                        upstream.iter().find(|(p, _)| *p == u.port).map(|(_, n)| *n);
+                }
+            }
+            Err(e) => skipped.push(Skipped {
+                check: "net.upstream-time-wait at the end of the window".into(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// The window's TcpExt increments, from the same two readings as the series.
+fn window_tcp_ext(obs: &mut NetObservation, readings: &[Reading]) {
+    let snap = |r: &Reading| {
+        r.tcp_ext.as_ref().map(|c| TcpExtSnapshot {
+            taken_unix_ms: r.unix_ms,
+            counters: c.clone(),
+        })
+    };
+    if let (Some(a), Some(b)) = (
+        readings.first().and_then(snap),
+        readings.iter().rev().find_map(snap),
+    ) {
+        obs.tcp_ext = Some(b);
+        obs.set_baseline(&a);
+    }
+}
+
+/// Judges the watched clients' connect() errors against the ephemeral range of their
+/// namespace (`pid cpid`'s); whether it could be read.
+fn judge_client_netns(
+    cpid: u32,
+    t: &mut NetTraced,
+    ports: &[u16],
+    findings: &mut Vec<traps::Finding>,
+    skipped: &mut Vec<Skipped>,
+) -> bool {
+    match net::census_in(&Netns::Pid(cpid), None, None, ports) {
+        Ok(mut cobs) => {
+            cobs.traced = Some(NetTraced {
+                connect_eaddrnotavail: t.connect_eaddrnotavail,
+                connect_eaddrinuse: t.connect_eaddrinuse,
+                ..Default::default()
+            });
+            findings.extend(traps::net::ephemeral_ports(&cobs));
+            t.client_netns = Some(ClientNetns {
+                netns: format!("pid {cpid}"),
+                ephemeral: cobs.ephemeral,
+            });
+            true
+        }
+        Err(e) => {
+            skipped.push(Skipped {
+                check: "net.ephemeral-ports of the watched clients' namespace".into(),
+                reason: e.to_string(),
+            });
+            false
+        }
+    }
+}
+
+/// Adds what the net rules could not judge to `skipped`, one entry per check and reason.
+fn merge_skipped(obs: &NetObservation, skipped: &mut Vec<Skipped>) {
     skipped.extend(
-        traps::net::skipped(&obs)
+        traps::net::skipped(obs)
             .into_iter()
             .map(|(check, reason)| Skipped {
                 check: check.to_string(),
@@ -542,8 +582,6 @@ pub fn finish(
     // One entry per check: the census's own list already holds what it could not read.
     skipped.sort_by(|a, b| (&a.check, &a.reason).cmp(&(&b.check, &b.reason)));
     skipped.dedup_by(|a, b| a.check == b.check && a.reason == b.reason);
-    report.skipped.append(&mut skipped);
-    report.add(&obs);
 }
 
 /// Stops the sampler, if there is one, and returns its readings (baseline first).

@@ -335,6 +335,67 @@ fn threads_of(root: u32, scan: &[process::ProcEntry]) -> (Vec<u32>, Vec<u32>) {
     (pids, tids)
 }
 
+/// What each thread in `slots` has spent in its current state up to `at`, by bucket (time
+/// the kernel has not yet added to its totals).
+fn credit_of(slots: &[ThreadSlot], at: u64) -> HashMap<u32, (Bucket, u64)> {
+    let mut credit = HashMap::new();
+    for s in slots {
+        if let Some(b) = bucket_of(s.state, s.key) {
+            credit.insert(s.tid, (b, at.saturating_sub(s.ts)));
+        }
+    }
+    credit
+}
+
+/// Splits the second from `prev` to `reading` between on-CPU, run queue and the off-CPU
+/// classes: the kernel's completed time, plus the open states' time now (`credit`), minus
+/// theirs at the last sample (`prev_credit`); and counts the events lost.
+fn split_time(
+    sec: &mut KernelSecond,
+    prev: &OffcpuReading,
+    reading: &OffcpuReading,
+    credit: &HashMap<u32, (Bucket, u64)>,
+    prev_credit: &HashMap<u32, (Bucket, u64)>,
+) {
+    let mut on = 0i128;
+    let mut runq = 0i128;
+    let mut off = [0i128; NUM_CLASSES as usize];
+    for (k, v) in &reading.keys {
+        let before = prev.keys.get(k).map(|x| x.ns).unwrap_or(0);
+        if let Some(c) = off.get_mut(k.class as usize) {
+            *c += v.ns as i128 - before as i128;
+        }
+    }
+    let t = |r: &OffcpuReading, i: u32| r.totals.get(i as usize).copied().unwrap_or(0) as i128;
+    on += t(reading, S_ONCPU_NS) - t(prev, S_ONCPU_NS);
+    runq += t(reading, S_RUNQ_NS) - t(prev, S_RUNQ_NS);
+    sec.lost = (t(reading, S_SLOT_COLLISIONS) - t(prev, S_SLOT_COLLISIONS)
+        + t(reading, S_KEY_INSERT_FAILS)
+        - t(prev, S_KEY_INSERT_FAILS))
+    .max(0) as u64;
+    let mut apply = |b: Bucket, ns: i128| match b {
+        Bucket::On => on += ns,
+        Bucket::Runq => runq += ns,
+        Bucket::Off(k) => {
+            if let Some(c) = off.get_mut(k.class as usize) {
+                *c += ns
+            }
+        }
+    };
+    for (b, ns) in credit.values() {
+        apply(*b, *ns as i128);
+    }
+    for (b, ns) in prev_credit.values() {
+        apply(*b, -(*ns as i128));
+    }
+    let s = |ns: i128| (ns.max(0) as f64) / 1e9;
+    sec.on_cpu_s = s(on);
+    sec.runq_s = s(runq);
+    for (i, v) in off.iter().enumerate() {
+        sec.off_s[i] = s(*v);
+    }
+}
+
 impl Sampler {
     /// A sampler whose seconds count from `start_ns` (the load's measured start).
     pub fn new(root: u32, start_ns: u64) -> Self {
@@ -448,12 +509,7 @@ impl Sampler {
         self.name_locks(&reading, &pids);
         let throttle = self.quota.as_mut().and_then(|q| q.tick());
         let queue = self.backlog.sample(&backlog::socket_inodes(&pids));
-        let mut credit = HashMap::new();
-        for s in &slots {
-            if let Some(b) = bucket_of(s.state, s.key) {
-                credit.insert(s.tid, (b, at.saturating_sub(s.ts)));
-            }
-        }
+        let credit = credit_of(&slots, at);
         let Some(prev) = self.prev.take() else {
             self.base = Some(reading.clone());
             self.prev = Some(reading);
@@ -476,60 +532,8 @@ impl Sampler {
             accept_queue: (queue.listeners > 0).then_some(queue.queued),
             ..Default::default()
         };
-        let mut on = 0i128;
-        let mut runq = 0i128;
-        let mut off = [0i128; NUM_CLASSES as usize];
-        for (k, v) in &reading.keys {
-            let before = prev.keys.get(k).map(|x| x.ns).unwrap_or(0);
-            if let Some(c) = off.get_mut(k.class as usize) {
-                *c += v.ns as i128 - before as i128;
-            }
-        }
-        let t = |r: &OffcpuReading, i: u32| r.totals.get(i as usize).copied().unwrap_or(0) as i128;
-        on += t(&reading, S_ONCPU_NS) - t(&prev, S_ONCPU_NS);
-        runq += t(&reading, S_RUNQ_NS) - t(&prev, S_RUNQ_NS);
-        sec.lost = (t(&reading, S_SLOT_COLLISIONS) - t(&prev, S_SLOT_COLLISIONS)
-            + t(&reading, S_KEY_INSERT_FAILS)
-            - t(&prev, S_KEY_INSERT_FAILS))
-        .max(0) as u64;
-        let mut apply = |b: Bucket, ns: i128| match b {
-            Bucket::On => on += ns,
-            Bucket::Runq => runq += ns,
-            Bucket::Off(k) => {
-                if let Some(c) = off.get_mut(k.class as usize) {
-                    *c += ns
-                }
-            }
-        };
-        for (b, ns) in credit.values() {
-            apply(*b, *ns as i128);
-        }
-        for (b, ns) in self.credit.values() {
-            apply(*b, -(*ns as i128));
-        }
-        let s = |ns: i128| (ns.max(0) as f64) / 1e9;
-        sec.on_cpu_s = s(on);
-        sec.runq_s = s(runq);
-        for (i, v) in off.iter().enumerate() {
-            sec.off_s[i] = s(*v);
-        }
-        // Who is waiting for work right now: in a wait-for-work syscall, or parked on a futex
-        // (an idle pool thread waits on a condition variable: Go's parked Ms, Node's libuv
-        // pool and V8 platform threads, a gthread worker waiting for its queue). Threads that
-        // queue on a contended mutex are the lock rule's, which reads the futex time itself.
-        let mut busy = 0;
-        for s in &slots {
-            let idle = s.state == ST_OFF_CPU
-                && (s.key.class == CLASS_WAIT_WORK || s.key.class == CLASS_FUTEX);
-            let e = self.idle.entry(s.tid).or_default();
-            e.1 += 1;
-            if idle {
-                e.0 += 1;
-            } else {
-                busy += 1;
-            }
-        }
-        sec.busy_now = busy;
+        split_time(&mut sec, &prev, &reading, &credit, &self.credit);
+        sec.busy_now = self.count_idle(&slots);
         sec.path_calls = paths.saturating_sub(self.prev_paths);
         for (d, n) in &fuse {
             let d0 = self.prev_fuse.get(d).copied().unwrap_or(0);
@@ -566,6 +570,28 @@ impl Sampler {
         if !last {
             self.next += 1;
         }
+    }
+
+    /// Counts, per thread, the samples and those that found it waiting for work; returns how
+    /// many threads are busy now.
+    fn count_idle(&mut self, slots: &[ThreadSlot]) -> usize {
+        // Who is waiting for work right now: in a wait-for-work syscall, or parked on a futex
+        // (an idle pool thread waits on a condition variable: Go's parked Ms, Node's libuv
+        // pool and V8 platform threads, a gthread worker waiting for its queue). Threads that
+        // queue on a contended mutex are the lock rule's, which reads the futex time itself.
+        let mut busy = 0;
+        for s in slots {
+            let idle = s.state == ST_OFF_CPU
+                && (s.key.class == CLASS_WAIT_WORK || s.key.class == CLASS_FUTEX);
+            let e = self.idle.entry(s.tid).or_default();
+            e.1 += 1;
+            if idle {
+                e.0 += 1;
+            } else {
+                busy += 1;
+            }
+        }
+        busy
     }
 
     /// Other processes' cores since the last sample, on the target's CPUs (scaled by how much

@@ -267,21 +267,7 @@ impl<'a> Tally<'a> {
             upstream,
             ..
         } = self;
-        tw.upstream = upstream
-            .into_iter()
-            .filter(|(p, _)| interest.binary_search(p).is_err())
-            .map(|(p, (addr, live))| UpstreamTimeWait {
-                server: addr.map_or_else(|| format!("port {p}"), |a| a.to_string()),
-                port: p,
-                count: (tw_local[p as usize] + tw_remote[p as usize]) as u64,
-                closed_by_upstream: tw_local[p as usize] as u64,
-                closed_by_target: tw_remote[p as usize] as u64,
-                live_connections: live,
-                connects_during_window: None,
-            })
-            .collect();
-        tw.upstream
-            .sort_by(|a, b| b.count.cmp(&a.count).then(a.port.cmp(&b.port)));
+        tw.upstream = upstream_time_wait(upstream, &interest, &tw_local, &tw_remote);
         tw.scoped = target.is_some() || !ports.is_empty();
         if tw.count > 0 {
             tw.drain_all_ms = Some(drain_all);
@@ -294,101 +280,13 @@ impl<'a> Tally<'a> {
         tw.by_local_port = top(&tw_local, &interest);
         tw.by_remote_port = top(&tw_remote, &[]);
         tw.groups_total = tw_groups.len();
-        let mut groups: Vec<FlowGroup> = tw_groups
-            .into_iter()
-            .map(|((sd, c, s, p), count)| FlowGroup {
-                client: c.to_string(),
-                server: s.to_string(),
-                server_port: p,
-                count,
-                closed_first: sd,
-            })
-            .collect();
-        groups.sort_by(|a, b| {
-            b.count.cmp(&a.count).then_with(|| {
-                (a.server_port, &a.client, &a.server).cmp(&(b.server_port, &b.client, &b.server))
-            })
-        });
-        groups.truncate(TOP);
-        tw.groups = groups;
+        tw.groups = flow_groups(tw_groups);
 
-        let ephemeral = sysctls.ip_local_port_range.map(|[lo, hi]| {
-            let range_ports = hi as u32 - lo as u32 + 1;
-            let reserved_in_range = sysctls
-                .ip_local_reserved_ports
-                .as_deref()
-                .and_then(procfs::parse_port_list)
-                .map(|r| procfs::ports_in(&r, lo, hi))
-                .unwrap_or(0);
-            let usable = range_ports - reserved_in_range;
-            let groups_total = eph.len();
-            let mut groups: Vec<PortGroup> = eph
-                .into_iter()
-                .map(|((c, s, p), (used, tw))| PortGroup {
-                    client: c.to_string(),
-                    server: s.to_string(),
-                    server_port: p,
-                    ports_used: used,
-                    time_wait: tw,
-                    headroom: (usable as u64).saturating_sub(used),
-                })
-                .collect();
-            groups.sort_by(|a, b| {
-                b.ports_used.cmp(&a.ports_used).then_with(|| {
-                    (a.server_port, &a.client, &a.server).cmp(&(
-                        b.server_port,
-                        &b.client,
-                        &b.server,
-                    ))
-                })
-            });
-            let mut kept: Vec<PortGroup> = vec![];
-            for (i, g) in groups.into_iter().enumerate() {
-                if i < TOP || interest.contains(&g.server_port) {
-                    kept.push(g);
-                }
-            }
-            Ephemeral {
-                range: [lo, hi],
-                range_ports,
-                reserved_in_range,
-                usable,
-                groups: kept,
-                groups_total,
-                distinct_ports_in_range: ports_seen.iter().map(|w| w.count_ones()).sum(),
-            }
-        });
+        let ephemeral = ephemeral(sysctls, eph, &interest, &ports_seen);
 
-        let mine = |s: &SockRec| target.is_some_and(|t| t.contains(&s.inode));
-        let mut listeners: Vec<Listener> = all_listeners
-            .iter()
-            .filter(|s| {
-                mine(s)
-                    || interest.contains(&s.local.port())
-                    || (target.is_none() && ports.is_empty())
-            })
-            .map(|s| Listener {
-                local: s.local.to_string(),
-                port: s.local.port(),
-                accept_queue: s.rqueue,
-                backlog: s.backlog,
-                target: mine(s),
-            })
-            .collect();
-        listeners.sort_by(|a, b| {
-            b.target
-                .cmp(&a.target)
-                .then(a.port.cmp(&b.port))
-                .then(a.local.cmp(&b.local))
-        });
-        listeners.truncate(32);
+        let listeners = listeners(&all_listeners, target, &interest, ports);
 
-        let mut sockets: BTreeMap<String, u64> = BTreeMap::new();
-        for (state, &n) in by_state.iter().enumerate().filter(|(_, n)| **n > 0) {
-            *sockets
-                .entry(state_name(state as u8).to_string())
-                .or_default() += n;
-        }
+        let sockets = socket_states(&by_state);
         NetObservation {
             sockets_total: total,
             sockets,
@@ -401,6 +299,146 @@ impl<'a> Tally<'a> {
             ..Default::default()
         }
     }
+}
+
+/// The TIME_WAIT toward each upstream port that is not one of the target's own, busiest first.
+fn upstream_time_wait(
+    upstream: BTreeMap<u16, (Option<std::net::SocketAddr>, u64)>,
+    interest: &[u16],
+    tw_local: &[u32],
+    tw_remote: &[u32],
+) -> Vec<UpstreamTimeWait> {
+    let mut v: Vec<UpstreamTimeWait> = upstream
+        .into_iter()
+        .filter(|(p, _)| interest.binary_search(p).is_err())
+        .map(|(p, (addr, live))| UpstreamTimeWait {
+            server: addr.map_or_else(|| format!("port {p}"), |a| a.to_string()),
+            port: p,
+            count: (tw_local[p as usize] + tw_remote[p as usize]) as u64,
+            closed_by_upstream: tw_local[p as usize] as u64,
+            closed_by_target: tw_remote[p as usize] as u64,
+            live_connections: live,
+            connects_during_window: None,
+        })
+        .collect();
+    v.sort_by(|a, b| b.count.cmp(&a.count).then(a.port.cmp(&b.port)));
+    v
+}
+
+/// The busiest TIME_WAIT flow groups (at most `TOP`).
+fn flow_groups(tw_groups: FxMap<(Side, IpAddr, IpAddr, u16), u64>) -> Vec<FlowGroup> {
+    let mut groups: Vec<FlowGroup> = tw_groups
+        .into_iter()
+        .map(|((sd, c, s, p), count)| FlowGroup {
+            client: c.to_string(),
+            server: s.to_string(),
+            server_port: p,
+            count,
+            closed_first: sd,
+        })
+        .collect();
+    groups.sort_by(|a, b| {
+        b.count.cmp(&a.count).then_with(|| {
+            (a.server_port, &a.client, &a.server).cmp(&(b.server_port, &b.client, &b.server))
+        })
+    });
+    groups.truncate(TOP);
+    groups
+}
+
+/// The ephemeral port range and its busiest client groups (plus those of the ports of
+/// interest), when the range is known.
+fn ephemeral(
+    sysctls: &NetSysctls,
+    eph: FxMap<(IpAddr, IpAddr, u16), (u64, u64)>,
+    interest: &[u16],
+    ports_seen: &[u64],
+) -> Option<Ephemeral> {
+    sysctls.ip_local_port_range.map(|[lo, hi]| {
+        let range_ports = hi as u32 - lo as u32 + 1;
+        let reserved_in_range = sysctls
+            .ip_local_reserved_ports
+            .as_deref()
+            .and_then(procfs::parse_port_list)
+            .map(|r| procfs::ports_in(&r, lo, hi))
+            .unwrap_or(0);
+        let usable = range_ports - reserved_in_range;
+        let groups_total = eph.len();
+        let mut groups: Vec<PortGroup> = eph
+            .into_iter()
+            .map(|((c, s, p), (used, tw))| PortGroup {
+                client: c.to_string(),
+                server: s.to_string(),
+                server_port: p,
+                ports_used: used,
+                time_wait: tw,
+                headroom: (usable as u64).saturating_sub(used),
+            })
+            .collect();
+        groups.sort_by(|a, b| {
+            b.ports_used.cmp(&a.ports_used).then_with(|| {
+                (a.server_port, &a.client, &a.server).cmp(&(b.server_port, &b.client, &b.server))
+            })
+        });
+        let mut kept: Vec<PortGroup> = vec![];
+        for (i, g) in groups.into_iter().enumerate() {
+            if i < TOP || interest.contains(&g.server_port) {
+                kept.push(g);
+            }
+        }
+        Ephemeral {
+            range: [lo, hi],
+            range_ports,
+            reserved_in_range,
+            usable,
+            groups: kept,
+            groups_total,
+            distinct_ports_in_range: ports_seen.iter().map(|w| w.count_ones()).sum(),
+        }
+    })
+}
+
+/// The listeners reported: the target's and those on ports of interest (all of them when
+/// the census has no target and no ports), the target's first, at most 32.
+fn listeners(
+    all_listeners: &[SockRec],
+    target: Option<&HashSet<u64>>,
+    interest: &[u16],
+    ports: &[u16],
+) -> Vec<Listener> {
+    let mine = |s: &SockRec| target.is_some_and(|t| t.contains(&s.inode));
+    let mut listeners: Vec<Listener> = all_listeners
+        .iter()
+        .filter(|s| {
+            mine(s) || interest.contains(&s.local.port()) || (target.is_none() && ports.is_empty())
+        })
+        .map(|s| Listener {
+            local: s.local.to_string(),
+            port: s.local.port(),
+            accept_queue: s.rqueue,
+            backlog: s.backlog,
+            target: mine(s),
+        })
+        .collect();
+    listeners.sort_by(|a, b| {
+        b.target
+            .cmp(&a.target)
+            .then(a.port.cmp(&b.port))
+            .then(a.local.cmp(&b.local))
+    });
+    listeners.truncate(32);
+    listeners
+}
+
+/// Socket counts by state name.
+fn socket_states(by_state: &[u64; 16]) -> BTreeMap<String, u64> {
+    let mut sockets: BTreeMap<String, u64> = BTreeMap::new();
+    for (state, &n) in by_state.iter().enumerate().filter(|(_, n)| **n > 0) {
+        *sockets
+            .entry(state_name(state as u8).to_string())
+            .or_default() += n;
+    }
+    sockets
 }
 
 impl NetObservation {
