@@ -220,21 +220,7 @@ pub fn check(opts: &Options) -> Result<Report> {
         &mut v.findings,
         &mut v.skipped,
     );
-    // nginx's logging: the master given (or the one of a worker given), else every master.
-    for pid in crate::host::nginx::masters(&obs.scan, opts.pid) {
-        match (crate::host::nginx::read_master(pid), &obs.self_mounts) {
-            (Some(m), Some(t)) => {
-                for u in &m.unreadable {
-                    v.skip("runtime.nginx-log", u.clone());
-                }
-                v.findings.extend(traps::runtime::nginx_log(&m, t));
-            }
-            _ => v.skip(
-                "runtime.nginx-log",
-                format!("nginx {pid}: its title or the mount table could not be read"),
-            ),
-        }
-    }
+    nginx_checks(&obs, opts.pid, &mut v);
     // The network census (host::net + traps::net): TIME_WAIT left from earlier runs,
     // ephemeral ports, the listener's accept queue, descriptors for --rate × --timeout.
     let network = network_census(opts, &mut v.findings, &mut v.skipped);
@@ -248,77 +234,29 @@ pub fn check(opts: &Options) -> Result<Report> {
             obs.cpu_psi.as_ref(),
         ));
     }
-
     // The environment's fingerprint, then the before/after gate.
-    let mut fp = fingerprint::read(Path::new("/"), &obs.virt, &obs.cpu_host);
-    fp.server_sha256 = obs
-        .target
-        .as_ref()
-        .and_then(|t| t.exe.as_ref())
-        .and_then(|e| e.sha256.clone());
-    for f in fpm_json
-        .iter()
-        .flat_map(|j| j.as_array().into_iter().flatten())
-        .flat_map(|u| u["files"].as_array().into_iter().flatten())
-        .filter_map(Value::as_str)
-    {
-        if let Some(h) = fingerprint::file_sha256(Path::new(f)) {
-            fp.config_sha256.insert(f.to_string(), h);
-        }
-    }
-    if opts.save.is_some() || inputs.since.is_some() {
-        let now = fingerprint::snapshot(Path::new("/"), fp.clone(), kmsg_seq);
-        if let Some(p) = &opts.save {
-            crate::output::write(
-                "--save",
-                p,
-                (serde_json::to_string(&now).unwrap_or_default() + "\n").as_bytes(),
-            )?;
-        }
-        if let Some(before) = &inputs.since {
-            let mut exclude = vec![std::process::id()];
-            if let Some(pid) = opts.pid {
-                exclude.extend(process::descendants(&obs.scan, pid));
-            }
-            v.findings.extend(traps::drift::drift(
-                before,
-                &now,
-                &exclude,
-                process::clock_ticks(),
-            ));
-        }
-    }
+    let fp = fingerprint_and_drift(
+        opts,
+        inputs.since.as_ref(),
+        &obs,
+        fpm_json.as_ref(),
+        kmsg_seq,
+        &mut v.findings,
+    )?;
     let mut r = Report::new("preflight");
     r.target = target;
     r.findings = v.findings;
     r.skipped = v.skipped;
     let elapsed_ms = traps::round(started.elapsed().as_secs_f64() * 1000.0, 1);
     r.window_s = sample.as_ref().map(|s| s.window_s);
-    r.add(&HostSection::of(
-        &obs.cpu_host,
-        obs.load,
-        obs.cpu_psi,
-        &obs.memory,
-        &obs.virt,
+    add_sections(
+        &mut r,
+        &obs,
         sample.as_ref(),
-    ));
-    r.add(&fp);
-    if let Some(j) = fpm_json {
-        r.add(&FpmSection(j));
-    }
-    if let Some(obs) = &network {
-        r.add(obs);
-    }
-    let probes: Vec<DirProbe> = obs
-        .dir_probes
-        .iter()
-        .chain(&obs.cwd_probe)
-        .chain(obs.open_dir_probes.iter().map(|(_, p)| p))
-        .cloned()
-        .collect();
-    if !probes.is_empty() {
-        r.add(&DirProbeSection::of(&probes));
-    }
+        &fp,
+        fpm_json,
+        network.as_ref(),
+    );
     let incomplete = crate::report::incomplete(&r.skipped, &opts.ignore);
     r.add(&PreflightSection {
         elapsed_ms,
@@ -342,6 +280,111 @@ pub fn check(opts: &Options) -> Result<Report> {
     r.incomplete_fails_strict = true;
     r.finish(&opts.ignore, opts.strict);
     Ok(r)
+}
+
+/// nginx's logging: the master given (or the one of a worker given), else every master.
+fn nginx_checks(obs: &Observed, pid: Option<u32>, v: &mut Verdicts) {
+    for pid in crate::host::nginx::masters(&obs.scan, pid) {
+        match (crate::host::nginx::read_master(pid), &obs.self_mounts) {
+            (Some(m), Some(t)) => {
+                for u in &m.unreadable {
+                    v.skip("runtime.nginx-log", u.clone());
+                }
+                v.findings.extend(traps::runtime::nginx_log(&m, t));
+            }
+            _ => v.skip(
+                "runtime.nginx-log",
+                format!("nginx {pid}: its title or the mount table could not be read"),
+            ),
+        }
+    }
+}
+
+/// The environment's fingerprint, then the before/after gate: `--save` writes the snapshot,
+/// `--since` compares it with the one saved (env.drift findings).
+fn fingerprint_and_drift(
+    opts: &Options,
+    since: Option<&fingerprint::Snapshot>,
+    obs: &Observed,
+    fpm_json: Option<&Value>,
+    kmsg_seq: Option<u64>,
+    findings: &mut Vec<Finding>,
+) -> Result<fingerprint::Fingerprint> {
+    let mut fp = fingerprint::read(Path::new("/"), &obs.virt, &obs.cpu_host);
+    fp.server_sha256 = obs
+        .target
+        .as_ref()
+        .and_then(|t| t.exe.as_ref())
+        .and_then(|e| e.sha256.clone());
+    for f in fpm_json
+        .iter()
+        .flat_map(|j| j.as_array().into_iter().flatten())
+        .flat_map(|u| u["files"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+    {
+        if let Some(h) = fingerprint::file_sha256(Path::new(f)) {
+            fp.config_sha256.insert(f.to_string(), h);
+        }
+    }
+    if opts.save.is_some() || since.is_some() {
+        let now = fingerprint::snapshot(Path::new("/"), fp.clone(), kmsg_seq);
+        if let Some(p) = &opts.save {
+            crate::output::write(
+                "--save",
+                p,
+                (serde_json::to_string(&now).unwrap_or_default() + "\n").as_bytes(),
+            )?;
+        }
+        if let Some(before) = since {
+            let mut exclude = vec![std::process::id()];
+            if let Some(pid) = opts.pid {
+                exclude.extend(process::descendants(&obs.scan, pid));
+            }
+            findings.extend(traps::drift::drift(
+                before,
+                &now,
+                &exclude,
+                process::clock_ticks(),
+            ));
+        }
+    }
+    Ok(fp)
+}
+
+/// The observation sections, in order: `host`, the fingerprint, `fpm`, `network`, `dir_probe`.
+fn add_sections(
+    r: &mut Report,
+    obs: &Observed,
+    sample: Option<&hostinfo::NoiseSample>,
+    fp: &fingerprint::Fingerprint,
+    fpm_json: Option<Value>,
+    network: Option<&crate::host::net::NetObservation>,
+) {
+    r.add(&HostSection::of(
+        &obs.cpu_host,
+        obs.load,
+        obs.cpu_psi,
+        &obs.memory,
+        &obs.virt,
+        sample,
+    ));
+    r.add(fp);
+    if let Some(j) = fpm_json {
+        r.add(&FpmSection(j));
+    }
+    if let Some(obs) = network {
+        r.add(obs);
+    }
+    let probes: Vec<DirProbe> = obs
+        .dir_probes
+        .iter()
+        .chain(&obs.cwd_probe)
+        .chain(obs.open_dir_probes.iter().map(|(_, p)| p))
+        .cloned()
+        .collect();
+    if !probes.is_empty() {
+        r.add(&DirProbeSection::of(&probes));
+    }
 }
 
 /// The network census, in the target's network namespace when there is a target; returns the

@@ -214,6 +214,28 @@ fn fpm_unit_checks(
         counts.as_ref(),
         log_s.as_deref(),
     ));
+    fpm_memory(u, &pools, opts, obs, findings, skipped);
+    json!({
+        "config": u.config_path.as_ref().map(|p| escape::bytes(p.as_os_str().as_bytes())),
+        "files": u.config.as_ref().map(|c| c.files.iter().map(|f| escape::bytes(f.as_os_str().as_bytes())).collect::<Vec<_>>()),
+        "warnings": u.config.as_ref().map(|c| c.warnings.clone()),
+        "master": u.master,
+        "pools": pools,
+        "error_log": log_s,
+        "alerts": counts,
+    })
+}
+
+/// The workers' memory against what the pools may have (MemAvailable or `--mem-budget`, and
+/// the master's cgroup limit); a pool with no worker running, or no master, is skipped.
+fn fpm_memory(
+    u: &FpmUnit,
+    pools: &[Pool],
+    opts: &Options,
+    obs: &Observed,
+    findings: &mut Vec<Finding>,
+    skipped: &mut Vec<Skipped>,
+) {
     match &u.master {
         Some(m) if !pools.is_empty() => {
             let cgroup_limit = std::fs::read_to_string(format!("/proc/{}/cgroup", m.pid))
@@ -228,7 +250,7 @@ fn fpm_unit_checks(
                 budget_bytes: opts.mem_budget,
                 cgroup_limit,
             };
-            let (f, unmeasured) = traps::fpm::memory(&pools, m, &basis);
+            let (f, unmeasured) = traps::fpm::memory(pools, m, &basis);
             findings.extend(f);
             for name in unmeasured {
                 skipped.push(Skipped {
@@ -249,15 +271,6 @@ fn fpm_unit_checks(
             ),
         }),
     }
-    json!({
-        "config": u.config_path.as_ref().map(|p| escape::bytes(p.as_os_str().as_bytes())),
-        "files": u.config.as_ref().map(|c| c.files.iter().map(|f| escape::bytes(f.as_os_str().as_bytes())).collect::<Vec<_>>()),
-        "warnings": u.config.as_ref().map(|c| c.warnings.clone()),
-        "master": u.master,
-        "pools": pools,
-        "error_log": log_s,
-        "alerts": counts,
-    })
 }
 
 /// PHP's runtime mode for one running master: Xdebug and OPcache from what it mapped, its

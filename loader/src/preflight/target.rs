@@ -136,8 +136,24 @@ fn target_checks(
             .collect()
     };
     findings.extend(traps::host::tracer(&t.traced, &tracers));
+    target_fs_checks(t, obs, dirs, findings, skipped);
+}
 
-    // Filesystems, in the target's own mount namespace (its cwd is relative to its root).
+/// Filesystems, in the target's own mount namespace (its cwd is relative to its root): its
+/// working directory (and its children's), its executable and open files.
+fn target_fs_checks(
+    t: &Process,
+    obs: &Observed,
+    dirs: &[Dir],
+    findings: &mut Vec<Finding>,
+    skipped: &mut Vec<Skipped>,
+) {
+    let mut skip = |check: &str, reason: String| {
+        skipped.push(Skipped {
+            check: check.to_string(),
+            reason,
+        })
+    };
     if let Some(r) = denied_reason(t, "fd") {
         skip("fs.hot-path-slow (open files)", r);
     }

@@ -399,29 +399,7 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
         ));
     }
     for f in &r.findings {
-        out.push_str(&format!(
-            "{} {}: {}",
-            crate::report::color::severity(f.severity),
-            f.id,
-            f.title
-        ));
-        if !f.remedy.is_empty() {
-            out.push_str(&format!(" — fix: {}", f.remedy));
-        }
-        out.push('\n');
-        if verbose {
-            let width = f.evidence.keys().map(|k| k.len()).max().unwrap_or(0);
-            for (k, v) in &f.evidence {
-                let v = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                out.push_str(&format!("     {k:width$}  {v}\n"));
-            }
-            if let Some(p) = &f.predicted {
-                out.push_str(&format!("     predicted: {p}\n"));
-            }
-        }
+        push_finding(&mut out, f, verbose);
     }
     for f in &r.ignored {
         out.push_str(&format!(
@@ -448,13 +426,47 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
             }
         }
     }
+    out.push_str(&summary_line(r));
+    out
+}
+
+/// One finding's line (severity, id, title, remedy); `verbose` adds its evidence and
+/// prediction under it.
+fn push_finding(out: &mut String, f: &traps::Finding, verbose: bool) {
+    out.push_str(&format!(
+        "{} {}: {}",
+        crate::report::color::severity(f.severity),
+        f.id,
+        f.title
+    ));
+    if !f.remedy.is_empty() {
+        out.push_str(&format!(" — fix: {}", f.remedy));
+    }
+    out.push('\n');
+    if verbose {
+        let width = f.evidence.keys().map(|k| k.len()).max().unwrap_or(0);
+        for (k, v) in &f.evidence {
+            let v = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            out.push_str(&format!("     {k:width$}  {v}\n"));
+        }
+        if let Some(p) = &f.predicted {
+            out.push_str(&format!("     predicted: {p}\n"));
+        }
+    }
+}
+
+/// The last line: the counts by severity, ignored and skipped, and the exit code.
+fn summary_line(r: &Report) -> String {
     let count = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
     let strict = r
         .sections
         .get("preflight")
         .and_then(|p| p["strict"].as_bool())
         .unwrap_or(false);
-    out.push_str(&format!(
+    format!(
         "preflight: {} fail, {} warn, {} info; {} ignored, {} skipped{} -> exit {}\n",
         count(Severity::Fail),
         count(Severity::Warn),
@@ -467,8 +479,7 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
             ""
         },
         r.exit_code
-    ));
-    out
+    )
 }
 
 #[cfg(test)]
