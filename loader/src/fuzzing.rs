@@ -165,7 +165,7 @@ pub fn flags(data: &[u8]) {
     if let Ok(r) = crate::util::parse_rate(&t) {
         assert!(r.is_finite() && r > 0.0);
     }
-    if let Ok(s) = crate::cmd::preflight::parse_size(&t) {
+    if let Ok(s) = crate::util::parse_size(&t) {
         assert!(s >= 1);
     }
     let _ = load::Url::parse(&t);

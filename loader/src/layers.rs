@@ -19,6 +19,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("traps", 2),
     ("report", 3),
     ("load", 4),
+    ("preflight", 4),
     ("trace", 4),
     ("sample", 4),
     ("strace", 4),

@@ -18,6 +18,7 @@ pub mod input;
 mod layers;
 pub mod load;
 pub mod output;
+pub mod preflight;
 pub mod probe;
 pub mod report;
 pub mod sample;

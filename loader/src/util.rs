@@ -118,6 +118,38 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// Parses a memory size: bytes, or a number with K, M, G, T (powers of 1024; `KiB`... too).
+/// Decimal `MB`/`GB` are refused rather than guessed.
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = (t[..split].trim(), t[split..].trim());
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (try 2G, 512M, 1.5GiB)"))?;
+    let mult: f64 = match unit {
+        "" | "B" => 1.0,
+        "K" | "k" | "KiB" => 1024.0,
+        "M" | "MiB" => 1024.0 * 1024.0,
+        "G" | "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "T" | "TiB" => 1024.0f64.powi(4),
+        "KB" | "kB" | "MB" | "GB" | "TB" => {
+            return Err(format!(
+                "`{s}`: decimal units are ambiguous here; use K/M/G (powers of 1024) or a byte count"
+            ));
+        }
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use K, M, G or T)")),
+    };
+    let bytes = v * mult;
+    if !bytes.is_finite() || bytes < 1.0 {
+        return Err(format!("`{s}`: the size must be at least one byte"));
+    }
+    if bytes > 2f64.powi(62) {
+        return Err(format!("`{s}`: larger than any machine"));
+    }
+    Ok(bytes as u64)
+}
+
 /// Writes to stdout; a closed pipe (`trapdetect ... | head`) ends the program quietly, any
 /// other failure is a lost report (see [`crate::output::stdout`]).
 pub fn print(s: &str) -> crate::error::Result<()> {
@@ -217,5 +249,18 @@ mod tests {
         assert!(parse_rate("-3").is_err());
         assert!(parse_rate("NaN").is_err());
         assert!(parse_rate("inf").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64 MiB"), Ok(64 << 20));
+        assert!(parse_size("2GB").unwrap_err().contains("ambiguous"));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3X").is_err());
     }
 }

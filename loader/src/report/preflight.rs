@@ -399,29 +399,7 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
         ));
     }
     for f in &r.findings {
-        out.push_str(&format!(
-            "{} {}: {}",
-            crate::report::color::severity(f.severity),
-            f.id,
-            f.title
-        ));
-        if !f.remedy.is_empty() {
-            out.push_str(&format!(" — fix: {}", f.remedy));
-        }
-        out.push('\n');
-        if verbose {
-            let width = f.evidence.keys().map(|k| k.len()).max().unwrap_or(0);
-            for (k, v) in &f.evidence {
-                let v = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                out.push_str(&format!("     {k:width$}  {v}\n"));
-            }
-            if let Some(p) = &f.predicted {
-                out.push_str(&format!("     predicted: {p}\n"));
-            }
-        }
+        push_finding(&mut out, f, verbose);
     }
     for f in &r.ignored {
         out.push_str(&format!(
@@ -448,13 +426,47 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
             }
         }
     }
+    out.push_str(&summary_line(r));
+    out
+}
+
+/// One finding's line (severity, id, title, remedy); `verbose` adds its evidence and
+/// prediction under it.
+fn push_finding(out: &mut String, f: &traps::Finding, verbose: bool) {
+    out.push_str(&format!(
+        "{} {}: {}",
+        crate::report::color::severity(f.severity),
+        f.id,
+        f.title
+    ));
+    if !f.remedy.is_empty() {
+        out.push_str(&format!(" — fix: {}", f.remedy));
+    }
+    out.push('\n');
+    if verbose {
+        let width = f.evidence.keys().map(|k| k.len()).max().unwrap_or(0);
+        for (k, v) in &f.evidence {
+            let v = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            out.push_str(&format!("     {k:width$}  {v}\n"));
+        }
+        if let Some(p) = &f.predicted {
+            out.push_str(&format!("     predicted: {p}\n"));
+        }
+    }
+}
+
+/// The last line: the counts by severity, ignored and skipped, and the exit code.
+fn summary_line(r: &Report) -> String {
     let count = |s: Severity| r.findings.iter().filter(|f| f.severity == s).count();
     let strict = r
         .sections
         .get("preflight")
         .and_then(|p| p["strict"].as_bool())
         .unwrap_or(false);
-    out.push_str(&format!(
+    format!(
         "preflight: {} fail, {} warn, {} info; {} ignored, {} skipped{} -> exit {}\n",
         count(Severity::Fail),
         count(Severity::Warn),
@@ -467,6 +479,103 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
             ""
         },
         r.exit_code
-    ));
-    out
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Skipped;
+    use crate::traps::{Finding, Id};
+    use serde_json::json;
+
+    #[test]
+    fn a_skipped_check_that_could_fail_is_prominent_and_fails_strict() {
+        // As `build` assembles it: the section lists them, `finish` decides the exit code.
+        let report = |skipped: Vec<Skipped>, ignore: &[String], strict: bool| {
+            let mut r = Report::new("preflight");
+            r.skipped = skipped;
+            let incomplete = crate::report::incomplete(&r.skipped, ignore);
+            r.sections.insert(
+                "preflight".into(),
+                json!({ "strict": strict, "incomplete": incomplete }),
+            );
+            r.incomplete_fails_strict = true;
+            r.finish(ignore, strict);
+            r
+        };
+        for strict in [false, true] {
+            let r = report(
+                vec![
+                    Skipped {
+                        check: "fs.cwd-slow".into(),
+                        reason: "/proc/42/cwd: permission denied (needs CAP_SYS_PTRACE)".into(),
+                    },
+                    // cpu.frequency cannot fail: skipping it leaves the verdict whole.
+                    Skipped {
+                        check: "cpu.frequency".into(),
+                        reason: "no cpufreq".into(),
+                    },
+                ],
+                &[],
+                strict,
+            );
+            assert_eq!(r.exit_code, if strict { 1 } else { 0 });
+            assert_eq!(
+                r.sections["preflight"]["incomplete"],
+                json!(["fs.cwd-slow"])
+            );
+            let t = crate::report::preflight::render_text(&r, false);
+            assert!(
+                t.lines().nth(1).unwrap().starts_with(
+                    "INCOMPLETE: 1 check that could fail did not run: fs.cwd-slow (why:"
+                ),
+                "{t}"
+            );
+        }
+        // Ignored by the user: not missed.
+        let r = report(
+            vec![Skipped {
+                check: "net.fd-limit".into(),
+                reason: "census failed".into(),
+            }],
+            &["net.fd-limit".to_string()],
+            true,
+        );
+        assert_eq!(r.exit_code, 0);
+        assert_eq!(r.sections["preflight"]["incomplete"], json!([]));
+    }
+
+    #[test]
+    fn text_is_one_line_per_finding_fail_first() {
+        let mut r = Report::new("preflight");
+        r.findings
+            .push(Finding::new(Id::HostVirt, Severity::Info, "virtual machine").remedy("compare"));
+        r.findings.push(
+            Finding::new(Id::FsDirSlow, Severity::Fail, "--dir /mnt/c/x is on DrvFs")
+                .with("fs_type", "9p")
+                .remedy("use a local dir"),
+        );
+        r.findings
+            .push(Finding::new(Id::CpuAffinity, Severity::Warn, "1 of 2").remedy("taskset"));
+        r.skipped.push(Skipped {
+            check: "host.kernel-log".into(),
+            reason: "needs CAP_SYSLOG".into(),
+        });
+        r.finish(&["cpu.affinity".into()], false);
+        let t = crate::report::preflight::render_text(&r, false);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[1],
+            "FAIL fs.dir-slow: --dir /mnt/c/x is on DrvFs — fix: use a local dir"
+        );
+        assert_eq!(lines[2], "INFO host.virt: virtual machine — fix: compare");
+        assert_eq!(lines[3], "ignored WARN cpu.affinity: 1 of 2");
+        assert_eq!(lines[4], "skipped host.kernel-log: needs CAP_SYSLOG");
+        assert_eq!(
+            lines[5],
+            "preflight: 1 fail, 0 warn, 1 info; 1 ignored, 1 skipped -> exit 1"
+        );
+        assert_eq!(lines.len(), 6);
+    }
 }
