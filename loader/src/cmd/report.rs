@@ -108,8 +108,8 @@ fn text(mut doc: Value, file: &Path) -> Result<String> {
             report::text::render(&r)
         })
     } else if schema.starts_with("trapdetect.load/") {
-        let d: super::load::Document = serde_json::from_value(doc).map_err(bad)?;
-        Ok(super::load::text(&d))
+        let d: crate::load::document::Document = serde_json::from_value(doc).map_err(bad)?;
+        Ok(crate::load::document::text(&d))
     } else {
         Ok(report::text::steps_or_drain(&doc))
     }

@@ -27,6 +27,8 @@ mod classify;
 mod client;
 mod clock;
 mod deadline;
+pub mod document;
+pub mod driver;
 mod engine;
 mod exchange;
 pub mod external;
