@@ -126,8 +126,16 @@ pub fn kernel_shown() -> String {
 
 /// Probes this kernel; returns the checks in report order, grouped.
 pub fn kernel_checks(btf_file: Option<&std::path::Path>) -> Vec<(&'static str, Vec<Check>)> {
-    let mut groups = vec![];
-    // BTF, and the fields read through it.
+    vec![
+        ("BTF", btf_checks(btf_file)),
+        ("tracepoints", tracepoint_checks()),
+        ("eBPF helpers", helper_checks()),
+        ("eBPF map types", map_checks()),
+    ]
+}
+
+/// BTF, and the fields read through it.
+fn btf_checks(btf_file: Option<&std::path::Path>) -> Vec<Check> {
     let path = btf_file.unwrap_or(std::path::Path::new("/sys/kernel/btf/vmlinux"));
     let mut btf_checks = vec![];
     match std::fs::read(path)
@@ -160,9 +168,11 @@ pub fn kernel_checks(btf_file: Option<&std::path::Path>) -> Vec<(&'static str, V
             note: format!("{e} (needs CONFIG_DEBUG_INFO_BTF=y, or a BTF file with --btf)"),
         }),
     }
-    groups.push(("BTF", btf_checks));
+    btf_checks
+}
 
-    // Tracepoints, from the compatibility table `trace` attaches by.
+/// Tracepoints, from the compatibility table `trace` attaches by.
+fn tracepoint_checks() -> Vec<Check> {
     let mut tp = vec![];
     match Tracefs::ensure() {
         Ok(fs) => {
@@ -189,9 +199,11 @@ pub fn kernel_checks(btf_file: Option<&std::path::Path>) -> Vec<(&'static str, V
             note: e.to_string(),
         }),
     }
-    groups.push(("tracepoints", tp));
+    tp
+}
 
-    // Helpers and maps: probed by loading two-instruction programs (needs CAP_BPF).
+/// Helpers: probed by loading two-instruction programs (needs CAP_BPF).
+fn helper_checks() -> Vec<Check> {
     let used = version::helper_calls(probe::object());
     let mut helpers = vec![];
     for id in &used {
@@ -232,7 +244,11 @@ pub fn kernel_checks(btf_file: Option<&std::path::Path>) -> Vec<(&'static str, V
             },
         });
     }
-    groups.push(("eBPF helpers", helpers));
+    helpers
+}
+
+/// Map types: probed the same way.
+fn map_checks() -> Vec<Check> {
     let mut maps = vec![];
     for (m, name, since) in MAPS {
         let r = is_map_supported(*m);
@@ -247,8 +263,7 @@ pub fn kernel_checks(btf_file: Option<&std::path::Path>) -> Vec<(&'static str, V
             },
         });
     }
-    groups.push(("eBPF map types", maps));
-    groups
+    maps
 }
 
 #[cfg(test)]
