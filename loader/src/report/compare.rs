@@ -115,70 +115,102 @@ fn per_second(l: &Value, key: &str) -> Vec<f64> {
 
 fn metrics(doc: &Value) -> Vec<Metric> {
     let mut out = vec![];
-    let mut push = |group, name: String, unit, value: Option<f64>, noise| {
-        if let Some(value) = value {
-            out.push(Metric {
-                group,
-                name,
-                unit,
-                value,
-                noise,
-            });
-        }
-    };
     if let Some(l) = load_of(doc) {
-        push(
-            "load",
-            "offered".into(),
-            "req/s",
-            l["offered_rate_per_s"].as_f64(),
-            stdev(&per_second(l, "scheduled")),
-        );
-        push(
-            "load",
-            "delivered (2xx)".into(),
-            "req/s",
-            l["delivered_rate_per_s"].as_f64(),
-            stdev(&per_second(l, "ok_2xx")),
-        );
-        push(
-            "load",
-            "success".into(),
-            "%",
-            l["success_ratio"].as_f64().map(|v| v * 100.0),
-            None,
-        );
-        push(
-            "load",
-            "errors".into(),
-            "count",
-            l["errors_total"].as_f64(),
-            None,
-        );
-        push(
-            "load",
-            "non-2xx".into(),
-            "count",
-            l["non_2xx"].as_f64(),
-            None,
-        );
-        for (k, n) in [
-            ("p50_us", "2xx latency p50"),
-            ("p90_us", "2xx latency p90"),
-            ("p99_us", "2xx latency p99"),
-            ("p99_9_us", "2xx latency p99.9"),
-            ("max_us", "2xx latency max"),
-        ] {
-            let noise = match k {
-                "p99_us" => stdev(&per_second(l, "lat_2xx_p99_us")),
-                "p50_us" => stdev(&per_second(l, "lat_2xx_mean_us")),
-                _ => None,
-            };
-            push("load", n.into(), "µs", l["latency_2xx"][k].as_f64(), noise);
-        }
+        load_metrics(&mut out, l);
     }
+    trace_metrics(&mut out, doc);
+    out
+}
+
+/// Adds a figure, when the run has it.
+fn push(
+    out: &mut Vec<Metric>,
+    group: &'static str,
+    name: String,
+    unit: &'static str,
+    value: Option<f64>,
+    noise: Option<(f64, usize)>,
+) {
+    if let Some(value) = value {
+        out.push(Metric {
+            group,
+            name,
+            unit,
+            value,
+            noise,
+        });
+    }
+}
+
+/// The load's figures: rates, success, errors and the 2xx percentiles.
+fn load_metrics(out: &mut Vec<Metric>, l: &Value) {
+    push(
+        out,
+        "load",
+        "offered".into(),
+        "req/s",
+        l["offered_rate_per_s"].as_f64(),
+        stdev(&per_second(l, "scheduled")),
+    );
+    push(
+        out,
+        "load",
+        "delivered (2xx)".into(),
+        "req/s",
+        l["delivered_rate_per_s"].as_f64(),
+        stdev(&per_second(l, "ok_2xx")),
+    );
+    push(
+        out,
+        "load",
+        "success".into(),
+        "%",
+        l["success_ratio"].as_f64().map(|v| v * 100.0),
+        None,
+    );
+    push(
+        out,
+        "load",
+        "errors".into(),
+        "count",
+        l["errors_total"].as_f64(),
+        None,
+    );
+    push(
+        out,
+        "load",
+        "non-2xx".into(),
+        "count",
+        l["non_2xx"].as_f64(),
+        None,
+    );
+    for (k, n) in [
+        ("p50_us", "2xx latency p50"),
+        ("p90_us", "2xx latency p90"),
+        ("p99_us", "2xx latency p99"),
+        ("p99_9_us", "2xx latency p99.9"),
+        ("max_us", "2xx latency max"),
+    ] {
+        let noise = match k {
+            "p99_us" => stdev(&per_second(l, "lat_2xx_p99_us")),
+            "p50_us" => stdev(&per_second(l, "lat_2xx_mean_us")),
+            _ => None,
+        };
+        push(
+            out,
+            "load",
+            n.into(),
+            "µs",
+            l["latency_2xx"][k].as_f64(),
+            noise,
+        );
+    }
+}
+
+/// The trace's figures: requests, filesystems, syscalls and the traced network.
+fn trace_metrics(out: &mut Vec<Metric>, doc: &Value) {
     if let Some(r) = doc["requests"]["rate_per_s"].as_f64() {
-        push("trace", "requests".into(), "req/s", Some(r), None);
+        push(out, "trace", "requests".into(), "req/s", Some(r), None);
     }
     for f in doc["filesystems"].as_array().into_iter().flatten() {
         let name = format!(
@@ -187,6 +219,7 @@ fn metrics(doc: &Value) -> Vec<Metric> {
             f["fs_type"].as_str().unwrap_or("?")
         );
         push(
+            out,
             "filesystem",
             format!("{name} lookups"),
             "/request",
@@ -194,6 +227,7 @@ fn metrics(doc: &Value) -> Vec<Metric> {
             None,
         );
         push(
+            out,
             "filesystem",
             format!("{name} syscall time"),
             "ms/request",
@@ -208,7 +242,14 @@ fn metrics(doc: &Value) -> Vec<Metric> {
             s["mount_point"].as_str().unwrap_or("?"),
             s["fs_type"].as_str().unwrap_or("?")
         );
-        push("syscall", name, "/request", s["per_request"].as_f64(), None);
+        push(
+            out,
+            "syscall",
+            name,
+            "/request",
+            s["per_request"].as_f64(),
+            None,
+        );
     }
     if let Some(t) = doc.pointer("/network/traced").filter(|t| t.is_object()) {
         for (k, n) in [
@@ -224,6 +265,7 @@ fn metrics(doc: &Value) -> Vec<Metric> {
                 .collect();
             if !v.is_empty() {
                 push(
+                    out,
                     "network",
                     n.into(),
                     "/s",
@@ -233,7 +275,6 @@ fn metrics(doc: &Value) -> Vec<Metric> {
             }
         }
     }
-    out
 }
 
 fn ids(doc: &Value) -> Vec<String> {
@@ -453,43 +494,7 @@ pub fn html(c: &Comparison, a: &Value, b: &Value) -> String {
     }
     let _ = write!(o, "</table></div>");
     if let (Some(la), Some(lb)) = (load_of(a), load_of(b)) {
-        let s = |l: &Value, k: &str| -> Vec<Option<f64>> {
-            l["series"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|p| p[k].as_f64())
-                .collect()
-        };
-        for (title, key, unit, log) in [
-            ("Delivered (2xx) per second", "ok_2xx", "per second", false),
-            (
-                "2xx latency p99 per second",
-                "lat_2xx_p99_us",
-                "µs (log scale)",
-                true,
-            ),
-        ] {
-            let t = Timeline {
-                title: title.into(),
-                unit: unit.into(),
-                series: vec![
-                    Series {
-                        name: "A".into(),
-                        values: s(la, key),
-                    },
-                    Series {
-                        name: "B".into(),
-                        values: s(lb, key),
-                    },
-                ],
-                marks: vec![],
-                log_y: log,
-            };
-            if let Some(svg) = t.svg() {
-                let _ = write!(o, "<figure class=\"chart\">{svg}</figure>");
-            }
-        }
+        overlays(&mut o, la, lb);
     }
     let f = &c.findings;
     let _ = write!(o, "<h2>Findings</h2><table class=\"kv\">");
@@ -510,6 +515,47 @@ pub fn html(c: &Comparison, a: &Value, b: &Value) -> String {
     }
     let _ = writeln!(o, "</table></body></html>");
     o
+}
+
+/// The per-second overlays of both runs' loads: delivered 2xx, and the 2xx latency p99.
+fn overlays(o: &mut String, la: &Value, lb: &Value) {
+    let s = |l: &Value, k: &str| -> Vec<Option<f64>> {
+        l["series"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| p[k].as_f64())
+            .collect()
+    };
+    for (title, key, unit, log) in [
+        ("Delivered (2xx) per second", "ok_2xx", "per second", false),
+        (
+            "2xx latency p99 per second",
+            "lat_2xx_p99_us",
+            "µs (log scale)",
+            true,
+        ),
+    ] {
+        let t = Timeline {
+            title: title.into(),
+            unit: unit.into(),
+            series: vec![
+                Series {
+                    name: "A".into(),
+                    values: s(la, key),
+                },
+                Series {
+                    name: "B".into(),
+                    values: s(lb, key),
+                },
+            ],
+            marks: vec![],
+            log_y: log,
+        };
+        if let Some(svg) = t.svg() {
+            let _ = write!(o, "<figure class=\"chart\">{svg}</figure>");
+        }
+    }
 }
 
 #[cfg(test)]
