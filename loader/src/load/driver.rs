@@ -12,7 +12,7 @@ use std::{
 use crate::{
     error::{Error, Result},
     load::{
-        self, Plan, Sample,
+        self, Plan, Running, Sample, Summary,
         document::{Document, text, verdict},
         steps::StepSpec,
     },
@@ -148,69 +148,12 @@ pub fn run(args: &Outputs, plan: &Plan) -> Result<i32> {
         .json_out
         .map(|p| OutputFile::create("--json-out", p))
         .transpose()?;
-    let writer = match args.samples_out {
-        Some(path) => {
-            let mut file = OutputFile::create("--samples-out", path)?;
-            let (tx, rx) = std::sync::mpsc::channel::<Sample>();
-            run_plan.samples = Some(tx);
-            let path = path.to_path_buf();
-            Some(std::thread::spawn(move || -> Result<OutputFile> {
-                let fail = |e: std::io::Error| {
-                    Error::output(format!("--samples-out {}", path.display()), e)
-                };
-                for s in rx {
-                    serde_json::to_writer(&mut file, &s).map_err(|e| fail(e.into()))?;
-                    file.write_all(b"\n").map_err(fail)?;
-                }
-                Ok(file)
-            }))
-        }
-        None => None,
-    };
+    let writer = samples_writer(args.samples_out, &mut run_plan)?;
     catch_interrupts();
     let running = load::start(run_plan)?;
     let progress = crate::util::Progress::new(args.quiet, args.progress);
-    {
-        eprintln!(
-            "trapdetect load: {} to {} for {}s{}, timeout {}s; Ctrl-C ends early.",
-            match (plan.rate, plan.closed_loop) {
-                (r, Some(c)) => format!(
-                    "closed loop, {c} workers{}",
-                    r.map(|r| format!(" capped at {r}/s")).unwrap_or_default()
-                ),
-                (Some(r), None) => format!("{r}/s {:?}", plan.arrival).to_lowercase(),
-                (None, None) => String::new(),
-            },
-            crate::escape::text(&plan.url),
-            plan.duration.as_secs_f64(),
-            if plan.warmup.is_zero() {
-                String::new()
-            } else {
-                format!(" after {}s warm-up", plan.warmup.as_secs_f64())
-            },
-            plan.timeout.as_secs_f64()
-        );
-    }
-    let mut next_tick = 1.0;
-    let summary = loop {
-        if INTERRUPTED.load(Ordering::Relaxed) {
-            progress.clear();
-            eprintln!("trapdetect load: stopping; waiting for requests in flight");
-            break running.stop()?;
-        }
-        if running.is_finished() {
-            break running.wait()?;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        let l = running.live();
-        if l.elapsed_s >= next_tick {
-            progress.show(&format!(
-                "  t={:>4.0}s  scheduled {:>9}  ended {:>9}  2xx {:>9}  in flight {:>6}",
-                l.elapsed_s, l.scheduled, l.completed, l.ok_2xx, l.in_flight
-            ));
-            next_tick = l.elapsed_s.floor() + 1.0;
-        }
-    };
+    announce(plan);
+    let summary = wait(running, &progress)?;
     progress.clear();
     // From here on the run is measured: a file that cannot be written is reported after the
     // report is printed, never instead of it.
@@ -268,4 +211,78 @@ pub fn run(args: &Outputs, plan: &Plan) -> Result<i32> {
         return Err(Error::ReportLost(lost.join("; ")));
     }
     Ok(code)
+}
+
+/// Starts the --samples-out writer, fed by the plan's samples channel: one JSON line a request.
+fn samples_writer(
+    samples_out: Option<&Path>,
+    run_plan: &mut Plan,
+) -> Result<Option<std::thread::JoinHandle<Result<OutputFile>>>> {
+    Ok(match samples_out {
+        Some(path) => {
+            let mut file = OutputFile::create("--samples-out", path)?;
+            let (tx, rx) = std::sync::mpsc::channel::<Sample>();
+            run_plan.samples = Some(tx);
+            let path = path.to_path_buf();
+            Some(std::thread::spawn(move || -> Result<OutputFile> {
+                let fail = |e: std::io::Error| {
+                    Error::output(format!("--samples-out {}", path.display()), e)
+                };
+                for s in rx {
+                    serde_json::to_writer(&mut file, &s).map_err(|e| fail(e.into()))?;
+                    file.write_all(b"\n").map_err(fail)?;
+                }
+                Ok(file)
+            }))
+        }
+        None => None,
+    })
+}
+
+/// The start line on stderr.
+fn announce(plan: &Plan) {
+    eprintln!(
+        "trapdetect load: {} to {} for {}s{}, timeout {}s; Ctrl-C ends early.",
+        match (plan.rate, plan.closed_loop) {
+            (r, Some(c)) => format!(
+                "closed loop, {c} workers{}",
+                r.map(|r| format!(" capped at {r}/s")).unwrap_or_default()
+            ),
+            (Some(r), None) => format!("{r}/s {:?}", plan.arrival).to_lowercase(),
+            (None, None) => String::new(),
+        },
+        crate::escape::text(&plan.url),
+        plan.duration.as_secs_f64(),
+        if plan.warmup.is_zero() {
+            String::new()
+        } else {
+            format!(" after {}s warm-up", plan.warmup.as_secs_f64())
+        },
+        plan.timeout.as_secs_f64()
+    );
+}
+
+/// Waits for the run's end (or Ctrl-C), with a progress line a second.
+fn wait(running: Running, progress: &crate::util::Progress) -> Result<Summary> {
+    let mut next_tick = 1.0;
+    let summary = loop {
+        if INTERRUPTED.load(Ordering::Relaxed) {
+            progress.clear();
+            eprintln!("trapdetect load: stopping; waiting for requests in flight");
+            break running.stop()?;
+        }
+        if running.is_finished() {
+            break running.wait()?;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let l = running.live();
+        if l.elapsed_s >= next_tick {
+            progress.show(&format!(
+                "  t={:>4.0}s  scheduled {:>9}  ended {:>9}  2xx {:>9}  in flight {:>6}",
+                l.elapsed_s, l.scheduled, l.completed, l.ok_2xx, l.in_flight
+            ));
+            next_tick = l.elapsed_s.floor() + 1.0;
+        }
+    };
+    Ok(summary)
 }
