@@ -19,7 +19,7 @@ use crate::{
         },
         seconds::{KernelSource, Sampler},
     },
-    traps,
+    traps::{self, run::RunObs},
 };
 
 /// Drives the full open-loop load during the trace and samples the kernel once a second.
@@ -148,68 +148,12 @@ pub fn measure(
         }
         report.findings.extend(traps::run::rules(&obs));
         if offcpu_attached {
-            let inputs = traps::run::VerdictInputs {
-                delivered_basis: delivered_basis(side, sampler).to_string(),
-                timeouts: side
-                    .seconds
-                    .iter()
-                    .filter_map(|x| x.errors.get("timeout"))
-                    .sum(),
-            };
-            let v = traps::run::verdict(&obs, &mut report.findings, &inputs);
-            if !v.trusted {
-                report.measurement.trusted = false;
-                report.measurement.problems.push(format!(
-                    "the verdict is that the run measured something other than the server: {}",
-                    v.summary
-                ));
-            }
-            report.verdict = Some(v);
+            judge(&mut report, &obs, side, sampler);
         }
         if let Some(s) = &sampled {
             crate::sample::annotate(&mut report.findings, &s.stats, &mounts);
         }
-        // A row of the timeline that covers two seconds or more: a whole second is missing
-        // (a failed reading, a starved loop), and the per-second join averages what it should
-        // have resolved. Said, and the run is not trusted. (A row a few hundred ms long, a
-        // tick late on a saturated machine, still resolves its second.)
-        // Untrusted when fewer rows than half the window's seconds remain (the join then has
-        // little of its per-second resolution left); one late row on a saturated machine is
-        // stated.
-        if let Some(worst) = sampler
-            .seconds
-            .iter()
-            .map(|s| s.dt_s)
-            .filter(|dt| *dt >= 2.0)
-            .max_by(f64::total_cmp)
-        {
-            let window: f64 = sampler.seconds.iter().map(|s| s.dt_s).sum();
-            let text = format!(
-                "the per-second kernel sampler ran late: one row of the timeline covers {worst:.1} s (its slowest reading took {:.0} ms, one started {:.0} ms after its second had ended){}",
-                sampler.slowest_reading_ns as f64 / 1e6,
-                sampler.latest_start_ns as f64 / 1e6,
-                sampler
-                    .last_read_error
-                    .as_ref()
-                    .map(|e| format!(
-                        " ({} failed readings of the off-CPU sums: {e})",
-                        sampler.read_errors
-                    ))
-                    .unwrap_or_default()
-            );
-            if (sampler.seconds.len() as f64) < 0.5 * window {
-                report.measurement.trusted = false;
-                report.measurement.problems.push(text);
-            } else {
-                report.measurement.notes.push(text);
-            }
-        }
-        let lost: u64 = sampler.seconds.iter().map(|s| s.lost).sum();
-        if lost > 0 {
-            report.measurement.notes.push(format!(
-                "{lost} off-CPU intervals were lost (thread slot collisions or a full map); the seconds are marked"
-            ));
-        }
+        sampler_health(&mut report, sampler);
         let switches = sampler
             .window_totals()
             .get(trapdetect_common::offcpu::S_SWITCHES as usize)
@@ -224,4 +168,71 @@ pub fn measure(
         ));
     }
     Ok(report)
+}
+
+/// The run's verdict (with the off-CPU probes attached): said in the report, and the run not
+/// trusted when it measured something other than the server.
+fn judge(report: &mut Report, obs: &RunObs, side: &LoadSide, sampler: &Sampler) {
+    let inputs = traps::run::VerdictInputs {
+        delivered_basis: delivered_basis(side, sampler).to_string(),
+        timeouts: side
+            .seconds
+            .iter()
+            .filter_map(|x| x.errors.get("timeout"))
+            .sum(),
+    };
+    let v = traps::run::verdict(obs, &mut report.findings, &inputs);
+    if !v.trusted {
+        report.measurement.trusted = false;
+        report.measurement.problems.push(format!(
+            "the verdict is that the run measured something other than the server: {}",
+            v.summary
+        ));
+    }
+    report.verdict = Some(v);
+}
+
+/// What the per-second sampler itself says about the timeline: late rows, lost intervals.
+fn sampler_health(report: &mut Report, sampler: &Sampler) {
+    // A row of the timeline that covers two seconds or more: a whole second is missing
+    // (a failed reading, a starved loop), and the per-second join averages what it should
+    // have resolved. Said, and the run is not trusted. (A row a few hundred ms long, a
+    // tick late on a saturated machine, still resolves its second.)
+    // Untrusted when fewer rows than half the window's seconds remain (the join then has
+    // little of its per-second resolution left); one late row on a saturated machine is
+    // stated.
+    if let Some(worst) = sampler
+        .seconds
+        .iter()
+        .map(|s| s.dt_s)
+        .filter(|dt| *dt >= 2.0)
+        .max_by(f64::total_cmp)
+    {
+        let window: f64 = sampler.seconds.iter().map(|s| s.dt_s).sum();
+        let text = format!(
+            "the per-second kernel sampler ran late: one row of the timeline covers {worst:.1} s (its slowest reading took {:.0} ms, one started {:.0} ms after its second had ended){}",
+            sampler.slowest_reading_ns as f64 / 1e6,
+            sampler.latest_start_ns as f64 / 1e6,
+            sampler
+                .last_read_error
+                .as_ref()
+                .map(|e| format!(
+                    " ({} failed readings of the off-CPU sums: {e})",
+                    sampler.read_errors
+                ))
+                .unwrap_or_default()
+        );
+        if (sampler.seconds.len() as f64) < 0.5 * window {
+            report.measurement.trusted = false;
+            report.measurement.problems.push(text);
+        } else {
+            report.measurement.notes.push(text);
+        }
+    }
+    let lost: u64 = sampler.seconds.iter().map(|s| s.lost).sum();
+    if lost > 0 {
+        report.measurement.notes.push(format!(
+            "{lost} off-CPU intervals were lost (thread slot collisions or a full map); the seconds are marked"
+        ));
+    }
 }
