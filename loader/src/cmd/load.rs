@@ -186,39 +186,14 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
         p.hosts = load::expand_hosts(pat)?;
     }
     if let Some(f) = &a.hosts {
-        let what = format!("--hosts {}", f.display());
-        let bytes = crate::input::read_capped(&what, f, crate::input::HOSTS_CAP)?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| Error::usage(format!("{what}: not UTF-8 text")))?;
-        p.hosts = text
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(String::from)
-            .collect();
-        if p.hosts.is_empty() {
-            return Err(Error::usage(format!(
-                "--hosts {}: no host in the file",
-                f.display()
-            )));
-        }
+        p.hosts = load::inputs::hosts_file(f)?;
     }
     if let Some(m) = &a.path_mix {
         p.path_mix = load::parse_path_mix(m)?;
     }
     p.method = a.method.to_ascii_uppercase();
     p.headers = a.header.clone();
-    p.body = match a.body.as_deref() {
-        None => vec![],
-        Some(b) => match b.strip_prefix('@') {
-            Some(f) => crate::input::read_capped(
-                &format!("--body @{f}"),
-                std::path::Path::new(f),
-                crate::input::BODY_CAP,
-            )?,
-            None => b.as_bytes().to_vec(),
-        },
-    };
+    p.body = load::inputs::body(a.body.as_deref())?;
     p.seed = a.seed;
     if let Some(t) = a.threads {
         p.threads = t;

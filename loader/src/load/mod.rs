@@ -36,6 +36,7 @@ mod findings;
 mod h2;
 pub mod http;
 mod hyper_h1;
+pub mod inputs;
 mod plan;
 mod render;
 mod schedule;
