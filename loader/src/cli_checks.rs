@@ -1,5 +1,6 @@
 //! Tests of the one CLI definition (`cli.rs`): the man pages and completions `generate` writes
-//! from it, one help style across commands, and docs/ synopses that match it.
+//! from it, one help style across commands, docs/ synopses that match it, and `load`'s flags
+//! with the plan they build.
 
 mod generate {
     use clap::CommandFactory;
@@ -243,5 +244,143 @@ mod docs_match_cli {
             }
         }
         assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+}
+
+/// `trapdetect load`'s flags, once each, and the plan they build; bad ones are usage errors,
+/// refused when parsed or when the plan is built.
+mod load_flags {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use crate::{
+        cli::{Cli, Command},
+        cmd::load::{LoadArgs, plan},
+        load::Arrival,
+    };
+
+    fn parse(extra: &[&str]) -> std::result::Result<LoadArgs, clap::Error> {
+        let mut v = vec!["trapdetect", "load", "--url", "http://127.0.0.1:9/"];
+        v.extend_from_slice(extra);
+        match Cli::try_parse_from(v)?.command {
+            Some(Command::Load(a)) => Ok(*a),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn flags_parse_once_each() {
+        let a = parse(&[
+            "--rate",
+            "800",
+            "--arrival",
+            "poisson",
+            "--timeout",
+            "2s",
+            "--duration",
+            "60s",
+            "--warmup",
+            "5s",
+            "--host-header",
+            "site-{01..03}",
+            "--path-mix",
+            "/=3,/a=1",
+            "-H",
+            "X-A: 1",
+            "-H",
+            "X-B: 2",
+            "--method",
+            "post",
+            "--body",
+            "x",
+            "--seed",
+            "9",
+            "--no-keepalive",
+            "--threads",
+            "1",
+            "--lag-budget",
+            "5ms",
+            "--json",
+            "--strict",
+            "--max-connections",
+            "64",
+            "--max-wait",
+            "250ms",
+            "--max-connect-rate",
+            "100",
+            "--max-errors",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(a.rate.map(|r| r.from), Some(800.0));
+        assert_eq!(a.arrival, Arrival::Poisson);
+        assert_eq!(a.warmup, Duration::from_secs(5));
+        let p = plan(&a).unwrap();
+        assert_eq!(p.hosts, ["site-01", "site-02", "site-03"]);
+        assert_eq!(p.path_mix.len(), 2);
+        assert_eq!(p.headers.len(), 2);
+        assert_eq!((p.method.as_str(), p.body.as_slice()), ("POST", &b"x"[..]));
+        assert!(!p.keepalive);
+        assert_eq!(p.seed, 9);
+        assert_eq!(p.lag_budget, Duration::from_millis(5));
+        assert_eq!(p.max_connections, Some(64));
+        assert_eq!(p.max_wait, Duration::from_millis(250));
+        assert_eq!((p.connect_rate, p.max_errors_pct), (Some(100.0), 5.0));
+        // Defaults: 512 connections, 1 s wait, 4 × 512 connects/s with keep-alive, 1 % errors.
+        let d = plan(&parse(&["--rate", "10"]).unwrap()).unwrap();
+        assert_eq!(d.budget(u64::MAX), 512);
+        assert_eq!(d.budget(100), 100, "capped by the descriptors");
+        assert_eq!(d.connect_rate_for(512), Some(2048.0));
+        // Twice the offered rate when that is more: 3,530/s offered to a server that closes
+        // every connection needs 3,530 connects/s, which 4 × 512 = 2,048 capped (issue 22).
+        let f = plan(&parse(&["--rate", "3530"]).unwrap()).unwrap();
+        assert_eq!(f.connect_rate_for(512), Some(7060.0));
+        assert_eq!(
+            (d.max_wait, d.max_errors_pct),
+            (Duration::from_secs(1), 1.0)
+        );
+        let a = parse(&["--closed-loop", "-c", "8"]).unwrap();
+        let p = plan(&a).unwrap();
+        assert_eq!((p.closed_loop, p.rate), (Some(8), None));
+        assert_eq!(
+            parse(&["--rate", "1", "--warmup", "0"]).unwrap().warmup,
+            Duration::ZERO
+        );
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors() {
+        for extra in [
+            &["--rate", "0"][..],
+            &["--rate", "-1"],
+            &["--rate", "x"],
+            &["--rate", "1", "--duration", "0s"],
+            &["--rate", "1", "--duration", "2d"],
+            &["--rate", "1", "--timeout", "forever"],
+            &["--rate", "1", "--arrival", "burst"],
+            &["--closed-loop"],
+            &["-c", "4", "--rate", "1"],
+            &["--rate", "1", "--host-header", "a", "--hosts", "/dev/null"],
+            &["--rate", "1", "--max-errors", "-1"],
+            &["--rate", "1", "--max-connections", "x"],
+        ] {
+            assert_eq!(parse(extra).unwrap_err().exit_code(), 2, "{extra:?}");
+        }
+        // Parsed, but refused when the plan is built.
+        for extra in [
+            &[][..],
+            &["--rate", "1", "--closed-loop", "-c", "0"],
+            &["--rate", "1", "-H", "NoColon"],
+            &["--rate", "1", "--host-header", "x{9..1}"],
+            &["--rate", "1", "--path-mix", "nopath=1"],
+            &["--rate", "1", "--threads", "0"],
+            &["--rate", "1", "--warmup", "23h", "--duration", "2h"],
+            &["--rate", "1", "--max-connections", "0"],
+            &["--rate", "1", "--max-errors", "101"],
+        ] {
+            let a = parse(extra).unwrap();
+            assert_eq!(plan(&a).unwrap_err().exit_code(), 2, "{extra:?}");
+        }
     }
 }

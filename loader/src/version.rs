@@ -1,6 +1,8 @@
 //! What this binary is: version, git commit, build date and the hash of the embedded eBPF
 //! object, stamped by build.rs, so a binary copied to a benchmark host can be identified.
 
+pub mod kernel;
+
 /// Package version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Git commit the binary was built from (`unknown` outside a checkout).

@@ -2,24 +2,15 @@
 //! server does, success counted as 2xx only, errors split by kind, latency from the intended
 //! send instant, a per-second series, and a verdict on whether the generator kept its schedule.
 
-use std::{
-    io::Write as _,
-    path::PathBuf,
-    sync::atomic::{AtomicBool, Ordering},
-    time::Duration,
-};
-
-use serde::{Deserialize, Serialize};
+use std::{path::PathBuf, time::Duration};
 
 use crate::{
     error::{Error, Result},
     load::{
-        self, Arrival, Plan, Sample, Summary,
+        self, Arrival, Plan,
+        driver::Outputs,
         steps::{RateRange, StepSpec},
     },
-    output::OutputFile,
-    report::{Measurement, Report},
-    traps::Finding,
     util::{parse_duration, parse_rate},
 };
 
@@ -173,33 +164,6 @@ fn parse_warmup(s: &str) -> std::result::Result<Duration, String> {
     parse_duration(s)
 }
 
-/// The JSON document `trapdetect load --json` prints (`schema` = `trapdetect.load/1`).
-/// `trapdetect report` reads it back and prints it with [`text`], as the run did.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Document {
-    /// The run.
-    #[serde(flatten)]
-    pub summary: Summary,
-    /// Findings, fail first.
-    pub findings: Vec<Finding>,
-    /// Findings silenced with --ignore.
-    pub ignored: Vec<Finding>,
-    /// Trust: `trusted` and `problems` (the generator has no notes or probe counters).
-    #[serde(serialize_with = "trust_only")]
-    pub measurement: Measurement,
-    /// The exit code.
-    pub exit_code: i32,
-}
-
-/// The load document's `measurement`: the report's, without the fields a load never fills.
-fn trust_only<S: serde::Serializer>(m: &Measurement, s: S) -> std::result::Result<S::Ok, S::Error> {
-    use serde::ser::SerializeStruct;
-    let mut st = s.serialize_struct("Measurement", 2)?;
-    st.serialize_field("trusted", &m.trusted)?;
-    st.serialize_field("problems", &m.problems)?;
-    st.end()
-}
-
 /// Builds the plan from the flags, reading --hosts and --body @FILE.
 pub fn plan(a: &LoadArgs) -> Result<Plan> {
     let rate = match (a.rate.map(|r| r.from), a.closed_loop) {
@@ -222,39 +186,14 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
         p.hosts = load::expand_hosts(pat)?;
     }
     if let Some(f) = &a.hosts {
-        let what = format!("--hosts {}", f.display());
-        let bytes = crate::input::read_capped(&what, f, crate::input::HOSTS_CAP)?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| Error::usage(format!("{what}: not UTF-8 text")))?;
-        p.hosts = text
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(String::from)
-            .collect();
-        if p.hosts.is_empty() {
-            return Err(Error::usage(format!(
-                "--hosts {}: no host in the file",
-                f.display()
-            )));
-        }
+        p.hosts = load::inputs::hosts_file(f)?;
     }
     if let Some(m) = &a.path_mix {
         p.path_mix = load::parse_path_mix(m)?;
     }
     p.method = a.method.to_ascii_uppercase();
     p.headers = a.header.clone();
-    p.body = match a.body.as_deref() {
-        None => vec![],
-        Some(b) => match b.strip_prefix('@') {
-            Some(f) => crate::input::read_capped(
-                &format!("--body @{f}"),
-                std::path::Path::new(f),
-                crate::input::BODY_CAP,
-            )?,
-            None => b.as_bytes().to_vec(),
-        },
-    };
+    p.body = load::inputs::body(a.body.as_deref())?;
     p.seed = a.seed;
     if let Some(t) = a.threads {
         p.threads = t;
@@ -277,38 +216,6 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
     p.engine = a.engine;
     p.check()?;
     Ok(p)
-}
-
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: std::ffi::c_int) {
-    INTERRUPTED.store(true, Ordering::Relaxed);
-}
-
-fn catch_interrupts() {
-    use nix::sys::signal::{SigHandler, Signal, signal};
-    let handler = SigHandler::Handler(on_signal);
-    // SAFETY: installing a handler is unsafe in nix; this one only stores to an atomic, which is
-    // async-signal-safe.
-    unsafe {
-        let _ = signal(Signal::SIGINT, handler);
-        let _ = signal(Signal::SIGTERM, handler);
-    }
-}
-
-/// Exit code and trust for a finished run.
-pub fn verdict(
-    s: &Summary,
-    plan: &Plan,
-    ignore: &[String],
-    strict: bool,
-) -> (Vec<Finding>, Vec<Finding>, Measurement, i32) {
-    let mut r = Report::new("load");
-    r.findings = load::findings(s, plan);
-    r.measurement.problems = load::problems(s, plan);
-    r.measurement.trusted = r.measurement.problems.is_empty();
-    r.finish(ignore, strict);
-    (r.findings, r.ignored, r.measurement, r.exit_code)
 }
 
 /// The steps of `--rate FROM..TO --step N`, if asked for; refuses what a step run cannot do.
@@ -354,387 +261,24 @@ pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
     Ok(Some(spec))
 }
 
-/// Runs a step run; returns the exit code.
-fn run_steps(args: &LoadArgs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
-    crate::output::check_all(&[("--html", args.output.html.as_deref())])?;
-    let json_out = args
-        .output
-        .json_out
-        .as_ref()
-        .map(|p| OutputFile::create("--json-out", p))
-        .transpose()?;
-    catch_interrupts();
-    let rates = spec.rates();
-    if !args.quiet {
-        eprintln!(
-            "trapdetect load: {} steps from {}/s to {}/s, {}s each, to {}; Ctrl-C ends early.",
-            rates.len(),
-            spec.from,
-            rates.last().copied().unwrap_or(spec.from),
-            spec.step_duration.as_secs_f64(),
-            crate::escape::text(&plan.url)
-        );
-    }
-    let report = load::steps::run(plan, spec, &INTERRUPTED, |s| {
-        if !args.quiet {
-            eprintln!(
-                "  step {}/s: delivered {:.1}/s ({:.2}%), {} errors, p99 {} → {}",
-                s.rate_per_s,
-                s.delivered_per_s,
-                s.delivered_ratio * 100.0,
-                s.errors_total,
-                s.latency_p99_us
-                    .map_or("-".into(), |us| format!("{:.2} ms", us / 1e3)),
-                if s.passed {
-                    "pass"
-                } else if s.valid {
-                    "fail"
-                } else {
-                    "invalid"
-                }
-            );
-        }
-    })?;
-    let json = serde_json::to_string_pretty(&report)
-        .map_err(|e| Error::Untrusted(format!("serialize the report: {e}")))?;
-    // The run is measured: a file that cannot be written is reported after the report is
-    // printed, never instead of it.
-    let mut lost = vec![];
-    if let (Some(mut f), Some(p)) = (json_out, &args.output.json_out)
-        && let Err(e) = f
-            .write_all(json.as_bytes())
-            .and_then(|_| f.write_all(b"\n"))
-            .map_err(|e| Error::output(format!("--json-out {}", p.display()), e))
-            .and_then(|_| f.commit())
-    {
-        lost.push(e.to_string());
-    }
-    if let Some(p) = &args.output.html {
-        let value = serde_json::to_value(&report).unwrap_or_default();
-        if let Err(e) = crate::output::write(
-            "--html",
-            p,
-            crate::report::html::render_value(&value, &[]).as_bytes(),
-        ) {
-            lost.push(e.to_string());
-        }
-    }
-    let shown = if args.output.json {
-        json + "\n"
-    } else {
-        load::steps::render(&report)
-    };
-    if let Err(e) = crate::util::print(&shown) {
-        lost.insert(0, e.to_string());
-    }
-    if !lost.is_empty() {
-        return Err(Error::ReportLost(lost.join("; ")));
-    }
-    Ok(report.exit_code)
-}
-
 /// Runs the command; returns the exit code.
 pub fn run(args: LoadArgs) -> Result<i32> {
     crate::cmd::check_ignore(&args.verdict.ignore)?;
     let plan = plan(&args)?;
-    if let Some(spec) = step_spec(&args)? {
-        return run_steps(&args, &plan, &spec);
-    }
-    let mut run_plan = plan.clone();
-    crate::output::check_all(&[("--html", args.output.html.as_deref())])?;
-    crate::output::check_all(&args.output.export.paths())?;
-    // Both files are created (as hidden temporaries) before the first arrival, so a bad path
-    // costs no run; they are put in place only once complete.
-    let json_out = args
-        .output
-        .json_out
-        .as_ref()
-        .map(|p| OutputFile::create("--json-out", p))
-        .transpose()?;
-    let writer = match &args.samples_out {
-        Some(path) => {
-            let mut file = OutputFile::create("--samples-out", path)?;
-            let (tx, rx) = std::sync::mpsc::channel::<Sample>();
-            run_plan.samples = Some(tx);
-            let path = path.clone();
-            Some(std::thread::spawn(move || -> Result<OutputFile> {
-                let fail = |e: std::io::Error| {
-                    Error::output(format!("--samples-out {}", path.display()), e)
-                };
-                for s in rx {
-                    serde_json::to_writer(&mut file, &s).map_err(|e| fail(e.into()))?;
-                    file.write_all(b"\n").map_err(fail)?;
-                }
-                Ok(file)
-            }))
-        }
-        None => None,
+    let spec = step_spec(&args)?;
+    let outputs = Outputs {
+        json: args.output.json,
+        json_out: args.output.json_out.as_deref(),
+        html: args.output.html.as_deref(),
+        export: &args.output.export,
+        samples_out: args.samples_out.as_deref(),
+        ignore: &args.verdict.ignore,
+        strict: args.verdict.strict,
+        quiet: args.quiet,
+        progress: args.progress,
     };
-    catch_interrupts();
-    let running = load::start(run_plan)?;
-    let progress = crate::util::Progress::new(args.quiet, args.progress);
-    {
-        eprintln!(
-            "trapdetect load: {} to {} for {}s{}, timeout {}s; Ctrl-C ends early.",
-            match (plan.rate, plan.closed_loop) {
-                (r, Some(c)) => format!(
-                    "closed loop, {c} workers{}",
-                    r.map(|r| format!(" capped at {r}/s")).unwrap_or_default()
-                ),
-                (Some(r), None) => format!("{r}/s {:?}", plan.arrival).to_lowercase(),
-                (None, None) => String::new(),
-            },
-            crate::escape::text(&plan.url),
-            plan.duration.as_secs_f64(),
-            if plan.warmup.is_zero() {
-                String::new()
-            } else {
-                format!(" after {}s warm-up", plan.warmup.as_secs_f64())
-            },
-            plan.timeout.as_secs_f64()
-        );
-    }
-    let mut next_tick = 1.0;
-    let summary = loop {
-        if INTERRUPTED.load(Ordering::Relaxed) {
-            progress.clear();
-            eprintln!("trapdetect load: stopping; waiting for requests in flight");
-            break running.stop()?;
-        }
-        if running.is_finished() {
-            break running.wait()?;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        let l = running.live();
-        if l.elapsed_s >= next_tick {
-            progress.show(&format!(
-                "  t={:>4.0}s  scheduled {:>9}  ended {:>9}  2xx {:>9}  in flight {:>6}",
-                l.elapsed_s, l.scheduled, l.completed, l.ok_2xx, l.in_flight
-            ));
-            next_tick = l.elapsed_s.floor() + 1.0;
-        }
-    };
-    progress.clear();
-    // From here on the run is measured: a file that cannot be written is reported after the
-    // report is printed, never instead of it.
-    let mut lost = vec![];
-    if let Some(w) = writer {
-        match w
-            .join()
-            .map_err(|_| Error::Untrusted("the samples writer panicked".into()))
-            .and_then(|r| r)
-            .and_then(OutputFile::commit)
-        {
-            Ok(()) => {}
-            Err(e) => lost.push(e.to_string()),
-        }
-    }
-    let (findings, ignored, measurement, code) =
-        verdict(&summary, &plan, &args.verdict.ignore, args.verdict.strict);
-    let doc = Document {
-        summary,
-        findings,
-        ignored,
-        measurement,
-        exit_code: code,
-    };
-    let json = serde_json::to_string_pretty(&doc)
-        .map_err(|e| Error::Untrusted(format!("serialize the report: {e}")))?;
-    if let (Some(mut f), Some(p)) = (json_out, &args.output.json_out)
-        && let Err(e) = f
-            .write_all(json.as_bytes())
-            .and_then(|_| f.write_all(b"\n"))
-            .map_err(|e| Error::output(format!("--json-out {}", p.display()), e))
-            .and_then(|_| f.commit())
-    {
-        lost.push(e.to_string());
-    }
-    if args.output.html.is_some() || args.output.export != Default::default() {
-        let value = serde_json::to_value(&doc).unwrap_or_default();
-        if let Some(p) = &args.output.html
-            && let Err(e) = crate::output::write(
-                "--html",
-                p,
-                crate::report::html::render_value(&value, &[]).as_bytes(),
-            )
-        {
-            lost.push(e.to_string());
-        }
-        if let Err(e) = args.output.export.write(&value) {
-            lost.push(e.to_string());
-        }
-    }
-    let shown = if args.output.json {
-        json + "\n"
-    } else {
-        text(&doc)
-    };
-    if let Err(e) = crate::util::print(&shown) {
-        lost.insert(0, e.to_string());
-    }
-    if !lost.is_empty() {
-        return Err(Error::ReportLost(lost.join("; ")));
-    }
-    Ok(code)
-}
-
-/// The text report: the summary, then the findings and the verdict.
-pub fn text(doc: &Document) -> String {
-    let mut o = load::render_text(&doc.summary);
-    o.push('\n');
-    if doc.findings.is_empty() {
-        o.push_str("no findings\n");
-    }
-    for f in &doc.findings {
-        crate::report::text::finding(&mut o, f);
-    }
-    for f in &doc.ignored {
-        o.push_str(&format!("ignored: {} {}\n", f.id, f.title));
-    }
-    if doc.measurement.trusted {
-        o.push_str(&format!(
-            "\n{} · exit {}\n",
-            crate::report::color::verdict("measurement trusted", doc.exit_code),
-            doc.exit_code
-        ));
-    } else {
-        o.push_str(&format!(
-            "\n{}: {} · exit {}\n",
-            crate::report::color::verdict("MEASUREMENT UNTRUSTED", doc.exit_code),
-            doc.measurement.problems.join("; "),
-            doc.exit_code
-        ));
-    }
-    o
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::{Cli, Command};
-    use clap::Parser;
-
-    fn parse(extra: &[&str]) -> std::result::Result<LoadArgs, clap::Error> {
-        let mut v = vec!["trapdetect", "load", "--url", "http://127.0.0.1:9/"];
-        v.extend_from_slice(extra);
-        match Cli::try_parse_from(v)?.command {
-            Some(Command::Load(a)) => Ok(*a),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn flags_parse_once_each() {
-        let a = parse(&[
-            "--rate",
-            "800",
-            "--arrival",
-            "poisson",
-            "--timeout",
-            "2s",
-            "--duration",
-            "60s",
-            "--warmup",
-            "5s",
-            "--host-header",
-            "site-{01..03}",
-            "--path-mix",
-            "/=3,/a=1",
-            "-H",
-            "X-A: 1",
-            "-H",
-            "X-B: 2",
-            "--method",
-            "post",
-            "--body",
-            "x",
-            "--seed",
-            "9",
-            "--no-keepalive",
-            "--threads",
-            "1",
-            "--lag-budget",
-            "5ms",
-            "--json",
-            "--strict",
-            "--max-connections",
-            "64",
-            "--max-wait",
-            "250ms",
-            "--max-connect-rate",
-            "100",
-            "--max-errors",
-            "5",
-        ])
-        .unwrap();
-        assert_eq!(a.rate.map(|r| r.from), Some(800.0));
-        assert_eq!(a.arrival, Arrival::Poisson);
-        assert_eq!(a.warmup, Duration::from_secs(5));
-        let p = plan(&a).unwrap();
-        assert_eq!(p.hosts, ["site-01", "site-02", "site-03"]);
-        assert_eq!(p.path_mix.len(), 2);
-        assert_eq!(p.headers.len(), 2);
-        assert_eq!((p.method.as_str(), p.body.as_slice()), ("POST", &b"x"[..]));
-        assert!(!p.keepalive);
-        assert_eq!(p.seed, 9);
-        assert_eq!(p.lag_budget, Duration::from_millis(5));
-        assert_eq!(p.max_connections, Some(64));
-        assert_eq!(p.max_wait, Duration::from_millis(250));
-        assert_eq!((p.connect_rate, p.max_errors_pct), (Some(100.0), 5.0));
-        // Defaults: 512 connections, 1 s wait, 4 × 512 connects/s with keep-alive, 1 % errors.
-        let d = plan(&parse(&["--rate", "10"]).unwrap()).unwrap();
-        assert_eq!(d.budget(u64::MAX), 512);
-        assert_eq!(d.budget(100), 100, "capped by the descriptors");
-        assert_eq!(d.connect_rate_for(512), Some(2048.0));
-        // Twice the offered rate when that is more: 3,530/s offered to a server that closes
-        // every connection needs 3,530 connects/s, which 4 × 512 = 2,048 capped (issue 22).
-        let f = plan(&parse(&["--rate", "3530"]).unwrap()).unwrap();
-        assert_eq!(f.connect_rate_for(512), Some(7060.0));
-        assert_eq!(
-            (d.max_wait, d.max_errors_pct),
-            (Duration::from_secs(1), 1.0)
-        );
-        let a = parse(&["--closed-loop", "-c", "8"]).unwrap();
-        let p = plan(&a).unwrap();
-        assert_eq!((p.closed_loop, p.rate), (Some(8), None));
-        assert_eq!(
-            parse(&["--rate", "1", "--warmup", "0"]).unwrap().warmup,
-            Duration::ZERO
-        );
-    }
-
-    #[test]
-    fn bad_flags_are_usage_errors() {
-        for extra in [
-            &["--rate", "0"][..],
-            &["--rate", "-1"],
-            &["--rate", "x"],
-            &["--rate", "1", "--duration", "0s"],
-            &["--rate", "1", "--duration", "2d"],
-            &["--rate", "1", "--timeout", "forever"],
-            &["--rate", "1", "--arrival", "burst"],
-            &["--closed-loop"],
-            &["-c", "4", "--rate", "1"],
-            &["--rate", "1", "--host-header", "a", "--hosts", "/dev/null"],
-            &["--rate", "1", "--max-errors", "-1"],
-            &["--rate", "1", "--max-connections", "x"],
-        ] {
-            assert_eq!(parse(extra).unwrap_err().exit_code(), 2, "{extra:?}");
-        }
-        // Parsed, but refused when the plan is built.
-        for extra in [
-            &[][..],
-            &["--rate", "1", "--closed-loop", "-c", "0"],
-            &["--rate", "1", "-H", "NoColon"],
-            &["--rate", "1", "--host-header", "x{9..1}"],
-            &["--rate", "1", "--path-mix", "nopath=1"],
-            &["--rate", "1", "--threads", "0"],
-            &["--rate", "1", "--warmup", "23h", "--duration", "2h"],
-            &["--rate", "1", "--max-connections", "0"],
-            &["--rate", "1", "--max-errors", "101"],
-        ] {
-            let a = parse(extra).unwrap();
-            assert_eq!(plan(&a).unwrap_err().exit_code(), 2, "{extra:?}");
-        }
+    match spec {
+        Some(spec) => load::driver::run_steps(&outputs, &plan, &spec),
+        None => load::driver::run(&outputs, &plan),
     }
 }

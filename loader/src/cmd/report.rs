@@ -43,9 +43,9 @@ pub fn run(a: ReportArgs) -> Result<i32> {
         .is_some_and(|s| s.starts_with("trapdetect.compare/"))
     {
         Some(
-            serde_json::from_value::<super::compare::Comparison>(doc.clone()).map_err(|e| {
-                Error::usage(format!("{}: not a comparison ({e})", a.file.display()))
-            })?,
+            serde_json::from_value::<crate::report::compare::Comparison>(doc.clone()).map_err(
+                |e| Error::usage(format!("{}: not a comparison ({e})", a.file.display())),
+            )?,
         )
     } else {
         None
@@ -63,7 +63,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
     if let Some(p) = &a.html {
         let page = match &comparison {
             // The runs themselves are not in the comparison: no per-second overlays.
-            Some(c) => super::compare::html(c, &Value::Null, &Value::Null),
+            Some(c) => crate::report::compare::html(c, &Value::Null, &Value::Null),
             None => report::html::render_value(&doc, &[]),
         };
         crate::output::write("--html", p, page.as_bytes())?;
@@ -75,7 +75,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
         || a.export.hgrm.is_some();
     if a.text || !files {
         let text = match &comparison {
-            Some(c) => report::text::terminal_safe(&super::compare::text(c)),
+            Some(c) => report::text::terminal_safe(&crate::report::compare::text(c)),
             None => text(doc, &a.file)?,
         };
         crate::util::print(&text)?;
@@ -108,8 +108,8 @@ fn text(mut doc: Value, file: &Path) -> Result<String> {
             report::text::render(&r)
         })
     } else if schema.starts_with("trapdetect.load/") {
-        let d: super::load::Document = serde_json::from_value(doc).map_err(bad)?;
-        Ok(super::load::text(&d))
+        let d: crate::load::document::Document = serde_json::from_value(doc).map_err(bad)?;
+        Ok(crate::load::document::text(&d))
     } else {
         Ok(report::text::steps_or_drain(&doc))
     }

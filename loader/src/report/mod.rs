@@ -3,6 +3,7 @@
 
 pub mod chart;
 pub mod color;
+pub mod compare;
 pub mod export;
 pub mod fingerprint;
 pub mod html;
