@@ -1603,4 +1603,204 @@ mod tests {
         assert!(page.contains("step 150/s: per second"));
         assert!(!page.contains("<i>"));
     }
+
+    /// Golden pages: `page` normalized (the style sheet checked and left out, each SVG replaced
+    /// by a digest, a line break before each block so a difference reads well) against
+    /// `testdata/NAME`. `TRAPDETECT_BLESS=1` rewrites the file instead.
+    fn golden(name: &str, page: &str) {
+        let fnv = |s: &str| {
+            s.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        let mut page = page.to_string();
+        let css = format!("<style>{CSS}</style>");
+        if page.contains(&css) {
+            page = page.replace(&css, "<style>CSS</style>");
+        }
+        let mut out = String::new();
+        let mut rest = page.as_str();
+        while let Some(i) = rest.find("<svg") {
+            let j = rest[i..].find("</svg>").expect("closed svg") + i + "</svg>".len();
+            out.push_str(&rest[..i]);
+            out.push_str(&format!("<svg fnv1a={:016x}/>", fnv(&rest[i..j])));
+            rest = &rest[j..];
+        }
+        out.push_str(rest);
+        // Lossless: the page's own line breaks are marked, the added ones are not.
+        let mut out = out.replace('\n', "⏎\n");
+        for tag in [
+            "<h2>",
+            "<details>",
+            "<figure",
+            "<div class=\"finding",
+            "<tr>",
+            "<table",
+        ] {
+            out = out.replace(tag, &format!("\n{tag}"));
+        }
+        let path = format!("{}/src/report/testdata/{name}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("TRAPDETECT_BLESS").is_some() {
+            std::fs::write(&path, &out).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(out == want, "{name} differs from {path}:\n{out}");
+    }
+
+    fn run_doc(cause: &str) -> Value {
+        let sec = |t: u64, marks: &[&str]| {
+            json!({"t_s": t, "offered": 80 + t, "ok_2xx": 25 + 3 * t, "non_2xx": t % 2,
+                "errors": {"timeout": t % 3}, "p99_us": 900000.0 - t as f64 * 1000.0,
+                "in_flight": 60, "cores_busy": 0.5 + t as f64 / 10.0, "target_cpus_busy": 0.7,
+                "target_cores": 0.1 * t as f64, "noise_cores": 0.2, "run_queue": 0.25 * t as f64,
+                "off_cpu": {"sleep": 0.9, "futex": 0.0, "path": 0.5 * t as f64, "file_io": 0.3},
+                "threads": 4, "busy_threads": 1 + t % 3, "path_calls": 10 * t,
+                "fs_ops": {"/mnt/slow": 5 * t, "/": 2}, "accept_queue": 7 - t,
+                "wait_us": 100.0 * t as f64, "sizes": {"small_bytes": t, "big_bytes": 2 * t},
+                "note": "not charted", "marks": marks})
+        };
+        let point = |t: u64, lag: f64| {
+            json!({"t_s": t, "scheduled": 100, "ok_2xx": 90 - t, "non_2xx": 5,
+                "errors": {"timeout": 5, "conn_reset": t}, "lat_2xx_mean_us": 800.0 + t as f64,
+                "lat_2xx_p99_us": 2500.0 * (t + 1) as f64, "in_flight_max": 7 + t,
+                "sched_lag_max_us": lag})
+        };
+        json!({
+            "schema": "trapdetect.report/1", "command": "run", "version": "1.2.3<",
+            "target": {"pid": 42, "comm": "php-fpm", "exe": "/usr/sbin/php-fpm", "cwd": "/mnt/slow",
+                "processes": 5},
+            "window_s": 4.0, "requests": {"count": 320, "basis": "load generator 2xx"},
+            "verdict": {"summary": "the mount <slow> caps the server", "cause": cause,
+                "share_of_thread_wall_time_pct": 71.5, "delivered_per_s": 80.5,
+                "delivered_basis": "2xx in the window", "offered_per_s": 100.0,
+                "predicted_ceiling_per_s": 82.25, "capped_by": ["fs.cwd-slow", "pool"],
+                "ceiling_basis": "4 workers / 48 ms each", "consequences": ["net.time-wait"]},
+            "findings": [
+                {"id": "fs.cwd-slow", "severity": "fail", "title": "cwd on a slow mount",
+                    "predicted": "80/s at most", "evidence": {"mount": "/mnt/slow", "lookup_us": 1500.0,
+                        "rows": [{"p": "/a", "n": 3}, {"p": "/b", "n": null}], "list": [1, 2, "x"],
+                        "empty": {}, "none": null, "flag": true},
+                    "remedy": "move the cwd\nto a local disk"},
+                {"id": "net.time-wait", "severity": "warn", "title": "TIME_WAIT piles up"},
+                {"id": "x.info", "severity": "info", "title": "just so", "evidence": {}, "remedy": ""}
+            ],
+            "load": {
+                "plan": {"url": "http://127.0.0.1:1/", "mode": "open", "lag_budget_us": 10000.0},
+                "window": {"measured_s": 3.0}, "offered_rate_per_s": 100.0,
+                "delivered_rate_per_s": 90.0, "success_ratio": 0.9, "errors_total": 15,
+                "non_2xx": 15, "status": {"200": 270, "503": 15},
+                "latency_2xx": {"p50_us": 700.0, "p90_us": 900.0, "p99_us": 2500.0,
+                    "p99_9_us": 3000.0, "max_us": 4000.0},
+                "series": [point(0, 50.0), point(1, 20000.0), point(2, 60.0), point(3, 70.0)],
+                "latency_histograms": {"2xx": {"steps": [[500.0, 0.5, 135], [2500.0, 0.99, 267],
+                    [4000.0, 1.0, 270]]}, "non_2xx": {"steps": [[900.0, 1.0, 15]]}},
+                "generator": {"cpu_user_s": 0.1}, "unknown_key": 1
+            },
+            "run": {"timeline": [sec(0, &[]), sec(1, &["lost-events"]),
+                sec(2, &["lost-events", "generator-lag"]), sec(4, &["cpu-hog"])]},
+            "network": {
+                "netns": "net:[4026531840]",
+                "listeners": [{"local": "0.0.0.0:80", "accept_queue": 3, "backlog": 511},
+                    {"local": "127.0.0.1:9000", "accept_queue": 120, "backlog": 128}],
+                "time_wait": {"groups": [{"server": "127.0.0.1", "server_port": 80, "count": 900}]},
+                "ephemeral": {"distinct_ports_in_range": 900, "usable": 28232},
+                "traced": {"missed_events": 3, "new_connections_per_s": [1, 5, 0],
+                    "time_wait_entered_per_s": [0, 4, 1], "listen_overflows_per_s": [0, 0, 0],
+                    "listen_drops_per_s": [0, 0, 0]}
+            },
+            "host": {"hostname": "box", "sample": {"target_cpus": 0.75, "others_cpus": 1.5,
+                "window_s": 2.0, "top": [{"comm": "a", "pid": 1, "cpus": 0.5},
+                    {"comm": "b", "pid": 2, "cpus": 0.25}]}},
+            "filesystems": [{"mount_point": "/mnt/slow", "fs_type": "fuse.slowfs",
+                    "lookups_per_request": 7.0, "lookups_per_second": 70.0,
+                    "syscall_ms_per_request": 1.5},
+                {"mount_point": "/", "fs_type": "ext4", "lookups_per_request": null,
+                    "lookups_per_second": 3.0, "syscall_ms_per_request": null}],
+            "syscalls": [{"name": "openat", "calls": 100, "total_us": 1234.5}],
+            "paths": [],
+            "ignored": [{"id": "a.b", "why": "asked"}], "skipped": [],
+            "probes": [{"program": "p", "attach": "x", "attached": true, "note": ""},
+                {"program": "q", "attach": "y", "attached": false, "note": "no BTF"}],
+            "measurement": {"trusted": false, "problems": ["lost events <3>"],
+                "notes": ["note one", "note & two"], "counters": {"ringbuf_drops": 0}},
+            "exit_code": 3
+        })
+    }
+
+    /// A run's whole page, every part present: pins the HTML (the SVGs by digest).
+    #[test]
+    fn run_page_golden() {
+        let sections = [("host".to_string(), "<pre>box &amp; co</pre>".to_string())];
+        golden(
+            "run.html",
+            &render_value(&run_doc("fs.cwd-slow"), &sections),
+        );
+        // The verdict's second chart, per kind of cause.
+        let mut verdicts = String::new();
+        for cause in [
+            "lock.contention",
+            "pool.too-small",
+            "net.fd-limit",
+            "host.noise",
+            "cpu.saturated",
+            "other.thing",
+        ] {
+            let doc = run_doc(cause);
+            run_verdict(&mut verdicts, &doc, &second_marks(&doc, &doc["load"]));
+        }
+        let mut doc = run_doc("fs.x");
+        doc["run"] = json!({});
+        doc["verdict"]["offered_per_s"] = Value::Null;
+        doc["verdict"]["capped_by"] = json!([]);
+        run_verdict(&mut verdicts, &doc, &[]);
+        golden("run_verdicts.html", &verdicts);
+        // A trace: its probe load, the rest absent.
+        let mut doc = run_doc("fs.x");
+        for k in [
+            "verdict",
+            "run",
+            "network",
+            "host",
+            "filesystems",
+            "syscalls",
+        ] {
+            doc.as_object_mut().unwrap().remove(k);
+        }
+        doc["command"] = json!("trace");
+        doc["load"]["series"] = json!([]);
+        doc["measurement"] = json!({"trusted": true});
+        golden("trace.html", &render_value(&doc, &[]));
+    }
+
+    /// A `load` document and a step run: pins their HTML.
+    #[test]
+    fn load_and_steps_pages_golden() {
+        let mut doc = run_doc("fs.x")["load"].clone();
+        doc["schema"] = json!("trapdetect.load/1");
+        doc["version"] = json!("0");
+        doc["findings"] = json!([]);
+        doc["measurement"] = json!({"trusted": true, "problems": []});
+        doc["exit_code"] = json!(0);
+        doc["ignored"] = json!([{"id": "z"}]);
+        golden("load.html", &render_value(&doc, &[]));
+        let step = |r: f64, d: f64, p99: f64, e: u64| {
+            json!({"rate_per_s": r, "offered_per_s": r, "delivered_per_s": d,
+                "latency_p50_us": p99 / 2.0, "latency_p99_us": p99, "sched_lag_p99_us": 50.0,
+                "errors_total": e, "non_2xx": 1, "passed": d >= r, "valid": true, "why": [],
+                "errors": {"timeout": e, "conn_reset": 0},
+                "series": [{"t_s": 0, "scheduled": r}, {"t_s": 1, "scheduled": r}]})
+        };
+        let doc = json!({
+            "schema": "trapdetect.load-steps/1", "version": "0",
+            "plan": {"url": "http://127.0.0.1:1/<i>", "mode": "open"}, "from_per_s": 50.0,
+            "to_per_s": 150.0, "step_per_s": 50.0, "step_duration_s": 2.0, "slo_p99_us": 5000.0,
+            "steps": [step(50.0, 50.0, 900.0, 0), step(100.0, 100.0, 1500.0, 2),
+                step(150.0, 110.0, 400000.0, 9)],
+            "knee": {"rate_per_s": 100.0, "verdict": "found_below", "text": "the knee is 100/s"},
+            "exit_code": 1
+        });
+        golden("steps.html", &render_value(&doc, &[]));
+        let doc = json!({"schema": "trapdetect.load-steps/1", "steps": [], "knee": {}});
+        golden("steps_empty.html", &render_value(&doc, &[]));
+    }
 }
