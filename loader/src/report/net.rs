@@ -8,7 +8,10 @@ use serde_json::Value;
 use super::section::{Section, to_json};
 use crate::{
     figures::fmt_count,
-    host::net::{NetObservation, NetTraced, TcpEvents},
+    host::net::{
+        NetObservation, NetTraced, PortGroup, TcpEvents,
+        traced::{ClientNetns, ConnectTraced},
+    },
 };
 
 impl Section for NetObservation {
@@ -136,16 +139,7 @@ fn ephemeral_text(out: &mut String, o: &NetObservation) {
             }
         );
         for g in &e.groups {
-            let _ = writeln!(
-                out,
-                "    {} -> {}:{}  used {} (TIME_WAIT {}), headroom {}",
-                g.client,
-                g.server,
-                g.server_port,
-                fmt_count(g.ports_used),
-                fmt_count(g.time_wait),
-                fmt_count(g.headroom)
-            );
+            port_group_text(out, g);
         }
     } else {
         let _ = writeln!(out, "  ephemeral ports: range unknown");
@@ -284,6 +278,19 @@ fn events(e: &TcpEvents) -> String {
 /// Text rendering of the traced half (appended to the census's text in the `network` section).
 fn traced_text(t: &NetTraced) -> String {
     let mut out = String::new();
+    traced_scope_text(&mut out, t);
+    traced_events_text(&mut out, t);
+    if let Some(c) = &t.connect {
+        connect_text(&mut out, c);
+    }
+    if let Some(cn) = &t.client_netns {
+        client_netns_text(&mut out, cn);
+    }
+    out
+}
+
+/// What was traced: the window, the watched ports, the namespaces.
+fn traced_scope_text(out: &mut String, t: &NetTraced) {
     let _ = writeln!(
         out,
         "  traced over {:.1} s, per {} s (sock/inet_sock_set_state; ports {}; {}):",
@@ -304,6 +311,11 @@ fn traced_text(t: &NetTraced) -> String {
             format!("namespace {}", t.netns.join(", "))
         }
     );
+}
+
+/// TCP state changes: totals on the ports, per port, for the host; the per-second series;
+/// the events the probe missed.
+fn traced_events_text(out: &mut String, t: &NetTraced) {
     let _ = writeln!(out, "    on the ports: {}", events(&t.on_ports));
     for p in &t.by_port {
         let _ = writeln!(
@@ -347,83 +359,91 @@ fn traced_text(t: &NetTraced) -> String {
             fmt_count(m)
         );
     }
-    if let Some(c) = &t.connect {
-        let who: Vec<String> = c
-            .clients
+}
+
+/// connect() of the watched clients: outcomes, errors, latency.
+fn connect_text(out: &mut String, c: &ConnectTraced) {
+    let who: Vec<String> = c
+        .clients
+        .iter()
+        .map(|w| format!("{} ({})", w.pid, w.comm))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  connect() of watched clients {}: {} calls on TCP sockets, {} connected, {} in progress (EINPROGRESS, not an error), {} failed{}",
+        who.join(", "),
+        fmt_count(c.calls),
+        fmt_count(c.succeeded),
+        fmt_count(c.in_progress),
+        fmt_count(c.failed),
+        if c.not_tcp > 0 {
+            format!("; {} on other sockets not counted", fmt_count(c.not_tcp))
+        } else {
+            String::new()
+        }
+    );
+    if !c.errors.is_empty() {
+        let e: Vec<String> = c
+            .errors
             .iter()
-            .map(|w| format!("{} ({})", w.pid, w.comm))
+            .map(|(k, v)| format!("{k} {}", fmt_count(*v)))
             .collect();
-        let _ = writeln!(
-            out,
-            "  connect() of watched clients {}: {} calls on TCP sockets, {} connected, {} in progress (EINPROGRESS, not an error), {} failed{}",
-            who.join(", "),
-            fmt_count(c.calls),
-            fmt_count(c.succeeded),
-            fmt_count(c.in_progress),
-            fmt_count(c.failed),
-            if c.not_tcp > 0 {
-                format!("; {} on other sockets not counted", fmt_count(c.not_tcp))
-            } else {
-                String::new()
-            }
-        );
-        if !c.errors.is_empty() {
-            let e: Vec<String> = c
-                .errors
-                .iter()
-                .map(|(k, v)| format!("{k} {}", fmt_count(*v)))
-                .collect();
-            let _ = writeln!(out, "    errors: {}", e.join(", "));
-        }
-        for (label, l) in [
-            ("latency", &c.latency),
-            ("EINPROGRESS calls", &c.in_progress_latency),
-        ] {
-            if let Some(l) = l {
-                let _ = writeln!(
-                    out,
-                    "    {label}: mean {} µs, p50 {} µs, p99 {} µs, max {} µs",
-                    l.mean_us, l.p50_us, l.p99_us, l.max_us
-                );
-            }
+        let _ = writeln!(out, "    errors: {}", e.join(", "));
+    }
+    for (label, l) in [
+        ("latency", &c.latency),
+        ("EINPROGRESS calls", &c.in_progress_latency),
+    ] {
+        if let Some(l) = l {
+            let _ = writeln!(
+                out,
+                "    {label}: mean {} µs, p50 {} µs, p99 {} µs, max {} µs",
+                l.mean_us, l.p50_us, l.p99_us, l.max_us
+            );
         }
     }
-    if let Some(cn) = &t.client_netns {
-        match &cn.ephemeral {
-            Some(e) => {
-                let _ = writeln!(
-                    out,
-                    "  clients' namespace ({}), at the end: ephemeral ports {}-{}, {} usable; {} in use across {} flow groups",
-                    cn.netns,
-                    e.range[0],
-                    e.range[1],
-                    fmt_count(e.usable as u64),
-                    fmt_count(e.distinct_ports_in_range as u64),
-                    e.groups_total
-                );
-                for g in &e.groups {
-                    let _ = writeln!(
-                        out,
-                        "    {} -> {}:{}  used {} (TIME_WAIT {}), headroom {}",
-                        g.client,
-                        g.server,
-                        g.server_port,
-                        fmt_count(g.ports_used),
-                        fmt_count(g.time_wait),
-                        fmt_count(g.headroom)
-                    );
-                }
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "  clients' namespace ({}): ephemeral range unknown",
-                    cn.netns
-                );
+}
+
+/// The clients' namespace (when not the target's): its ephemeral ports at the end.
+fn client_netns_text(out: &mut String, cn: &ClientNetns) {
+    match &cn.ephemeral {
+        Some(e) => {
+            let _ = writeln!(
+                out,
+                "  clients' namespace ({}), at the end: ephemeral ports {}-{}, {} usable; {} in use across {} flow groups",
+                cn.netns,
+                e.range[0],
+                e.range[1],
+                fmt_count(e.usable as u64),
+                fmt_count(e.distinct_ports_in_range as u64),
+                e.groups_total
+            );
+            for g in &e.groups {
+                port_group_text(out, g);
             }
         }
+        None => {
+            let _ = writeln!(
+                out,
+                "  clients' namespace ({}): ephemeral range unknown",
+                cn.netns
+            );
+        }
     }
-    out
+}
+
+/// One flow group's ephemeral ports (census and clients' namespace alike).
+fn port_group_text(out: &mut String, g: &PortGroup) {
+    let _ = writeln!(
+        out,
+        "    {} -> {}:{}  used {} (TIME_WAIT {}), headroom {}",
+        g.client,
+        g.server,
+        g.server_port,
+        fmt_count(g.ports_used),
+        fmt_count(g.time_wait),
+        fmt_count(g.headroom)
+    );
 }
 
 #[cfg(test)]
