@@ -58,10 +58,22 @@ impl crate::report::Section for Summary {
 
 /// Renders the summary (findings are rendered by the caller, with the report's renderer).
 pub fn render_text(s: &Summary) -> String {
-    use crate::report::units::seconds;
     let mut o = String::new();
-    let p = &s.plan;
-    let pace = match (p.mode, p.rate_per_s, p.concurrency) {
+    plan_text(&mut o, s);
+    let _ = writeln!(o);
+    outcomes_text(&mut o, s);
+    let _ = writeln!(o);
+    latency_text(&mut o, s);
+    let _ = writeln!(o);
+    generator_text(&mut o, s);
+    let _ = writeln!(o);
+    series(&mut o, s);
+    o
+}
+
+/// How the load was paced: open or closed loop, the rate, the workers.
+fn pace(p: &super::PlanEcho) -> String {
+    match (p.mode, p.rate_per_s, p.concurrency) {
         ("closed", Some(r), Some(c)) => format!("closed loop, {c} workers capped at {r}/s"),
         ("closed", None, Some(c)) => format!("closed loop, {c} workers"),
         (_, Some(r), _) => format!(
@@ -72,7 +84,15 @@ pub fn render_text(s: &Summary) -> String {
             }
         ),
         _ => "?".into(),
-    };
+    }
+}
+
+/// The first line: the URL, the pacing, the window, the timeout, keep-alive; and a stop
+/// before the planned end.
+fn plan_text(o: &mut String, s: &Summary) {
+    use crate::report::units::seconds;
+    let p = &s.plan;
+    let pace = pace(p);
     let _ = writeln!(
         o,
         "load: {} ({}) · {pace} · {} measured{} · timeout {} · {}",
@@ -102,7 +122,10 @@ pub fn render_text(s: &Summary) -> String {
             seconds(p.duration_s)
         );
     }
-    let _ = writeln!(o);
+}
+
+/// What was offered and what came back: 2xx, other statuses, errors by kind, dropped, unsent.
+fn outcomes_text(o: &mut String, s: &Summary) {
     let pct = |n: u64| {
         if s.scheduled > 0 {
             format!("{:.2}%", n as f64 * 100.0 / s.scheduled as f64)
@@ -164,24 +187,30 @@ pub fn render_text(s: &Summary) -> String {
             s.unsent
         );
     }
-    let _ = writeln!(o);
+}
+
+/// The latency table: from the intended send time, service time, connect, TLS, queueing, lag.
+fn latency_text(o: &mut String, s: &Summary) {
     let _ = writeln!(
         o,
         "  {:<26} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "ms", "p50", "p90", "p99", "p99.9", "max", "mean"
     );
-    pct_line(&mut o, "latency 2xx (from intent)", &s.latency_2xx);
-    pct_line(&mut o, "latency non-2xx", &s.latency_non_2xx);
-    pct_line(&mut o, "service time 2xx (sent)", &s.service_time_2xx);
-    pct_line(&mut o, "connect", &s.connect_time);
+    pct_line(o, "latency 2xx (from intent)", &s.latency_2xx);
+    pct_line(o, "latency non-2xx", &s.latency_non_2xx);
+    pct_line(o, "service time 2xx (sent)", &s.service_time_2xx);
+    pct_line(o, "connect", &s.connect_time);
     if s.tls_handshake_time.is_some() {
-        pct_line(&mut o, "tls handshake", &s.tls_handshake_time);
+        pct_line(o, "tls handshake", &s.tls_handshake_time);
     }
     if s.queue.wait.is_some() {
-        pct_line(&mut o, "queued for a connection", &s.queue.wait);
+        pct_line(o, "queued for a connection", &s.queue.wait);
     }
-    pct_line(&mut o, "scheduling lag", &s.sched_lag);
-    let _ = writeln!(o);
+    pct_line(o, "scheduling lag", &s.sched_lag);
+}
+
+/// The generator's own health: in flight, descriptors, connections, CPU, memory, TLS, warm-up.
+fn generator_text(o: &mut String, s: &Summary) {
     let _ = writeln!(
         o,
         "  generator: in-flight max {}{} · fd limit {} (hard {}) · connections {} opened (at most \
@@ -216,9 +245,6 @@ pub fn render_text(s: &Summary) -> String {
             s.warmup.scheduled, s.warmup.completed, s.warmup.ok_2xx, s.warmup.ok_2xx_in_window
         );
     }
-    let _ = writeln!(o);
-    series(&mut o, s);
-    o
 }
 
 fn series(o: &mut String, s: &Summary) {
