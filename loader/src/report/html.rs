@@ -69,19 +69,7 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
             .and_then(Value::as_str)
             .unwrap_or("report")
     };
-    let title = match doc.get("target") {
-        Some(t) if t.is_object() => format!(
-            "trapdetect {command}: pid {} ({})",
-            t["pid"],
-            t["comm"].as_str().unwrap_or("?")
-        ),
-        _ if is_load => format!(
-            "trapdetect load: {}",
-            doc["plan"]["url"].as_str().unwrap_or("?")
-        ),
-        _ => format!("trapdetect {command}"),
-    };
-    page_head(&mut o, &title);
+    page_head(&mut o, &page_title(doc, command, is_load));
     header(&mut o, doc, is_load);
     let load = if is_load { doc } else { &doc["load"] };
     let marks = second_marks(doc, load);
@@ -124,6 +112,31 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
             table(&mut o, rows);
         }
     }
+    details(&mut o, doc, is_load);
+    plumbing(&mut o, doc, sections);
+    let _ = writeln!(o, "</body></html>");
+    o
+}
+
+/// The page's title: the command and its target (or the load's URL).
+fn page_title(doc: &Value, command: &str, is_load: bool) -> String {
+    match doc.get("target") {
+        Some(t) if t.is_object() => format!(
+            "trapdetect {command}: pid {} ({})",
+            t["pid"],
+            t["comm"].as_str().unwrap_or("?")
+        ),
+        _ if is_load => format!(
+            "trapdetect load: {}",
+            doc["plan"]["url"].as_str().unwrap_or("?")
+        ),
+        _ => format!("trapdetect {command}"),
+    }
+}
+
+/// The `Details` heading: the load run's details, the sections owned by other modules and
+/// everything else (collapsed, generic), the ignored and skipped rules.
+fn details(o: &mut String, doc: &Value, is_load: bool) {
     // Sections owned by other modules, and everything else: collapsed, generic.
     let shown = [
         "schema",
@@ -179,9 +192,6 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
     if !details.is_empty() {
         let _ = write!(o, "<h2>Details</h2>{details}");
     }
-    plumbing(&mut o, doc, sections);
-    let _ = writeln!(o, "</body></html>");
-    o
 }
 
 fn page_head(o: &mut String, title: &str) {
