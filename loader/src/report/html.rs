@@ -454,6 +454,47 @@ fn run_verdict(o: &mut String, doc: &Value, marks: &[Marks]) {
     let Some(v) = doc.get("verdict").filter(|v| v.is_object()) else {
         return;
     };
+    verdict_text(o, v);
+    let Some(rows) = doc
+        .pointer("/run/timeline")
+        .and_then(Value::as_array)
+        .filter(|t| !t.is_empty())
+    else {
+        return;
+    };
+    let secs = Seconds::new(rows);
+    let cause = v["cause"].as_str().unwrap_or("");
+    let waiters = cause_waiters(&secs, cause);
+    let _ = write!(o, "<div class=\"pair\">");
+    figure(
+        o,
+        Timeline {
+            title: "Delivered against offered".into(),
+            unit: "requests per second".into(),
+            series: verdict_rates(&secs),
+            marks: marks.to_vec(),
+            log_y: false,
+        }
+        .svg(),
+    );
+    if !waiters.is_empty() {
+        figure(
+            o,
+            Timeline {
+                title: format!("What the cause holds ({cause})"),
+                unit: "threads, on average".into(),
+                series: waiters,
+                marks: marks.to_vec(),
+                log_y: false,
+            }
+            .svg(),
+        );
+    }
+    let _ = write!(o, "</div>");
+}
+
+/// The verdict's sentence, its figures and its consequences.
+fn verdict_text(o: &mut String, v: &Value) {
     let _ = write!(
         o,
         "<h2>Verdict</h2><p class=\"sentence\"><b>{}</b></p>",
@@ -500,32 +541,14 @@ fn run_verdict(o: &mut String, doc: &Value, marks: &[Marks]) {
             h(&cons.join(", "))
         );
     }
-    let Some(rows) = doc
-        .pointer("/run/timeline")
-        .and_then(Value::as_array)
-        .filter(|t| !t.is_empty())
-    else {
-        return;
-    };
-    let n = rows
-        .iter()
-        .filter_map(|p| p["t_s"].as_u64())
-        .max()
-        .map_or(rows.len(), |t| t as usize + 1);
-    let col = |f: &dyn Fn(&Value) -> Option<f64>| -> Vec<Option<f64>> {
-        let mut out = vec![None; n];
-        for (i, p) in rows.iter().enumerate() {
-            let t = p["t_s"].as_u64().map_or(i, |t| t as usize);
-            if t < n {
-                out[t] = f(p);
-            }
-        }
-        out
-    };
-    let offered = rows.iter().any(|p| p["offered"].as_u64() > Some(0));
+}
+
+/// Delivered (2xx, or served) each second, and offered when the run offered any.
+fn verdict_rates(secs: &Seconds) -> Vec<Series> {
+    let offered = secs.rows.iter().any(|p| p["offered"].as_u64() > Some(0));
     let mut rates = vec![Series {
         name: "delivered (2xx)".into(),
-        values: col(&|p| {
+        values: secs.col(&|p| {
             p["ok_2xx"]
                 .as_f64()
                 .filter(|v| *v > 0.0)
@@ -537,15 +560,21 @@ fn run_verdict(o: &mut String, doc: &Value, marks: &[Marks]) {
             0,
             Series {
                 name: "offered".into(),
-                values: col(&|p| p["offered"].as_f64()),
+                values: secs.col(&|p| p["offered"].as_f64()),
             },
         );
     }
-    let cause = v["cause"].as_str().unwrap_or("");
+    rates
+}
+
+/// What the verdict's cause holds each second: the threads waiting on its resource (none for
+/// a cause without one).
+fn cause_waiters(secs: &Seconds, cause: &str) -> Vec<Series> {
+    let col = |f: &dyn Fn(&Value) -> Option<f64>| secs.col(f);
     let class = |names: &'static [&'static str]| -> Vec<Option<f64>> {
         col(&move |p| Some(names.iter().filter_map(|c| p["off_cpu"][*c].as_f64()).sum()))
     };
-    let waiters: Vec<Series> = match cause {
+    match cause {
         c if c.starts_with("fs.") => vec![Series {
             name: "threads waiting on the filesystem".into(),
             values: class(&["path", "file_io"]),
@@ -585,33 +614,50 @@ fn run_verdict(o: &mut String, doc: &Value, marks: &[Marks]) {
             },
         ],
         _ => vec![],
-    };
-    let _ = write!(o, "<div class=\"pair\">");
-    figure(
-        o,
-        Timeline {
-            title: "Delivered against offered".into(),
-            unit: "requests per second".into(),
-            series: rates,
-            marks: marks.to_vec(),
-            log_y: false,
-        }
-        .svg(),
-    );
-    if !waiters.is_empty() {
-        figure(
-            o,
-            Timeline {
-                title: format!("What the cause holds ({cause})"),
-                unit: "threads, on average".into(),
-                series: waiters,
-                marks: marks.to_vec(),
-                log_y: false,
-            }
-            .svg(),
-        );
     }
-    let _ = write!(o, "</div>");
+}
+
+/// `run`'s per-second rows as chart columns, indexed by the second of the run (so the shading
+/// lines up with the load charts).
+struct Seconds<'a> {
+    rows: &'a [Value],
+    n: usize,
+}
+
+impl<'a> Seconds<'a> {
+    fn new(rows: &'a [Value]) -> Self {
+        let n = rows
+            .iter()
+            .filter_map(|p| p["t_s"].as_u64())
+            .max()
+            .map_or(rows.len(), |t| t as usize + 1);
+        Seconds { rows, n }
+    }
+
+    /// `f` of each second's row (`None` for a second without a row).
+    fn col(&self, f: &dyn Fn(&Value) -> Option<f64>) -> Vec<Option<f64>> {
+        let mut v = vec![None; self.n];
+        for (i, p) in self.rows.iter().enumerate() {
+            let t = p["t_s"].as_u64().map_or(i, |t| t as usize);
+            if t < self.n {
+                v[t] = f(p);
+            }
+        }
+        v
+    }
+
+    /// Keys of a per-second object (off-CPU classes, mounts), in first-seen order.
+    fn keys_of(&self, field: &str) -> Vec<String> {
+        let mut keys: Vec<String> = vec![];
+        for p in self.rows {
+            for k in p[field].as_object().into_iter().flat_map(|m| m.keys()) {
+                if !keys.contains(k) {
+                    keys.push(k.clone());
+                }
+            }
+        }
+        keys
+    }
 }
 
 fn findings(o: &mut String, doc: &Value) {
@@ -915,47 +961,59 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
     };
     let _ = write!(o, "<h2>Kernel timeline (per second)</h2>");
     // Index = second of the run, so the shading lines up with the load charts above.
-    let n = rows
-        .iter()
-        .filter_map(|p| p["t_s"].as_u64())
-        .max()
-        .map_or(rows.len(), |t| t as usize + 1);
-    let col = |f: &dyn Fn(&Value) -> Option<f64>| -> Vec<Option<f64>> {
-        let mut v = vec![None; n];
-        for (i, p) in rows.iter().enumerate() {
-            let t = p["t_s"].as_u64().map_or(i, |t| t as usize);
-            if t < n {
-                v[t] = f(p);
-            }
-        }
-        v
-    };
-    // Keys of a per-second object (off-CPU classes, mounts), in first-seen order.
-    let keys_of = |field: &str| -> Vec<String> {
-        let mut keys: Vec<String> = vec![];
-        for p in rows {
-            for k in p[field].as_object().into_iter().flat_map(|m| m.keys()) {
-                if !keys.contains(k) {
-                    keys.push(k.clone());
-                }
-            }
-        }
-        keys
-    };
+    let secs = Seconds::new(rows);
+    threads_chart(o, &secs, marks);
+    workers_and_cpu_charts(o, &secs, marks);
+    let mut fs = vec![Series {
+        name: "path syscalls".into(),
+        values: secs.col(&|p| p["path_calls"].as_f64()),
+    }];
+    for k in secs.keys_of("fs_ops") {
+        fs.push(Series {
+            name: format!("requests on {k}"),
+            values: secs.col(&|p| p["fs_ops"][k.as_str()].as_f64()),
+        });
+    }
+    figure(
+        o,
+        run_timeline(
+            "Path syscalls and filesystem requests",
+            "per second",
+            fs,
+            marks,
+        )
+        .svg(),
+    );
+    extra_charts(o, &secs, marks);
+}
+
+/// One of `run`'s per-second charts, shaded with `marks`.
+fn run_timeline(title: &str, unit: &str, series: Vec<Series>, marks: &[Marks]) -> Timeline {
+    Timeline {
+        title: title.into(),
+        unit: unit.into(),
+        series,
+        marks: marks.to_vec(),
+        log_y: false,
+    }
+}
+
+/// Where the traced threads were each second, stacked: on CPU, run queue, off CPU by class.
+fn threads_chart(o: &mut String, secs: &Seconds, marks: &[Marks]) {
     let mut parts = vec![
         Series {
             name: "on CPU".into(),
-            values: col(&|p| p["target_cores"].as_f64()),
+            values: secs.col(&|p| p["target_cores"].as_f64()),
         },
         Series {
             name: "run queue".into(),
-            values: col(&|p| p["run_queue"].as_f64()),
+            values: secs.col(&|p| p["run_queue"].as_f64()),
         },
     ];
-    for k in keys_of("off_cpu") {
+    for k in secs.keys_of("off_cpu") {
         parts.push(Series {
             name: format!("off CPU: {}", k.replace('_', " ")),
-            values: col(&|p| p["off_cpu"][k.as_str()].as_f64()),
+            values: secs.col(&|p| p["off_cpu"][k.as_str()].as_f64()),
         });
     }
     figure(
@@ -968,72 +1026,61 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
         }
         .svg(),
     );
-    let timeline = |title: &str, unit: &str, series: Vec<Series>| Timeline {
-        title: title.into(),
-        unit: unit.into(),
-        series,
-        marks: marks.to_vec(),
-        log_y: false,
-    };
+}
+
+/// Busy workers against the traced threads; the host's cores, the target's and the noise.
+fn workers_and_cpu_charts(o: &mut String, secs: &Seconds, marks: &[Marks]) {
     figure(
         o,
-        timeline(
+        run_timeline(
             "Busy workers (not waiting for work at the sample)",
             "threads",
             vec![
                 Series {
                     name: "busy".into(),
-                    values: col(&|p| p["busy_threads"].as_f64()),
+                    values: secs.col(&|p| p["busy_threads"].as_f64()),
                 },
                 Series {
                     name: "traced threads".into(),
-                    values: col(&|p| p["threads"].as_f64()),
+                    values: secs.col(&|p| p["threads"].as_f64()),
                 },
             ],
+            marks,
         )
         .svg(),
     );
     figure(
         o,
-        timeline(
+        run_timeline(
             "CPU: host cores busy, the target's CPUs busy, the target's share and others' (noise)",
             "cores",
             vec![
                 Series {
                     name: "host".into(),
-                    values: col(&|p| p["cores_busy"].as_f64()),
+                    values: secs.col(&|p| p["cores_busy"].as_f64()),
                 },
                 Series {
                     name: "the target's CPUs".into(),
-                    values: col(&|p| p["target_cpus_busy"].as_f64()),
+                    values: secs.col(&|p| p["target_cpus_busy"].as_f64()),
                 },
                 Series {
                     name: "target".into(),
-                    values: col(&|p| p["target_cores"].as_f64()),
+                    values: secs.col(&|p| p["target_cores"].as_f64()),
                 },
                 Series {
                     name: "noise".into(),
-                    values: col(&|p| p["noise_cores"].as_f64()),
+                    values: secs.col(&|p| p["noise_cores"].as_f64()),
                 },
             ],
+            marks,
         )
         .svg(),
     );
-    let mut fs = vec![Series {
-        name: "path syscalls".into(),
-        values: col(&|p| p["path_calls"].as_f64()),
-    }];
-    for k in keys_of("fs_ops") {
-        fs.push(Series {
-            name: format!("requests on {k}"),
-            values: col(&|p| p["fs_ops"][k.as_str()].as_f64()),
-        });
-    }
-    figure(
-        o,
-        timeline("Path syscalls and filesystem requests", "per second", fs).svg(),
-    );
-    // Fields this page does not know yet: one chart each.
+}
+
+/// Fields this page does not know yet: one chart each (a number, or an object of numbers).
+fn extra_charts(o: &mut String, secs: &Seconds, marks: &[Marks]) {
+    let rows = secs.rows;
     let mut extra: Vec<String> = vec![];
     for p in rows {
         for (k, v) in p.as_object().into_iter().flatten() {
@@ -1049,17 +1096,17 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
     }
     for k in extra {
         let series = if rows.iter().any(|p| p[k.as_str()].is_object()) {
-            keys_of(&k)
+            secs.keys_of(&k)
                 .into_iter()
                 .map(|sub| Series {
                     name: sub.clone(),
-                    values: col(&|p| p[k.as_str()][sub.as_str()].as_f64()),
+                    values: secs.col(&|p| p[k.as_str()][sub.as_str()].as_f64()),
                 })
                 .collect()
         } else {
             vec![Series {
                 name: k.replace('_', " "),
-                values: col(&|p| p[k.as_str()].as_f64()),
+                values: secs.col(&|p| p[k.as_str()].as_f64()),
             }]
         };
         let unit = if k.ends_with("_us") {
@@ -1069,7 +1116,10 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
         } else {
             "per second"
         };
-        figure(o, timeline(&k.replace('_', " "), unit, series).svg());
+        figure(
+            o,
+            run_timeline(&k.replace('_', " "), unit, series, marks).svg(),
+        );
     }
 }
 
