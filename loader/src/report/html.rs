@@ -210,6 +210,24 @@ fn page_head(o: &mut String, title: &str) {
 fn steps_page(doc: &Value) -> String {
     let mut o = String::new();
     let o = &mut o;
+    steps_head(o, doc);
+    let steps: Vec<&Value> = doc["steps"].as_array().into_iter().flatten().collect();
+    let rates: Vec<f64> = steps
+        .iter()
+        .map(|s| s["rate_per_s"].as_f64().unwrap_or(0.0))
+        .collect();
+    let knee_rate = doc["knee"]["rate_per_s"].as_f64();
+    let _ = write!(o, "<h2>Steps ({})</h2>", steps.len());
+    steps_rate_chart(o, doc, &steps, rates.clone(), knee_rate);
+    steps_latency_chart(o, &steps, rates, knee_rate);
+    table(o, &step_rows(&steps));
+    steps_details(o, doc, &steps);
+    let _ = writeln!(o, "</body></html>");
+    std::mem::take(o)
+}
+
+/// The step run's title, plan, SLO and knee.
+fn steps_head(o: &mut String, doc: &Value) {
     page_head(
         o,
         &format!(
@@ -242,28 +260,35 @@ fn steps_page(doc: &Value) -> String {
         h(&knee["verdict"].as_str().unwrap_or("?").replace('_', " ")),
         h(knee["text"].as_str().unwrap_or(""))
     );
-    let steps: Vec<&Value> = doc["steps"].as_array().into_iter().flatten().collect();
-    let rates: Vec<f64> = steps
-        .iter()
-        .map(|s| s["rate_per_s"].as_f64().unwrap_or(0.0))
-        .collect();
-    let per = |k: &str| -> Vec<Option<f64>> { steps.iter().map(|s| s[k].as_f64()).collect() };
-    let knee_rate = knee["rate_per_s"].as_f64();
-    let _ = write!(o, "<h2>Steps ({})</h2>", steps.len());
+}
+
+/// Field `k` of each step.
+fn per_step(steps: &[&Value], k: &str) -> Vec<Option<f64>> {
+    steps.iter().map(|s| s[k].as_f64()).collect()
+}
+
+/// Offered, delivered and errors per step, the knee drawn.
+fn steps_rate_chart(
+    o: &mut String,
+    doc: &Value,
+    steps: &[&Value],
+    rates: Vec<f64>,
+    knee: Option<f64>,
+) {
     figure(
         o,
         chart::Steps {
             title: "Offered vs delivered per step".into(),
             unit: "req/s".into(),
-            rates: rates.clone(),
+            rates,
             series: vec![
                 Series {
                     name: "offered".into(),
-                    values: per("offered_per_s"),
+                    values: per_step(steps, "offered_per_s"),
                 },
                 Series {
                     name: "delivered (2xx in the step)".into(),
-                    values: per("delivered_per_s"),
+                    values: per_step(steps, "delivered_per_s"),
                 },
                 Series {
                     name: "errors + non-2xx".into(),
@@ -280,11 +305,15 @@ fn steps_page(doc: &Value) -> String {
                         .collect(),
                 },
             ],
-            knee: knee_rate,
+            knee,
             log_y: false,
         }
         .svg(),
     );
+}
+
+/// 2xx latency and scheduling lag per step, the knee drawn.
+fn steps_latency_chart(o: &mut String, steps: &[&Value], rates: Vec<f64>, knee: Option<f64>) {
     figure(
         o,
         chart::Steps {
@@ -294,25 +323,28 @@ fn steps_page(doc: &Value) -> String {
             series: vec![
                 Series {
                     name: "p50".into(),
-                    values: per("latency_p50_us"),
+                    values: per_step(steps, "latency_p50_us"),
                 },
                 Series {
                     name: "p99".into(),
-                    values: per("latency_p99_us"),
+                    values: per_step(steps, "latency_p99_us"),
                 },
                 Series {
                     name: "scheduling lag p99".into(),
-                    values: per("sched_lag_p99_us"),
+                    values: per_step(steps, "sched_lag_p99_us"),
                 },
             ],
-            knee: knee_rate,
+            knee,
             log_y: true,
         }
         .svg(),
     );
-    // The table: every scalar of a step (the series are below, collapsed); the errors by kind
-    // in one cell, only the kinds that occurred, so a row stays one line high.
-    let rows: Vec<Value> = steps
+}
+
+/// The table's rows: every scalar of a step (the series are below, collapsed); the errors by
+/// kind in one cell, only the kinds that occurred, so a row stays one line high.
+fn step_rows(steps: &[&Value]) -> Vec<Value> {
+    steps
         .iter()
         .map(|s| {
             let mut m = s.as_object().cloned().unwrap_or_default();
@@ -332,10 +364,13 @@ fn steps_page(doc: &Value) -> String {
             }
             Value::Object(m)
         })
-        .collect();
-    table(o, &rows);
+        .collect()
+}
+
+/// Each step's per-second series and the plan, collapsed.
+fn steps_details(o: &mut String, doc: &Value, steps: &[&Value]) {
     let mut details = String::new();
-    for s in &steps {
+    for s in steps {
         let _ = write!(
             details,
             "<details><summary>step {}/s: per second</summary><div class=\"wrap\">",
@@ -353,8 +388,6 @@ fn steps_page(doc: &Value) -> String {
     value(&mut details, "", &doc["plan"]);
     let _ = write!(details, "</div></details>");
     let _ = write!(o, "<h2>Details</h2>{details}");
-    let _ = writeln!(o, "</body></html>");
-    std::mem::take(o)
 }
 
 /// The load run's own details, beyond its key figures and charts.
