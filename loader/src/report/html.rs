@@ -824,6 +824,16 @@ pub fn second_marks(doc: &Value, l: &Value) -> Vec<Marks> {
 /// The load generator's figures and per-second charts (a `load` document, or the `load`
 /// section of a trace or a run), shaded with `marks`.
 fn load_section(o: &mut String, l: &Value, marks: &[Marks]) {
+    load_figures(o, l);
+    let Some(series) = l["series"].as_array().filter(|s| !s.is_empty()) else {
+        return;
+    };
+    load_timelines(o, series, marks);
+    latency_histogram(o, l);
+}
+
+/// The load's key figures: rates, success, errors, 2xx latency.
+fn load_figures(o: &mut String, l: &Value) {
     let lat = &l["latency_2xx"];
     let mut rows = vec![
         (
@@ -873,9 +883,10 @@ fn load_section(o: &mut String, l: &Value, marks: &[Marks]) {
         let _ = write!(o, "<tr><th>{k}</th><td>{v}</td></tr>");
     }
     let _ = write!(o, "</table>");
-    let Some(series) = l["series"].as_array().filter(|s| !s.is_empty()) else {
-        return;
-    };
+}
+
+/// Per second: offered vs delivered vs errors, 2xx latency, in flight.
+fn load_timelines(o: &mut String, series: &[Value], marks: &[Marks]) {
     let marks = || marks.to_vec();
     figure(
         o,
@@ -944,6 +955,10 @@ fn load_section(o: &mut String, l: &Value, marks: &[Marks]) {
         }
         .svg(),
     );
+}
+
+/// The latency histogram per status class (2xx, non-2xx).
+fn latency_histogram(o: &mut String, l: &Value) {
     let mut classes = vec![];
     for (key, name) in [("2xx", "2xx"), ("non_2xx", "non-2xx")] {
         let steps: Vec<(f64, u64)> = l["latency_histograms"][key]["steps"]
