@@ -69,19 +69,7 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
             .and_then(Value::as_str)
             .unwrap_or("report")
     };
-    let title = match doc.get("target") {
-        Some(t) if t.is_object() => format!(
-            "trapdetect {command}: pid {} ({})",
-            t["pid"],
-            t["comm"].as_str().unwrap_or("?")
-        ),
-        _ if is_load => format!(
-            "trapdetect load: {}",
-            doc["plan"]["url"].as_str().unwrap_or("?")
-        ),
-        _ => format!("trapdetect {command}"),
-    };
-    page_head(&mut o, &title);
+    page_head(&mut o, &page_title(doc, command, is_load));
     header(&mut o, doc, is_load);
     let load = if is_load { doc } else { &doc["load"] };
     let marks = second_marks(doc, load);
@@ -124,6 +112,31 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
             table(&mut o, rows);
         }
     }
+    details(&mut o, doc, is_load);
+    plumbing(&mut o, doc, sections);
+    let _ = writeln!(o, "</body></html>");
+    o
+}
+
+/// The page's title: the command and its target (or the load's URL).
+fn page_title(doc: &Value, command: &str, is_load: bool) -> String {
+    match doc.get("target") {
+        Some(t) if t.is_object() => format!(
+            "trapdetect {command}: pid {} ({})",
+            t["pid"],
+            t["comm"].as_str().unwrap_or("?")
+        ),
+        _ if is_load => format!(
+            "trapdetect load: {}",
+            doc["plan"]["url"].as_str().unwrap_or("?")
+        ),
+        _ => format!("trapdetect {command}"),
+    }
+}
+
+/// The `Details` heading: the load run's details, the sections owned by other modules and
+/// everything else (collapsed, generic), the ignored and skipped rules.
+fn details(o: &mut String, doc: &Value, is_load: bool) {
     // Sections owned by other modules, and everything else: collapsed, generic.
     let shown = [
         "schema",
@@ -179,9 +192,6 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
     if !details.is_empty() {
         let _ = write!(o, "<h2>Details</h2>{details}");
     }
-    plumbing(&mut o, doc, sections);
-    let _ = writeln!(o, "</body></html>");
-    o
 }
 
 fn page_head(o: &mut String, title: &str) {
@@ -200,6 +210,24 @@ fn page_head(o: &mut String, title: &str) {
 fn steps_page(doc: &Value) -> String {
     let mut o = String::new();
     let o = &mut o;
+    steps_head(o, doc);
+    let steps: Vec<&Value> = doc["steps"].as_array().into_iter().flatten().collect();
+    let rates: Vec<f64> = steps
+        .iter()
+        .map(|s| s["rate_per_s"].as_f64().unwrap_or(0.0))
+        .collect();
+    let knee_rate = doc["knee"]["rate_per_s"].as_f64();
+    let _ = write!(o, "<h2>Steps ({})</h2>", steps.len());
+    steps_rate_chart(o, doc, &steps, rates.clone(), knee_rate);
+    steps_latency_chart(o, &steps, rates, knee_rate);
+    table(o, &step_rows(&steps));
+    steps_details(o, doc, &steps);
+    let _ = writeln!(o, "</body></html>");
+    std::mem::take(o)
+}
+
+/// The step run's title, plan, SLO and knee.
+fn steps_head(o: &mut String, doc: &Value) {
     page_head(
         o,
         &format!(
@@ -232,28 +260,35 @@ fn steps_page(doc: &Value) -> String {
         h(&knee["verdict"].as_str().unwrap_or("?").replace('_', " ")),
         h(knee["text"].as_str().unwrap_or(""))
     );
-    let steps: Vec<&Value> = doc["steps"].as_array().into_iter().flatten().collect();
-    let rates: Vec<f64> = steps
-        .iter()
-        .map(|s| s["rate_per_s"].as_f64().unwrap_or(0.0))
-        .collect();
-    let per = |k: &str| -> Vec<Option<f64>> { steps.iter().map(|s| s[k].as_f64()).collect() };
-    let knee_rate = knee["rate_per_s"].as_f64();
-    let _ = write!(o, "<h2>Steps ({})</h2>", steps.len());
+}
+
+/// Field `k` of each step.
+fn per_step(steps: &[&Value], k: &str) -> Vec<Option<f64>> {
+    steps.iter().map(|s| s[k].as_f64()).collect()
+}
+
+/// Offered, delivered and errors per step, the knee drawn.
+fn steps_rate_chart(
+    o: &mut String,
+    doc: &Value,
+    steps: &[&Value],
+    rates: Vec<f64>,
+    knee: Option<f64>,
+) {
     figure(
         o,
         chart::Steps {
             title: "Offered vs delivered per step".into(),
             unit: "req/s".into(),
-            rates: rates.clone(),
+            rates,
             series: vec![
                 Series {
                     name: "offered".into(),
-                    values: per("offered_per_s"),
+                    values: per_step(steps, "offered_per_s"),
                 },
                 Series {
                     name: "delivered (2xx in the step)".into(),
-                    values: per("delivered_per_s"),
+                    values: per_step(steps, "delivered_per_s"),
                 },
                 Series {
                     name: "errors + non-2xx".into(),
@@ -270,11 +305,15 @@ fn steps_page(doc: &Value) -> String {
                         .collect(),
                 },
             ],
-            knee: knee_rate,
+            knee,
             log_y: false,
         }
         .svg(),
     );
+}
+
+/// 2xx latency and scheduling lag per step, the knee drawn.
+fn steps_latency_chart(o: &mut String, steps: &[&Value], rates: Vec<f64>, knee: Option<f64>) {
     figure(
         o,
         chart::Steps {
@@ -284,25 +323,28 @@ fn steps_page(doc: &Value) -> String {
             series: vec![
                 Series {
                     name: "p50".into(),
-                    values: per("latency_p50_us"),
+                    values: per_step(steps, "latency_p50_us"),
                 },
                 Series {
                     name: "p99".into(),
-                    values: per("latency_p99_us"),
+                    values: per_step(steps, "latency_p99_us"),
                 },
                 Series {
                     name: "scheduling lag p99".into(),
-                    values: per("sched_lag_p99_us"),
+                    values: per_step(steps, "sched_lag_p99_us"),
                 },
             ],
-            knee: knee_rate,
+            knee,
             log_y: true,
         }
         .svg(),
     );
-    // The table: every scalar of a step (the series are below, collapsed); the errors by kind
-    // in one cell, only the kinds that occurred, so a row stays one line high.
-    let rows: Vec<Value> = steps
+}
+
+/// The table's rows: every scalar of a step (the series are below, collapsed); the errors by
+/// kind in one cell, only the kinds that occurred, so a row stays one line high.
+fn step_rows(steps: &[&Value]) -> Vec<Value> {
+    steps
         .iter()
         .map(|s| {
             let mut m = s.as_object().cloned().unwrap_or_default();
@@ -322,10 +364,13 @@ fn steps_page(doc: &Value) -> String {
             }
             Value::Object(m)
         })
-        .collect();
-    table(o, &rows);
+        .collect()
+}
+
+/// Each step's per-second series and the plan, collapsed.
+fn steps_details(o: &mut String, doc: &Value, steps: &[&Value]) {
     let mut details = String::new();
-    for s in &steps {
+    for s in steps {
         let _ = write!(
             details,
             "<details><summary>step {}/s: per second</summary><div class=\"wrap\">",
@@ -343,8 +388,6 @@ fn steps_page(doc: &Value) -> String {
     value(&mut details, "", &doc["plan"]);
     let _ = write!(details, "</div></details>");
     let _ = write!(o, "<h2>Details</h2>{details}");
-    let _ = writeln!(o, "</body></html>");
-    std::mem::take(o)
 }
 
 /// The load run's own details, beyond its key figures and charts.
@@ -444,6 +487,47 @@ fn run_verdict(o: &mut String, doc: &Value, marks: &[Marks]) {
     let Some(v) = doc.get("verdict").filter(|v| v.is_object()) else {
         return;
     };
+    verdict_text(o, v);
+    let Some(rows) = doc
+        .pointer("/run/timeline")
+        .and_then(Value::as_array)
+        .filter(|t| !t.is_empty())
+    else {
+        return;
+    };
+    let secs = Seconds::new(rows);
+    let cause = v["cause"].as_str().unwrap_or("");
+    let waiters = cause_waiters(&secs, cause);
+    let _ = write!(o, "<div class=\"pair\">");
+    figure(
+        o,
+        Timeline {
+            title: "Delivered against offered".into(),
+            unit: "requests per second".into(),
+            series: verdict_rates(&secs),
+            marks: marks.to_vec(),
+            log_y: false,
+        }
+        .svg(),
+    );
+    if !waiters.is_empty() {
+        figure(
+            o,
+            Timeline {
+                title: format!("What the cause holds ({cause})"),
+                unit: "threads, on average".into(),
+                series: waiters,
+                marks: marks.to_vec(),
+                log_y: false,
+            }
+            .svg(),
+        );
+    }
+    let _ = write!(o, "</div>");
+}
+
+/// The verdict's sentence, its figures and its consequences.
+fn verdict_text(o: &mut String, v: &Value) {
     let _ = write!(
         o,
         "<h2>Verdict</h2><p class=\"sentence\"><b>{}</b></p>",
@@ -490,32 +574,14 @@ fn run_verdict(o: &mut String, doc: &Value, marks: &[Marks]) {
             h(&cons.join(", "))
         );
     }
-    let Some(rows) = doc
-        .pointer("/run/timeline")
-        .and_then(Value::as_array)
-        .filter(|t| !t.is_empty())
-    else {
-        return;
-    };
-    let n = rows
-        .iter()
-        .filter_map(|p| p["t_s"].as_u64())
-        .max()
-        .map_or(rows.len(), |t| t as usize + 1);
-    let col = |f: &dyn Fn(&Value) -> Option<f64>| -> Vec<Option<f64>> {
-        let mut out = vec![None; n];
-        for (i, p) in rows.iter().enumerate() {
-            let t = p["t_s"].as_u64().map_or(i, |t| t as usize);
-            if t < n {
-                out[t] = f(p);
-            }
-        }
-        out
-    };
-    let offered = rows.iter().any(|p| p["offered"].as_u64() > Some(0));
+}
+
+/// Delivered (2xx, or served) each second, and offered when the run offered any.
+fn verdict_rates(secs: &Seconds) -> Vec<Series> {
+    let offered = secs.rows.iter().any(|p| p["offered"].as_u64() > Some(0));
     let mut rates = vec![Series {
         name: "delivered (2xx)".into(),
-        values: col(&|p| {
+        values: secs.col(&|p| {
             p["ok_2xx"]
                 .as_f64()
                 .filter(|v| *v > 0.0)
@@ -527,15 +593,21 @@ fn run_verdict(o: &mut String, doc: &Value, marks: &[Marks]) {
             0,
             Series {
                 name: "offered".into(),
-                values: col(&|p| p["offered"].as_f64()),
+                values: secs.col(&|p| p["offered"].as_f64()),
             },
         );
     }
-    let cause = v["cause"].as_str().unwrap_or("");
+    rates
+}
+
+/// What the verdict's cause holds each second: the threads waiting on its resource (none for
+/// a cause without one).
+fn cause_waiters(secs: &Seconds, cause: &str) -> Vec<Series> {
+    let col = |f: &dyn Fn(&Value) -> Option<f64>| secs.col(f);
     let class = |names: &'static [&'static str]| -> Vec<Option<f64>> {
         col(&move |p| Some(names.iter().filter_map(|c| p["off_cpu"][*c].as_f64()).sum()))
     };
-    let waiters: Vec<Series> = match cause {
+    match cause {
         c if c.starts_with("fs.") => vec![Series {
             name: "threads waiting on the filesystem".into(),
             values: class(&["path", "file_io"]),
@@ -575,33 +647,50 @@ fn run_verdict(o: &mut String, doc: &Value, marks: &[Marks]) {
             },
         ],
         _ => vec![],
-    };
-    let _ = write!(o, "<div class=\"pair\">");
-    figure(
-        o,
-        Timeline {
-            title: "Delivered against offered".into(),
-            unit: "requests per second".into(),
-            series: rates,
-            marks: marks.to_vec(),
-            log_y: false,
-        }
-        .svg(),
-    );
-    if !waiters.is_empty() {
-        figure(
-            o,
-            Timeline {
-                title: format!("What the cause holds ({cause})"),
-                unit: "threads, on average".into(),
-                series: waiters,
-                marks: marks.to_vec(),
-                log_y: false,
-            }
-            .svg(),
-        );
     }
-    let _ = write!(o, "</div>");
+}
+
+/// `run`'s per-second rows as chart columns, indexed by the second of the run (so the shading
+/// lines up with the load charts).
+struct Seconds<'a> {
+    rows: &'a [Value],
+    n: usize,
+}
+
+impl<'a> Seconds<'a> {
+    fn new(rows: &'a [Value]) -> Self {
+        let n = rows
+            .iter()
+            .filter_map(|p| p["t_s"].as_u64())
+            .max()
+            .map_or(rows.len(), |t| t as usize + 1);
+        Seconds { rows, n }
+    }
+
+    /// `f` of each second's row (`None` for a second without a row).
+    fn col(&self, f: &dyn Fn(&Value) -> Option<f64>) -> Vec<Option<f64>> {
+        let mut v = vec![None; self.n];
+        for (i, p) in self.rows.iter().enumerate() {
+            let t = p["t_s"].as_u64().map_or(i, |t| t as usize);
+            if t < self.n {
+                v[t] = f(p);
+            }
+        }
+        v
+    }
+
+    /// Keys of a per-second object (off-CPU classes, mounts), in first-seen order.
+    fn keys_of(&self, field: &str) -> Vec<String> {
+        let mut keys: Vec<String> = vec![];
+        for p in self.rows {
+            for k in p[field].as_object().into_iter().flat_map(|m| m.keys()) {
+                if !keys.contains(k) {
+                    keys.push(k.clone());
+                }
+            }
+        }
+        keys
+    }
 }
 
 fn findings(o: &mut String, doc: &Value) {
@@ -735,6 +824,16 @@ pub fn second_marks(doc: &Value, l: &Value) -> Vec<Marks> {
 /// The load generator's figures and per-second charts (a `load` document, or the `load`
 /// section of a trace or a run), shaded with `marks`.
 fn load_section(o: &mut String, l: &Value, marks: &[Marks]) {
+    load_figures(o, l);
+    let Some(series) = l["series"].as_array().filter(|s| !s.is_empty()) else {
+        return;
+    };
+    load_timelines(o, series, marks);
+    latency_histogram(o, l);
+}
+
+/// The load's key figures: rates, success, errors, 2xx latency.
+fn load_figures(o: &mut String, l: &Value) {
     let lat = &l["latency_2xx"];
     let mut rows = vec![
         (
@@ -784,9 +883,10 @@ fn load_section(o: &mut String, l: &Value, marks: &[Marks]) {
         let _ = write!(o, "<tr><th>{k}</th><td>{v}</td></tr>");
     }
     let _ = write!(o, "</table>");
-    let Some(series) = l["series"].as_array().filter(|s| !s.is_empty()) else {
-        return;
-    };
+}
+
+/// Per second: offered vs delivered vs errors, 2xx latency, in flight.
+fn load_timelines(o: &mut String, series: &[Value], marks: &[Marks]) {
     let marks = || marks.to_vec();
     figure(
         o,
@@ -855,6 +955,10 @@ fn load_section(o: &mut String, l: &Value, marks: &[Marks]) {
         }
         .svg(),
     );
+}
+
+/// The latency histogram per status class (2xx, non-2xx).
+fn latency_histogram(o: &mut String, l: &Value) {
     let mut classes = vec![];
     for (key, name) in [("2xx", "2xx"), ("non_2xx", "non-2xx")] {
         let steps: Vec<(f64, u64)> = l["latency_histograms"][key]["steps"]
@@ -905,47 +1009,59 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
     };
     let _ = write!(o, "<h2>Kernel timeline (per second)</h2>");
     // Index = second of the run, so the shading lines up with the load charts above.
-    let n = rows
-        .iter()
-        .filter_map(|p| p["t_s"].as_u64())
-        .max()
-        .map_or(rows.len(), |t| t as usize + 1);
-    let col = |f: &dyn Fn(&Value) -> Option<f64>| -> Vec<Option<f64>> {
-        let mut v = vec![None; n];
-        for (i, p) in rows.iter().enumerate() {
-            let t = p["t_s"].as_u64().map_or(i, |t| t as usize);
-            if t < n {
-                v[t] = f(p);
-            }
-        }
-        v
-    };
-    // Keys of a per-second object (off-CPU classes, mounts), in first-seen order.
-    let keys_of = |field: &str| -> Vec<String> {
-        let mut keys: Vec<String> = vec![];
-        for p in rows {
-            for k in p[field].as_object().into_iter().flat_map(|m| m.keys()) {
-                if !keys.contains(k) {
-                    keys.push(k.clone());
-                }
-            }
-        }
-        keys
-    };
+    let secs = Seconds::new(rows);
+    threads_chart(o, &secs, marks);
+    workers_and_cpu_charts(o, &secs, marks);
+    let mut fs = vec![Series {
+        name: "path syscalls".into(),
+        values: secs.col(&|p| p["path_calls"].as_f64()),
+    }];
+    for k in secs.keys_of("fs_ops") {
+        fs.push(Series {
+            name: format!("requests on {k}"),
+            values: secs.col(&|p| p["fs_ops"][k.as_str()].as_f64()),
+        });
+    }
+    figure(
+        o,
+        run_timeline(
+            "Path syscalls and filesystem requests",
+            "per second",
+            fs,
+            marks,
+        )
+        .svg(),
+    );
+    extra_charts(o, &secs, marks);
+}
+
+/// One of `run`'s per-second charts, shaded with `marks`.
+fn run_timeline(title: &str, unit: &str, series: Vec<Series>, marks: &[Marks]) -> Timeline {
+    Timeline {
+        title: title.into(),
+        unit: unit.into(),
+        series,
+        marks: marks.to_vec(),
+        log_y: false,
+    }
+}
+
+/// Where the traced threads were each second, stacked: on CPU, run queue, off CPU by class.
+fn threads_chart(o: &mut String, secs: &Seconds, marks: &[Marks]) {
     let mut parts = vec![
         Series {
             name: "on CPU".into(),
-            values: col(&|p| p["target_cores"].as_f64()),
+            values: secs.col(&|p| p["target_cores"].as_f64()),
         },
         Series {
             name: "run queue".into(),
-            values: col(&|p| p["run_queue"].as_f64()),
+            values: secs.col(&|p| p["run_queue"].as_f64()),
         },
     ];
-    for k in keys_of("off_cpu") {
+    for k in secs.keys_of("off_cpu") {
         parts.push(Series {
             name: format!("off CPU: {}", k.replace('_', " ")),
-            values: col(&|p| p["off_cpu"][k.as_str()].as_f64()),
+            values: secs.col(&|p| p["off_cpu"][k.as_str()].as_f64()),
         });
     }
     figure(
@@ -958,72 +1074,61 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
         }
         .svg(),
     );
-    let timeline = |title: &str, unit: &str, series: Vec<Series>| Timeline {
-        title: title.into(),
-        unit: unit.into(),
-        series,
-        marks: marks.to_vec(),
-        log_y: false,
-    };
+}
+
+/// Busy workers against the traced threads; the host's cores, the target's and the noise.
+fn workers_and_cpu_charts(o: &mut String, secs: &Seconds, marks: &[Marks]) {
     figure(
         o,
-        timeline(
+        run_timeline(
             "Busy workers (not waiting for work at the sample)",
             "threads",
             vec![
                 Series {
                     name: "busy".into(),
-                    values: col(&|p| p["busy_threads"].as_f64()),
+                    values: secs.col(&|p| p["busy_threads"].as_f64()),
                 },
                 Series {
                     name: "traced threads".into(),
-                    values: col(&|p| p["threads"].as_f64()),
+                    values: secs.col(&|p| p["threads"].as_f64()),
                 },
             ],
+            marks,
         )
         .svg(),
     );
     figure(
         o,
-        timeline(
+        run_timeline(
             "CPU: host cores busy, the target's CPUs busy, the target's share and others' (noise)",
             "cores",
             vec![
                 Series {
                     name: "host".into(),
-                    values: col(&|p| p["cores_busy"].as_f64()),
+                    values: secs.col(&|p| p["cores_busy"].as_f64()),
                 },
                 Series {
                     name: "the target's CPUs".into(),
-                    values: col(&|p| p["target_cpus_busy"].as_f64()),
+                    values: secs.col(&|p| p["target_cpus_busy"].as_f64()),
                 },
                 Series {
                     name: "target".into(),
-                    values: col(&|p| p["target_cores"].as_f64()),
+                    values: secs.col(&|p| p["target_cores"].as_f64()),
                 },
                 Series {
                     name: "noise".into(),
-                    values: col(&|p| p["noise_cores"].as_f64()),
+                    values: secs.col(&|p| p["noise_cores"].as_f64()),
                 },
             ],
+            marks,
         )
         .svg(),
     );
-    let mut fs = vec![Series {
-        name: "path syscalls".into(),
-        values: col(&|p| p["path_calls"].as_f64()),
-    }];
-    for k in keys_of("fs_ops") {
-        fs.push(Series {
-            name: format!("requests on {k}"),
-            values: col(&|p| p["fs_ops"][k.as_str()].as_f64()),
-        });
-    }
-    figure(
-        o,
-        timeline("Path syscalls and filesystem requests", "per second", fs).svg(),
-    );
-    // Fields this page does not know yet: one chart each.
+}
+
+/// Fields this page does not know yet: one chart each (a number, or an object of numbers).
+fn extra_charts(o: &mut String, secs: &Seconds, marks: &[Marks]) {
+    let rows = secs.rows;
     let mut extra: Vec<String> = vec![];
     for p in rows {
         for (k, v) in p.as_object().into_iter().flatten() {
@@ -1039,17 +1144,17 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
     }
     for k in extra {
         let series = if rows.iter().any(|p| p[k.as_str()].is_object()) {
-            keys_of(&k)
+            secs.keys_of(&k)
                 .into_iter()
                 .map(|sub| Series {
                     name: sub.clone(),
-                    values: col(&|p| p[k.as_str()][sub.as_str()].as_f64()),
+                    values: secs.col(&|p| p[k.as_str()][sub.as_str()].as_f64()),
                 })
                 .collect()
         } else {
             vec![Series {
                 name: k.replace('_', " "),
-                values: col(&|p| p[k.as_str()].as_f64()),
+                values: secs.col(&|p| p[k.as_str()].as_f64()),
             }]
         };
         let unit = if k.ends_with("_us") {
@@ -1059,7 +1164,10 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
         } else {
             "per second"
         };
-        figure(o, timeline(&k.replace('_', " "), unit, series).svg());
+        figure(
+            o,
+            run_timeline(&k.replace('_', " "), unit, series, marks).svg(),
+        );
     }
 }
 
@@ -1603,5 +1711,205 @@ mod tests {
         assert_eq!(page.matches("knee 100/s").count(), 2);
         assert!(page.contains("step 150/s: per second"));
         assert!(!page.contains("<i>"));
+    }
+
+    /// Golden pages: `page` normalized (the style sheet checked and left out, each SVG replaced
+    /// by a digest, a line break before each block so a difference reads well) against
+    /// `testdata/NAME`. `TRAPDETECT_BLESS=1` rewrites the file instead.
+    fn golden(name: &str, page: &str) {
+        let fnv = |s: &str| {
+            s.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        let mut page = page.to_string();
+        let css = format!("<style>{CSS}</style>");
+        if page.contains(&css) {
+            page = page.replace(&css, "<style>CSS</style>");
+        }
+        let mut out = String::new();
+        let mut rest = page.as_str();
+        while let Some(i) = rest.find("<svg") {
+            let j = rest[i..].find("</svg>").expect("closed svg") + i + "</svg>".len();
+            out.push_str(&rest[..i]);
+            out.push_str(&format!("<svg fnv1a={:016x}/>", fnv(&rest[i..j])));
+            rest = &rest[j..];
+        }
+        out.push_str(rest);
+        // Lossless: the page's own line breaks are marked, the added ones are not.
+        let mut out = out.replace('\n', "⏎\n");
+        for tag in [
+            "<h2>",
+            "<details>",
+            "<figure",
+            "<div class=\"finding",
+            "<tr>",
+            "<table",
+        ] {
+            out = out.replace(tag, &format!("\n{tag}"));
+        }
+        let path = format!("{}/src/report/testdata/{name}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("TRAPDETECT_BLESS").is_some() {
+            std::fs::write(&path, &out).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(out == want, "{name} differs from {path}:\n{out}");
+    }
+
+    fn run_doc(cause: &str) -> Value {
+        let sec = |t: u64, marks: &[&str]| {
+            json!({"t_s": t, "offered": 80 + t, "ok_2xx": 25 + 3 * t, "non_2xx": t % 2,
+                "errors": {"timeout": t % 3}, "p99_us": 900000.0 - t as f64 * 1000.0,
+                "in_flight": 60, "cores_busy": 0.5 + t as f64 / 10.0, "target_cpus_busy": 0.7,
+                "target_cores": 0.1 * t as f64, "noise_cores": 0.2, "run_queue": 0.25 * t as f64,
+                "off_cpu": {"sleep": 0.9, "futex": 0.0, "path": 0.5 * t as f64, "file_io": 0.3},
+                "threads": 4, "busy_threads": 1 + t % 3, "path_calls": 10 * t,
+                "fs_ops": {"/mnt/slow": 5 * t, "/": 2}, "accept_queue": 7 - t,
+                "wait_us": 100.0 * t as f64, "sizes": {"small_bytes": t, "big_bytes": 2 * t},
+                "note": "not charted", "marks": marks})
+        };
+        let point = |t: u64, lag: f64| {
+            json!({"t_s": t, "scheduled": 100, "ok_2xx": 90 - t, "non_2xx": 5,
+                "errors": {"timeout": 5, "conn_reset": t}, "lat_2xx_mean_us": 800.0 + t as f64,
+                "lat_2xx_p99_us": 2500.0 * (t + 1) as f64, "in_flight_max": 7 + t,
+                "sched_lag_max_us": lag})
+        };
+        json!({
+            "schema": "trapdetect.report/1", "command": "run", "version": "1.2.3<",
+            "target": {"pid": 42, "comm": "php-fpm", "exe": "/usr/sbin/php-fpm", "cwd": "/mnt/slow",
+                "processes": 5},
+            "window_s": 4.0, "requests": {"count": 320, "basis": "load generator 2xx"},
+            "verdict": {"summary": "the mount <slow> caps the server", "cause": cause,
+                "share_of_thread_wall_time_pct": 71.5, "delivered_per_s": 80.5,
+                "delivered_basis": "2xx in the window", "offered_per_s": 100.0,
+                "predicted_ceiling_per_s": 82.25, "capped_by": ["fs.cwd-slow", "pool"],
+                "ceiling_basis": "4 workers / 48 ms each", "consequences": ["net.time-wait"]},
+            "findings": [
+                {"id": "fs.cwd-slow", "severity": "fail", "title": "cwd on a slow mount",
+                    "predicted": "80/s at most", "evidence": {"mount": "/mnt/slow", "lookup_us": 1500.0,
+                        "rows": [{"p": "/a", "n": 3}, {"p": "/b", "n": null}], "list": [1, 2, "x"],
+                        "empty": {}, "none": null, "flag": true},
+                    "remedy": "move the cwd\nto a local disk"},
+                {"id": "net.time-wait", "severity": "warn", "title": "TIME_WAIT piles up"},
+                {"id": "x.info", "severity": "info", "title": "just so", "evidence": {}, "remedy": ""}
+            ],
+            "load": {
+                "plan": {"url": "http://127.0.0.1:1/", "mode": "open", "lag_budget_us": 10000.0},
+                "window": {"measured_s": 3.0}, "offered_rate_per_s": 100.0,
+                "delivered_rate_per_s": 90.0, "success_ratio": 0.9, "errors_total": 15,
+                "non_2xx": 15, "status": {"200": 270, "503": 15},
+                "latency_2xx": {"p50_us": 700.0, "p90_us": 900.0, "p99_us": 2500.0,
+                    "p99_9_us": 3000.0, "max_us": 4000.0},
+                "series": [point(0, 50.0), point(1, 20000.0), point(2, 60.0), point(3, 70.0)],
+                "latency_histograms": {"2xx": {"steps": [[500.0, 0.5, 135], [2500.0, 0.99, 267],
+                    [4000.0, 1.0, 270]]}, "non_2xx": {"steps": [[900.0, 1.0, 15]]}},
+                "generator": {"cpu_user_s": 0.1}, "unknown_key": 1
+            },
+            "run": {"timeline": [sec(0, &[]), sec(1, &["lost-events"]),
+                sec(2, &["lost-events", "generator-lag"]), sec(4, &["cpu-hog"])]},
+            "network": {
+                "netns": "net:[4026531840]",
+                "listeners": [{"local": "0.0.0.0:80", "accept_queue": 3, "backlog": 511},
+                    {"local": "127.0.0.1:9000", "accept_queue": 120, "backlog": 128}],
+                "time_wait": {"groups": [{"server": "127.0.0.1", "server_port": 80, "count": 900}]},
+                "ephemeral": {"distinct_ports_in_range": 900, "usable": 28232},
+                "traced": {"missed_events": 3, "new_connections_per_s": [1, 5, 0],
+                    "time_wait_entered_per_s": [0, 4, 1], "listen_overflows_per_s": [0, 0, 0],
+                    "listen_drops_per_s": [0, 0, 0]}
+            },
+            "host": {"hostname": "box", "sample": {"target_cpus": 0.75, "others_cpus": 1.5,
+                "window_s": 2.0, "top": [{"comm": "a", "pid": 1, "cpus": 0.5},
+                    {"comm": "b", "pid": 2, "cpus": 0.25}]}},
+            "filesystems": [{"mount_point": "/mnt/slow", "fs_type": "fuse.slowfs",
+                    "lookups_per_request": 7.0, "lookups_per_second": 70.0,
+                    "syscall_ms_per_request": 1.5},
+                {"mount_point": "/", "fs_type": "ext4", "lookups_per_request": null,
+                    "lookups_per_second": 3.0, "syscall_ms_per_request": null}],
+            "syscalls": [{"name": "openat", "calls": 100, "total_us": 1234.5}],
+            "paths": [],
+            "ignored": [{"id": "a.b", "why": "asked"}], "skipped": [],
+            "probes": [{"program": "p", "attach": "x", "attached": true, "note": ""},
+                {"program": "q", "attach": "y", "attached": false, "note": "no BTF"}],
+            "measurement": {"trusted": false, "problems": ["lost events <3>"],
+                "notes": ["note one", "note & two"], "counters": {"ringbuf_drops": 0}},
+            "exit_code": 3
+        })
+    }
+
+    /// A run's whole page, every part present: pins the HTML (the SVGs by digest).
+    #[test]
+    fn run_page_golden() {
+        let sections = [("host".to_string(), "<pre>box &amp; co</pre>".to_string())];
+        golden(
+            "run.html",
+            &render_value(&run_doc("fs.cwd-slow"), &sections),
+        );
+        // The verdict's second chart, per kind of cause.
+        let mut verdicts = String::new();
+        for cause in [
+            "lock.contention",
+            "pool.too-small",
+            "net.fd-limit",
+            "host.noise",
+            "cpu.saturated",
+            "other.thing",
+        ] {
+            let doc = run_doc(cause);
+            run_verdict(&mut verdicts, &doc, &second_marks(&doc, &doc["load"]));
+        }
+        let mut doc = run_doc("fs.x");
+        doc["run"] = json!({});
+        doc["verdict"]["offered_per_s"] = Value::Null;
+        doc["verdict"]["capped_by"] = json!([]);
+        run_verdict(&mut verdicts, &doc, &[]);
+        golden("run_verdicts.html", &verdicts);
+        // A trace: its probe load, the rest absent.
+        let mut doc = run_doc("fs.x");
+        for k in [
+            "verdict",
+            "run",
+            "network",
+            "host",
+            "filesystems",
+            "syscalls",
+        ] {
+            doc.as_object_mut().unwrap().remove(k);
+        }
+        doc["command"] = json!("trace");
+        doc["load"]["series"] = json!([]);
+        doc["measurement"] = json!({"trusted": true});
+        golden("trace.html", &render_value(&doc, &[]));
+    }
+
+    /// A `load` document and a step run: pins their HTML.
+    #[test]
+    fn load_and_steps_pages_golden() {
+        let mut doc = run_doc("fs.x")["load"].clone();
+        doc["schema"] = json!("trapdetect.load/1");
+        doc["version"] = json!("0");
+        doc["findings"] = json!([]);
+        doc["measurement"] = json!({"trusted": true, "problems": []});
+        doc["exit_code"] = json!(0);
+        doc["ignored"] = json!([{"id": "z"}]);
+        golden("load.html", &render_value(&doc, &[]));
+        let step = |r: f64, d: f64, p99: f64, e: u64| {
+            json!({"rate_per_s": r, "offered_per_s": r, "delivered_per_s": d,
+                "latency_p50_us": p99 / 2.0, "latency_p99_us": p99, "sched_lag_p99_us": 50.0,
+                "errors_total": e, "non_2xx": 1, "passed": d >= r, "valid": true, "why": [],
+                "errors": {"timeout": e, "conn_reset": 0},
+                "series": [{"t_s": 0, "scheduled": r}, {"t_s": 1, "scheduled": r}]})
+        };
+        let doc = json!({
+            "schema": "trapdetect.load-steps/1", "version": "0",
+            "plan": {"url": "http://127.0.0.1:1/<i>", "mode": "open"}, "from_per_s": 50.0,
+            "to_per_s": 150.0, "step_per_s": 50.0, "step_duration_s": 2.0, "slo_p99_us": 5000.0,
+            "steps": [step(50.0, 50.0, 900.0, 0), step(100.0, 100.0, 1500.0, 2),
+                step(150.0, 110.0, 400000.0, 9)],
+            "knee": {"rate_per_s": 100.0, "verdict": "found_below", "text": "the knee is 100/s"},
+            "exit_code": 1
+        });
+        golden("steps.html", &render_value(&doc, &[]));
+        let doc = json!({"schema": "trapdetect.load-steps/1", "steps": [], "knee": {}});
+        golden("steps_empty.html", &render_value(&doc, &[]));
     }
 }

@@ -8,7 +8,10 @@ use serde_json::Value;
 use super::section::{Section, to_json};
 use crate::{
     figures::fmt_count,
-    host::net::{NetObservation, NetTraced, TcpEvents},
+    host::net::{
+        NetObservation, NetTraced, PortGroup, TcpEvents,
+        traced::{ClientNetns, ConnectTraced},
+    },
 };
 
 impl Section for NetObservation {
@@ -136,16 +139,7 @@ fn ephemeral_text(out: &mut String, o: &NetObservation) {
             }
         );
         for g in &e.groups {
-            let _ = writeln!(
-                out,
-                "    {} -> {}:{}  used {} (TIME_WAIT {}), headroom {}",
-                g.client,
-                g.server,
-                g.server_port,
-                fmt_count(g.ports_used),
-                fmt_count(g.time_wait),
-                fmt_count(g.headroom)
-            );
+            port_group_text(out, g);
         }
     } else {
         let _ = writeln!(out, "  ephemeral ports: range unknown");
@@ -284,6 +278,19 @@ fn events(e: &TcpEvents) -> String {
 /// Text rendering of the traced half (appended to the census's text in the `network` section).
 fn traced_text(t: &NetTraced) -> String {
     let mut out = String::new();
+    traced_scope_text(&mut out, t);
+    traced_events_text(&mut out, t);
+    if let Some(c) = &t.connect {
+        connect_text(&mut out, c);
+    }
+    if let Some(cn) = &t.client_netns {
+        client_netns_text(&mut out, cn);
+    }
+    out
+}
+
+/// What was traced: the window, the watched ports, the namespaces.
+fn traced_scope_text(out: &mut String, t: &NetTraced) {
     let _ = writeln!(
         out,
         "  traced over {:.1} s, per {} s (sock/inet_sock_set_state; ports {}; {}):",
@@ -304,6 +311,11 @@ fn traced_text(t: &NetTraced) -> String {
             format!("namespace {}", t.netns.join(", "))
         }
     );
+}
+
+/// TCP state changes: totals on the ports, per port, for the host; the per-second series;
+/// the events the probe missed.
+fn traced_events_text(out: &mut String, t: &NetTraced) {
     let _ = writeln!(out, "    on the ports: {}", events(&t.on_ports));
     for p in &t.by_port {
         let _ = writeln!(
@@ -347,81 +359,174 @@ fn traced_text(t: &NetTraced) -> String {
             fmt_count(m)
         );
     }
-    if let Some(c) = &t.connect {
-        let who: Vec<String> = c
-            .clients
+}
+
+/// connect() of the watched clients: outcomes, errors, latency.
+fn connect_text(out: &mut String, c: &ConnectTraced) {
+    let who: Vec<String> = c
+        .clients
+        .iter()
+        .map(|w| format!("{} ({})", w.pid, w.comm))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  connect() of watched clients {}: {} calls on TCP sockets, {} connected, {} in progress (EINPROGRESS, not an error), {} failed{}",
+        who.join(", "),
+        fmt_count(c.calls),
+        fmt_count(c.succeeded),
+        fmt_count(c.in_progress),
+        fmt_count(c.failed),
+        if c.not_tcp > 0 {
+            format!("; {} on other sockets not counted", fmt_count(c.not_tcp))
+        } else {
+            String::new()
+        }
+    );
+    if !c.errors.is_empty() {
+        let e: Vec<String> = c
+            .errors
             .iter()
-            .map(|w| format!("{} ({})", w.pid, w.comm))
+            .map(|(k, v)| format!("{k} {}", fmt_count(*v)))
             .collect();
-        let _ = writeln!(
-            out,
-            "  connect() of watched clients {}: {} calls on TCP sockets, {} connected, {} in progress (EINPROGRESS, not an error), {} failed{}",
-            who.join(", "),
-            fmt_count(c.calls),
-            fmt_count(c.succeeded),
-            fmt_count(c.in_progress),
-            fmt_count(c.failed),
-            if c.not_tcp > 0 {
-                format!("; {} on other sockets not counted", fmt_count(c.not_tcp))
-            } else {
-                String::new()
+        let _ = writeln!(out, "    errors: {}", e.join(", "));
+    }
+    for (label, l) in [
+        ("latency", &c.latency),
+        ("EINPROGRESS calls", &c.in_progress_latency),
+    ] {
+        if let Some(l) = l {
+            let _ = writeln!(
+                out,
+                "    {label}: mean {} µs, p50 {} µs, p99 {} µs, max {} µs",
+                l.mean_us, l.p50_us, l.p99_us, l.max_us
+            );
+        }
+    }
+}
+
+/// The clients' namespace (when not the target's): its ephemeral ports at the end.
+fn client_netns_text(out: &mut String, cn: &ClientNetns) {
+    match &cn.ephemeral {
+        Some(e) => {
+            let _ = writeln!(
+                out,
+                "  clients' namespace ({}), at the end: ephemeral ports {}-{}, {} usable; {} in use across {} flow groups",
+                cn.netns,
+                e.range[0],
+                e.range[1],
+                fmt_count(e.usable as u64),
+                fmt_count(e.distinct_ports_in_range as u64),
+                e.groups_total
+            );
+            for g in &e.groups {
+                port_group_text(out, g);
             }
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  clients' namespace ({}): ephemeral range unknown",
+                cn.netns
+            );
+        }
+    }
+}
+
+/// One flow group's ephemeral ports (census and clients' namespace alike).
+fn port_group_text(out: &mut String, g: &PortGroup) {
+    let _ = writeln!(
+        out,
+        "    {} -> {}:{}  used {} (TIME_WAIT {}), headroom {}",
+        g.client,
+        g.server,
+        g.server_port,
+        fmt_count(g.ports_used),
+        fmt_count(g.time_wait),
+        fmt_count(g.headroom)
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn traced(v: Value) -> NetTraced {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn ev(base: u64) -> Value {
+        json!({"time_wait_entered": base, "active_opens": base + 1, "passive_opens": base + 2,
+            "connect_failures": base + 3, "aborts": base + 4, "passive_closes": base + 5})
+    }
+
+    /// The traced half's text, every part present: pins the output byte for byte.
+    #[test]
+    fn traced_text_golden() {
+        let lat = |m: f64| json!({"mean_us": m, "p50_us": m, "p90_us": m * 2.0, "p99_us": m * 3.0, "max_us": m * 4.0});
+        let t = traced(json!({
+            "window_s": 3.04, "interval_s": 1.0, "ports": [8080, 9000], "netns": ["net:[1]", "net:[2]"],
+            "time_wait_entered_per_s": [1, 2, 3], "new_connections_per_s": (0..65).collect::<Vec<u64>>(),
+            "listen_overflows_per_s": [], "listen_drops_per_s": [0, 0, 12345],
+            "on_ports": ev(1000), "system": ev(20000),
+            "by_port": [{"port": 8080, "local": ev(1), "remote": ev(2),
+                "time_wait_entered_per_s": [], "new_connections_per_s": []}],
+            "missed_events": 4321,
+            "connect": {"clients": [{"pid": 7, "comm": "ab", "same_netns_as_target": false},
+                    {"pid": 8, "comm": "wrk", "same_netns_as_target": true}],
+                "calls": 12000, "succeeded": 11000, "in_progress": 900, "failed": 100,
+                "errors": {"EADDRNOTAVAIL": 60, "ECONNREFUSED": 40},
+                "latency": lat(10.0), "in_progress_latency": lat(2.5), "not_tcp": 3},
+            "client_netns": {"netns": "pid 7", "ephemeral": {"range": [32768, 60999],
+                "range_ports": 28232, "reserved_in_range": 0, "usable": 28232,
+                "groups": [{"client": "10.0.0.2", "server": "10.0.0.1", "server_port": 8080,
+                    "ports_used": 28000, "time_wait": 27000, "headroom": 232}],
+                "groups_total": 1, "distinct_ports_in_range": 28001}},
+            "connect_eaddrnotavail": 60, "connect_eaddrinuse": null
+        }));
+        assert_eq!(
+            traced_text(&t),
+            r#"  traced over 3.0 s, per 1 s (sock/inet_sock_set_state; ports 8080, 9000; namespace net:[1], net:[2]):
+    on the ports: TIME_WAIT entered 1,000, opened 1,001 active / 1,002 passive, connect failures 1,003, aborts 1,004, closed second 1,005
+    port 8080 as local port: TIME_WAIT entered 1, opened 2 active / 3 passive, connect failures 4, aborts 5, closed second 6
+    port 8080 as remote port: TIME_WAIT entered 2, opened 3 active / 4 passive, connect failures 5, aborts 6, closed second 7
+    whole host:   TIME_WAIT entered 20,000, opened 20,001 active / 20,002 passive, connect failures 20,003, aborts 20,004, closed second 20,005
+    TIME_WAIT entered/s:   1 2 3
+    new connections/s:     0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 ... (65 entries)
+    ListenOverflows/s:     -   (namespace-wide)
+    ListenDrops/s:         0 0 12345
+    4,321 state changes missed (another BPF program was running on the CPU)
+  connect() of watched clients 7 (ab), 8 (wrk): 12,000 calls on TCP sockets, 11,000 connected, 900 in progress (EINPROGRESS, not an error), 100 failed; 3 on other sockets not counted
+    errors: EADDRNOTAVAIL 60, ECONNREFUSED 40
+    latency: mean 10 µs, p50 10 µs, p99 30 µs, max 40 µs
+    EINPROGRESS calls: mean 2.5 µs, p50 2.5 µs, p99 7.5 µs, max 10 µs
+  clients' namespace (pid 7), at the end: ephemeral ports 32768-60999, 28,232 usable; 28,001 in use across 1 flow groups
+    10.0.0.2 -> 10.0.0.1:8080  used 28,000 (TIME_WAIT 27,000), headroom 232
+"#
         );
-        if !c.errors.is_empty() {
-            let e: Vec<String> = c
-                .errors
-                .iter()
-                .map(|(k, v)| format!("{k} {}", fmt_count(*v)))
-                .collect();
-            let _ = writeln!(out, "    errors: {}", e.join(", "));
-        }
-        for (label, l) in [
-            ("latency", &c.latency),
-            ("EINPROGRESS calls", &c.in_progress_latency),
-        ] {
-            if let Some(l) = l {
-                let _ = writeln!(
-                    out,
-                    "    {label}: mean {} µs, p50 {} µs, p99 {} µs, max {} µs",
-                    l.mean_us, l.p50_us, l.p99_us, l.max_us
-                );
-            }
-        }
+        let t = traced(json!({
+            "window_s": 1.0, "interval_s": 1.0, "ports": [], "netns": [],
+            "time_wait_entered_per_s": [], "new_connections_per_s": [],
+            "listen_overflows_per_s": [], "listen_drops_per_s": [],
+            "on_ports": ev(0), "system": ev(0), "by_port": [], "missed_events": 0,
+            "connect": {"clients": [], "calls": 0, "succeeded": 0, "in_progress": 0, "failed": 0,
+                "errors": {}, "latency": null, "in_progress_latency": null, "not_tcp": 0},
+            "client_netns": {"netns": "pid 9", "ephemeral": null},
+            "connect_eaddrnotavail": null, "connect_eaddrinuse": null
+        }));
+        assert_eq!(
+            traced_text(&t),
+            r#"  traced over 1.0 s, per 1 s (sock/inet_sock_set_state; ports none (the target listens on no TCP port); every namespace):
+    on the ports: TIME_WAIT entered 0, opened 1 active / 2 passive, connect failures 3, aborts 4, closed second 5
+    whole host:   TIME_WAIT entered 0, opened 1 active / 2 passive, connect failures 3, aborts 4, closed second 5
+    TIME_WAIT entered/s:   -
+    new connections/s:     -
+    ListenOverflows/s:     -   (namespace-wide)
+    ListenDrops/s:         -
+  connect() of watched clients : 0 calls on TCP sockets, 0 connected, 0 in progress (EINPROGRESS, not an error), 0 failed
+  clients' namespace (pid 9): ephemeral range unknown
+"#
+        );
     }
-    if let Some(cn) = &t.client_netns {
-        match &cn.ephemeral {
-            Some(e) => {
-                let _ = writeln!(
-                    out,
-                    "  clients' namespace ({}), at the end: ephemeral ports {}-{}, {} usable; {} in use across {} flow groups",
-                    cn.netns,
-                    e.range[0],
-                    e.range[1],
-                    fmt_count(e.usable as u64),
-                    fmt_count(e.distinct_ports_in_range as u64),
-                    e.groups_total
-                );
-                for g in &e.groups {
-                    let _ = writeln!(
-                        out,
-                        "    {} -> {}:{}  used {} (TIME_WAIT {}), headroom {}",
-                        g.client,
-                        g.server,
-                        g.server_port,
-                        fmt_count(g.ports_used),
-                        fmt_count(g.time_wait),
-                        fmt_count(g.headroom)
-                    );
-                }
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "  clients' namespace ({}): ephemeral range unknown",
-                    cn.netns
-                );
-            }
-        }
-    }
-    out
 }
