@@ -712,4 +712,73 @@ mod tests {
         assert!(oversized(www, 2).is_some());
         assert!(socket_path(www).is_none());
     }
+
+    /// fpm.memory over one pool and over several, fitting or not, pinned whole.
+    #[test]
+    fn memory_findings_are_pinned() {
+        let budget = |b: Option<u64>| MemoryBasis {
+            mem_available_bytes: 3 << 30,
+            budget_bytes: b,
+            cgroup_limit: None,
+        };
+        let mut all = vec![];
+        let ws: Vec<(u32, u64, u64)> = (0..24)
+            .map(|i| (200 + i, 107_300, 107_315 - i as u64))
+            .collect();
+        let www = pool(Pm::Static, 24, None, 0, 0);
+        all.extend(
+            memory(
+                std::slice::from_ref(&www),
+                &master(&ws),
+                &budget(Some(2 << 30)),
+            )
+            .0,
+        );
+        all.extend(memory(std::slice::from_ref(&www), &master(&ws), &budget(None)).0);
+        // One worker larger than the whole budget: no pm.max_children fits.
+        all.extend(
+            memory(
+                std::slice::from_ref(&www),
+                &master(&ws),
+                &budget(Some(1 << 20)),
+            )
+            .0,
+        );
+        let mut m = master(&ws);
+        m.workers[3].pool = "api".into();
+        m.workers[3].hwm_kib = 300_000;
+        m.workers[5].pool = "api".into();
+        let api = Pool {
+            name: "api".into(),
+            max_children: 10,
+            ..pool(Pm::Dynamic, 10, Some(2), 1, 3)
+        };
+        let idle = Pool {
+            name: "idle".into(),
+            ..pool(Pm::Ondemand, 4, None, 0, 0)
+        };
+        let basis = MemoryBasis {
+            cgroup_limit: Some((4 << 30, "/sys/fs/cgroup/php".into())),
+            ..budget(None)
+        };
+        let (f, unmeasured) = memory(&[www.clone(), api.clone(), idle.clone()], &m, &basis);
+        assert_eq!(unmeasured, ["idle"]);
+        all.extend(f);
+        let basis = MemoryBasis {
+            mem_available_bytes: 64 << 30,
+            cgroup_limit: None,
+            ..basis
+        };
+        all.extend(memory(&[www, api, idle], &m, &basis).0);
+        crate::traps::assert_pinned(
+            &all,
+            &[
+                r##"{"id":"fpm.memory","severity":"fail","title":"pool www: 24 × 104.8 MiB peak worker RSS = 2.5 GiB > 2.0 GiB --mem-budget (MemAvailable 3.0 GiB)","evidence":{"master_pid":100,"pool":"www","pm":"static","max_children":24,"max_children_source":"/etc/php/fpm.conf:7","peak_worker_rss_bytes":109890560,"peak_worker_pid":200,"product_bytes":2637373440,"workers_running":24,"workers_rss_bytes":[109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200],"pool_rss_now_bytes":2637004800,"largest_worker_private_bytes":54937600,"mem_available_bytes":3221225472,"mem_budget_bytes":2147483648,"compared_against":"--mem-budget","headroom_bytes":2147483648},"predicted":"when every worker is at its peak at once (one burst of expensive requests does it) the pool holds 2.5 GiB, 467.2 MiB more than --mem-budget: the kernel swaps or the OOM killer ends workers mid-request","remedy":"pm.max_children = 19 (2.0 GiB ÷ 104.8 MiB peak) at /etc/php/fpm.conf:7, or cut what one request allocates"}"##,
+                r##"{"id":"fpm.memory","severity":"info","title":"pool www: 24 × 104.8 MiB peak worker RSS = 2.5 GiB ≤ 5.5 GiB MemAvailable + the workers' RSS now (MemAvailable 3.0 GiB)","evidence":{"master_pid":100,"pool":"www","pm":"static","max_children":24,"max_children_source":"/etc/php/fpm.conf:7","peak_worker_rss_bytes":109890560,"peak_worker_pid":200,"product_bytes":2637373440,"workers_running":24,"workers_rss_bytes":[109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200],"pool_rss_now_bytes":2637004800,"largest_worker_private_bytes":54937600,"mem_available_bytes":3221225472,"compared_against":"MemAvailable + the workers' RSS now","headroom_bytes":5858230272},"remedy":"none needed at these peaks; the peak is what the workers have allocated so far, so rerun after a realistic load"}"##,
+                r##"{"id":"fpm.memory","severity":"fail","title":"pool www: 24 × 104.8 MiB peak worker RSS = 2.5 GiB > 1.0 MiB --mem-budget (MemAvailable 3.0 GiB)","evidence":{"master_pid":100,"pool":"www","pm":"static","max_children":24,"max_children_source":"/etc/php/fpm.conf:7","peak_worker_rss_bytes":109890560,"peak_worker_pid":200,"product_bytes":2637373440,"workers_running":24,"workers_rss_bytes":[109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200],"pool_rss_now_bytes":2637004800,"largest_worker_private_bytes":54937600,"mem_available_bytes":3221225472,"mem_budget_bytes":1048576,"compared_against":"--mem-budget","headroom_bytes":1048576},"predicted":"when every worker is at its peak at once (one burst of expensive requests does it) the pool holds 2.5 GiB, 2.5 GiB more than --mem-budget: the kernel swaps or the OOM killer ends workers mid-request","remedy":"lower pm.max_children so Σ max_children × peak fits, or cut what one request allocates"}"##,
+                r##"{"id":"fpm.memory","severity":"fail","title":"www 24 × 104.8 MiB + api 10 × 293.0 MiB = 5.3 GiB > 4.0 GiB memory cgroup limit (/sys/fs/cgroup/php) (MemAvailable 3.0 GiB)","evidence":{"master_pid":100,"pools":"www 24 × 104.8 MiB + api 10 × 293.0 MiB","peak_worker_rss_bytes":109890560,"peak_worker_pid":200,"product_bytes":5709373440,"workers_running":24,"workers_rss_bytes":[109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200],"pool_rss_now_bytes":2637004800,"largest_worker_private_bytes":54937600,"mem_available_bytes":3221225472,"cgroup_memory_limit_bytes":4294967296,"compared_against":"memory cgroup limit (/sys/fs/cgroup/php)","headroom_bytes":4294967296,"pools_without_workers":"idle"},"predicted":"when every worker is at its peak at once (one burst of expensive requests does it) the pool holds 5.3 GiB, 1.3 GiB more than memory cgroup limit (/sys/fs/cgroup/php): the kernel swaps or the OOM killer ends workers mid-request","remedy":"lower pm.max_children so Σ max_children × peak fits, or cut what one request allocates"}"##,
+                r##"{"id":"fpm.memory","severity":"info","title":"www 24 × 104.8 MiB + api 10 × 293.0 MiB = 5.3 GiB ≤ 66.5 GiB MemAvailable + the workers' RSS now (MemAvailable 64.0 GiB)","evidence":{"master_pid":100,"pools":"www 24 × 104.8 MiB + api 10 × 293.0 MiB","peak_worker_rss_bytes":109890560,"peak_worker_pid":200,"product_bytes":5709373440,"workers_running":24,"workers_rss_bytes":[109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200],"pool_rss_now_bytes":2637004800,"largest_worker_private_bytes":54937600,"mem_available_bytes":68719476736,"compared_against":"MemAvailable + the workers' RSS now","headroom_bytes":71356481536,"pools_without_workers":"idle"},"remedy":"none needed at these peaks; the peak is what the workers have allocated so far, so rerun after a realistic load"}"##,
+            ],
+        );
+    }
 }
