@@ -342,6 +342,33 @@ fn status_mix(s: &Summary) -> Option<Finding> {
     } else {
         Severity::Warn
     };
+    let ev = status_mix_evidence(s, sent, success);
+    let says = status_mix_says(s);
+    let mut f = Finding::new(
+        Id::LoadStatusMix,
+        sev,
+        format!(
+            "only {:.2}% of the sent arrivals succeeded (2xx): trust the status mix, not the \
+             request rate",
+            success * 100.0
+        ),
+    );
+    f.evidence = ev;
+    Some(
+        f.predict(if says.is_empty() {
+            "non-2xx answers are not throughput".to_string()
+        } else {
+            says.join("; ")
+        })
+        .remedy(
+            "count only 2xx as throughput (delivered_rate_per_s) and read the per-second \
+             series for the shape (stable shedding vs a death spiral)",
+        ),
+    )
+}
+
+/// load.status-mix's evidence: what was sent, the 2xx, each other status and error kind, the rates.
+fn status_mix_evidence(s: &Summary, sent: u64, success: f64) -> Map<String, Value> {
     let mut ev = Map::new();
     ev.insert("sent".into(), sent.into());
     ev.insert("ok_2xx".into(), s.ok_2xx.into());
@@ -365,6 +392,11 @@ fn status_mix(s: &Summary) -> Option<Finding> {
     if let Some(l) = &s.latency_non_2xx {
         ev.insert("non_2xx_p50_us".into(), Value::from(l.p50_us));
     }
+    ev
+}
+
+/// What each kind of failure says about the server, in load.status-mix's prediction.
+fn status_mix_says(s: &Summary) -> Vec<String> {
     let mut says = vec![];
     let count = |prefix: char| {
         s.status
@@ -437,27 +469,7 @@ fn status_mix(s: &Summary) -> Option<Finding> {
             reset_eof - refused
         ));
     }
-    let mut f = Finding::new(
-        Id::LoadStatusMix,
-        sev,
-        format!(
-            "only {:.2}% of the sent arrivals succeeded (2xx): trust the status mix, not the \
-             request rate",
-            success * 100.0
-        ),
-    );
-    f.evidence = ev;
-    Some(
-        f.predict(if says.is_empty() {
-            "non-2xx answers are not throughput".to_string()
-        } else {
-            says.join("; ")
-        })
-        .remedy(
-            "count only 2xx as throughput (delivered_rate_per_s) and read the per-second \
-             series for the shape (stable shedding vs a death spiral)",
-        ),
-    )
+    says
 }
 
 /// First second with a refused connection after a second with a 2xx: the server was up, then

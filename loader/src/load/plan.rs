@@ -307,6 +307,12 @@ impl Plan {
 
     /// Checks everything that does not need the network.
     pub fn check(&self) -> Result<()> {
+        self.check_schedule()?;
+        self.check_request()
+    }
+
+    /// The schedule and its limits: rate or workers, duration, timeouts, threads, budgets.
+    fn check_schedule(&self) -> Result<()> {
         if let Some(rate) = self.rate
             && (!rate.is_finite() || rate <= 0.0 || rate > 10_000_000.0)
         {
@@ -371,6 +377,11 @@ impl Plan {
                 self.max_errors_pct
             )));
         }
+        Ok(())
+    }
+
+    /// The requests: method, Host headers, paths, headers, TLS and HTTP/2 options.
+    fn check_request(&self) -> Result<()> {
         if !is_token(&self.method) {
             return Err(Error::usage(format!(
                 "--method `{}` is not an HTTP method token",

@@ -53,28 +53,7 @@ pub fn drift(
         );
         return out;
     }
-    let diffs = differences(
-        &serde_json::to_value(&before.fingerprint).unwrap_or_default(),
-        &serde_json::to_value(&after.fingerprint).unwrap_or_default(),
-    );
-    if !diffs.is_empty() {
-        let identity = diffs.iter().any(|(k, _, _)| {
-            IDENTITY
-                .iter()
-                .any(|i| k == i || k.starts_with(&format!("{i}.")))
-        });
-        out.push(
-            finding(
-                if identity { Severity::Fail } else { Severity::Warn },
-                format!(
-                    "the environment changed during the run: {}",
-                    diffs.iter().map(|(k, a, b)| format!("{k} {a} → {b}")).collect::<Vec<_>>().join("; ")
-                ),
-                "rerun with the environment held fixed (same binary, configuration, kernel settings) from --save to --since",
-            )
-            .with("changed_fields", diffs.iter().map(|(k, _, _)| k.clone()).collect::<Vec<_>>()),
-        );
-    }
+    out.extend(changed_fields(before, after));
     let throttled: u64 = after
         .throttle_count
         .iter()
@@ -90,26 +69,7 @@ pub fn drift(
             .with("throttle_events", throttled),
         );
     }
-    let drops: Vec<String> = after
-        .cur_freq_khz
-        .iter()
-        .filter_map(|(cpu, f)| {
-            let b = *before.cur_freq_khz.get(cpu)?;
-            ((*f as f64) < b as f64 * (1.0 - FREQ_DROP)).then(|| {
-                format!(
-                    "cpu{cpu} {:.2} → {:.2} GHz",
-                    b as f64 / 1e6,
-                    *f as f64 / 1e6
-                )
-            })
-        })
-        .collect();
-    if !drops.is_empty() {
-        out.push(
-            finding(Severity::Warn, format!("CPU frequency fell during the run: {}", drops.join(", ")), "set the performance governor (cpu.frequency) and check for thermal or power limits")
-                .with("frequency_drops", drops),
-        );
-    }
+    out.extend(frequency_drops(before, after));
     let d = after.cpu_ticks.since(&before.cpu_ticks);
     let steal = d.steal as f64 / d.total().max(1) as f64;
     if steal >= STEAL_SHARE {
@@ -159,6 +119,76 @@ pub fn drift(
                 .with("pages_swapped_out", swapped.1),
         );
     }
+    out.extend(busy_processes(
+        before,
+        after,
+        exclude,
+        ticks_per_s,
+        interval_s,
+    ));
+    out
+}
+
+/// The fingerprint fields that changed: fail when one is the machine's or the server's identity.
+fn changed_fields(before: &Snapshot, after: &Snapshot) -> Option<Finding> {
+    let diffs = differences(
+        &serde_json::to_value(&before.fingerprint).unwrap_or_default(),
+        &serde_json::to_value(&after.fingerprint).unwrap_or_default(),
+    );
+    if !diffs.is_empty() {
+        let identity = diffs.iter().any(|(k, _, _)| {
+            IDENTITY
+                .iter()
+                .any(|i| k == i || k.starts_with(&format!("{i}.")))
+        });
+        return Some(
+            finding(
+                if identity { Severity::Fail } else { Severity::Warn },
+                format!(
+                    "the environment changed during the run: {}",
+                    diffs.iter().map(|(k, a, b)| format!("{k} {a} → {b}")).collect::<Vec<_>>().join("; ")
+                ),
+                "rerun with the environment held fixed (same binary, configuration, kernel settings) from --save to --since",
+            )
+            .with("changed_fields", diffs.iter().map(|(k, _, _)| k.clone()).collect::<Vec<_>>()),
+        );
+    }
+    None
+}
+
+/// CPUs whose current frequency fell by [`FREQ_DROP`] or more.
+fn frequency_drops(before: &Snapshot, after: &Snapshot) -> Option<Finding> {
+    let drops: Vec<String> = after
+        .cur_freq_khz
+        .iter()
+        .filter_map(|(cpu, f)| {
+            let b = *before.cur_freq_khz.get(cpu)?;
+            ((*f as f64) < b as f64 * (1.0 - FREQ_DROP)).then(|| {
+                format!(
+                    "cpu{cpu} {:.2} → {:.2} GHz",
+                    b as f64 / 1e6,
+                    *f as f64 / 1e6
+                )
+            })
+        })
+        .collect();
+    if !drops.is_empty() {
+        return Some(
+            finding(Severity::Warn, format!("CPU frequency fell during the run: {}", drops.join(", ")), "set the performance governor (cpu.frequency) and check for thermal or power limits")
+                .with("frequency_drops", drops),
+        );
+    }
+    None
+}
+
+/// Processes outside `exclude` that used [`NOISE_CPUS`] or more over the run.
+fn busy_processes(
+    before: &Snapshot,
+    after: &Snapshot,
+    exclude: &[u32],
+    ticks_per_s: f64,
+    interval_s: f64,
+) -> Option<Finding> {
     let mut busy: Vec<(u32, String, f64, bool)> = vec![];
     for p in &after.processes {
         if exclude.contains(&p.pid) {
@@ -193,15 +223,14 @@ pub fn drift(
                 )
             })
             .collect();
-        out.push(
+        return Some(
             finding(Severity::Warn, format!("other processes used CPU during the run: {}", list.join(", ")), "stop them (or pin them away from the server and the load generator) and rerun; give --pid so the server's own tree is not counted")
                 .with("busy_processes", list)
                 .with("interval_s", round(interval_s, 1)),
         );
     }
-    out
+    None
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

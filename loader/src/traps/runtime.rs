@@ -188,108 +188,123 @@ fn dev_settings(r: &Runtime) -> Vec<DevSetting> {
         }
     }
     if kind == RuntimeKind::Python {
-        let truthy = |v: &str| !matches!(v, "" | "0" | "false" | "False" | "no");
-        if let Some(v) = get("FLASK_DEBUG").filter(|v| truthy(v)) {
-            out.push(DevSetting {
-                var: "FLASK_DEBUG",
-                value: v,
-                severity: Severity::Fail,
-                effect: "Flask's debug mode runs the Werkzeug debugger and the reloader",
-                remedy: "unset FLASK_DEBUG".into(),
-            });
-        }
-        if let Some(v) = get("FLASK_ENV").filter(|v| v == "development") {
-            out.push(DevSetting {
-                var: "FLASK_ENV",
-                value: v,
-                severity: Severity::Fail,
-                effect: "FLASK_ENV=development turns Flask's debug mode on",
-                remedy: "unset FLASK_ENV (or set it to production)".into(),
-            });
-        }
-        if let Some(v) = get("DJANGO_DEBUG").filter(|v| truthy(v)) {
-            out.push(DevSetting { var: "DJANGO_DEBUG", value: v, severity: Severity::Warn,
-                effect: "a settings module that reads DJANGO_DEBUG turns DEBUG on: Django then keeps every SQL query of a request in memory and renders debug pages", remedy: "unset DJANGO_DEBUG and check settings.DEBUG is False".into() });
-        }
-        if let Some(v) = get("DJANGO_SETTINGS_MODULE").filter(|v| {
-            let l = v.to_ascii_lowercase();
-            l.split(['.', '_'])
-                .any(|p| matches!(p, "dev" | "development" | "local" | "debug"))
-        }) {
-            out.push(DevSetting {
-                var: "DJANGO_SETTINGS_MODULE",
-                value: v,
-                severity: Severity::Warn,
-                effect: "a development settings module (DEBUG on as a rule)",
-                remedy: "point DJANGO_SETTINGS_MODULE at the production settings".into(),
-            });
-        }
-        if let Some(v) = get("PYTHONDEVMODE").filter(|v| !v.is_empty()) {
-            out.push(DevSetting { var: "PYTHONDEVMODE", value: v, severity: Severity::Fail,
-                effect: "Python's development mode installs debug hooks on the memory allocators, enables asyncio's debug mode and extra runtime checks (its documentation: too expensive for production)", remedy: "unset PYTHONDEVMODE (and drop -X dev)".into() });
-        }
-        if let Some(v) = get("PYTHONASYNCIODEBUG").filter(|v| !v.is_empty()) {
-            out.push(DevSetting {
-                var: "PYTHONASYNCIODEBUG",
-                value: v,
-                severity: Severity::Fail,
-                effect: "asyncio's debug mode checks every callback and logs slow ones",
-                remedy: "unset PYTHONASYNCIODEBUG".into(),
-            });
-        }
-        if let Some(v) = get("PYTHONMALLOC").filter(|v| v.contains("debug")) {
-            out.push(DevSetting {
-                var: "PYTHONMALLOC",
-                value: v,
-                severity: Severity::Fail,
-                effect: "every allocation goes through the debug hooks",
-                remedy: "unset PYTHONMALLOC".into(),
-            });
-        }
-        if let Some(v) = get("PYTHONTRACEMALLOC").filter(|v| !v.is_empty() && v != "0") {
-            out.push(DevSetting {
-                var: "PYTHONTRACEMALLOC",
-                value: v,
-                severity: Severity::Fail,
-                effect: "tracemalloc records a traceback for every allocation",
-                remedy: "unset PYTHONTRACEMALLOC".into(),
-            });
-        }
+        python_framework_settings(&get, &mut out);
+        python_interpreter_settings(&get, &mut out);
     }
     if is_go {
-        const COSTLY: &[&str] = &[
-            "gctrace",
-            "schedtrace",
-            "scheddetail",
-            "allocfreetrace",
-            "cgocheck=2",
-            "efence",
-            "gcstoptheworld",
-            "clobberfree",
-            "inittrace",
-            "gccheckmark",
-            "gcshrinkstackoff",
-        ];
-        if let Some(v) = get("GODEBUG") {
-            let hits: Vec<&str> = v
-                .split(',')
-                .filter(|s| {
-                    let (k, val) = s.split_once('=').unwrap_or((s, "1"));
-                    val != "0" && COSTLY.iter().any(|c| *c == k || *c == *s)
-                })
-                .collect();
-            if !hits.is_empty() {
-                out.push(DevSetting {
-                    var: "GODEBUG",
-                    value: v.clone(),
-                    severity: Severity::Warn,
-                    effect: "runtime debugging (tracing to stderr, extra checks) is on",
-                    remedy: format!("drop {} from GODEBUG", hits.join(",")),
-                });
-            }
-        }
+        go_settings(&get, &mut out);
     }
     out
+}
+
+/// Python web frameworks told to run in development mode (Flask, Django).
+fn python_framework_settings(get: &dyn Fn(&str) -> Option<String>, out: &mut Vec<DevSetting>) {
+    let truthy = |v: &str| !matches!(v, "" | "0" | "false" | "False" | "no");
+    if let Some(v) = get("FLASK_DEBUG").filter(|v| truthy(v)) {
+        out.push(DevSetting {
+            var: "FLASK_DEBUG",
+            value: v,
+            severity: Severity::Fail,
+            effect: "Flask's debug mode runs the Werkzeug debugger and the reloader",
+            remedy: "unset FLASK_DEBUG".into(),
+        });
+    }
+    if let Some(v) = get("FLASK_ENV").filter(|v| v == "development") {
+        out.push(DevSetting {
+            var: "FLASK_ENV",
+            value: v,
+            severity: Severity::Fail,
+            effect: "FLASK_ENV=development turns Flask's debug mode on",
+            remedy: "unset FLASK_ENV (or set it to production)".into(),
+        });
+    }
+    if let Some(v) = get("DJANGO_DEBUG").filter(|v| truthy(v)) {
+        out.push(DevSetting { var: "DJANGO_DEBUG", value: v, severity: Severity::Warn,
+            effect: "a settings module that reads DJANGO_DEBUG turns DEBUG on: Django then keeps every SQL query of a request in memory and renders debug pages", remedy: "unset DJANGO_DEBUG and check settings.DEBUG is False".into() });
+    }
+    if let Some(v) = get("DJANGO_SETTINGS_MODULE").filter(|v| {
+        let l = v.to_ascii_lowercase();
+        l.split(['.', '_'])
+            .any(|p| matches!(p, "dev" | "development" | "local" | "debug"))
+    }) {
+        out.push(DevSetting {
+            var: "DJANGO_SETTINGS_MODULE",
+            value: v,
+            severity: Severity::Warn,
+            effect: "a development settings module (DEBUG on as a rule)",
+            remedy: "point DJANGO_SETTINGS_MODULE at the production settings".into(),
+        });
+    }
+}
+
+/// CPython's own development and debugging modes.
+fn python_interpreter_settings(get: &dyn Fn(&str) -> Option<String>, out: &mut Vec<DevSetting>) {
+    if let Some(v) = get("PYTHONDEVMODE").filter(|v| !v.is_empty()) {
+        out.push(DevSetting { var: "PYTHONDEVMODE", value: v, severity: Severity::Fail,
+            effect: "Python's development mode installs debug hooks on the memory allocators, enables asyncio's debug mode and extra runtime checks (its documentation: too expensive for production)", remedy: "unset PYTHONDEVMODE (and drop -X dev)".into() });
+    }
+    if let Some(v) = get("PYTHONASYNCIODEBUG").filter(|v| !v.is_empty()) {
+        out.push(DevSetting {
+            var: "PYTHONASYNCIODEBUG",
+            value: v,
+            severity: Severity::Fail,
+            effect: "asyncio's debug mode checks every callback and logs slow ones",
+            remedy: "unset PYTHONASYNCIODEBUG".into(),
+        });
+    }
+    if let Some(v) = get("PYTHONMALLOC").filter(|v| v.contains("debug")) {
+        out.push(DevSetting {
+            var: "PYTHONMALLOC",
+            value: v,
+            severity: Severity::Fail,
+            effect: "every allocation goes through the debug hooks",
+            remedy: "unset PYTHONMALLOC".into(),
+        });
+    }
+    if let Some(v) = get("PYTHONTRACEMALLOC").filter(|v| !v.is_empty() && v != "0") {
+        out.push(DevSetting {
+            var: "PYTHONTRACEMALLOC",
+            value: v,
+            severity: Severity::Fail,
+            effect: "tracemalloc records a traceback for every allocation",
+            remedy: "unset PYTHONTRACEMALLOC".into(),
+        });
+    }
+}
+
+/// GODEBUG settings that cost at run time (a Go binary only).
+fn go_settings(get: &dyn Fn(&str) -> Option<String>, out: &mut Vec<DevSetting>) {
+    const COSTLY: &[&str] = &[
+        "gctrace",
+        "schedtrace",
+        "scheddetail",
+        "allocfreetrace",
+        "cgocheck=2",
+        "efence",
+        "gcstoptheworld",
+        "clobberfree",
+        "inittrace",
+        "gccheckmark",
+        "gcshrinkstackoff",
+    ];
+    if let Some(v) = get("GODEBUG") {
+        let hits: Vec<&str> = v
+            .split(',')
+            .filter(|s| {
+                let (k, val) = s.split_once('=').unwrap_or((s, "1"));
+                val != "0" && COSTLY.iter().any(|c| *c == k || *c == *s)
+            })
+            .collect();
+        if !hits.is_empty() {
+            out.push(DevSetting {
+                var: "GODEBUG",
+                value: v.clone(),
+                severity: Severity::Warn,
+                effect: "runtime debugging (tracing to stderr, extra checks) is on",
+                remedy: format!("drop {} from GODEBUG", hits.join(",")),
+            });
+        }
+    }
 }
 
 /// runtime.dev-mode: one finding per development setting in the server's environment.
