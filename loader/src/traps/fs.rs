@@ -616,18 +616,7 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
             )
             .with(&format!("walk_ms_{unit}"), round(ms_per, 4));
         f = w.evidence(f, obs);
-        if cost.calls > 0 {
-            let lat = crate::figures::latency(&cost.hist, cost.calls, cost.sum_ns, cost.max_ns);
-            f = f
-                .with("walk_latency_mean_us", lat.mean_us)
-                .with("walk_latency_p99_us", lat.p99_us);
-            if cost.lookups > 0 {
-                f = f.with(
-                    "latency_per_lookup_us",
-                    round(cost.sum_ns as f64 / cost.lookups as f64 / 1000.0, 2),
-                );
-            }
-        }
+        f = walk_latency_evidence(f, &cost);
         f = f.with_opt(
             &format!("fuse_requests_{unit}"),
             fuse_per.map(|v| round(v, 3)),
@@ -638,30 +627,7 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
         );
         let load = MountLoad::of(obs, m);
         f = mount_load_evidence(f, obs, &load);
-        if let Some(ceiling) = load.ceiling_if_serialized(obs).filter(|_| ms_per > 0.0) {
-            let l = load.waiters(obs.window_s);
-            f = f
-                .with("predicted_ceiling_rps_if_serialized", round(ceiling, 0))
-                .with("observed_rps", round(obs.requests.unwrap_or(0) as f64 / obs.window_s.max(1e-9), 1))
-                .predict(format!(
-                "if {} serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), \
-                 throughput levels off near {} req/s, however many workers the server has: {}; a deeper working \
-                 directory lowers it",
-                escape::text(&mount.fs_type),
-                round(ceiling, 0),
-                if l >= 1.0 {
-                    format!("{} threads waited on the mount on average, so it was busy all the time and the rate it served is its capacity", round(l, 2))
-                } else {
-                    format!(
-                        "1000 ms ÷ {} ms per request on the mount ({} ms of walk × {} for {})",
-                        round(obs.per(load.timed_ns * load.scale()) / 1e6, 3),
-                        round(obs.per(load.timed_ns) / 1e6, 3),
-                        round(load.scale(), 2),
-                        if load.fuse_timed > 0 { "the file I/O beside the walks" } else { "the walks alone" }
-                    )
-                }
-            ));
-        }
+        f = cwd_ceiling(f, obs, mount, &load, ms_per);
         out.push(f.remedy(remedy_start_elsewhere(obs)));
     }
     out
@@ -713,22 +679,7 @@ pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
                 cheap_because(obs, m, &cost)
             )
         };
-        let paths: Vec<String> = top
-            .iter()
-            .take(5)
-            .map(|(c, _)| {
-                format!(
-                    "{} {} ({} calls {})",
-                    c.syscall,
-                    c.path
-                        .as_deref()
-                        .map(escape::bytes)
-                        .unwrap_or_else(|| "?".into()),
-                    round(obs.per(c.count as f64), 2),
-                    unit.replace('_', " ")
-                )
-            })
-            .collect();
+        let paths = top_paths(obs, &top, unit);
         let f = mount_evidence(
             Finding::new(
                 Id::FsHotPathSlow,
@@ -768,6 +719,77 @@ pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
         out.push(f);
     }
     out
+}
+
+/// The walk's latency, mean, p99 and per lookup, when it was timed.
+fn walk_latency_evidence(mut f: Finding, cost: &Cost) -> Finding {
+    if cost.calls > 0 {
+        let lat = crate::figures::latency(&cost.hist, cost.calls, cost.sum_ns, cost.max_ns);
+        f = f
+            .with("walk_latency_mean_us", lat.mean_us)
+            .with("walk_latency_p99_us", lat.p99_us);
+        if cost.lookups > 0 {
+            f = f.with(
+                "latency_per_lookup_us",
+                round(cost.sum_ns as f64 / cost.lookups as f64 / 1000.0, 2),
+            );
+        }
+    }
+    f
+}
+
+/// fs.cwd-slow's ceiling if the mount serializes its operations, with its arithmetic.
+fn cwd_ceiling(
+    mut f: Finding,
+    obs: &FsObservation,
+    mount: &Mount,
+    load: &MountLoad,
+    ms_per: f64,
+) -> Finding {
+    if let Some(ceiling) = load.ceiling_if_serialized(obs).filter(|_| ms_per > 0.0) {
+        let l = load.waiters(obs.window_s);
+        f = f
+            .with("predicted_ceiling_rps_if_serialized", round(ceiling, 0))
+            .with("observed_rps", round(obs.requests.unwrap_or(0) as f64 / obs.window_s.max(1e-9), 1))
+            .predict(format!(
+            "if {} serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), \
+             throughput levels off near {} req/s, however many workers the server has: {}; a deeper working \
+             directory lowers it",
+            escape::text(&mount.fs_type),
+            round(ceiling, 0),
+            if l >= 1.0 {
+                format!("{} threads waited on the mount on average, so it was busy all the time and the rate it served is its capacity", round(l, 2))
+            } else {
+                format!(
+                    "1000 ms ÷ {} ms per request on the mount ({} ms of walk × {} for {})",
+                    round(obs.per(load.timed_ns * load.scale()) / 1e6, 3),
+                    round(obs.per(load.timed_ns) / 1e6, 3),
+                    round(load.scale(), 2),
+                    if load.fuse_timed > 0 { "the file I/O beside the walks" } else { "the walks alone" }
+                )
+            }
+        ));
+    }
+    f
+}
+
+/// The five paths looked up most on a mount, each with its calls per unit.
+fn top_paths(obs: &FsObservation, top: &[(&CallObs, u64)], unit: &str) -> Vec<String> {
+    top.iter()
+        .take(5)
+        .map(|(c, _)| {
+            format!(
+                "{} {} ({} calls {})",
+                c.syscall,
+                c.path
+                    .as_deref()
+                    .map(escape::bytes)
+                    .unwrap_or_else(|| "?".into()),
+                round(obs.per(c.count as f64), 2),
+                unit.replace('_', " ")
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
