@@ -8,7 +8,7 @@ use super::{Finding, Id, Severity};
 use crate::{
     escape,
     host::fpm::{
-        ALERT_DYNAMIC, ALERT_ONDEMAND, AlertCounts, Listen, Master, Pm, Pool, SUN_PATH_LEN,
+        ALERT_DYNAMIC, ALERT_ONDEMAND, AlertCounts, Listen, Master, Pm, Pool, SUN_PATH_LEN, Worker,
     },
 };
 
@@ -67,52 +67,20 @@ pub fn memory(
         .map(|(p, _, w)| p.max_children.max(0) as u64 * w.hwm_kib * 1024)
         .sum();
     let rss_now: u64 = master.workers.iter().map(|w| w.rss_kib * 1024).sum();
-    let (headroom, against) = match basis.budget_bytes {
-        Some(b) => (b, "--mem-budget".to_string()),
-        None => {
-            let h = basis.mem_available_bytes + rss_now;
-            match &basis.cgroup_limit {
-                Some((l, dir)) if *l < h => (*l, format!("memory cgroup limit ({dir})")),
-                _ => (h, "MemAvailable + the workers' RSS now".to_string()),
-            }
-        }
-    };
+    let (headroom, against) = headroom(basis, rss_now);
     let over = product > headroom;
     let (p0, ws0, w0) = &rows[0];
     let single = rows.len() == 1;
-    let pools_s = rows
-        .iter()
-        .map(|(p, _, w)| {
-            format!(
-                "{} {} × {}",
-                p.name,
-                p.max_children,
-                human_bytes(w.hwm_kib * 1024)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" + ");
-    let title = format!(
-        "{}{} = {} {} {} {} (MemAvailable {})",
-        if single {
-            format!("pool {}: ", p0.name)
-        } else {
-            String::new()
-        },
-        if single {
-            format!(
-                "{} × {} peak worker RSS",
-                p0.max_children,
-                human_bytes(w0.hwm_kib * 1024)
-            )
-        } else {
-            pools_s.clone()
-        },
-        human_bytes(product),
-        if over { ">" } else { "≤" },
-        human_bytes(headroom),
-        against,
-        human_bytes(basis.mem_available_bytes),
+    let pools_s = pools_summary(&rows);
+    let title = memory_title(
+        rows.len() == 1,
+        p0,
+        w0,
+        &pools_s,
+        product,
+        headroom,
+        &against,
+        basis,
     );
     let mut f = Finding::new(
         Id::FpmMemory,
@@ -162,12 +130,94 @@ pub fn memory(
     if !unmeasured.is_empty() {
         f = f.with("pools_without_workers", unmeasured.join(", "));
     }
+    let f = memory_remedy(f, single, product, headroom, &against, p0, w0);
+    (Some(f), unmeasured)
+}
+
+/// fpm.memory's headroom and what it is: `--mem-budget`, else MemAvailable plus what the
+/// workers hold now, capped by a memory cgroup limit.
+fn headroom(basis: &MemoryBasis, rss_now: u64) -> (u64, String) {
+    match basis.budget_bytes {
+        Some(b) => (b, "--mem-budget".to_string()),
+        None => {
+            let h = basis.mem_available_bytes + rss_now;
+            match &basis.cgroup_limit {
+                Some((l, dir)) if *l < h => (*l, format!("memory cgroup limit ({dir})")),
+                _ => (h, "MemAvailable + the workers' RSS now".to_string()),
+            }
+        }
+    }
+}
+
+/// Each pool's max_children × peak, joined with ` + `.
+fn pools_summary(rows: &[(&Pool, Vec<&Worker>, &Worker)]) -> String {
+    rows.iter()
+        .map(|(p, _, w)| {
+            format!(
+                "{} {} × {}",
+                p.name,
+                p.max_children,
+                human_bytes(w.hwm_kib * 1024)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// fpm.memory's title: the product of max_children and the peak, against the headroom.
+#[allow(clippy::too_many_arguments)]
+fn memory_title(
+    single: bool,
+    p0: &Pool,
+    w0: &Worker,
+    pools_s: &str,
+    product: u64,
+    headroom: u64,
+    against: &str,
+    basis: &MemoryBasis,
+) -> String {
+    let over = product > headroom;
+    format!(
+        "{}{} = {} {} {} {} (MemAvailable {})",
+        if single {
+            format!("pool {}: ", p0.name)
+        } else {
+            String::new()
+        },
+        if single {
+            format!(
+                "{} × {} peak worker RSS",
+                p0.max_children,
+                human_bytes(w0.hwm_kib * 1024)
+            )
+        } else {
+            pools_s.to_string()
+        },
+        human_bytes(product),
+        if over { ">" } else { "≤" },
+        human_bytes(headroom),
+        against,
+        human_bytes(basis.mem_available_bytes),
+    )
+}
+
+/// fpm.memory's prediction and remedy: over the headroom, the pm.max_children that fits.
+fn memory_remedy(
+    f: Finding,
+    single: bool,
+    product: u64,
+    headroom: u64,
+    against: &str,
+    p0: &Pool,
+    w0: &Worker,
+) -> Finding {
+    let over = product > headroom;
     let fit = if w0.hwm_kib == 0 {
         0
     } else {
         headroom / (w0.hwm_kib * 1024)
     };
-    let f = if over {
+    if over {
         f.predict(format!(
             "when every worker is at its peak at once (one burst of expensive requests does it) the pool holds {}, {} more than {}: the kernel swaps or the OOM killer ends workers mid-request",
             human_bytes(product),
@@ -186,8 +236,7 @@ pub fn memory(
         })
     } else {
         f.remedy("none needed at these peaks; the peak is what the workers have allocated so far, so rerun after a realistic load")
-    };
-    (Some(f), unmeasured)
+    }
 }
 
 /// Seconds a dynamic pool needs under saturating load to go from start_servers to
