@@ -6,7 +6,7 @@
 use crate::{
     escape,
     figures::fmt_count,
-    host::net::{Ephemeral, FdUse, NetObservation, Plan, Side, TIME_WAIT_LEN_S},
+    host::net::{Ephemeral, FdUse, Listener, NetObservation, Plan, Side, TIME_WAIT_LEN_S},
     traps::{Finding, Id, Severity, round},
 };
 
@@ -535,11 +535,7 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
         .tcp_ext
         .as_ref()
         .and_then(|t| t.counters.get("ListenOverflows").copied());
-    let traced: Option<u64> = o
-        .traced
-        .as_ref()
-        .filter(|t| !t.listen_overflows_per_s.is_empty())
-        .map(|t| t.listen_overflows_per_s.iter().sum());
+    let traced = traced_overflows(o);
     let somaxconn = o.sysctls.somaxconn;
     let full = o
         .listeners
@@ -613,7 +609,7 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
     } else {
         return None;
     };
-    let mut f = Finding::new(Id::NetListenOverflow, severity, title)
+    let f = Finding::new(Id::NetListenOverflow, severity, title)
         .with_opt("listen_overflows", overflows.or(traced))
         .with_opt("listen_drops", dget("ListenDrops"))
         .with_opt("syncookies_sent", dget("SyncookiesSent"))
@@ -626,6 +622,25 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
         .with_opt("accept_queue_connections", listener.map(|l| l.accept_queue))
         .with_opt("backlog_connections", listener.and_then(|l| l.backlog))
         .with_opt("somaxconn", somaxconn);
+    Some(listen_overflow_advice(f, o, listener))
+}
+
+/// Accept-queue overflows the tracer counted over its window, if it had a series.
+fn traced_overflows(o: &NetObservation) -> Option<u64> {
+    o.traced
+        .as_ref()
+        .filter(|t| !t.listen_overflows_per_s.is_empty())
+        .map(|t| t.listen_overflows_per_s.iter().sum())
+}
+
+/// net.listen-overflow's prediction (what the queue holds, how fast the planned rate fills it)
+/// and its remedy.
+fn listen_overflow_advice(
+    mut f: Finding,
+    o: &NetObservation,
+    listener: Option<&Listener>,
+) -> Finding {
+    let somaxconn = o.sysctls.somaxconn;
     if let Some(l) = listener
         && let Some(b) = l.backlog
     {
@@ -646,9 +661,9 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
         Some(s) if s >= 4096 => String::new(),
         _ => "`sysctl -w net.core.somaxconn=4096` in the server's namespace and ".into(),
     };
-    Some(f.remedy(format!(
+    f.remedy(format!(
         "{raise}a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`; php-fpm: `listen.backlog`; Python's socketserver: `request_queue_size`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"
-    )))
+    ))
 }
 
 pub fn suggested_nofile(need: u64) -> u64 {
