@@ -342,6 +342,33 @@ fn status_mix(s: &Summary) -> Option<Finding> {
     } else {
         Severity::Warn
     };
+    let ev = status_mix_evidence(s, sent, success);
+    let says = status_mix_says(s);
+    let mut f = Finding::new(
+        Id::LoadStatusMix,
+        sev,
+        format!(
+            "only {:.2}% of the sent arrivals succeeded (2xx): trust the status mix, not the \
+             request rate",
+            success * 100.0
+        ),
+    );
+    f.evidence = ev;
+    Some(
+        f.predict(if says.is_empty() {
+            "non-2xx answers are not throughput".to_string()
+        } else {
+            says.join("; ")
+        })
+        .remedy(
+            "count only 2xx as throughput (delivered_rate_per_s) and read the per-second \
+             series for the shape (stable shedding vs a death spiral)",
+        ),
+    )
+}
+
+/// load.status-mix's evidence: what was sent, the 2xx, each other status and error kind, the rates.
+fn status_mix_evidence(s: &Summary, sent: u64, success: f64) -> Map<String, Value> {
     let mut ev = Map::new();
     ev.insert("sent".into(), sent.into());
     ev.insert("ok_2xx".into(), s.ok_2xx.into());
@@ -365,6 +392,11 @@ fn status_mix(s: &Summary) -> Option<Finding> {
     if let Some(l) = &s.latency_non_2xx {
         ev.insert("non_2xx_p50_us".into(), Value::from(l.p50_us));
     }
+    ev
+}
+
+/// What each kind of failure says about the server, in load.status-mix's prediction.
+fn status_mix_says(s: &Summary) -> Vec<String> {
     let mut says = vec![];
     let count = |prefix: char| {
         s.status
@@ -437,27 +469,7 @@ fn status_mix(s: &Summary) -> Option<Finding> {
             reset_eof - refused
         ));
     }
-    let mut f = Finding::new(
-        Id::LoadStatusMix,
-        sev,
-        format!(
-            "only {:.2}% of the sent arrivals succeeded (2xx): trust the status mix, not the \
-             request rate",
-            success * 100.0
-        ),
-    );
-    f.evidence = ev;
-    Some(
-        f.predict(if says.is_empty() {
-            "non-2xx answers are not throughput".to_string()
-        } else {
-            says.join("; ")
-        })
-        .remedy(
-            "count only 2xx as throughput (delivered_rate_per_s) and read the per-second \
-             series for the shape (stable shedding vs a death spiral)",
-        ),
-    )
+    says
 }
 
 /// First second with a refused connection after a second with a 2xx: the server was up, then
@@ -808,5 +820,77 @@ mod tests {
         );
         s.window.stopped_early = false;
         assert!(!crate::load::render_text(&s).contains("planned end"));
+    }
+
+    /// load.status-mix with every kind of failure it names, and with none it can name, pinned
+    /// whole.
+    #[test]
+    fn status_mix_findings_are_pinned() {
+        let (mut s, _) = summary(1000);
+        s.ok_2xx = 600;
+        s.delivered_rate_per_s = 60.0;
+        s.answered_rate_per_s = 78.5;
+        s.status = [
+            ("200".to_string(), 600),
+            ("204".to_string(), 0),
+            ("301".to_string(), 5),
+            ("429".to_string(), 50),
+            ("500".to_string(), 20),
+            ("502".to_string(), 10),
+            ("503".to_string(), 100),
+        ]
+        .into();
+        s.errors.timeout = 60;
+        s.errors.conn_refused = 40;
+        s.errors.tls = 5;
+        s.errors.conn_reset = 30;
+        s.errors.eof = 10;
+        s.connections.refused_fresh = 25;
+        s.latency_non_2xx = Some(Percentiles {
+            count: 185,
+            mean_us: 900.0,
+            p50_us: 850.0,
+            p90_us: 1200.0,
+            p99_us: 3000.0,
+            p99_9_us: 4000.0,
+            max_us: 5000.0,
+        });
+        let mut all = vec![];
+        all.extend(status_mix(&s));
+        // Refused after serving: the process is probably gone.
+        s.series = (0..3)
+            .map(|t| Point {
+                t_s: t,
+                scheduled: 333,
+                ok_2xx: if t == 0 { 600 } else { 0 },
+                non_2xx: 0,
+                errors: Errors {
+                    conn_refused: if t == 2 { 40 } else { 0 },
+                    ..Default::default()
+                },
+                lat_2xx_mean_us: None,
+                lat_2xx_p99_us: None,
+                in_flight_max: 0,
+                sched_lag_max_us: 0.0,
+                dropped: 0,
+                warmup_ok_2xx: 0,
+            })
+            .collect();
+        s.latency_non_2xx = None;
+        s.ok_2xx = 400;
+        all.extend(status_mix(&s));
+        // Nothing it can name, and no success at all.
+        let (mut s, _) = summary(1000);
+        s.ok_2xx = 0;
+        s.dropped = 200;
+        all.extend(status_mix(&s));
+        crate::traps::assert_pinned(
+            &all,
+            &[
+                r##"{"id":"load.status-mix","severity":"warn","title":"only 60.00% of the sent arrivals succeeded (2xx): trust the status mix, not the request rate","evidence":{"sent":1000,"ok_2xx":600,"success_pct":60.0,"status_301":5,"status_429":50,"status_500":20,"status_502":10,"status_503":100,"timeout":60,"conn_refused":40,"conn_reset":30,"eof":10,"tls":5,"delivered_2xx_per_s":60.0,"answered_per_s":78.5,"non_2xx_p50_us":850.0},"predicted":"100 × 503: the server said no (non-2xx p50 0.8 ms), it stayed in control; 50 × 429: a rate limit; per-client-IP limits turn a single-IP generator's excess into 429s; 30 other 5xx: server errors, not shedding; 5 × 3xx: redirects are not followed and are not successes; 60 timeouts: the server said nothing; 40 refused: nothing listening; 5 TLS handshakes failed: the certificate is not trusted (--cacert FILE, or --insecure for a self-signed server) or the server refused the protocol asked for; 25 reset/eof on fresh connections before any answer: the server refused them; 15 reset/eof: connections died mid-request","remedy":"count only 2xx as throughput (delivered_rate_per_s) and read the per-second series for the shape (stable shedding vs a death spiral)"}"##,
+                r##"{"id":"load.status-mix","severity":"fail","title":"only 40.00% of the sent arrivals succeeded (2xx): trust the status mix, not the request rate","evidence":{"sent":1000,"ok_2xx":400,"success_pct":40.0,"status_301":5,"status_429":50,"status_500":20,"status_502":10,"status_503":100,"timeout":60,"conn_refused":40,"conn_reset":30,"eof":10,"tls":5,"delivered_2xx_per_s":60.0,"answered_per_s":78.5},"predicted":"100 × 503: the server said no, it stayed in control; 50 × 429: a rate limit; per-client-IP limits turn a single-IP generator's excess into 429s; 30 other 5xx: server errors, not shedding; 5 × 3xx: redirects are not followed and are not successes; 60 timeouts: the server said nothing; 40 refused from t=2s after serving: the process is probably gone; 5 TLS handshakes failed: the certificate is not trusted (--cacert FILE, or --insecure for a self-signed server) or the server refused the protocol asked for; 25 reset/eof on fresh connections before any answer: the server refused them; 15 reset/eof: connections died mid-request","remedy":"count only 2xx as throughput (delivered_rate_per_s) and read the per-second series for the shape (stable shedding vs a death spiral)"}"##,
+                r##"{"id":"load.status-mix","severity":"fail","title":"only 0.00% of the sent arrivals succeeded (2xx): trust the status mix, not the request rate","evidence":{"sent":800,"ok_2xx":0,"success_pct":0.0,"delivered_2xx_per_s":0.0,"answered_per_s":0.0},"predicted":"non-2xx answers are not throughput","remedy":"count only 2xx as throughput (delivered_rate_per_s) and read the per-second series for the shape (stable shedding vs a death spiral)"}"##,
+            ],
+        );
     }
 }

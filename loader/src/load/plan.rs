@@ -307,6 +307,12 @@ impl Plan {
 
     /// Checks everything that does not need the network.
     pub fn check(&self) -> Result<()> {
+        self.check_schedule()?;
+        self.check_request()
+    }
+
+    /// The schedule and its limits: rate or workers, duration, timeouts, threads, budgets.
+    fn check_schedule(&self) -> Result<()> {
         if let Some(rate) = self.rate
             && (!rate.is_finite() || rate <= 0.0 || rate > 10_000_000.0)
         {
@@ -371,6 +377,11 @@ impl Plan {
                 self.max_errors_pct
             )));
         }
+        Ok(())
+    }
+
+    /// The requests: method, Host headers, paths, headers, TLS and HTTP/2 options.
+    fn check_request(&self) -> Result<()> {
         if !is_token(&self.method) {
             return Err(Error::usage(format!(
                 "--method `{}` is not an HTTP method token",
@@ -887,5 +898,129 @@ mod tests {
         assert!(s.starts_with("POST /2 HTTP/1.1\r\nHost: b\r\n"), "{s}");
         assert!(s.contains("Connection: close\r\nX-T: 1\r\nContent-Length: 2\r\n\r\nhi"));
         assert_eq!(p.weights(), [1, 3]);
+    }
+
+    /// Every refusal of `check`, its message pinned, in the order the checks run (a plan with
+    /// two faults names the first).
+    #[test]
+    fn check_messages_are_pinned() {
+        let d = Duration::from_secs(1);
+        let ok = Plan::new("http://127.0.0.1:1/", 10.0, d).unwrap();
+        let h2 = |connections, max_streams| {
+            Some(crate::load::exchange::H2Settings {
+                connections,
+                max_streams,
+            })
+        };
+        type Fault<'a> = Box<dyn Fn(&mut Plan) + 'a>;
+        let faults: Vec<Fault<'_>> = vec![
+            Box::new(|p| p.rate = Some(f64::NAN)),
+            Box::new(|p| p.rate = Some(20_000_000.0)),
+            Box::new(|p| p.rate = None),
+            Box::new(|p| p.closed_loop = Some(0)),
+            Box::new(|p| p.closed_loop = Some(2_000_000)),
+            Box::new(|p| p.duration = Duration::ZERO),
+            Box::new(|p| p.rate = Some(0.5)),
+            Box::new(|p| p.warmup = MAX_SPAN),
+            Box::new(|p| p.timeout = Duration::ZERO),
+            Box::new(|p| p.timeout = MAX_TIMEOUT + d),
+            Box::new(|p| p.lag_budget = Duration::ZERO),
+            Box::new(|p| p.threads = 0),
+            Box::new(|p| p.threads = 257),
+            Box::new(|p| p.max_connections = Some(0)),
+            Box::new(|p| p.max_wait = MAX_TIMEOUT + d),
+            Box::new(|p| p.connect_rate = Some(0.0)),
+            Box::new(|p| p.connect_rate = Some(f64::INFINITY)),
+            Box::new(|p| p.max_errors_pct = 101.0),
+            Box::new(|p| p.method = "GET /x".into()),
+            Box::new(|p| p.hosts = vec!["ok".into(), "".into()]),
+            Box::new(|p| p.hosts = vec!["a\x7fb".into()]),
+            Box::new(|p| p.path_mix = vec![("x".into(), 1)]),
+            Box::new(|p| p.path_mix = vec![("/a b".into(), 1)]),
+            Box::new(|p| p.path_mix = vec![("/a".into(), 0)]),
+            Box::new(|p| p.headers = vec!["Bad Name: x".into()]),
+            Box::new(|p| p.tls.insecure = true),
+            Box::new(|p| {
+                p.tls.cacert = Some("/ca.pem".into());
+                p.target.tls = true;
+                p.tls.insecure = true;
+            }),
+            Box::new(|p| {
+                p.http2 = h2(1, 1);
+                p.keepalive = false;
+            }),
+            Box::new(|p| p.http2 = h2(0, 1)),
+            Box::new(|p| p.http2 = h2(1, 100_001)),
+            Box::new(|p| p.http2 = h2(10_000, 100_000)),
+            Box::new(|p| {
+                p.hosts = (0..1_000).map(|i| format!("h{i}")).collect();
+                p.path_mix = (0..101).map(|i| (format!("/{i}"), 1)).collect();
+            }),
+            // Two faults: the rate is checked first.
+            Box::new(|p| {
+                p.rate = Some(-1.0);
+                p.threads = 0;
+            }),
+            Box::new(|p| {
+                p.threads = 0;
+                p.method = "".into();
+            }),
+            Box::new(|p| {
+                p.closed_loop = Some(8);
+                p.rate = None;
+                p.duration = Duration::ZERO;
+            }),
+        ];
+        let got: Vec<String> = faults
+            .iter()
+            .map(|fault| {
+                let mut p = ok.clone();
+                fault(&mut p);
+                match p.check() {
+                    Ok(()) => "ok".to_string(),
+                    Err(e) => format!("{} {e}", e.exit_code()),
+                }
+            })
+            .collect();
+        crate::traps::assert_pinned(
+            &got,
+            &[
+                r##""2 --rate NaN: must be greater than 0 and at most 10,000,000 per second""##,
+                r##""2 --rate 20000000: must be greater than 0 and at most 10,000,000 per second""##,
+                r##""2 --rate is required (or --closed-loop -c N for a closed-loop comparison)""##,
+                r##""2 -c/--concurrency must be at least 1""##,
+                r##""2 -c 2000000: more than 1,000,000 workers""##,
+                r##""2 --duration must be positive""##,
+                r##""2 --rate 0.5 for 1 s schedules no request; raise --rate or --duration""##,
+                r##""2 --warmup plus --duration exceed a day; that is a typo, not a benchmark""##,
+                r##""2 --timeout must be between 1 ms and 1 h""##,
+                r##""2 --timeout must be between 1 ms and 1 h""##,
+                r##""2 --lag-budget must be positive""##,
+                r##""2 --threads must be 1-256""##,
+                r##""2 --threads must be 1-256""##,
+                r##""2 --max-connections must be at least 1""##,
+                r##""2 --max-wait must be at most 1 h""##,
+                r##""2 --max-connect-rate 0: must be greater than 0""##,
+                r##""2 --max-connect-rate inf: must be greater than 0""##,
+                r##""2 --max-errors 101: a percentage, 0-100""##,
+                r##""2 --method `GET /x` is not an HTTP method token""##,
+                r##""2 Host header `` is empty or has spaces or control characters""##,
+                r##""2 Host header `a\\x7fb` is empty or has spaces or control characters""##,
+                r##""2 --path-mix: `x` must start with / and have no spaces or control characters""##,
+                r##""2 --path-mix: `/a b` must start with / and have no spaces or control characters""##,
+                r##""2 --path-mix: weights must be at least 1""##,
+                r##""2 --header `Bad Name: x`: the name is not a header token""##,
+                r##""2 --insecure and --cacert apply to https:// URLs only""##,
+                r##""2 --insecure and --cacert contradict each other: pick one""##,
+                r##""2 --no-keepalive has no meaning with --http2 (streams share connections)""##,
+                r##""2 --connections must be 1-10,000 and --max-streams 1-100,000""##,
+                r##""2 --connections must be 1-10,000 and --max-streams 1-100,000""##,
+                r##""ok""##,
+                r##""2 101000 Host × path combinations; at most 100000""##,
+                r##""2 --rate -1: must be greater than 0 and at most 10,000,000 per second""##,
+                r##""2 --threads must be 1-256""##,
+                r##""2 --duration must be positive""##,
+            ],
+        );
     }
 }

@@ -53,28 +53,7 @@ pub fn drift(
         );
         return out;
     }
-    let diffs = differences(
-        &serde_json::to_value(&before.fingerprint).unwrap_or_default(),
-        &serde_json::to_value(&after.fingerprint).unwrap_or_default(),
-    );
-    if !diffs.is_empty() {
-        let identity = diffs.iter().any(|(k, _, _)| {
-            IDENTITY
-                .iter()
-                .any(|i| k == i || k.starts_with(&format!("{i}.")))
-        });
-        out.push(
-            finding(
-                if identity { Severity::Fail } else { Severity::Warn },
-                format!(
-                    "the environment changed during the run: {}",
-                    diffs.iter().map(|(k, a, b)| format!("{k} {a} → {b}")).collect::<Vec<_>>().join("; ")
-                ),
-                "rerun with the environment held fixed (same binary, configuration, kernel settings) from --save to --since",
-            )
-            .with("changed_fields", diffs.iter().map(|(k, _, _)| k.clone()).collect::<Vec<_>>()),
-        );
-    }
+    out.extend(changed_fields(before, after));
     let throttled: u64 = after
         .throttle_count
         .iter()
@@ -90,26 +69,7 @@ pub fn drift(
             .with("throttle_events", throttled),
         );
     }
-    let drops: Vec<String> = after
-        .cur_freq_khz
-        .iter()
-        .filter_map(|(cpu, f)| {
-            let b = *before.cur_freq_khz.get(cpu)?;
-            ((*f as f64) < b as f64 * (1.0 - FREQ_DROP)).then(|| {
-                format!(
-                    "cpu{cpu} {:.2} → {:.2} GHz",
-                    b as f64 / 1e6,
-                    *f as f64 / 1e6
-                )
-            })
-        })
-        .collect();
-    if !drops.is_empty() {
-        out.push(
-            finding(Severity::Warn, format!("CPU frequency fell during the run: {}", drops.join(", ")), "set the performance governor (cpu.frequency) and check for thermal or power limits")
-                .with("frequency_drops", drops),
-        );
-    }
+    out.extend(frequency_drops(before, after));
     let d = after.cpu_ticks.since(&before.cpu_ticks);
     let steal = d.steal as f64 / d.total().max(1) as f64;
     if steal >= STEAL_SHARE {
@@ -159,6 +119,76 @@ pub fn drift(
                 .with("pages_swapped_out", swapped.1),
         );
     }
+    out.extend(busy_processes(
+        before,
+        after,
+        exclude,
+        ticks_per_s,
+        interval_s,
+    ));
+    out
+}
+
+/// The fingerprint fields that changed: fail when one is the machine's or the server's identity.
+fn changed_fields(before: &Snapshot, after: &Snapshot) -> Option<Finding> {
+    let diffs = differences(
+        &serde_json::to_value(&before.fingerprint).unwrap_or_default(),
+        &serde_json::to_value(&after.fingerprint).unwrap_or_default(),
+    );
+    if !diffs.is_empty() {
+        let identity = diffs.iter().any(|(k, _, _)| {
+            IDENTITY
+                .iter()
+                .any(|i| k == i || k.starts_with(&format!("{i}.")))
+        });
+        return Some(
+            finding(
+                if identity { Severity::Fail } else { Severity::Warn },
+                format!(
+                    "the environment changed during the run: {}",
+                    diffs.iter().map(|(k, a, b)| format!("{k} {a} → {b}")).collect::<Vec<_>>().join("; ")
+                ),
+                "rerun with the environment held fixed (same binary, configuration, kernel settings) from --save to --since",
+            )
+            .with("changed_fields", diffs.iter().map(|(k, _, _)| k.clone()).collect::<Vec<_>>()),
+        );
+    }
+    None
+}
+
+/// CPUs whose current frequency fell by [`FREQ_DROP`] or more.
+fn frequency_drops(before: &Snapshot, after: &Snapshot) -> Option<Finding> {
+    let drops: Vec<String> = after
+        .cur_freq_khz
+        .iter()
+        .filter_map(|(cpu, f)| {
+            let b = *before.cur_freq_khz.get(cpu)?;
+            ((*f as f64) < b as f64 * (1.0 - FREQ_DROP)).then(|| {
+                format!(
+                    "cpu{cpu} {:.2} → {:.2} GHz",
+                    b as f64 / 1e6,
+                    *f as f64 / 1e6
+                )
+            })
+        })
+        .collect();
+    if !drops.is_empty() {
+        return Some(
+            finding(Severity::Warn, format!("CPU frequency fell during the run: {}", drops.join(", ")), "set the performance governor (cpu.frequency) and check for thermal or power limits")
+                .with("frequency_drops", drops),
+        );
+    }
+    None
+}
+
+/// Processes outside `exclude` that used [`NOISE_CPUS`] or more over the run.
+fn busy_processes(
+    before: &Snapshot,
+    after: &Snapshot,
+    exclude: &[u32],
+    ticks_per_s: f64,
+    interval_s: f64,
+) -> Option<Finding> {
     let mut busy: Vec<(u32, String, f64, bool)> = vec![];
     for p in &after.processes {
         if exclude.contains(&p.pid) {
@@ -193,15 +223,14 @@ pub fn drift(
                 )
             })
             .collect();
-        out.push(
+        return Some(
             finding(Severity::Warn, format!("other processes used CPU during the run: {}", list.join(", ")), "stop them (or pin them away from the server and the load generator) and rerun; give --pid so the server's own tree is not counted")
                 .with("busy_processes", list)
                 .with("interval_s", round(interval_s, 1)),
         );
     }
-    out
+    None
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +324,81 @@ mod tests {
         assert_eq!(
             drift(&a, &r, &[7], 100.0)[0].title,
             "the machine rebooted between --save and --since"
+        );
+    }
+
+    /// Every kind of drift at once, pinned whole (ids, severities, titles, evidence, order).
+    #[test]
+    fn every_drift_finding_is_pinned() {
+        let mut a = snap(0.0);
+        a.cur_freq_khz = [(0, 3_000_000), (1, 3_000_000)].into();
+        a.throttle_count = [(0, 4), (1, 0)].into();
+        a.psi_some_total_us = [("cpu".to_string(), 0), ("memory".to_string(), 0)].into();
+        a.processes.push(ProcTicks {
+            pid: 50,
+            start_ticks: 3,
+            cpu_ticks: 10,
+            comm: "cron".into(),
+        });
+        let mut b = snap(10.0);
+        b.fingerprint.thp = Some("always".into());
+        b.fingerprint.kernel = "6.2".into();
+        b.cur_freq_khz = [(0, 2_000_000), (1, 2_900_000)].into();
+        b.throttle_count = [(0, 7), (1, 2)].into();
+        b.psi_some_total_us = [
+            ("cpu".to_string(), 2_000_000),
+            ("memory".to_string(), 200_000),
+        ]
+        .into();
+        b.cpu_ticks = CpuTimes {
+            user: 1100,
+            system: 0,
+            idle: 1700,
+            iowait: 0,
+            steal: 200,
+        };
+        b.kmsg_seq = Some(13);
+        b.pswpin = 5;
+        b.pswpout = 9;
+        b.processes.push(ProcTicks {
+            pid: 50,
+            start_ticks: 3,
+            cpu_ticks: 510,
+            comm: "cron".into(),
+        });
+        for (i, t) in [
+            (99, 800),
+            (100, 300),
+            (101, 310),
+            (102, 320),
+            (103, 330),
+            (104, 30),
+        ] {
+            b.processes.push(ProcTicks {
+                pid: i,
+                start_ticks: 500,
+                cpu_ticks: t,
+                comm: format!("p{i}"),
+            });
+        }
+        let mut all = drift(&a, &b, &[7], 100.0);
+        let mut r = snap(10.0);
+        r.boot_id = "other".into();
+        all.extend(drift(&a, &r, &[7], 100.0));
+        crate::traps::assert_pinned(
+            &all,
+            &[
+                r##"{"id":"env.drift","severity":"fail","title":"the environment changed during the run: kernel 6.1 → 6.2; thp madvise → always","evidence":{"changed_fields":["kernel","thp"]},"remedy":"rerun with the environment held fixed (same binary, configuration, kernel settings) from --save to --since"}"##,
+                r##"{"id":"env.drift","severity":"fail","title":"the CPUs were thermally throttled 5 time(s) during the run","evidence":{"throttle_events":5},"remedy":"cool the machine or lower its load; rerun, and watch thermal_throttle/*_count"}"##,
+                r##"{"id":"env.drift","severity":"warn","title":"CPU frequency fell during the run: cpu0 3.00 → 2.00 GHz","evidence":{"frequency_drops":["cpu0 3.00 → 2.00 GHz"]},"remedy":"set the performance governor (cpu.frequency) and check for thermal or power limits"}"##,
+                r##"{"id":"env.drift","severity":"warn","title":"the hypervisor stole 10.0 % of CPU time during the run","evidence":{"steal_pct":10.0},"remedy":"rerun on a quieter host or a dedicated instance; compare runs only with similar steal"}"##,
+                r##"{"id":"env.drift","severity":"warn","title":"tasks stalled on cpu 20.0 % of the run (/proc/pressure/cpu)","evidence":{"resource":"cpu","pressure_some_pct":20.0},"remedy":"find what competed for it (host.noise, host.memory) and rerun"}"##,
+                r##"{"id":"env.drift","severity":"warn","title":"tasks stalled on memory 2.0 % of the run (/proc/pressure/memory)","evidence":{"resource":"memory","pressure_some_pct":2.0},"remedy":"find what competed for it (host.noise, host.memory) and rerun"}"##,
+                r##"{"id":"env.drift","severity":"warn","title":"3 kernel log line(s) were written during the run (host.kernel-log shows them)","evidence":{"kernel_log_lines":3},"remedy":"read them (`dmesg -T | tail`); a run that overlapped an OOM kill, SYN flooding or a full conntrack table measured the kernel"}"##,
+                r##"{"id":"env.drift","severity":"fail","title":"the machine swapped during the run (5 pages in, 9 out)","evidence":{"pages_swapped_in":5,"pages_swapped_out":9},"remedy":"free memory (host.memory) and rerun: a page read back from swap inside a request costs a disk access"}"##,
+                r##"{"id":"env.drift","severity":"warn","title":"other processes used CPU during the run: 99 p99 0.80 CPU (started during the run), 50 cron 0.50 CPU, 103 p103 0.33 CPU (started during the run), 102 p102 0.32 CPU (started during the run), 101 p101 0.31 CPU (started during the run)","evidence":{"busy_processes":["99 p99 0.80 CPU (started during the run)","50 cron 0.50 CPU","103 p103 0.33 CPU (started during the run)","102 p102 0.32 CPU (started during the run)","101 p101 0.31 CPU (started during the run)"],"interval_s":10.0},"remedy":"stop them (or pin them away from the server and the load generator) and rerun; give --pid so the server's own tree is not counted"}"##,
+                r##"{"id":"env.drift","severity":"fail","title":"the machine rebooted between --save and --since","evidence":{"boot_id_before":"b","boot_id_after":"other"},"remedy":"rerun the benchmark: nothing measured before the reboot belongs to this environment"}"##,
+            ],
         );
     }
 }

@@ -8,7 +8,7 @@ use super::{Finding, Id, Severity};
 use crate::{
     escape,
     host::fpm::{
-        ALERT_DYNAMIC, ALERT_ONDEMAND, AlertCounts, Listen, Master, Pm, Pool, SUN_PATH_LEN,
+        ALERT_DYNAMIC, ALERT_ONDEMAND, AlertCounts, Listen, Master, Pm, Pool, SUN_PATH_LEN, Worker,
     },
 };
 
@@ -67,52 +67,20 @@ pub fn memory(
         .map(|(p, _, w)| p.max_children.max(0) as u64 * w.hwm_kib * 1024)
         .sum();
     let rss_now: u64 = master.workers.iter().map(|w| w.rss_kib * 1024).sum();
-    let (headroom, against) = match basis.budget_bytes {
-        Some(b) => (b, "--mem-budget".to_string()),
-        None => {
-            let h = basis.mem_available_bytes + rss_now;
-            match &basis.cgroup_limit {
-                Some((l, dir)) if *l < h => (*l, format!("memory cgroup limit ({dir})")),
-                _ => (h, "MemAvailable + the workers' RSS now".to_string()),
-            }
-        }
-    };
+    let (headroom, against) = headroom(basis, rss_now);
     let over = product > headroom;
     let (p0, ws0, w0) = &rows[0];
     let single = rows.len() == 1;
-    let pools_s = rows
-        .iter()
-        .map(|(p, _, w)| {
-            format!(
-                "{} {} × {}",
-                p.name,
-                p.max_children,
-                human_bytes(w.hwm_kib * 1024)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" + ");
-    let title = format!(
-        "{}{} = {} {} {} {} (MemAvailable {})",
-        if single {
-            format!("pool {}: ", p0.name)
-        } else {
-            String::new()
-        },
-        if single {
-            format!(
-                "{} × {} peak worker RSS",
-                p0.max_children,
-                human_bytes(w0.hwm_kib * 1024)
-            )
-        } else {
-            pools_s.clone()
-        },
-        human_bytes(product),
-        if over { ">" } else { "≤" },
-        human_bytes(headroom),
-        against,
-        human_bytes(basis.mem_available_bytes),
+    let pools_s = pools_summary(&rows);
+    let title = memory_title(
+        rows.len() == 1,
+        p0,
+        w0,
+        &pools_s,
+        product,
+        headroom,
+        &against,
+        basis,
     );
     let mut f = Finding::new(
         Id::FpmMemory,
@@ -162,12 +130,94 @@ pub fn memory(
     if !unmeasured.is_empty() {
         f = f.with("pools_without_workers", unmeasured.join(", "));
     }
+    let f = memory_remedy(f, single, product, headroom, &against, p0, w0);
+    (Some(f), unmeasured)
+}
+
+/// fpm.memory's headroom and what it is: `--mem-budget`, else MemAvailable plus what the
+/// workers hold now, capped by a memory cgroup limit.
+fn headroom(basis: &MemoryBasis, rss_now: u64) -> (u64, String) {
+    match basis.budget_bytes {
+        Some(b) => (b, "--mem-budget".to_string()),
+        None => {
+            let h = basis.mem_available_bytes + rss_now;
+            match &basis.cgroup_limit {
+                Some((l, dir)) if *l < h => (*l, format!("memory cgroup limit ({dir})")),
+                _ => (h, "MemAvailable + the workers' RSS now".to_string()),
+            }
+        }
+    }
+}
+
+/// Each pool's max_children × peak, joined with ` + `.
+fn pools_summary(rows: &[(&Pool, Vec<&Worker>, &Worker)]) -> String {
+    rows.iter()
+        .map(|(p, _, w)| {
+            format!(
+                "{} {} × {}",
+                p.name,
+                p.max_children,
+                human_bytes(w.hwm_kib * 1024)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// fpm.memory's title: the product of max_children and the peak, against the headroom.
+#[allow(clippy::too_many_arguments)]
+fn memory_title(
+    single: bool,
+    p0: &Pool,
+    w0: &Worker,
+    pools_s: &str,
+    product: u64,
+    headroom: u64,
+    against: &str,
+    basis: &MemoryBasis,
+) -> String {
+    let over = product > headroom;
+    format!(
+        "{}{} = {} {} {} {} (MemAvailable {})",
+        if single {
+            format!("pool {}: ", p0.name)
+        } else {
+            String::new()
+        },
+        if single {
+            format!(
+                "{} × {} peak worker RSS",
+                p0.max_children,
+                human_bytes(w0.hwm_kib * 1024)
+            )
+        } else {
+            pools_s.to_string()
+        },
+        human_bytes(product),
+        if over { ">" } else { "≤" },
+        human_bytes(headroom),
+        against,
+        human_bytes(basis.mem_available_bytes),
+    )
+}
+
+/// fpm.memory's prediction and remedy: over the headroom, the pm.max_children that fits.
+fn memory_remedy(
+    f: Finding,
+    single: bool,
+    product: u64,
+    headroom: u64,
+    against: &str,
+    p0: &Pool,
+    w0: &Worker,
+) -> Finding {
+    let over = product > headroom;
     let fit = if w0.hwm_kib == 0 {
         0
     } else {
         headroom / (w0.hwm_kib * 1024)
     };
-    let f = if over {
+    if over {
         f.predict(format!(
             "when every worker is at its peak at once (one burst of expensive requests does it) the pool holds {}, {} more than {}: the kernel swaps or the OOM killer ends workers mid-request",
             human_bytes(product),
@@ -186,8 +236,7 @@ pub fn memory(
         })
     } else {
         f.remedy("none needed at these peaks; the peak is what the workers have allocated so far, so rerun after a realistic load")
-    };
-    (Some(f), unmeasured)
+    }
 }
 
 /// Seconds a dynamic pool needs under saturating load to go from start_servers to
@@ -711,5 +760,74 @@ mod tests {
         assert!(spare_servers(www).is_none());
         assert!(oversized(www, 2).is_some());
         assert!(socket_path(www).is_none());
+    }
+
+    /// fpm.memory over one pool and over several, fitting or not, pinned whole.
+    #[test]
+    fn memory_findings_are_pinned() {
+        let budget = |b: Option<u64>| MemoryBasis {
+            mem_available_bytes: 3 << 30,
+            budget_bytes: b,
+            cgroup_limit: None,
+        };
+        let mut all = vec![];
+        let ws: Vec<(u32, u64, u64)> = (0..24)
+            .map(|i| (200 + i, 107_300, 107_315 - i as u64))
+            .collect();
+        let www = pool(Pm::Static, 24, None, 0, 0);
+        all.extend(
+            memory(
+                std::slice::from_ref(&www),
+                &master(&ws),
+                &budget(Some(2 << 30)),
+            )
+            .0,
+        );
+        all.extend(memory(std::slice::from_ref(&www), &master(&ws), &budget(None)).0);
+        // One worker larger than the whole budget: no pm.max_children fits.
+        all.extend(
+            memory(
+                std::slice::from_ref(&www),
+                &master(&ws),
+                &budget(Some(1 << 20)),
+            )
+            .0,
+        );
+        let mut m = master(&ws);
+        m.workers[3].pool = "api".into();
+        m.workers[3].hwm_kib = 300_000;
+        m.workers[5].pool = "api".into();
+        let api = Pool {
+            name: "api".into(),
+            max_children: 10,
+            ..pool(Pm::Dynamic, 10, Some(2), 1, 3)
+        };
+        let idle = Pool {
+            name: "idle".into(),
+            ..pool(Pm::Ondemand, 4, None, 0, 0)
+        };
+        let basis = MemoryBasis {
+            cgroup_limit: Some((4 << 30, "/sys/fs/cgroup/php".into())),
+            ..budget(None)
+        };
+        let (f, unmeasured) = memory(&[www.clone(), api.clone(), idle.clone()], &m, &basis);
+        assert_eq!(unmeasured, ["idle"]);
+        all.extend(f);
+        let basis = MemoryBasis {
+            mem_available_bytes: 64 << 30,
+            cgroup_limit: None,
+            ..basis
+        };
+        all.extend(memory(&[www, api, idle], &m, &basis).0);
+        crate::traps::assert_pinned(
+            &all,
+            &[
+                r##"{"id":"fpm.memory","severity":"fail","title":"pool www: 24 × 104.8 MiB peak worker RSS = 2.5 GiB > 2.0 GiB --mem-budget (MemAvailable 3.0 GiB)","evidence":{"master_pid":100,"pool":"www","pm":"static","max_children":24,"max_children_source":"/etc/php/fpm.conf:7","peak_worker_rss_bytes":109890560,"peak_worker_pid":200,"product_bytes":2637373440,"workers_running":24,"workers_rss_bytes":[109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200],"pool_rss_now_bytes":2637004800,"largest_worker_private_bytes":54937600,"mem_available_bytes":3221225472,"mem_budget_bytes":2147483648,"compared_against":"--mem-budget","headroom_bytes":2147483648},"predicted":"when every worker is at its peak at once (one burst of expensive requests does it) the pool holds 2.5 GiB, 467.2 MiB more than --mem-budget: the kernel swaps or the OOM killer ends workers mid-request","remedy":"pm.max_children = 19 (2.0 GiB ÷ 104.8 MiB peak) at /etc/php/fpm.conf:7, or cut what one request allocates"}"##,
+                r##"{"id":"fpm.memory","severity":"info","title":"pool www: 24 × 104.8 MiB peak worker RSS = 2.5 GiB ≤ 5.5 GiB MemAvailable + the workers' RSS now (MemAvailable 3.0 GiB)","evidence":{"master_pid":100,"pool":"www","pm":"static","max_children":24,"max_children_source":"/etc/php/fpm.conf:7","peak_worker_rss_bytes":109890560,"peak_worker_pid":200,"product_bytes":2637373440,"workers_running":24,"workers_rss_bytes":[109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200],"pool_rss_now_bytes":2637004800,"largest_worker_private_bytes":54937600,"mem_available_bytes":3221225472,"compared_against":"MemAvailable + the workers' RSS now","headroom_bytes":5858230272},"remedy":"none needed at these peaks; the peak is what the workers have allocated so far, so rerun after a realistic load"}"##,
+                r##"{"id":"fpm.memory","severity":"fail","title":"pool www: 24 × 104.8 MiB peak worker RSS = 2.5 GiB > 1.0 MiB --mem-budget (MemAvailable 3.0 GiB)","evidence":{"master_pid":100,"pool":"www","pm":"static","max_children":24,"max_children_source":"/etc/php/fpm.conf:7","peak_worker_rss_bytes":109890560,"peak_worker_pid":200,"product_bytes":2637373440,"workers_running":24,"workers_rss_bytes":[109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200],"pool_rss_now_bytes":2637004800,"largest_worker_private_bytes":54937600,"mem_available_bytes":3221225472,"mem_budget_bytes":1048576,"compared_against":"--mem-budget","headroom_bytes":1048576},"predicted":"when every worker is at its peak at once (one burst of expensive requests does it) the pool holds 2.5 GiB, 2.5 GiB more than --mem-budget: the kernel swaps or the OOM killer ends workers mid-request","remedy":"lower pm.max_children so Σ max_children × peak fits, or cut what one request allocates"}"##,
+                r##"{"id":"fpm.memory","severity":"fail","title":"www 24 × 104.8 MiB + api 10 × 293.0 MiB = 5.3 GiB > 4.0 GiB memory cgroup limit (/sys/fs/cgroup/php) (MemAvailable 3.0 GiB)","evidence":{"master_pid":100,"pools":"www 24 × 104.8 MiB + api 10 × 293.0 MiB","peak_worker_rss_bytes":109890560,"peak_worker_pid":200,"product_bytes":5709373440,"workers_running":24,"workers_rss_bytes":[109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200],"pool_rss_now_bytes":2637004800,"largest_worker_private_bytes":54937600,"mem_available_bytes":3221225472,"cgroup_memory_limit_bytes":4294967296,"compared_against":"memory cgroup limit (/sys/fs/cgroup/php)","headroom_bytes":4294967296,"pools_without_workers":"idle"},"predicted":"when every worker is at its peak at once (one burst of expensive requests does it) the pool holds 5.3 GiB, 1.3 GiB more than memory cgroup limit (/sys/fs/cgroup/php): the kernel swaps or the OOM killer ends workers mid-request","remedy":"lower pm.max_children so Σ max_children × peak fits, or cut what one request allocates"}"##,
+                r##"{"id":"fpm.memory","severity":"info","title":"www 24 × 104.8 MiB + api 10 × 293.0 MiB = 5.3 GiB ≤ 66.5 GiB MemAvailable + the workers' RSS now (MemAvailable 64.0 GiB)","evidence":{"master_pid":100,"pools":"www 24 × 104.8 MiB + api 10 × 293.0 MiB","peak_worker_rss_bytes":109890560,"peak_worker_pid":200,"product_bytes":5709373440,"workers_running":24,"workers_rss_bytes":[109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200,109875200],"pool_rss_now_bytes":2637004800,"largest_worker_private_bytes":54937600,"mem_available_bytes":68719476736,"compared_against":"MemAvailable + the workers' RSS now","headroom_bytes":71356481536,"pools_without_workers":"idle"},"remedy":"none needed at these peaks; the peak is what the workers have allocated so far, so rerun after a realistic load"}"##,
+            ],
+        );
     }
 }

@@ -616,18 +616,7 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
             )
             .with(&format!("walk_ms_{unit}"), round(ms_per, 4));
         f = w.evidence(f, obs);
-        if cost.calls > 0 {
-            let lat = crate::figures::latency(&cost.hist, cost.calls, cost.sum_ns, cost.max_ns);
-            f = f
-                .with("walk_latency_mean_us", lat.mean_us)
-                .with("walk_latency_p99_us", lat.p99_us);
-            if cost.lookups > 0 {
-                f = f.with(
-                    "latency_per_lookup_us",
-                    round(cost.sum_ns as f64 / cost.lookups as f64 / 1000.0, 2),
-                );
-            }
-        }
+        f = walk_latency_evidence(f, &cost);
         f = f.with_opt(
             &format!("fuse_requests_{unit}"),
             fuse_per.map(|v| round(v, 3)),
@@ -638,30 +627,7 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
         );
         let load = MountLoad::of(obs, m);
         f = mount_load_evidence(f, obs, &load);
-        if let Some(ceiling) = load.ceiling_if_serialized(obs).filter(|_| ms_per > 0.0) {
-            let l = load.waiters(obs.window_s);
-            f = f
-                .with("predicted_ceiling_rps_if_serialized", round(ceiling, 0))
-                .with("observed_rps", round(obs.requests.unwrap_or(0) as f64 / obs.window_s.max(1e-9), 1))
-                .predict(format!(
-                "if {} serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), \
-                 throughput levels off near {} req/s, however many workers the server has: {}; a deeper working \
-                 directory lowers it",
-                escape::text(&mount.fs_type),
-                round(ceiling, 0),
-                if l >= 1.0 {
-                    format!("{} threads waited on the mount on average, so it was busy all the time and the rate it served is its capacity", round(l, 2))
-                } else {
-                    format!(
-                        "1000 ms ÷ {} ms per request on the mount ({} ms of walk × {} for {})",
-                        round(obs.per(load.timed_ns * load.scale()) / 1e6, 3),
-                        round(obs.per(load.timed_ns) / 1e6, 3),
-                        round(load.scale(), 2),
-                        if load.fuse_timed > 0 { "the file I/O beside the walks" } else { "the walks alone" }
-                    )
-                }
-            ));
-        }
+        f = cwd_ceiling(f, obs, mount, &load, ms_per);
         out.push(f.remedy(remedy_start_elsewhere(obs)));
     }
     out
@@ -713,22 +679,7 @@ pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
                 cheap_because(obs, m, &cost)
             )
         };
-        let paths: Vec<String> = top
-            .iter()
-            .take(5)
-            .map(|(c, _)| {
-                format!(
-                    "{} {} ({} calls {})",
-                    c.syscall,
-                    c.path
-                        .as_deref()
-                        .map(escape::bytes)
-                        .unwrap_or_else(|| "?".into()),
-                    round(obs.per(c.count as f64), 2),
-                    unit.replace('_', " ")
-                )
-            })
-            .collect();
+        let paths = top_paths(obs, &top, unit);
         let f = mount_evidence(
             Finding::new(
                 Id::FsHotPathSlow,
@@ -768,6 +719,77 @@ pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
         out.push(f);
     }
     out
+}
+
+/// The walk's latency, mean, p99 and per lookup, when it was timed.
+fn walk_latency_evidence(mut f: Finding, cost: &Cost) -> Finding {
+    if cost.calls > 0 {
+        let lat = crate::figures::latency(&cost.hist, cost.calls, cost.sum_ns, cost.max_ns);
+        f = f
+            .with("walk_latency_mean_us", lat.mean_us)
+            .with("walk_latency_p99_us", lat.p99_us);
+        if cost.lookups > 0 {
+            f = f.with(
+                "latency_per_lookup_us",
+                round(cost.sum_ns as f64 / cost.lookups as f64 / 1000.0, 2),
+            );
+        }
+    }
+    f
+}
+
+/// fs.cwd-slow's ceiling if the mount serializes its operations, with its arithmetic.
+fn cwd_ceiling(
+    mut f: Finding,
+    obs: &FsObservation,
+    mount: &Mount,
+    load: &MountLoad,
+    ms_per: f64,
+) -> Finding {
+    if let Some(ceiling) = load.ceiling_if_serialized(obs).filter(|_| ms_per > 0.0) {
+        let l = load.waiters(obs.window_s);
+        f = f
+            .with("predicted_ceiling_rps_if_serialized", round(ceiling, 0))
+            .with("observed_rps", round(obs.requests.unwrap_or(0) as f64 / obs.window_s.max(1e-9), 1))
+            .predict(format!(
+            "if {} serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), \
+             throughput levels off near {} req/s, however many workers the server has: {}; a deeper working \
+             directory lowers it",
+            escape::text(&mount.fs_type),
+            round(ceiling, 0),
+            if l >= 1.0 {
+                format!("{} threads waited on the mount on average, so it was busy all the time and the rate it served is its capacity", round(l, 2))
+            } else {
+                format!(
+                    "1000 ms ÷ {} ms per request on the mount ({} ms of walk × {} for {})",
+                    round(obs.per(load.timed_ns * load.scale()) / 1e6, 3),
+                    round(obs.per(load.timed_ns) / 1e6, 3),
+                    round(load.scale(), 2),
+                    if load.fuse_timed > 0 { "the file I/O beside the walks" } else { "the walks alone" }
+                )
+            }
+        ));
+    }
+    f
+}
+
+/// The five paths looked up most on a mount, each with its calls per unit.
+fn top_paths(obs: &FsObservation, top: &[(&CallObs, u64)], unit: &str) -> Vec<String> {
+    top.iter()
+        .take(5)
+        .map(|(c, _)| {
+            format!(
+                "{} {} ({} calls {})",
+                c.syscall,
+                c.path
+                    .as_deref()
+                    .map(escape::bytes)
+                    .unwrap_or_else(|| "?".into()),
+                round(obs.per(c.count as f64), 2),
+                unit.replace('_', " ")
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -1230,5 +1252,64 @@ mod tests {
         obs.cwds[0].path = b"/mnt/c/\x1b[2Jevil\xff".to_vec();
         let f = cwd_slow(&obs);
         assert_eq!(f[0].evidence["cwd"], "/mnt/c/\\x1b[2Jevil\\xff");
+    }
+
+    /// fs.cwd-slow and fs.hot-path-slow on the recorded WSL2 observation and its variants
+    /// (cheap, cached, FUSE-heavy, queued, unwalked, without CPU figures), pinned whole.
+    #[test]
+    fn fs_findings_are_pinned() {
+        let mut all = rules(&wsl_obs());
+        all.extend(rules(&cwd_walk_costing(2100, 100)));
+        let mut obs = cwd_walk_costing(11, 0);
+        obs.work.cpu_ns = Some(1000 * 200_000);
+        let c = obs.mounts.mount_of(b"/mnt/c/x").unwrap();
+        obs.fuse = vec![FuseObs {
+            mount: Some(c),
+            opcode: "LOOKUP",
+            count: 3,
+            in_path_calls: 3,
+        }];
+        all.extend(rules(&obs));
+        let mut obs = wsl_obs();
+        obs.calls.truncate(3);
+        let op = |opcode: &'static str, count: u64, in_path_calls: u64| FuseObs {
+            mount: Some(c),
+            opcode,
+            count,
+            in_path_calls,
+        };
+        obs.fuse = vec![
+            op("LOOKUP", 3000, 3000),
+            op("OPEN", 1000, 1000),
+            op("READ", 2000, 0),
+        ];
+        all.extend(rules(&obs));
+        obs.window_s = 1.0;
+        obs.calls[2].sum_ns *= 10;
+        obs.calls[2].hist = hist_at(21_000_000, 1000);
+        all.extend(rules(&obs));
+        let mut obs = cwd_walk_costing(5100, 0);
+        obs.work.cpu_ns = None;
+        all.extend(rules(&obs));
+        let mut obs = wsl_obs();
+        obs.calls.retain(|c| c.syscall == "getcwd");
+        obs.requests = None;
+        all.extend(rules(&obs));
+        crate::traps::assert_pinned(
+            &all,
+            &[
+                r##"{"id":"fs.cwd-slow","severity":"fail","title":"working directory is on WSL2 DrvFs (a Windows drive over 9p): 7 lookups per request walk it, 2.1 ms per request, 68 % of request time (fails from 10 % with 5 worker(s) at once)","evidence":{"cwd":"/mnt/c/Users/luther/AppData/Local/Temp/bench/run","processes_in_cwd":5,"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","cwd_depth_below_mount":7,"lookups_per_request":7.0,"walk_syscalls_per_request":1.0,"walk_syscalls":"chdir:1","walk_ms_per_request":2.1,"share_of_request_time":0.6752,"native_ns_per_lookup":1000.0,"excess_ms_per_request":2.093,"cpu_ms_in_window":1000.0,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":0.2093,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","walk_latency_mean_us":2100.0,"walk_latency_p99_us":2616.2,"latency_per_lookup_us":300.0,"lookups_basis":"path strings resolved against the target's mount table; one lookup per path component","mount_ms_per_request":3.3,"mount_waiters":0.33,"mount_cost_basis":"path walks only (file I/O on the mount is not measured without the fuse tracepoint, Linux 6.13: an upper bound)","predicted_ceiling_rps_if_serialized":303.0,"observed_rps":100.0},"predicted":"if 9p serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), throughput levels off near 303 req/s, however many workers the server has: 1000 ms ÷ 3.3 ms per request on the mount (3.3 ms of walk × 1 for the walks alone); a deeper working directory lowers it","remedy":"start the server from a directory on a local filesystem: ( cd <native dir> && exec /usr/local/bin/ephpm serve --config '/srv/run/it'\\''s.toml' ); in the harness, refuse run directories on such mounts (trapdetect preflight --dir \"$RUN\" || exit 1)"}"##,
+                r##"{"id":"fs.hot-path-slow","severity":"fail","title":"requests look up paths on WSL2 DrvFs (a Windows drive over 9p) at /mnt/c: 4 lookups per request, 1.2 ms per request, 54 % of request time (fails from 10 % with 5 worker(s) at once)","evidence":{"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","lookups_per_request":4.0,"syscalls_per_request":2.0,"syscall_ms_per_request":1.2,"top_paths":"newfstatat /mnt/c/sessions/sess_1 (2 calls per request)","share_of_request_time":0.5436,"native_ns_per_lookup":1000.0,"excess_ms_per_request":1.196,"cpu_ms_in_window":1000.0,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":0.1196,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","mount_ms_per_request":3.3,"mount_waiters":0.33,"mount_cost_basis":"path walks only (file I/O on the mount is not measured without the fuse tracepoint, Linux 6.13: an upper bound)","predicted_ceiling_rps_if_serialized":303.0},"remedy":"move what requests read (docroot, includes, sessions, databases, logs) from /mnt/c to a local filesystem, or enable the filesystem's attribute/entry caching"}"##,
+                r##"{"id":"fs.cwd-slow","severity":"warn","title":"working directory is on WSL2 DrvFs (a Windows drive over 9p) and requests walk it (7 lookups per request), cheaply now: 2.1 ms per request, 2 % of request time (fails from 10 % with 5 worker(s) at once); the kernel answered 100 % of its 7000 lookups from its cache (0 reached the filesystem); when cached entries expire (FUSE/NFS TTLs), on a cold start, or on a machine whose mount does not cache (another host, other mount options, WSL2 DrvFs), each lookup becomes a round trip","evidence":{"cwd":"/mnt/c/Users/luther/AppData/Local/Temp/bench/run","processes_in_cwd":5,"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","cwd_depth_below_mount":7,"lookups_per_request":7.0,"walk_syscalls_per_request":1.0,"walk_syscalls":"chdir:1","walk_ms_per_request":2.1,"share_of_request_time":0.0205,"native_ns_per_lookup":1000.0,"excess_ms_per_request":2.093,"cpu_ms_in_window":100000.0,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":0.2093,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","walk_latency_mean_us":2100.0,"walk_latency_p99_us":2515.77,"latency_per_lookup_us":300.0,"lookups_basis":"path strings resolved against the target's mount table; one lookup per path component","mount_ms_per_request":3.3,"mount_waiters":0.33,"mount_cost_basis":"path walks only (file I/O on the mount is not measured without the fuse tracepoint, Linux 6.13: an upper bound)","predicted_ceiling_rps_if_serialized":303.0,"observed_rps":100.0},"predicted":"if 9p serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), throughput levels off near 303 req/s, however many workers the server has: 1000 ms ÷ 3.3 ms per request on the mount (3.3 ms of walk × 1 for the walks alone); a deeper working directory lowers it","remedy":"start the server from a directory on a local filesystem: ( cd <native dir> && exec /usr/local/bin/ephpm serve --config '/srv/run/it'\\''s.toml' ); in the harness, refuse run directories on such mounts (trapdetect preflight --dir \"$RUN\" || exit 1)"}"##,
+                r##"{"id":"fs.hot-path-slow","severity":"warn","title":"requests look up paths on WSL2 DrvFs (a Windows drive over 9p) at /mnt/c: 4 lookups per request, 1.2 ms per request, cheaply now: 1.2 % of request time (fails from 10 % with 5 worker(s) at once); the kernel answered 100 % of its 4000 lookups from its cache (0 reached the filesystem); when cached entries expire (FUSE/NFS TTLs), on a cold start, or on a machine whose mount does not cache (another host, other mount options, WSL2 DrvFs), each lookup becomes a round trip","evidence":{"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","lookups_per_request":4.0,"syscalls_per_request":2.0,"syscall_ms_per_request":1.2,"top_paths":"newfstatat /mnt/c/sessions/sess_1 (2 calls per request)","share_of_request_time":0.0118,"native_ns_per_lookup":1000.0,"excess_ms_per_request":1.196,"cpu_ms_in_window":100000.0,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":0.1196,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","mount_ms_per_request":3.3,"mount_waiters":0.33,"mount_cost_basis":"path walks only (file I/O on the mount is not measured without the fuse tracepoint, Linux 6.13: an upper bound)","predicted_ceiling_rps_if_serialized":303.0},"remedy":"move what requests read (docroot, includes, sessions, databases, logs) from /mnt/c to a local filesystem, or enable the filesystem's attribute/entry caching"}"##,
+                r##"{"id":"fs.cwd-slow","severity":"warn","title":"working directory is on WSL2 DrvFs (a Windows drive over 9p) and requests walk it (7 lookups per request), cheaply now: 0.011 ms per request, 1.9 % of request time (fails from 10 % with 5 worker(s) at once); the kernel answered 100 % of its 7000 lookups from its cache (3 reached the filesystem); when cached entries expire (FUSE/NFS TTLs), on a cold start, or on a machine whose mount does not cache (another host, other mount options, WSL2 DrvFs), each lookup becomes a round trip","evidence":{"cwd":"/mnt/c/Users/luther/AppData/Local/Temp/bench/run","processes_in_cwd":5,"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","cwd_depth_below_mount":7,"lookups_per_request":7.0,"walk_syscalls_per_request":1.0,"walk_syscalls":"chdir:1","walk_ms_per_request":0.011,"share_of_request_time":0.019,"native_ns_per_lookup":1000.0,"excess_ms_per_request":0.004,"cpu_ms_in_window":200.0,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":0.0004,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","walk_latency_mean_us":11.0,"walk_latency_p99_us":12.27,"latency_per_lookup_us":1.57,"fuse_requests_per_request":0.003,"lookups_basis":"path strings resolved against the target's mount table; one lookup per path component","mount_ms_per_request":1.211,"fuse_requests_all_per_request":0.003,"mount_waiters":0.121,"mount_cost_basis":"path walks and the file I/O on the mount (FUSE requests of every opcode: the timed walks scaled by all requests over the walks' own)","predicted_ceiling_rps_if_serialized":826.0,"observed_rps":100.0},"predicted":"if 9p serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), throughput levels off near 826 req/s, however many workers the server has: 1000 ms ÷ 1.211 ms per request on the mount (1.211 ms of walk × 1 for the file I/O beside the walks); a deeper working directory lowers it","remedy":"start the server from a directory on a local filesystem: ( cd <native dir> && exec /usr/local/bin/ephpm serve --config '/srv/run/it'\\''s.toml' ); in the harness, refuse run directories on such mounts (trapdetect preflight --dir \"$RUN\" || exit 1)"}"##,
+                r##"{"id":"fs.hot-path-slow","severity":"fail","title":"requests look up paths on WSL2 DrvFs (a Windows drive over 9p) at /mnt/c: 4 lookups per request, 1.2 ms per request, 85 % of request time (fails from 10 % with 5 worker(s) at once)","evidence":{"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","lookups_per_request":4.0,"syscalls_per_request":2.0,"syscall_ms_per_request":1.2,"top_paths":"newfstatat /mnt/c/sessions/sess_1 (2 calls per request)","share_of_request_time":0.8543,"native_ns_per_lookup":1000.0,"excess_ms_per_request":1.196,"cpu_ms_in_window":200.0,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":0.1196,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","mount_ms_per_request":1.211,"fuse_requests_all_per_request":0.003,"mount_waiters":0.121,"mount_cost_basis":"path walks and the file I/O on the mount (FUSE requests of every opcode: the timed walks scaled by all requests over the walks' own)","predicted_ceiling_rps_if_serialized":826.0},"remedy":"move what requests read (docroot, includes, sessions, databases, logs) from /mnt/c to a local filesystem, or enable the filesystem's attribute/entry caching"}"##,
+                r##"{"id":"fs.cwd-slow","severity":"fail","title":"working directory is on WSL2 DrvFs (a Windows drive over 9p): 7 lookups per request walk it, 2.1 ms per request, 68 % of request time (fails from 10 % with 5 worker(s) at once)","evidence":{"cwd":"/mnt/c/Users/luther/AppData/Local/Temp/bench/run","processes_in_cwd":5,"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","cwd_depth_below_mount":7,"lookups_per_request":7.0,"walk_syscalls_per_request":1.0,"walk_syscalls":"chdir:1","walk_ms_per_request":2.1,"share_of_request_time":0.6752,"native_ns_per_lookup":1000.0,"excess_ms_per_request":2.093,"cpu_ms_in_window":1000.0,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":0.2093,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","walk_latency_mean_us":2100.0,"walk_latency_p99_us":2616.2,"latency_per_lookup_us":300.0,"fuse_requests_per_request":6.0,"lookups_basis":"path strings resolved against the target's mount table; one lookup per path component","mount_ms_per_request":3.15,"fuse_requests_all_per_request":6.0,"mount_waiters":0.315,"mount_cost_basis":"path walks and the file I/O on the mount (FUSE requests of every opcode: the timed walks scaled by all requests over the walks' own)","predicted_ceiling_rps_if_serialized":317.0,"observed_rps":100.0},"predicted":"if 9p serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), throughput levels off near 317 req/s, however many workers the server has: 1000 ms ÷ 3.15 ms per request on the mount (2.1 ms of walk × 1.5 for the file I/O beside the walks); a deeper working directory lowers it","remedy":"start the server from a directory on a local filesystem: ( cd <native dir> && exec /usr/local/bin/ephpm serve --config '/srv/run/it'\\''s.toml' ); in the harness, refuse run directories on such mounts (trapdetect preflight --dir \"$RUN\" || exit 1)"}"##,
+                r##"{"id":"fs.cwd-slow","severity":"fail","title":"working directory is on WSL2 DrvFs (a Windows drive over 9p): 7 lookups per request walk it, 21 ms per request, 95 % of request time (fails from 10 % with 5 worker(s) at once)","evidence":{"cwd":"/mnt/c/Users/luther/AppData/Local/Temp/bench/run","processes_in_cwd":5,"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","cwd_depth_below_mount":7,"lookups_per_request":7.0,"walk_syscalls_per_request":1.0,"walk_syscalls":"chdir:1","walk_ms_per_request":21.0,"share_of_request_time":0.9542,"native_ns_per_lookup":1000.0,"excess_ms_per_request":20.9645,"cpu_ms_in_window":1000.0,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":20.9645,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","walk_latency_mean_us":21000.0,"walk_latency_p99_us":20971.52,"latency_per_lookup_us":3000.0,"fuse_requests_per_request":6.0,"lookups_basis":"path strings resolved against the target's mount table; one lookup per path component","mount_ms_per_request":31.5,"fuse_requests_all_per_request":6.0,"mount_waiters":31.5,"mount_cost_basis":"path walks and the file I/O on the mount (FUSE requests of every opcode: the timed walks scaled by all requests over the walks' own)","predicted_ceiling_rps_if_serialized":1000.0,"observed_rps":1000.0},"predicted":"if 9p serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), throughput levels off near 1000 req/s, however many workers the server has: 31.5 threads waited on the mount on average, so it was busy all the time and the rate it served is its capacity; a deeper working directory lowers it","remedy":"start the server from a directory on a local filesystem: ( cd <native dir> && exec /usr/local/bin/ephpm serve --config '/srv/run/it'\\''s.toml' ); in the harness, refuse run directories on such mounts (trapdetect preflight --dir \"$RUN\" || exit 1)"}"##,
+                r##"{"id":"fs.cwd-slow","severity":"fail","title":"working directory is on WSL2 DrvFs (a Windows drive over 9p): 7 lookups per request walk it, 5.1 ms per request, the mount busy 51 % of the window if it serializes (fails from 50 %)","evidence":{"cwd":"/mnt/c/Users/luther/AppData/Local/Temp/bench/run","processes_in_cwd":5,"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","cwd_depth_below_mount":7,"lookups_per_request":7.0,"walk_syscalls_per_request":1.0,"walk_syscalls":"chdir:1","walk_ms_per_request":5.1,"native_ns_per_lookup":1000.0,"excess_ms_per_request":5.093,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":0.5093,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","walk_latency_mean_us":5100.0,"walk_latency_p99_us":5232.39,"latency_per_lookup_us":728.57,"lookups_basis":"path strings resolved against the target's mount table; one lookup per path component","mount_ms_per_request":6.3,"mount_waiters":0.63,"mount_cost_basis":"path walks only (file I/O on the mount is not measured without the fuse tracepoint, Linux 6.13: an upper bound)","predicted_ceiling_rps_if_serialized":159.0,"observed_rps":100.0},"predicted":"if 9p serializes its operations (WSL2 DrvFs does; so does a single-threaded FUSE daemon), throughput levels off near 159 req/s, however many workers the server has: 1000 ms ÷ 6.3 ms per request on the mount (6.3 ms of walk × 1 for the walks alone); a deeper working directory lowers it","remedy":"start the server from a directory on a local filesystem: ( cd <native dir> && exec /usr/local/bin/ephpm serve --config '/srv/run/it'\\''s.toml' ); in the harness, refuse run directories on such mounts (trapdetect preflight --dir \"$RUN\" || exit 1)"}"##,
+                r##"{"id":"fs.hot-path-slow","severity":"warn","title":"requests look up paths on WSL2 DrvFs (a Windows drive over 9p) at /mnt/c: 4 lookups per request, 1.2 ms per request, cheaply now: the mount busy 12 % of the window if it serializes (fails from 50 %); the kernel answered 100 % of its 4000 lookups from its cache (0 reached the filesystem); when cached entries expire (FUSE/NFS TTLs), on a cold start, or on a machine whose mount does not cache (another host, other mount options, WSL2 DrvFs), each lookup becomes a round trip","evidence":{"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","lookups_per_request":4.0,"syscalls_per_request":2.0,"syscall_ms_per_request":1.2,"top_paths":"newfstatat /mnt/c/sessions/sess_1 (2 calls per request)","native_ns_per_lookup":1000.0,"excess_ms_per_request":1.196,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":0.1196,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","mount_ms_per_request":6.3,"mount_waiters":0.63,"mount_cost_basis":"path walks only (file I/O on the mount is not measured without the fuse tracepoint, Linux 6.13: an upper bound)","predicted_ceiling_rps_if_serialized":159.0},"remedy":"move what requests read (docroot, includes, sessions, databases, logs) from /mnt/c to a local filesystem, or enable the filesystem's attribute/entry caching"}"##,
+                r##"{"id":"fs.cwd-slow","severity":"warn","title":"working directory is on WSL2 DrvFs (a Windows drive over 9p) but no traced call walked it during the trace; any relative path, or a PHP chdir back to it, would cost a round trip per component when not cached","evidence":{"cwd":"/mnt/c/Users/luther/AppData/Local/Temp/bench/run","processes_in_cwd":5,"fs_type":"9p","slow_because":"wsl-drvfs","drvfs":true,"mount_point":"/mnt/c","mount_source":"C:\\\\","mount_options":"noatime,dirsync,aname=drvfs,msize=262144,trans=virtio","cwd_depth_below_mount":7,"lookups_per_second":0.0,"walk_syscalls_per_second":0.0,"walk_syscalls":"","walk_ms_per_second":0.0,"share_of_request_time":0.0,"native_ns_per_lookup":0.0,"excess_ms_per_second":0.0,"cpu_ms_in_window":1000.0,"share_limit":0.1,"parallel_workers":5,"busy_share_if_serialized":0.0,"busy_limit":0.5,"cost_basis":"time in traced path syscalls whose walk crosses the mount (90th-percentile walk × walks, capped by the total), beyond what as many lookups cost on the local filesystems of this trace, against the probe load's request time (else the traced threads' CPU time plus that walk time); fail when the share reaches min(1 ÷ min(threads, CPUs), 10 %) or the mount would be busy half the window if it serialized","lookups_basis":"path strings resolved against the target's mount table; one lookup per path component","mount_ms_per_second":-0.0,"mount_waiters":-0.0,"mount_cost_basis":"path walks only (file I/O on the mount is not measured without the fuse tracepoint, Linux 6.13: an upper bound)"},"remedy":"start the server from a directory on a local filesystem: ( cd <native dir> && exec /usr/local/bin/ephpm serve --config '/srv/run/it'\\''s.toml' ); in the harness, refuse run directories on such mounts (trapdetect preflight --dir \"$RUN\" || exit 1)"}"##,
+            ],
+        );
     }
 }

@@ -108,3 +108,20 @@ impl Finding {
 pub fn sort(findings: &mut [Finding]) {
     findings.sort_by(|a, b| a.severity.cmp(&b.severity).then_with(|| a.id.cmp(&b.id)));
 }
+
+/// Test helper: pins each value's JSON (a finding: its id, severity, title, evidence in order,
+/// prediction and remedy). On a mismatch it prints what was produced, one raw string a line,
+/// ready to paste when a change of output is intended.
+#[cfg(test)]
+pub(crate) fn assert_pinned<T: Serialize>(got: &[T], want: &[&str]) {
+    let got: Vec<String> = got
+        .iter()
+        .map(|v| serde_json::to_string(v).unwrap())
+        .collect();
+    if got != want {
+        for g in &got {
+            eprintln!("PIN r##\"{g}\"##,");
+        }
+    }
+    assert_eq!(got, want);
+}

@@ -6,7 +6,7 @@
 use crate::{
     escape,
     figures::fmt_count,
-    host::net::{Ephemeral, FdUse, NetObservation, Plan, Side, TIME_WAIT_LEN_S},
+    host::net::{Ephemeral, FdUse, Listener, NetObservation, Plan, Side, TIME_WAIT_LEN_S},
     traps::{Finding, Id, Severity, round},
 };
 
@@ -535,11 +535,7 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
         .tcp_ext
         .as_ref()
         .and_then(|t| t.counters.get("ListenOverflows").copied());
-    let traced: Option<u64> = o
-        .traced
-        .as_ref()
-        .filter(|t| !t.listen_overflows_per_s.is_empty())
-        .map(|t| t.listen_overflows_per_s.iter().sum());
+    let traced = traced_overflows(o);
     let somaxconn = o.sysctls.somaxconn;
     let full = o
         .listeners
@@ -613,7 +609,7 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
     } else {
         return None;
     };
-    let mut f = Finding::new(Id::NetListenOverflow, severity, title)
+    let f = Finding::new(Id::NetListenOverflow, severity, title)
         .with_opt("listen_overflows", overflows.or(traced))
         .with_opt("listen_drops", dget("ListenDrops"))
         .with_opt("syncookies_sent", dget("SyncookiesSent"))
@@ -626,6 +622,25 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
         .with_opt("accept_queue_connections", listener.map(|l| l.accept_queue))
         .with_opt("backlog_connections", listener.and_then(|l| l.backlog))
         .with_opt("somaxconn", somaxconn);
+    Some(listen_overflow_advice(f, o, listener))
+}
+
+/// Accept-queue overflows the tracer counted over its window, if it had a series.
+fn traced_overflows(o: &NetObservation) -> Option<u64> {
+    o.traced
+        .as_ref()
+        .filter(|t| !t.listen_overflows_per_s.is_empty())
+        .map(|t| t.listen_overflows_per_s.iter().sum())
+}
+
+/// net.listen-overflow's prediction (what the queue holds, how fast the planned rate fills it)
+/// and its remedy.
+fn listen_overflow_advice(
+    mut f: Finding,
+    o: &NetObservation,
+    listener: Option<&Listener>,
+) -> Finding {
+    let somaxconn = o.sysctls.somaxconn;
     if let Some(l) = listener
         && let Some(b) = l.backlog
     {
@@ -646,9 +661,9 @@ pub fn listen_overflow(o: &NetObservation) -> Option<Finding> {
         Some(s) if s >= 4096 => String::new(),
         _ => "`sysctl -w net.core.somaxconn=4096` in the server's namespace and ".into(),
     };
-    Some(f.remedy(format!(
+    f.remedy(format!(
         "{raise}a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`; php-fpm: `listen.backlog`; Python's socketserver: `request_queue_size`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"
-    )))
+    ))
 }
 
 pub fn suggested_nofile(need: u64) -> u64 {
@@ -1275,5 +1290,135 @@ mod tests {
         let none = NetObservation::build(&socks, &sys, &[], Some(&HashSet::new()));
         assert!(none.listeners.is_empty());
         assert_eq!(none.listeners_total, 1);
+    }
+
+    /// net.time-wait in each of its shapes (leftovers fail and warn, at the buckets, growth
+    /// traced, the run's own closes, connections not reused, a gone server, other processes',
+    /// the overflow counter), pinned whole.
+    #[test]
+    fn time_wait_findings_are_pinned() {
+        use crate::host::net::{TcpEvents, TcpExtDelta, traced::TracedPort};
+        let base = observe("tw-server-closes.tcp", "tw-server-closes.sysctl", &[]);
+        let mut all = vec![];
+        all.extend(time_wait(&with_count(base.clone(), 1_000)));
+        all.extend(time_wait(&with_count(base.clone(), 20_000)));
+        let mut capped = with_count(base.clone(), 2_000);
+        capped.sysctls.tcp_max_tw_buckets = Some(2_000);
+        all.extend(time_wait(&capped));
+        let mut o = base.clone();
+        o.traced = Some(NetTraced {
+            window_s: 3.0,
+            time_wait_entered_per_s: vec![190, 200, 210],
+            ..Default::default()
+        });
+        all.extend(time_wait(&o));
+        o.tcp_ext_delta = Some(TcpExtDelta {
+            window_s: 3.0,
+            counters: [("TCPTimeWaitOverflow".to_string(), 12)].into(),
+            reset: false,
+        });
+        all.extend(time_wait(&o));
+        // The run's own closes on a target's port, one connection per request.
+        let sys = tw_sysctls();
+        let mut socks = vec![sock(10, "127.0.0.1:18090", "0.0.0.0:0", 7)];
+        for i in 0..1_113u16 {
+            socks.push(sock(
+                6,
+                &format!("127.0.0.1:{}", 40_000 + i),
+                "127.0.0.1:41559",
+                0,
+            ));
+        }
+        let mine: HashSet<u64> = [7].into();
+        let mut o = NetObservation::build(&socks, &sys, &[], Some(&mine));
+        let mut t = NetTraced {
+            window_s: 3.0,
+            time_wait_entered_per_s: vec![20, 20, 20],
+            by_port: vec![TracedPort {
+                port: 18090,
+                local: TcpEvents {
+                    time_wait_entered: 5,
+                    ..Default::default()
+                },
+                remote: TcpEvents {
+                    time_wait_entered: 55,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        o.traced = Some(t.clone());
+        all.extend(time_wait(&o));
+        t.by_port[0].local.time_wait_entered = 47;
+        t.by_port[0].remote.time_wait_entered = 40;
+        t.on_ports.passive_opens = 87;
+        t.requests = Some(75);
+        o.traced = Some(t);
+        all.extend(time_wait(&o));
+        // Other processes' sockets only.
+        o.traced = None;
+        all.extend(time_wait(&o));
+        // A gone server: no listener tells who closed first.
+        let (socks, _) = procfs::parse_tcp(&fixture("tw-server-closes.tcp"));
+        let socks: Vec<_> = socks.into_iter().filter(|s| s.state != 10).collect();
+        let mut o = with_count(NetObservation::build(&socks, &sys, &[], None), 5_000);
+        o.time_wait.closed_first.server = 0;
+        o.time_wait.closed_first.unknown = 5_000;
+        all.extend(time_wait(&o));
+        crate::traps::assert_pinned(
+            &all,
+            &[
+                r##"{"id":"net.time-wait","severity":"warn","title":"1,000 TIME_WAIT sockets are present before the run (the server closed first)","evidence":{"time_wait_sockets":1000,"time_wait_sockets_in_namespace":1000,"top_local_port":8080,"time_wait_on_top_local_port":1000,"closed_first_by_server_sockets":1000,"closed_first_by_client_sockets":0,"closed_first_unknown_sockets":0,"flow_groups":2,"top_flow_group":"127.0.0.1 -> 127.0.0.1:8080","time_wait_on_top_flow_group":19,"drain_all_s":59.4,"below_1000_in_s":51,"tcp_max_tw_buckets":131072,"tcp_tw_reuse":2},"predicted":"today's 1,000 TIME_WAIT sockets expire by themselves (fixed 60 s each): all gone in 59.4 s, fewer than 1,000 in at most 51 s","remedy":"the server closes first, so TIME_WAIT sits on its port 8080: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive) and in the server (one that closes every connection itself, as HTTP/1.0 servers, `Connection: close` or a low keep-alive request limit do, makes TIME_WAIT whatever the generator does), or a fresh instance on a new port per point; between points wait for the drain: `trapdetect wait-drain --port 8080 --below 1000 --timeout 56s`"}"##,
+                r##"{"id":"net.time-wait","severity":"fail","title":"20,000 TIME_WAIT sockets are present before the run (the server closed first)","evidence":{"time_wait_sockets":20000,"time_wait_sockets_in_namespace":20000,"top_local_port":8080,"time_wait_on_top_local_port":20000,"closed_first_by_server_sockets":20000,"closed_first_by_client_sockets":0,"closed_first_unknown_sockets":0,"flow_groups":2,"top_flow_group":"127.0.0.1 -> 127.0.0.1:8080","time_wait_on_top_flow_group":19,"drain_all_s":59.4,"below_1000_in_s":60,"tcp_max_tw_buckets":131072,"tcp_tw_reuse":2},"predicted":"today's 20,000 TIME_WAIT sockets expire by themselves (fixed 60 s each): all gone in 59.4 s, fewer than 1,000 in at most 60 s","remedy":"the server closes first, so TIME_WAIT sits on its port 8080: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive) and in the server (one that closes every connection itself, as HTTP/1.0 servers, `Connection: close` or a low keep-alive request limit do, makes TIME_WAIT whatever the generator does), or a fresh instance on a new port per point; between points wait for the drain: `trapdetect wait-drain --port 8080 --below 1000 --timeout 65s`"}"##,
+                r##"{"id":"net.time-wait","severity":"fail","title":"2,000 TIME_WAIT sockets are present before the run (the server closed first)","evidence":{"time_wait_sockets":2000,"time_wait_sockets_in_namespace":2000,"top_local_port":8080,"time_wait_on_top_local_port":2000,"closed_first_by_server_sockets":2000,"closed_first_by_client_sockets":0,"closed_first_unknown_sockets":0,"flow_groups":2,"top_flow_group":"127.0.0.1 -> 127.0.0.1:8080","time_wait_on_top_flow_group":19,"drain_all_s":59.4,"below_1000_in_s":60,"tcp_max_tw_buckets":2000,"tcp_tw_reuse":2},"predicted":"today's 2,000 TIME_WAIT sockets expire by themselves (fixed 60 s each): all gone in 59.4 s, fewer than 1,000 in at most 60 s; tcp_max_tw_buckets (2,000) is reached: the kernel destroys new TIME_WAIT sockets early (TCPTimeWaitOverflow +0, \"time wait bucket table overflow\")","remedy":"the server closes first, so TIME_WAIT sits on its port 8080: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive) and in the server (one that closes every connection itself, as HTTP/1.0 servers, `Connection: close` or a low keep-alive request limit do, makes TIME_WAIT whatever the generator does), or a fresh instance on a new port per point; between points wait for the drain: `trapdetect wait-drain --port 8080 --below 1000 --timeout 65s`"}"##,
+                r##"{"id":"net.time-wait","severity":"warn","title":"TIME_WAIT builds up during the run: 200 new per second","evidence":{"time_wait_sockets":31,"time_wait_sockets_in_namespace":31,"top_local_port":8080,"time_wait_on_top_local_port":31,"closed_first_by_server_sockets":31,"closed_first_by_client_sockets":0,"closed_first_unknown_sockets":0,"flow_groups":2,"top_flow_group":"127.0.0.1 -> 127.0.0.1:8080","time_wait_on_top_flow_group":19,"drain_all_s":59.8,"below_1000_in_s":0,"tcp_max_tw_buckets":131072,"tcp_tw_reuse":2,"time_wait_growth_per_s":200.0,"time_wait_entered_during_trace":600},"predicted":"today's 31 TIME_WAIT sockets expire by themselves (fixed 60 s each): all gone in 59.8 s, fewer than 1,000 in at most 0 s; at 200 new TIME_WAIT per second the count settles near 12,000 (60 s x rate)","remedy":"the server closes first, so TIME_WAIT sits on its port 8080: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive) and in the server (one that closes every connection itself, as HTTP/1.0 servers, `Connection: close` or a low keep-alive request limit do, makes TIME_WAIT whatever the generator does), or a fresh instance on a new port per point; between points wait for the drain: `trapdetect wait-drain --port 8080 --below 1000 --timeout 65s`"}"##,
+                r##"{"id":"net.time-wait","severity":"fail","title":"TIME_WAIT builds up during the run: 200 new per second","evidence":{"time_wait_sockets":31,"time_wait_sockets_in_namespace":31,"top_local_port":8080,"time_wait_on_top_local_port":31,"closed_first_by_server_sockets":31,"closed_first_by_client_sockets":0,"closed_first_unknown_sockets":0,"flow_groups":2,"top_flow_group":"127.0.0.1 -> 127.0.0.1:8080","time_wait_on_top_flow_group":19,"drain_all_s":59.8,"below_1000_in_s":0,"tcp_max_tw_buckets":131072,"tcp_tw_reuse":2,"time_wait_growth_per_s":200.0,"time_wait_entered_during_trace":600,"tcp_time_wait_overflow":12},"predicted":"today's 31 TIME_WAIT sockets expire by themselves (fixed 60 s each): all gone in 59.8 s, fewer than 1,000 in at most 0 s; at 200 new TIME_WAIT per second the count settles near 12,000 (60 s x rate); tcp_max_tw_buckets (131,072) is reached: the kernel destroys new TIME_WAIT sockets early (TCPTimeWaitOverflow +12, \"time wait bucket table overflow\")","remedy":"the server closes first, so TIME_WAIT sits on its port 8080: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive) and in the server (one that closes every connection itself, as HTTP/1.0 servers, `Connection: close` or a low keep-alive request limit do, makes TIME_WAIT whatever the generator does), or a fresh instance on a new port per point; between points wait for the drain: `trapdetect wait-drain --port 8080 --below 1000 --timeout 65s`"}"##,
+                r##"{"id":"net.time-wait","severity":"warn","title":"TIME_WAIT builds up during the run: 20 new per second","evidence":{"time_wait_sockets":0,"time_wait_sockets_in_namespace":1113,"top_local_port":18090,"time_wait_on_top_local_port":0,"closed_first_by_server_sockets":0,"closed_first_by_client_sockets":0,"closed_first_unknown_sockets":1113,"flow_groups":1113,"drain_all_s":30.0,"below_1000_in_s":31,"tcp_max_tw_buckets":131072,"tcp_tw_reuse":2,"time_wait_growth_per_s":20.0,"time_wait_entered_during_trace":60,"time_wait_entered_server_side":5,"time_wait_entered_client_side":55},"predicted":"today's 1,113 TIME_WAIT sockets expire by themselves (fixed 60 s each): all gone in 30 s, fewer than 1,000 in at most 31 s; at 20 new TIME_WAIT per second the count settles near 1,200 (60 s x rate)","remedy":"the client closes first and holds its ephemeral ports for 60 s: use keep-alive in the load generator, or `sysctl -w net.ipv4.tcp_tw_reuse=1` in the client's namespace (reuse after 1 s, needs TCP timestamps); between points wait for the drain: `trapdetect wait-drain --port 18090 --below 1000 --timeout 65s`"}"##,
+                r##"{"id":"net.time-wait","severity":"warn","title":"TIME_WAIT builds up during the run: 20 new per second","evidence":{"time_wait_sockets":0,"time_wait_sockets_in_namespace":1113,"top_local_port":18090,"time_wait_on_top_local_port":0,"closed_first_by_server_sockets":0,"closed_first_by_client_sockets":0,"closed_first_unknown_sockets":1113,"flow_groups":1113,"drain_all_s":30.0,"below_1000_in_s":31,"tcp_max_tw_buckets":131072,"tcp_tw_reuse":2,"time_wait_growth_per_s":20.0,"time_wait_entered_during_trace":60,"time_wait_entered_server_side":47,"time_wait_entered_client_side":40,"new_connections_during_trace":87,"requests_during_trace":75},"predicted":"today's 1,113 TIME_WAIT sockets expire by themselves (fixed 60 s each): all gone in 30 s, fewer than 1,000 in at most 31 s; at 20 new TIME_WAIT per second the count settles near 1,200 (60 s x rate)","remedy":"connections are not reused (87 new connections for 75 requests, the server closing first): each request leaves a TIME_WAIT socket on whichever side closes first, so keep connections alive on both sides: a server that answers HTTP/1.0, sends `Connection: close` or caps requests per connection closes them whatever the generator does, and a generator without keep-alive (hey -disable-keepalive, ab without -k) closes them from the client; between points wait for the drain: `trapdetect wait-drain --port 18090 --below 1000 --timeout 65s`"}"##,
+                r##"{"id":"net.time-wait","severity":"info","title":"1,113 TIME_WAIT sockets in this namespace, 0 of them on the target's ports: other processes' connections","evidence":{"time_wait_sockets":0,"time_wait_sockets_in_namespace":1113,"top_local_port":40000,"time_wait_on_top_local_port":1},"remedy":"nothing to change for this target; the sockets belong to other flows of the namespace and expire by themselves within 60 s"}"##,
+                r##"{"id":"net.time-wait","severity":"warn","title":"5,000 TIME_WAIT sockets are present before the run (no listener tells which side closed first)","evidence":{"time_wait_sockets":5000,"time_wait_sockets_in_namespace":5000,"top_local_port":8080,"time_wait_on_top_local_port":5000,"closed_first_by_server_sockets":0,"closed_first_by_client_sockets":0,"closed_first_unknown_sockets":5000,"flow_groups":2,"top_flow_group":"127.0.0.1 -> 127.0.0.1:8080","time_wait_on_top_flow_group":19,"drain_all_s":59.4,"below_1000_in_s":60,"tcp_max_tw_buckets":131072,"tcp_tw_reuse":2},"predicted":"today's 5,000 TIME_WAIT sockets expire by themselves (fixed 60 s each): all gone in 59.4 s, fewer than 1,000 in at most 60 s","remedy":"nothing listens on either port any more (a previous instance?) and neither port is ephemeral here; if port 8080 was the server's, start the next instance on a new port, or wait for the drain: `trapdetect wait-drain --port 8080 --below 1000 --timeout 65s`"}"##,
+            ],
+        );
+    }
+
+    /// net.listen-overflow in each of its shapes, pinned whole.
+    #[test]
+    fn listen_overflow_findings_are_pinned() {
+        let mut o = observe("listen-overflow.tcp", "listen-overflow.sysctl", &[8081]);
+        let snap = |name: &str, ms: u64| TcpExtSnapshot {
+            taken_unix_ms: ms,
+            counters: procfs::parse_netstat(&fixture(name)),
+        };
+        let mut all = vec![];
+        o.tcp_ext = Some(snap("listen-overflow-after.netstat", 1_150));
+        all.extend(listen_overflow(&o));
+        let mut b = o.clone();
+        b.set_baseline(&snap("listen-overflow-before.netstat", 1_000));
+        all.extend(listen_overflow(&b));
+        b.plan = Some(Plan::new(400.0, Duration::from_secs(100)));
+        b.listeners[0].backlog = Some(8);
+        all.extend(listen_overflow(&b));
+        o.listeners[0].backlog = Some(8);
+        all.extend(listen_overflow(&o));
+        o.listeners[0].accept_queue = 0;
+        o.listeners[0].backlog = Some(128);
+        o.sysctls.somaxconn = Some(128);
+        all.extend(listen_overflow(&o));
+        o.sysctls.somaxconn = Some(4096);
+        o.listeners[0].backlog = Some(5);
+        o.listeners[0].target = true;
+        all.extend(listen_overflow(&o));
+        crate::traps::assert_pinned(
+            &all,
+            &[
+                r##"{"id":"net.listen-overflow","severity":"info","title":"the namespace has seen 41 accept-queue overflows since it started (not necessarily this server)","evidence":{"listen_overflows_since_namespace_start":41,"listener":"127.0.0.1:8081","accept_queue_connections":9,"somaxconn":4096},"remedy":"a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`; php-fpm: `listen.backlog`; Python's socketserver: `request_queue_size`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"}"##,
+                r##"{"id":"net.listen-overflow","severity":"fail","title":"the accept queue overflowed 41 times in 0.1 s","evidence":{"listen_overflows":41,"listen_drops":41,"syncookies_sent":0,"window_s":0.15,"listener":"127.0.0.1:8081","accept_queue_connections":9,"somaxconn":4096},"remedy":"a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`; php-fpm: `listen.backlog`; Python's socketserver: `request_queue_size`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"}"##,
+                r##"{"id":"net.listen-overflow","severity":"fail","title":"the accept queue overflowed 41 times in 0.1 s","evidence":{"listen_overflows":41,"listen_drops":41,"syncookies_sent":0,"window_s":0.15,"listener":"127.0.0.1:8081","accept_queue_connections":9,"backlog_connections":8,"somaxconn":4096},"predicted":"the queue holds 9 connections (backlog 8 + 1); further SYNs are dropped and clients retransmit after 1 s, 3 s, 7 s...: dials hang instead of reaching the server's limiter; at 400 /s a stalled accept loop fills it in 22 ms","remedy":"a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`; php-fpm: `listen.backlog`; Python's socketserver: `request_queue_size`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"}"##,
+                r##"{"id":"net.listen-overflow","severity":"fail","title":"the accept queue of 127.0.0.1:8081 is full now (9 waiting, backlog 8)","evidence":{"listen_overflows_since_namespace_start":41,"listener":"127.0.0.1:8081","accept_queue_connections":9,"backlog_connections":8,"somaxconn":4096},"predicted":"the queue holds 9 connections (backlog 8 + 1); further SYNs are dropped and clients retransmit after 1 s, 3 s, 7 s...: dials hang instead of reaching the server's limiter","remedy":"a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`; php-fpm: `listen.backlog`; Python's socketserver: `request_queue_size`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"}"##,
+                r##"{"id":"net.listen-overflow","severity":"warn","title":"the backlog of 127.0.0.1:8081 is capped at somaxconn = 128","evidence":{"listen_overflows_since_namespace_start":41,"listener":"127.0.0.1:8081","accept_queue_connections":0,"backlog_connections":128,"somaxconn":128},"predicted":"the queue holds 129 connections (backlog 128 + 1); further SYNs are dropped and clients retransmit after 1 s, 3 s, 7 s...: dials hang instead of reaching the server's limiter","remedy":"`sysctl -w net.core.somaxconn=4096` in the server's namespace and a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`; php-fpm: `listen.backlog`; Python's socketserver: `request_queue_size`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"}"##,
+                r##"{"id":"net.listen-overflow","severity":"warn","title":"the backlog of 127.0.0.1:8081 is 5: more than 6 connections arriving together are dropped","evidence":{"listen_overflows_since_namespace_start":41,"listener":"127.0.0.1:8081","accept_queue_connections":0,"backlog_connections":5,"somaxconn":4096},"predicted":"the queue holds 6 connections (backlog 5 + 1); further SYNs are dropped and clients retransmit after 1 s, 3 s, 7 s...: dials hang instead of reaching the server's limiter","remedy":"a larger listen() backlog in the server (nginx: `listen PORT backlog=4096`; php-fpm: `listen.backlog`; Python's socketserver: `request_queue_size`); make the accept loop keep up, and shed with a fast 503 instead of letting the kernel queue absorb overload"}"##,
+            ],
+        );
     }
 }

@@ -2639,4 +2639,115 @@ mod tests {
             "{f:#?}"
         );
     }
+
+    /// The verdict and the findings it folds, for each way of picking (or not picking) a
+    /// cause, pinned whole.
+    #[test]
+    fn verdicts_are_pinned() {
+        fn judge(
+            pins: &mut Vec<serde_json::Value>,
+            o: &RunObs,
+            mut f: Vec<Finding>,
+            timeouts: u64,
+        ) {
+            let inputs = VerdictInputs {
+                delivered_basis: "generator-2xx".into(),
+                timeouts,
+            };
+            let v = verdict(o, &mut f, &inputs);
+            pins.push(serde_json::to_value(&v).unwrap());
+            pins.push(serde_json::to_value(&f).unwrap());
+        }
+        let mut pins = vec![];
+        let o = fuse_flood();
+        let mut all = rules(&o);
+        all.push(finding_with(
+            "fs.cwd-slow",
+            Severity::Fail,
+            &[
+                ("mount_point", "/mnt/slow".into()),
+                ("predicted_ceiling_rps_if_serialized", 212.0.into()),
+            ],
+        ));
+        all.push(finding_with("load.status-mix", Severity::Fail, &[]));
+        all.push(finding_with("net.listen-overflow", Severity::Fail, &[]));
+        all.push(finding_with("net.time-wait", Severity::Warn, &[]));
+        all.push(finding_with("proc.not-fresh", Severity::Warn, &[]));
+        judge(&mut pins, &o, all.clone(), 0);
+        judge(&mut pins, &o, all, 40);
+        // Capped, and nothing explains it.
+        let ceiling = finding_with(
+            "proc.not-fresh",
+            Severity::Warn,
+            &[("predicted_ceiling_per_s", 10.0.into())],
+        );
+        judge(&mut pins, &o, vec![ceiling.clone()], 0);
+        // Other processes decide the ceiling before a quota does.
+        judge(
+            &mut pins,
+            &o,
+            vec![
+                finding_with(
+                    "cpu.quota",
+                    Severity::Fail,
+                    &[("predicted_ceiling_per_s", 800.0.into())],
+                ),
+                finding_with(
+                    "host.noise",
+                    Severity::Warn,
+                    &[
+                        ("decides_verdict", true.into()),
+                        ("share_of_thread_wall_time_pct", 30.0.into()),
+                    ],
+                ),
+            ],
+            0,
+        );
+        judge(
+            &mut pins,
+            &o,
+            vec![
+                finding_with("net.time-wait", Severity::Fail, &[]),
+                finding_with(
+                    "net.fd-limit",
+                    Severity::Fail,
+                    &[("accept_emfile", 5.into())],
+                ),
+            ],
+            0,
+        );
+        // Not capped: load.ceiling is queueing, and no ceiling figure survives.
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("wait_work", 40.0)]);
+        o.offered_rate = 5294.0;
+        o.delivered_rate = 5261.0;
+        judge(
+            &mut pins,
+            &o,
+            vec![finding_with("load.ceiling", Severity::Warn, &[]), ceiling],
+            0,
+        );
+        o.offered_rate = 0.0;
+        judge(&mut pins, &o, rules(&o), 0);
+        crate::traps::assert_pinned(
+            &pins,
+            &[
+                r##"{"cause":"fs.serialized","summary":"fs.serialized caps the run: 520 req/s delivered of 1500/s offered; 4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue); predicted ceiling 520 req/s","capped":true,"capped_by":["offered-above-delivered"],"share_of_thread_wall_time_pct":78.3,"predicted_ceiling_per_s":520.0,"ceiling_basis":"ceiling ≈ 4680 FUSE requests /s ÷ 9.00 per request ≈ 520 req/s (delivered 520 req/s; Little's law: 4.7 threads ≈ 4680 ops/s × 1.00 ms)","delivered_per_s":520.0,"delivered_basis":"generator-2xx","offered_per_s":1500.0,"consequences":["fs.cwd-slow","load.status-mix","net.listen-overflow"],"trusted":true}"##,
+                r##"[{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"cause":"working directory","predicted_ceiling_per_s":520.0,"mount_ceiling_per_s":520.0},"predicted":"ceiling ≈ 4680 FUSE requests /s ÷ 9.00 per request ≈ 520 req/s (delivered 520 req/s; Little's law: 4.7 threads ≈ 4680 ops/s × 1.00 ms)","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"},{"id":"fs.cwd-slow","severity":"warn","title":"fs.cwd-slow","evidence":{"mount_point":"/mnt/slow","consequence_of":"fs.serialized"},"predicted":"the run's ceiling is the verdict's (fs.serialized)","remedy":""},{"id":"load.status-mix","severity":"warn","title":"load.status-mix","evidence":{"consequence_of":"fs.serialized"},"remedy":""},{"id":"net.listen-overflow","severity":"warn","title":"net.listen-overflow","evidence":{"consequence_of":"fs.serialized"},"remedy":""},{"id":"net.time-wait","severity":"warn","title":"net.time-wait","evidence":{},"remedy":""},{"id":"proc.not-fresh","severity":"warn","title":"proc.not-fresh","evidence":{},"remedy":""}]"##,
+                r##"{"cause":"fs.serialized","summary":"fs.serialized caps the run: 520 req/s delivered of 1500/s offered; 4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue); predicted ceiling 520 req/s","capped":true,"capped_by":["offered-above-delivered"],"share_of_thread_wall_time_pct":78.3,"predicted_ceiling_per_s":520.0,"ceiling_basis":"ceiling ≈ 4680 FUSE requests /s ÷ 9.00 per request ≈ 520 req/s (delivered 520 req/s; Little's law: 4.7 threads ≈ 4680 ops/s × 1.00 ms)","delivered_per_s":520.0,"delivered_basis":"generator-2xx","offered_per_s":1500.0,"consequences":["fs.cwd-slow","load.status-mix","net.listen-overflow","net.time-wait"],"trusted":true}"##,
+                r##"[{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"cause":"working directory","predicted_ceiling_per_s":520.0,"mount_ceiling_per_s":520.0},"predicted":"ceiling ≈ 4680 FUSE requests /s ÷ 9.00 per request ≈ 520 req/s (delivered 520 req/s; Little's law: 4.7 threads ≈ 4680 ops/s × 1.00 ms)","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"},{"id":"fs.cwd-slow","severity":"warn","title":"fs.cwd-slow","evidence":{"mount_point":"/mnt/slow","consequence_of":"fs.serialized"},"predicted":"the run's ceiling is the verdict's (fs.serialized)","remedy":""},{"id":"load.status-mix","severity":"warn","title":"load.status-mix","evidence":{"consequence_of":"fs.serialized"},"remedy":""},{"id":"net.listen-overflow","severity":"warn","title":"net.listen-overflow","evidence":{"consequence_of":"fs.serialized"},"remedy":""},{"id":"net.time-wait","severity":"warn","title":"net.time-wait","evidence":{"consequence_of":"fs.serialized"},"remedy":""},{"id":"proc.not-fresh","severity":"warn","title":"proc.not-fresh","evidence":{},"remedy":""}]"##,
+                r##"{"cause":null,"summary":"the load is capped (520 req/s delivered of 1500/s offered; seen as offered-above-delivered) but no rule explains what the server's threads waited on: read the run section's time split","capped":true,"capped_by":["offered-above-delivered"],"delivered_per_s":520.0,"delivered_basis":"generator-2xx","offered_per_s":1500.0,"consequences":[],"trusted":true}"##,
+                r##"[{"id":"proc.not-fresh","severity":"warn","title":"proc.not-fresh","evidence":{},"predicted":"the run found no ceiling","remedy":""}]"##,
+                r##"{"cause":"host.noise","summary":"host.noise caps the run: 520 req/s delivered of 1500/s offered; host.noise","capped":true,"capped_by":["offered-above-delivered"],"share_of_thread_wall_time_pct":30.0,"delivered_per_s":520.0,"delivered_basis":"generator-2xx","offered_per_s":1500.0,"consequences":[],"trusted":false}"##,
+                r##"[{"id":"cpu.quota","severity":"fail","title":"cpu.quota","evidence":{},"predicted":"the run's ceiling is the verdict's (host.noise)","remedy":""},{"id":"host.noise","severity":"warn","title":"host.noise","evidence":{"decides_verdict":true,"share_of_thread_wall_time_pct":30.0},"remedy":""}]"##,
+                r##"{"cause":"net.fd-limit","summary":"net.fd-limit caps the run: 520 req/s delivered of 1500/s offered; net.fd-limit","capped":true,"capped_by":["offered-above-delivered"],"delivered_per_s":520.0,"delivered_basis":"generator-2xx","offered_per_s":1500.0,"consequences":[],"trusted":true}"##,
+                r##"[{"id":"net.time-wait","severity":"fail","title":"net.time-wait","evidence":{},"remedy":""},{"id":"net.fd-limit","severity":"fail","title":"net.fd-limit","evidence":{"accept_emfile":5},"remedy":""}]"##,
+                r##"{"cause":null,"summary":"no ceiling: the server kept up (5261 req/s delivered of 5294/s offered)","capped":false,"capped_by":[],"delivered_per_s":5261.0,"delivered_basis":"generator-2xx","offered_per_s":5294.0,"consequences":[],"trusted":true}"##,
+                r##"[{"id":"load.ceiling","severity":"info","title":"the generator's connections were all busy and arrivals queued for them, but the server delivered 99.4 % of the offered rate: queueing in the latency, not a throughput ceiling","evidence":{"capped":false},"remedy":""},{"id":"proc.not-fresh","severity":"warn","title":"proc.not-fresh","evidence":{},"predicted":"the run found no ceiling","remedy":""}]"##,
+                r##"{"cause":null,"summary":"no ceiling: the server kept up (5261 req/s delivered)","capped":false,"capped_by":[],"delivered_per_s":5261.0,"delivered_basis":"generator-2xx","consequences":[],"trusted":true}"##,
+                r##"[]"##,
+            ],
+        );
+    }
 }

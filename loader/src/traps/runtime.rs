@@ -188,108 +188,123 @@ fn dev_settings(r: &Runtime) -> Vec<DevSetting> {
         }
     }
     if kind == RuntimeKind::Python {
-        let truthy = |v: &str| !matches!(v, "" | "0" | "false" | "False" | "no");
-        if let Some(v) = get("FLASK_DEBUG").filter(|v| truthy(v)) {
-            out.push(DevSetting {
-                var: "FLASK_DEBUG",
-                value: v,
-                severity: Severity::Fail,
-                effect: "Flask's debug mode runs the Werkzeug debugger and the reloader",
-                remedy: "unset FLASK_DEBUG".into(),
-            });
-        }
-        if let Some(v) = get("FLASK_ENV").filter(|v| v == "development") {
-            out.push(DevSetting {
-                var: "FLASK_ENV",
-                value: v,
-                severity: Severity::Fail,
-                effect: "FLASK_ENV=development turns Flask's debug mode on",
-                remedy: "unset FLASK_ENV (or set it to production)".into(),
-            });
-        }
-        if let Some(v) = get("DJANGO_DEBUG").filter(|v| truthy(v)) {
-            out.push(DevSetting { var: "DJANGO_DEBUG", value: v, severity: Severity::Warn,
-                effect: "a settings module that reads DJANGO_DEBUG turns DEBUG on: Django then keeps every SQL query of a request in memory and renders debug pages", remedy: "unset DJANGO_DEBUG and check settings.DEBUG is False".into() });
-        }
-        if let Some(v) = get("DJANGO_SETTINGS_MODULE").filter(|v| {
-            let l = v.to_ascii_lowercase();
-            l.split(['.', '_'])
-                .any(|p| matches!(p, "dev" | "development" | "local" | "debug"))
-        }) {
-            out.push(DevSetting {
-                var: "DJANGO_SETTINGS_MODULE",
-                value: v,
-                severity: Severity::Warn,
-                effect: "a development settings module (DEBUG on as a rule)",
-                remedy: "point DJANGO_SETTINGS_MODULE at the production settings".into(),
-            });
-        }
-        if let Some(v) = get("PYTHONDEVMODE").filter(|v| !v.is_empty()) {
-            out.push(DevSetting { var: "PYTHONDEVMODE", value: v, severity: Severity::Fail,
-                effect: "Python's development mode installs debug hooks on the memory allocators, enables asyncio's debug mode and extra runtime checks (its documentation: too expensive for production)", remedy: "unset PYTHONDEVMODE (and drop -X dev)".into() });
-        }
-        if let Some(v) = get("PYTHONASYNCIODEBUG").filter(|v| !v.is_empty()) {
-            out.push(DevSetting {
-                var: "PYTHONASYNCIODEBUG",
-                value: v,
-                severity: Severity::Fail,
-                effect: "asyncio's debug mode checks every callback and logs slow ones",
-                remedy: "unset PYTHONASYNCIODEBUG".into(),
-            });
-        }
-        if let Some(v) = get("PYTHONMALLOC").filter(|v| v.contains("debug")) {
-            out.push(DevSetting {
-                var: "PYTHONMALLOC",
-                value: v,
-                severity: Severity::Fail,
-                effect: "every allocation goes through the debug hooks",
-                remedy: "unset PYTHONMALLOC".into(),
-            });
-        }
-        if let Some(v) = get("PYTHONTRACEMALLOC").filter(|v| !v.is_empty() && v != "0") {
-            out.push(DevSetting {
-                var: "PYTHONTRACEMALLOC",
-                value: v,
-                severity: Severity::Fail,
-                effect: "tracemalloc records a traceback for every allocation",
-                remedy: "unset PYTHONTRACEMALLOC".into(),
-            });
-        }
+        python_framework_settings(&get, &mut out);
+        python_interpreter_settings(&get, &mut out);
     }
     if is_go {
-        const COSTLY: &[&str] = &[
-            "gctrace",
-            "schedtrace",
-            "scheddetail",
-            "allocfreetrace",
-            "cgocheck=2",
-            "efence",
-            "gcstoptheworld",
-            "clobberfree",
-            "inittrace",
-            "gccheckmark",
-            "gcshrinkstackoff",
-        ];
-        if let Some(v) = get("GODEBUG") {
-            let hits: Vec<&str> = v
-                .split(',')
-                .filter(|s| {
-                    let (k, val) = s.split_once('=').unwrap_or((s, "1"));
-                    val != "0" && COSTLY.iter().any(|c| *c == k || *c == *s)
-                })
-                .collect();
-            if !hits.is_empty() {
-                out.push(DevSetting {
-                    var: "GODEBUG",
-                    value: v.clone(),
-                    severity: Severity::Warn,
-                    effect: "runtime debugging (tracing to stderr, extra checks) is on",
-                    remedy: format!("drop {} from GODEBUG", hits.join(",")),
-                });
-            }
-        }
+        go_settings(&get, &mut out);
     }
     out
+}
+
+/// Python web frameworks told to run in development mode (Flask, Django).
+fn python_framework_settings(get: &dyn Fn(&str) -> Option<String>, out: &mut Vec<DevSetting>) {
+    let truthy = |v: &str| !matches!(v, "" | "0" | "false" | "False" | "no");
+    if let Some(v) = get("FLASK_DEBUG").filter(|v| truthy(v)) {
+        out.push(DevSetting {
+            var: "FLASK_DEBUG",
+            value: v,
+            severity: Severity::Fail,
+            effect: "Flask's debug mode runs the Werkzeug debugger and the reloader",
+            remedy: "unset FLASK_DEBUG".into(),
+        });
+    }
+    if let Some(v) = get("FLASK_ENV").filter(|v| v == "development") {
+        out.push(DevSetting {
+            var: "FLASK_ENV",
+            value: v,
+            severity: Severity::Fail,
+            effect: "FLASK_ENV=development turns Flask's debug mode on",
+            remedy: "unset FLASK_ENV (or set it to production)".into(),
+        });
+    }
+    if let Some(v) = get("DJANGO_DEBUG").filter(|v| truthy(v)) {
+        out.push(DevSetting { var: "DJANGO_DEBUG", value: v, severity: Severity::Warn,
+            effect: "a settings module that reads DJANGO_DEBUG turns DEBUG on: Django then keeps every SQL query of a request in memory and renders debug pages", remedy: "unset DJANGO_DEBUG and check settings.DEBUG is False".into() });
+    }
+    if let Some(v) = get("DJANGO_SETTINGS_MODULE").filter(|v| {
+        let l = v.to_ascii_lowercase();
+        l.split(['.', '_'])
+            .any(|p| matches!(p, "dev" | "development" | "local" | "debug"))
+    }) {
+        out.push(DevSetting {
+            var: "DJANGO_SETTINGS_MODULE",
+            value: v,
+            severity: Severity::Warn,
+            effect: "a development settings module (DEBUG on as a rule)",
+            remedy: "point DJANGO_SETTINGS_MODULE at the production settings".into(),
+        });
+    }
+}
+
+/// CPython's own development and debugging modes.
+fn python_interpreter_settings(get: &dyn Fn(&str) -> Option<String>, out: &mut Vec<DevSetting>) {
+    if let Some(v) = get("PYTHONDEVMODE").filter(|v| !v.is_empty()) {
+        out.push(DevSetting { var: "PYTHONDEVMODE", value: v, severity: Severity::Fail,
+            effect: "Python's development mode installs debug hooks on the memory allocators, enables asyncio's debug mode and extra runtime checks (its documentation: too expensive for production)", remedy: "unset PYTHONDEVMODE (and drop -X dev)".into() });
+    }
+    if let Some(v) = get("PYTHONASYNCIODEBUG").filter(|v| !v.is_empty()) {
+        out.push(DevSetting {
+            var: "PYTHONASYNCIODEBUG",
+            value: v,
+            severity: Severity::Fail,
+            effect: "asyncio's debug mode checks every callback and logs slow ones",
+            remedy: "unset PYTHONASYNCIODEBUG".into(),
+        });
+    }
+    if let Some(v) = get("PYTHONMALLOC").filter(|v| v.contains("debug")) {
+        out.push(DevSetting {
+            var: "PYTHONMALLOC",
+            value: v,
+            severity: Severity::Fail,
+            effect: "every allocation goes through the debug hooks",
+            remedy: "unset PYTHONMALLOC".into(),
+        });
+    }
+    if let Some(v) = get("PYTHONTRACEMALLOC").filter(|v| !v.is_empty() && v != "0") {
+        out.push(DevSetting {
+            var: "PYTHONTRACEMALLOC",
+            value: v,
+            severity: Severity::Fail,
+            effect: "tracemalloc records a traceback for every allocation",
+            remedy: "unset PYTHONTRACEMALLOC".into(),
+        });
+    }
+}
+
+/// GODEBUG settings that cost at run time (a Go binary only).
+fn go_settings(get: &dyn Fn(&str) -> Option<String>, out: &mut Vec<DevSetting>) {
+    const COSTLY: &[&str] = &[
+        "gctrace",
+        "schedtrace",
+        "scheddetail",
+        "allocfreetrace",
+        "cgocheck=2",
+        "efence",
+        "gcstoptheworld",
+        "clobberfree",
+        "inittrace",
+        "gccheckmark",
+        "gcshrinkstackoff",
+    ];
+    if let Some(v) = get("GODEBUG") {
+        let hits: Vec<&str> = v
+            .split(',')
+            .filter(|s| {
+                let (k, val) = s.split_once('=').unwrap_or((s, "1"));
+                val != "0" && COSTLY.iter().any(|c| *c == k || *c == *s)
+            })
+            .collect();
+        if !hits.is_empty() {
+            out.push(DevSetting {
+                var: "GODEBUG",
+                value: v.clone(),
+                severity: Severity::Warn,
+                effect: "runtime debugging (tracing to stderr, extra checks) is on",
+                remedy: format!("drop {} from GODEBUG", hits.join(",")),
+            });
+        }
+    }
 }
 
 /// runtime.dev-mode: one finding per development setting in the server's environment.
@@ -643,5 +658,60 @@ mod tests {
             ..m
         };
         assert!(nginx_log(&quiet, &t).is_empty());
+    }
+
+    /// Every development setting dev_mode knows, pinned whole (titles, evidence, order).
+    #[test]
+    fn every_dev_setting_is_pinned() {
+        let mut node = rt(
+            "node",
+            &[("NODE_OPTIONS", "--require x --inspect=9229")],
+            &[],
+        );
+        node.go = Some(GoBuild::default());
+        node.env.as_mut().unwrap().insert(
+            "GODEBUG".into(),
+            " gctrace=1,cgocheck=2,madvdontneed=1,schedtrace=0 ".into(),
+        );
+        let mut all = dev_mode(&node);
+        all.extend(dev_mode(&rt("node", &[("NODE_ENV", "development")], &[])));
+        all.extend(dev_mode(&rt(
+            "ruby",
+            &[("RAILS_ENV", "development"), ("RACK_ENV", "development")],
+            &[],
+        )));
+        all.extend(dev_mode(&rt(
+            "python3.11",
+            &[
+                ("FLASK_DEBUG", "1"),
+                ("FLASK_ENV", "development"),
+                ("DJANGO_DEBUG", "true"),
+                ("DJANGO_SETTINGS_MODULE", "site.settings_local"),
+                ("PYTHONDEVMODE", "1"),
+                ("PYTHONASYNCIODEBUG", "1"),
+                ("PYTHONMALLOC", "pymalloc_debug"),
+                ("PYTHONTRACEMALLOC", "5"),
+            ],
+            &[],
+        )));
+        crate::traps::assert_pinned(
+            &all,
+            &[
+                r##"{"id":"runtime.dev-mode","severity":"warn","title":"pid 42 (node) runs without NODE_ENV in its environment","evidence":{"pid":42,"exe":"node","variable":"NODE_ENV","value":"(unset)"},"predicted":"Express (and many Node frameworks) run in development mode unless NODE_ENV=production: view templates are read and compiled on every request, errors are verbose; Express's own guide says setting it alone can triple performance","remedy":"start the server with NODE_ENV=production"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"warn","title":"pid 42 (node) runs with NODE_OPTIONS=--require x --inspect=9229 in its environment","evidence":{"pid":42,"exe":"node","variable":"NODE_OPTIONS","value":"--require x --inspect=9229"},"predicted":"the inspector or a profiler is on for every request","remedy":"unset NODE_OPTIONS (or drop --inspect/--prof/--cpu-prof) for the benchmark"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"warn","title":"pid 42 (node) runs with GODEBUG=gctrace=1,cgocheck=2,madvdontneed=1,schedtrace=0 in its environment","evidence":{"pid":42,"exe":"node","variable":"GODEBUG","value":"gctrace=1,cgocheck=2,madvdontneed=1,schedtrace=0"},"predicted":"runtime debugging (tracing to stderr, extra checks) is on","remedy":"drop gctrace=1,cgocheck=2 from GODEBUG"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"warn","title":"pid 42 (node) runs with NODE_ENV=development in its environment","evidence":{"pid":42,"exe":"node","variable":"NODE_ENV","value":"development"},"predicted":"Express (and many Node frameworks) run in development mode unless NODE_ENV=production: view templates are read and compiled on every request, errors are verbose; Express's own guide says setting it alone can triple performance","remedy":"start the server with NODE_ENV=production"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"fail","title":"pid 42 (ruby) runs with RAILS_ENV=development in its environment","evidence":{"pid":42,"exe":"ruby","variable":"RAILS_ENV","value":"development"},"predicted":"Rails in development reloads changed code on every request, does not eager-load and caches nothing","remedy":"start the server with RAILS_ENV=production"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"fail","title":"pid 42 (ruby) runs with RACK_ENV=development in its environment","evidence":{"pid":42,"exe":"ruby","variable":"RACK_ENV","value":"development"},"predicted":"Rails in development reloads changed code on every request, does not eager-load and caches nothing","remedy":"start the server with RACK_ENV=production"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"fail","title":"pid 42 (python3.11) runs with FLASK_DEBUG=1 in its environment","evidence":{"pid":42,"exe":"python3.11","variable":"FLASK_DEBUG","value":"1"},"predicted":"Flask's debug mode runs the Werkzeug debugger and the reloader","remedy":"unset FLASK_DEBUG"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"fail","title":"pid 42 (python3.11) runs with FLASK_ENV=development in its environment","evidence":{"pid":42,"exe":"python3.11","variable":"FLASK_ENV","value":"development"},"predicted":"FLASK_ENV=development turns Flask's debug mode on","remedy":"unset FLASK_ENV (or set it to production)"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"warn","title":"pid 42 (python3.11) runs with DJANGO_DEBUG=true in its environment","evidence":{"pid":42,"exe":"python3.11","variable":"DJANGO_DEBUG","value":"true"},"predicted":"a settings module that reads DJANGO_DEBUG turns DEBUG on: Django then keeps every SQL query of a request in memory and renders debug pages","remedy":"unset DJANGO_DEBUG and check settings.DEBUG is False"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"warn","title":"pid 42 (python3.11) runs with DJANGO_SETTINGS_MODULE=site.settings_local in its environment","evidence":{"pid":42,"exe":"python3.11","variable":"DJANGO_SETTINGS_MODULE","value":"site.settings_local"},"predicted":"a development settings module (DEBUG on as a rule)","remedy":"point DJANGO_SETTINGS_MODULE at the production settings"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"fail","title":"pid 42 (python3.11) runs with PYTHONDEVMODE=1 in its environment","evidence":{"pid":42,"exe":"python3.11","variable":"PYTHONDEVMODE","value":"1"},"predicted":"Python's development mode installs debug hooks on the memory allocators, enables asyncio's debug mode and extra runtime checks (its documentation: too expensive for production)","remedy":"unset PYTHONDEVMODE (and drop -X dev)"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"fail","title":"pid 42 (python3.11) runs with PYTHONASYNCIODEBUG=1 in its environment","evidence":{"pid":42,"exe":"python3.11","variable":"PYTHONASYNCIODEBUG","value":"1"},"predicted":"asyncio's debug mode checks every callback and logs slow ones","remedy":"unset PYTHONASYNCIODEBUG"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"fail","title":"pid 42 (python3.11) runs with PYTHONMALLOC=pymalloc_debug in its environment","evidence":{"pid":42,"exe":"python3.11","variable":"PYTHONMALLOC","value":"pymalloc_debug"},"predicted":"every allocation goes through the debug hooks","remedy":"unset PYTHONMALLOC"}"##,
+                r##"{"id":"runtime.dev-mode","severity":"fail","title":"pid 42 (python3.11) runs with PYTHONTRACEMALLOC=5 in its environment","evidence":{"pid":42,"exe":"python3.11","variable":"PYTHONTRACEMALLOC","value":"5"},"predicted":"tracemalloc records a traceback for every allocation","remedy":"unset PYTHONTRACEMALLOC"}"##,
+            ],
+        );
     }
 }
