@@ -596,6 +596,72 @@ fn a_pinned_cpu_bound_server_is_saturated_on_the_cpu_it_may_use() {
     assert_eq!(r.code, if r.trusted_measurement() { 0 } else { 3 });
 }
 
+/// The same with only the workers pinned (to CPU 1, each by `taskset -p`, as nginx's
+/// `worker_cpu_affinity` does) under a master that may use both CPUs, while a busy loop spins
+/// on CPU 0: gunicorn (4 CPU-bound sync workers) and php-fpm behind nginx (4 workers, a
+/// CPU-heavy script). The CPUs the server's work may use are its workers', not its idle
+/// master's: `cpu.saturated` on one CPU, no trap, the loop not noise.
+#[test]
+fn workers_pinned_under_a_free_master_are_saturated_on_their_cpu() {
+    if !require_root("workers_pinned_under_a_free_master_are_saturated_on_their_cpu") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-pinned-workers");
+    let _hog = CpuHog::start(90, Some(0));
+    let pin_workers = |master: u32| {
+        let workers = trapdetect_e2e::servers::children_of(master);
+        assert_eq!(workers.len(), 4, "{workers:?}");
+        for w in workers {
+            assert!(pin_tree(w, &[1]) >= 1);
+        }
+    };
+    for family in ["gunicorn", "php-fpm"] {
+        let start = || -> (u32, String, Box<dyn std::any::Any>) {
+            match family {
+                "gunicorn" => {
+                    let g = Gunicorn::start(cwd.path(), 4, Work::Cpu(100_000));
+                    pin_workers(g.master.pid());
+                    (g.master.pid(), g.url(), Box::new(g))
+                }
+                _ => {
+                    let s = PhpStack::start(
+                        cwd.path(),
+                        4,
+                        "<?php $x = 0; for ($i = 0; $i < 400000; $i++) { $x += $i % 7; } echo $x, \"\\n\";",
+                    );
+                    pin_workers(s.fpm.pid());
+                    (s.fpm.pid(), s.url(), Box::new(s))
+                }
+            }
+        };
+        let ((pid, url, _keep), cap) =
+            measured_then_fresh(start, |s| s.1.clone(), |u| wrk_capacity(u, 8, 3).rps);
+        eprintln!("{family}: capacity with its workers on CPU 1: {cap:.0}/s");
+        let r = builtin(pid, &url, 2.0 * cap, &[]);
+        assert_eq!(
+            r.cause(),
+            Some("cpu.saturated"),
+            "{family}: {}",
+            r.verdict()
+        );
+        assert_eq!(r.verdict()["trusted"], true, "{family}");
+        let f = r.finding("cpu.saturated");
+        assert_eq!(
+            f["evidence"]["allowed_cpus"].as_f64(),
+            Some(1.0),
+            "{family}: {}",
+            f["evidence"]
+        );
+        assert!(
+            f["remedy"].as_str().unwrap().contains("widen its affinity"),
+            "{family}: {}",
+            f["remedy"]
+        );
+        near(&format!("{family}: delivered"), r.delivered(), cap);
+    }
+}
+
 /// CPU-bound servers that may use both CPUs while a busy loop takes one of them (gunicorn
 /// with 4 workers; Go's net/http): the loop decides the ceiling — `host.noise`, the run
 /// untrusted (exit 3), never "no trap".

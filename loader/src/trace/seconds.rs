@@ -175,6 +175,8 @@ pub struct Sampler {
     prev_per_cpu: HashMap<u32, (u64, u64)>,
     /// Every other process's CPU at the last sample, by pid.
     prev_others: HashMap<u32, Other>,
+    /// The traced processes' (start time, CPU ticks) at the last sample, by pid.
+    prev_tree: HashMap<u32, (u64, u64)>,
     /// accept() EMFILE/ENFILE failures so far.
     prev_emfile: u64,
     /// Soft RLIMIT_NOFILE by (pid, start time): read once per process.
@@ -279,6 +281,25 @@ fn allowed_busy(
             (t1 > t0).then(|| b1.saturating_sub(*b0) as f64 / (t1 - t0) as f64)
         })
         .sum()
+}
+
+/// Of the traced processes' CPU ticks since the last sample (pid, ticks), the processes that did
+/// the work: each with 5 % of the ticks or more. Their affinity is the CPUs the server's work
+/// may use: nginx workers pinned to one CPU by `worker_cpu_affinity` under a master allowed
+/// both, or gunicorn's workers under `taskset -p`, can use one, however idle the other. Every
+/// process when none used the CPU (or at the first sample).
+fn doing_the_work(ticks: &[(u32, u64)]) -> Vec<u32> {
+    let total: u64 = ticks.iter().map(|t| t.1).sum();
+    let busy: Vec<u32> = ticks
+        .iter()
+        .filter(|t| t.1 > 0 && t.1 * 20 >= total)
+        .map(|t| t.0)
+        .collect();
+    if busy.is_empty() {
+        ticks.iter().map(|t| t.0).collect()
+    } else {
+        busy
+    }
 }
 
 /// The union of the affinity masks of `pids` (their main threads'), sorted.
@@ -422,6 +443,7 @@ impl Sampler {
             quota: QuotaWatch::of_pid(root),
             prev_per_cpu: HashMap::new(),
             prev_others: HashMap::new(),
+            prev_tree: HashMap::new(),
             prev_emfile: 0,
             nofile: HashMap::new(),
             others_window: HashMap::new(),
@@ -504,7 +526,7 @@ impl Sampler {
         let served = probes.served_now();
         let per_cpu = per_cpu_now();
         let emfile = probes.accept_emfile();
-        let allowed = allowed_cpus(&pids);
+        let allowed = allowed_cpus(&self.working(&scan, &pids));
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);
         let throttle = self.quota.as_mut().and_then(|q| q.tick());
@@ -646,6 +668,24 @@ impl Sampler {
         out
     }
 
+    /// The traced processes doing the work since the last sample ([`doing_the_work`]); the CPU
+    /// ticks of each are remembered for the next.
+    fn working(&mut self, scan: &[process::ProcEntry], pids: &[u32]) -> Vec<u32> {
+        let mut ticks = vec![];
+        let mut next = HashMap::new();
+        for e in scan.iter().filter(|e| pids.contains(&e.pid)) {
+            let now = (e.stat.start_ticks, e.stat.cpu_ticks);
+            let d = match self.prev_tree.get(&e.pid) {
+                Some(&(start, before)) if start == now.0 => now.1.saturating_sub(before),
+                _ => 0,
+            };
+            ticks.push((e.pid, d));
+            next.insert(e.pid, now);
+        }
+        self.prev_tree = next;
+        doing_the_work(&ticks)
+    }
+
     /// The traced process with the fullest descriptor table against its soft limit.
     fn fd_peak(&mut self, scan: &[process::ProcEntry], pids: &[u32]) -> Option<FdPeak> {
         let mut best: Option<FdPeak> = None;
@@ -727,6 +767,21 @@ impl Sampler {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_cpus_the_work_may_use_are_the_working_processes() {
+        use super::doing_the_work;
+        // gunicorn: the arbiter's heartbeat (1 tick) beside four workers (24-26 ticks each).
+        let t = [(10, 1), (11, 25), (12, 24), (13, 26), (14, 25)];
+        assert_eq!(doing_the_work(&t), vec![11, 12, 13, 14]);
+        // One process does it all: itself, not its idle helpers.
+        assert_eq!(doing_the_work(&[(1, 0), (2, 90), (3, 4)]), vec![2]);
+        // 5 % exactly counts: 5 of 100.
+        assert_eq!(doing_the_work(&[(1, 5), (2, 95)]), vec![1, 2]);
+        // Nobody ran (an idle second, the first sample): every process.
+        assert_eq!(doing_the_work(&[(1, 0), (2, 0)]), vec![1, 2]);
+        assert!(doing_the_work(&[]).is_empty());
+    }
+
     use super::*;
 
     #[test]

@@ -247,8 +247,9 @@ pub struct RunObs {
     pub quota: Option<QuotaObs>,
     /// The target's executable (escaped path), for what its runtime's own locks are.
     pub exe: String,
-    /// The CPUs the target's processes may run on (the union of their affinity masks; empty:
-    /// unknown, every CPU).
+    /// The CPUs the target's work may run on: the union of the affinity masks of the processes
+    /// that did it (5 % of the tree's CPU time or more: not an idle master allowed more than
+    /// its pinned workers); empty: unknown, every CPU.
     pub allowed_cpus: Vec<u32>,
     /// Processes outside the benchmark that ran on the target's CPUs, busiest first.
     pub noise: Vec<ProcCpu>,
