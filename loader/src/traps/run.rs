@@ -1767,6 +1767,42 @@ mod tests {
         assert!(x.predicted.as_ref().unwrap().contains("≈ 520 req/s"));
     }
 
+    /// fs_waits's finding pinned whole (title, evidence in order, prediction, remedy): a flat
+    /// rate, FUSE requests timed queueing and answered side by side, one worker held through
+    /// a wait under one thread on average, and no request answered.
+    #[test]
+    fn fs_waits_findings_are_pinned() {
+        let mut pins = vec![];
+        let mut pin = |o: &RunObs| pins.extend(fs_waits(o, &o.filesystems[0]));
+        let o = fuse_flood();
+        pin(&o);
+        let mut queued = fuse_flood();
+        queued.filesystems[0].latency_by_ahead = by_ahead(ONE_AT_A_TIME);
+        pin(&queued);
+        let mut side_by_side = fuse_flood();
+        side_by_side.filesystems[0].latency_by_ahead = by_ahead(EIGHT_AT_A_TIME);
+        pin(&side_by_side);
+        let mut one_worker = fuse_flood();
+        one_worker.workers = 1;
+        one_worker.off_s = off(&[("path", 8.0), ("wait_work", 10.5)]);
+        one_worker.filesystems[0].syscall_s = 8.0;
+        one_worker.filesystems[0].holds_start_cwd = false;
+        pin(&one_worker);
+        let mut unanswered = fuse_flood();
+        unanswered.answered = 0;
+        pin(&unanswered);
+        crate::traps::assert_pinned(
+            &pins,
+            &[
+                r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"working directory","predicted_ceiling_per_s":520.0,"mount_ceiling_per_s":520.0},"predicted":"ceiling ≈ 4680 FUSE requests /s ÷ 9.00 per request ≈ 520 req/s (delivered 520 req/s; Little's law: 4.7 threads ≈ 4680 ops/s × 1.00 ms)","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
+                r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its requests queue (latency grows by a departure interval per request ahead)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"latency_us_by_requests_ahead":{"0":240.8,"1":580.2,"2":873.0,"3":1077.3,"4":1512.1,"5":1665.7,"6":1856.6,"7":1985.9},"queue_growth":1.19,"serialized_basis":"FUSE requests timed one by one: 241 µs with 0 ahead, 1986 µs with 7 ahead, 255 µs more per request ahead; queued in order each would add a departure interval (214 µs at 4680 requests/s), side by side nothing","cause":"working directory","predicted_ceiling_per_s":520.0,"mount_ceiling_per_s":520.0},"predicted":"ceiling ≈ 4680 FUSE requests /s ÷ 9.00 per request ≈ 520 req/s (delivered 520 req/s; Little's law: 4.7 threads ≈ 4680 ops/s × 1.00 ms)","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
+                r##"{"id":"fs.slow-ops","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): it answers them side by side (latency flat with the requests ahead), each slow","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"latency_us_by_requests_ahead":{"0":1466.7,"1":1216.7,"2":1044.8,"3":964.4,"4":1203.1,"5":1222.0,"6":1215.6,"7":1147.9},"queue_growth":-0.08,"serialized_basis":"FUSE requests timed one by one: 1467 µs with 0 ahead, 1148 µs with 7 ahead, -17 µs more per request ahead; queued in order each would add a departure interval (214 µs at 4680 requests/s), side by side nothing","cause":"working directory","predicted_ceiling_per_s":525.3},"predicted":"ceiling ≈ 5 workers ÷ 9.52 ms busy per request ≈ 525 req/s (delivered 520 req/s): each request holds a worker through its 9.04 ms on /mnt/slow (95 % of its busy time); the mount answered them side by side: more workers raise the ceiling, a native filesystem more","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
+                r##"{"id":"fs.slow-ops","severity":"fail","title":"0.8 threads on average wait on /mnt/slow (fuse.slowfs, FUSE)","evidence":{"share_of_busy_thread_time_pct":69.6,"share_of_thread_wall_time_pct":36.4,"mean_threads":0.8,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":5850.0,"ops_per_request":9.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"files the requests use","predicted_ceiling_per_s":452.2,"mount_ceiling_per_s":650.0},"predicted":"ceiling ≈ 1 workers ÷ 2.21 ms busy per request ≈ 452 req/s (delivered 520 req/s): each request holds a worker through its 1.54 ms on /mnt/slow (70 % of its busy time); the mount alone could serve 650 req/s","remedy":"move the code and files the requests use (docroot, includes, sessions) off /mnt/slow to a native filesystem, or enable caching on the mount; the server's start directory is not the cause"}"##,
+                r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"working directory"},"remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
+            ],
+        );
+    }
+
     #[test]
     fn busy_cpus_are_no_trap() {
         let mut o = fuse_flood();
