@@ -872,83 +872,114 @@ fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
 /// flat while waiters queue.
 fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
     let q = fs_queue(o, fs)?;
-    let l = q.waiters;
-    if fs.syscall_s < 0.2 * o.busy_s() || l < 0.3 {
+    if fs.syscall_s < 0.2 * o.busy_s() || q.waiters < 0.3 {
         return None;
     }
-    let (window_rate, capacity, serialized) = (q.window_rate, q.capacity, q.serialized);
-    // Measured side by side: the threads queue in the server's pool, not on the mount.
-    let side_by_side = q.growth.as_ref().is_some_and(|g| g.index < 0.5);
     let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
-    let mut f = with_shares(
-        {
-            let (sev, title) = (
-                ceiling_severity(o),
-            format!(
-                "{:.1} threads on average wait on {} ({}{}){}",
-                l,
-                fs.mount,
-                fs.fs_type,
-                fs.slow.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
-                match (&q.growth, serialized) {
-                    (Some(_), true) =>
-                        ": its requests queue (latency grows by a departure interval per request ahead)",
-                    (None, true) => ": its operations are serialized (flat rate while waiters queue)",
-                    (Some(_), false) if l > 1.2 =>
-                        ": it answers them side by side (latency flat with the requests ahead), each slow",
-                    _ => "",
-                }
-            ),
-            );
-            let id = if serialized {
-                Id::FsSerialized
+    let f = with_shares(fs_waits_titled(o, fs, &q), fs.syscall_s, o);
+    let f = fs_waits_evidence(f, o, fs, &q, per_req).remedy(fs_waits_remedy(fs));
+    Some(match per_req.filter(|v| *v > 0.0) {
+        Some(pr) => fs_waits_ceiling(f, o, fs, &q, pr),
+        None => f,
+    })
+}
+
+/// fs_waits's finding with its id, severity and title: how many threads wait on the mount, and
+/// whether its requests queue there (fs.serialized) or it answers them side by side, each slow.
+fn fs_waits_titled(o: &RunObs, fs: &FsLoad, q: &FsQueue) -> Finding {
+    let (l, serialized) = (q.waiters, q.serialized);
+    let (sev, title) = (
+        ceiling_severity(o),
+        format!(
+            "{:.1} threads on average wait on {} ({}{}){}",
+            l,
+            fs.mount,
+            fs.fs_type,
+            fs.slow
+                .as_deref()
+                .map(|s| format!(", {s}"))
+                .unwrap_or_default(),
+            match (&q.growth, serialized) {
+                (Some(_), true) =>
+                    ": its requests queue (latency grows by a departure interval per request ahead)",
+                (None, true) => ": its operations are serialized (flat rate while waiters queue)",
+                (Some(_), false) if l > 1.2 =>
+                    ": it answers them side by side (latency flat with the requests ahead), each slow",
+                _ => "",
+            }
+        ),
+    );
+    let id = if serialized {
+        Id::FsSerialized
+    } else {
+        Id::FsSlowOps
+    };
+    Finding::new(id, sev, title)
+}
+
+/// fs_waits's evidence after the shares: the mount, its rates, the latency by requests ahead
+/// when timed, what decided serialized, and what on the mount the requests use.
+fn fs_waits_evidence(
+    f: Finding,
+    o: &RunObs,
+    fs: &FsLoad,
+    q: &FsQueue,
+    per_req: Option<f64>,
+) -> Finding {
+    f.with("mount", fs.mount.clone())
+        .with("fs_type", fs.fs_type.clone())
+        .with("ops_kind", fs.ops_kind)
+        .with("ops_per_s", round(q.window_rate, 1))
+        .with("capacity_ops_per_s", round(q.capacity, 1))
+        .with_opt("ops_per_request", per_req.map(|v| round(v, 2)))
+        .with("delivered_per_s", round(o.delivered_rate, 1))
+        .with_opt(
+            "latency_us_by_requests_ahead",
+            (!fs.latency_by_ahead.is_empty()).then(|| {
+                fs.latency_by_ahead
+                    .iter()
+                    .map(|b| {
+                        (
+                            b.ahead.to_string(),
+                            serde_json::Value::from(round(b.mean_us, 1)),
+                        )
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+            }),
+        )
+        .with_opt("queue_growth", q.growth.as_ref().map(|g| round(g.index, 2)))
+        .with("serialized_basis", serialized_basis(q))
+        .with(
+            "cause",
+            if fs.holds_start_cwd {
+                "working directory"
             } else {
-                Id::FsSlowOps
-            };
-            Finding::new(id, sev, title)
-        },
-        fs.syscall_s,
-        o,
-    )
-    .with("mount", fs.mount.clone())
-    .with("fs_type", fs.fs_type.clone())
-    .with("ops_kind", fs.ops_kind)
-    .with("ops_per_s", round(window_rate, 1))
-    .with("capacity_ops_per_s", round(capacity, 1))
-    .with_opt("ops_per_request", per_req.map(|v| round(v, 2)))
-    .with("delivered_per_s", round(o.delivered_rate, 1))
-    .with_opt("latency_us_by_requests_ahead", (!fs.latency_by_ahead.is_empty()).then(|| {
-        fs.latency_by_ahead
-            .iter()
-            .map(|b| (b.ahead.to_string(), serde_json::Value::from(round(b.mean_us, 1))))
-            .collect::<serde_json::Map<_, _>>()
-    }))
-    .with_opt("queue_growth", q.growth.as_ref().map(|g| round(g.index, 2)))
-    .with(
-        "serialized_basis",
-        match &q.growth {
-            Some(g) => format!(
-                "FUSE requests timed one by one: {:.0} µs with {} ahead, {:.0} µs with {} ahead, {:.0} µs more per request ahead; queued in order each would add a departure interval ({:.0} µs at {:.0} requests/s), side by side nothing",
-                g.lo.mean_us,
-                g.lo.ahead,
-                g.hi.mean_us,
-                g.hi.ahead,
-                g.slope_us,
-                g.interval_us,
-                window_rate,
-            ),
-            None => "its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)".to_string(),
-        },
-    )
-    .with(
-        "cause",
-        if fs.holds_start_cwd {
-            "working directory"
-        } else {
-            "files the requests use"
-        },
-    )
-    .remedy(if fs.holds_start_cwd {
+                "files the requests use"
+            },
+        )
+}
+
+/// What decided fs.serialized against fs.slow-ops: the FUSE requests' latency by requests
+/// ahead where each was timed, else the per-second rate against the threads waiting.
+fn serialized_basis(q: &FsQueue) -> String {
+    match &q.growth {
+        Some(g) => format!(
+            "FUSE requests timed one by one: {:.0} µs with {} ahead, {:.0} µs with {} ahead, {:.0} µs more per request ahead; queued in order each would add a departure interval ({:.0} µs at {:.0} requests/s), side by side nothing",
+            g.lo.mean_us,
+            g.lo.ahead,
+            g.hi.mean_us,
+            g.hi.ahead,
+            g.slope_us,
+            g.interval_us,
+            q.window_rate,
+        ),
+        None => "its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)".to_string(),
+    }
+}
+
+/// fs_waits's remedy: off the mount, the start directory or the files the requests use.
+fn fs_waits_remedy(fs: &FsLoad) -> String {
+    if fs.holds_start_cwd {
         format!(
             "start the server from a directory on a native filesystem (its working directory is on {}, and every request walks it), or enable caching on the mount",
             fs.mount
@@ -958,53 +989,57 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
             "move the code and files the requests use (docroot, includes, sessions) off {} to a native filesystem, or enable caching on the mount; the server's start directory is not the cause",
             fs.mount
         )
-    });
-    if let Some(pr) = per_req.filter(|v| *v > 0.0) {
-        let mount = capacity / pr;
-        // Below one thread waiting on average the mount is not what saturates: the workers
-        // are, each request holding one through its wait on the mount (one gunicorn worker
-        // reading a template on FUSE: 244 req/s delivered where the mount could serve 350).
-        // Measured side by side, the same: what holds the pool is each request's own time
-        // there, whatever the threads waiting.
-        let pool = ((l < 1.0 || side_by_side) && o.workers > 0 && o.busy_s() > 0.0)
-            .then(|| o.workers as f64 * o.answered as f64 / o.busy_s())
-            .filter(|p| side_by_side || *p < mount);
-        let predicted = pool.unwrap_or(mount);
-        f = f
-            .with("predicted_ceiling_per_s", round(predicted, 1))
-            .with_opt(
-                "mount_ceiling_per_s",
-                (!side_by_side).then(|| round(mount, 1)),
-            )
-            .predict(match pool {
-                None => format!(
-                    "ceiling ≈ {:.0} {} /s ÷ {:.2} per request ≈ {:.0} req/s (delivered {:.0} req/s; Little's law: {:.1} threads ≈ {:.0} ops/s × {:.2} ms)",
-                    capacity,
-                    fs.ops_kind,
-                    pr,
-                    predicted,
-                    o.delivered_rate,
-                    l,
-                    window_rate,
-                    if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
-                ),
-                Some(p) => format!(
-                    "ceiling ≈ {} workers ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); {}",
-                    o.workers,
-                    o.busy_s() / o.answered.max(1) as f64 * 1e3,
-                    o.delivered_rate,
-                    fs.syscall_s / o.answered.max(1) as f64 * 1e3,
-                    fs.mount,
-                    pct(fs.syscall_s, o.busy_s()),
-                    if side_by_side {
-                        "the mount answered them side by side: more workers raise the ceiling, a native filesystem more".to_string()
-                    } else {
-                        format!("the mount alone could serve {mount:.0} req/s")
-                    },
-                ),
-            });
     }
-    Some(f)
+}
+
+/// fs_waits's ceiling at `pr` operations per request: the mount's capacity over them, or the
+/// worker pool each request holds through its wait on the mount.
+fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -> Finding {
+    let (l, window_rate, capacity) = (q.waiters, q.window_rate, q.capacity);
+    // Measured side by side: the threads queue in the server's pool, not on the mount.
+    let side_by_side = q.growth.as_ref().is_some_and(|g| g.index < 0.5);
+    let mount = capacity / pr;
+    // Below one thread waiting on average the mount is not what saturates: the workers
+    // are, each request holding one through its wait on the mount (one gunicorn worker
+    // reading a template on FUSE: 244 req/s delivered where the mount could serve 350).
+    // Measured side by side, the same: what holds the pool is each request's own time
+    // there, whatever the threads waiting.
+    let pool = ((l < 1.0 || side_by_side) && o.workers > 0 && o.busy_s() > 0.0)
+        .then(|| o.workers as f64 * o.answered as f64 / o.busy_s())
+        .filter(|p| side_by_side || *p < mount);
+    let predicted = pool.unwrap_or(mount);
+    f.with("predicted_ceiling_per_s", round(predicted, 1))
+        .with_opt(
+            "mount_ceiling_per_s",
+            (!side_by_side).then(|| round(mount, 1)),
+        )
+        .predict(match pool {
+            None => format!(
+                "ceiling ≈ {:.0} {} /s ÷ {:.2} per request ≈ {:.0} req/s (delivered {:.0} req/s; Little's law: {:.1} threads ≈ {:.0} ops/s × {:.2} ms)",
+                capacity,
+                fs.ops_kind,
+                pr,
+                predicted,
+                o.delivered_rate,
+                l,
+                window_rate,
+                if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
+            ),
+            Some(p) => format!(
+                "ceiling ≈ {} workers ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); {}",
+                o.workers,
+                o.busy_s() / o.answered.max(1) as f64 * 1e3,
+                o.delivered_rate,
+                fs.syscall_s / o.answered.max(1) as f64 * 1e3,
+                fs.mount,
+                pct(fs.syscall_s, o.busy_s()),
+                if side_by_side {
+                    "the mount answered them side by side: more workers raise the ceiling, a native filesystem more".to_string()
+                } else {
+                    format!("the mount alone could serve {mount:.0} req/s")
+                },
+            ),
+        })
 }
 
 /// cpu.one-core: the load is capped, the host has cores to spare, and the server's threads
