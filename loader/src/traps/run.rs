@@ -1482,10 +1482,51 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
         || findings.iter().any(|f| {
             f.id == Id::GenBudget || (f.id == Id::CpuOneCore && f.severity == Severity::Fail)
         });
+    let cause_ix = pick_cause(findings, capped);
+    let cause = cause_ix.map(|i| findings[i].clone());
+    let consequences = match (&cause, cause_ix) {
+        (Some(c), Some(i)) => fold_consequences(findings, i, c, inputs.timeouts),
+        _ => vec![],
+    };
+    if !capped {
+        load_ceiling_is_latency(o, findings);
+    }
+    keep_one_ceiling(findings, cause_ix, cause.as_ref());
+    let predicted = cause.as_ref().and_then(|c| {
+        c.evidence
+            .get("predicted_ceiling_per_s")
+            .and_then(|v| v.as_f64())
+    });
+    let trusted = !cause.as_ref().is_some_and(|c| {
+        c.id.rule().untrusting
+            || (c.id == Id::HostNoise
+                && c.evidence.get("decides_verdict").and_then(|v| v.as_bool()) == Some(true))
+    });
+    let offered = (o.offered_rate > 0.0).then_some(o.offered_rate);
+    let summary = verdict_summary(o, cause.as_ref(), predicted, offered, capped, &capped_by);
+    Verdict {
+        cause: cause.as_ref().map(|c| c.id.to_string()),
+        summary,
+        capped,
+        capped_by: capped_by.iter().map(|s| s.to_string()).collect(),
+        share_of_thread_wall_time_pct: cause.as_ref().map(share).filter(|s| *s > 0.0),
+        predicted_ceiling_per_s: predicted,
+        ceiling_basis: cause.as_ref().and_then(|c| c.predicted.clone()),
+        delivered_per_s: round(o.delivered_rate, 1),
+        delivered_basis: inputs.delivered_basis.clone(),
+        offered_per_s: offered.map(|r| round(r, 1)),
+        consequences,
+        trusted,
+    }
+}
+
+/// The index of the verdict's cause in `findings` (none when the load is not `capped`), in
+/// [`verdict`]'s order.
+fn pick_cause(findings: &[Finding], capped: bool) -> Option<usize> {
     let pick = |id: Id, pred: &dyn Fn(&Finding) -> bool| {
         findings.iter().position(|f| f.id == id && pred(f))
     };
-    let cause_ix = pick(Id::GenBudget, &|_| true)
+    pick(Id::GenBudget, &|_| true)
         .or_else(|| {
             pick(Id::NetFdLimit, &|f| {
                 f.evidence.get("accept_emfile").and_then(|v| v.as_u64()) > Some(0)
@@ -1506,48 +1547,61 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
                 .max_by(|a, b| share(a.1).total_cmp(&share(b.1)))
                 .map(|(i, _)| i)
         })
-        .filter(|_| capped);
-    let cause = cause_ix.map(|i| findings[i].clone());
+        .filter(|_| capped)
+}
+
+/// Folds what follows from the cause `c` (at `cause_ix`) under it: the consequence rules, the
+/// tracer's view of the same mount, and TIME_WAIT when the generator gave up on requests
+/// (`timeouts`) become warnings at most, with `consequence_of`. Returns their ids.
+fn fold_consequences(
+    findings: &mut [Finding],
+    cause_ix: usize,
+    c: &Finding,
+    timeouts: u64,
+) -> Vec<String> {
     let mut consequences = vec![];
-    if let Some(c) = &cause {
-        let fs_mount =
-            c.id.as_str()
-                .starts_with("fs.")
-                .then(|| c.evidence.get("mount").cloned())
-                .flatten();
-        for (i, f) in findings.iter_mut().enumerate() {
-            if Some(i) == cause_ix {
-                continue;
+    let fs_mount =
+        c.id.as_str()
+            .starts_with("fs.")
+            .then(|| c.evidence.get("mount").cloned())
+            .flatten();
+    for (i, f) in findings.iter_mut().enumerate() {
+        if i == cause_ix {
+            continue;
+        }
+        // The tracer's view of the same mount restates the cause.
+        let same_mount = fs_mount.is_some()
+            && (f.id == Id::FsCwdSlow || f.id == Id::FsHotPathSlow)
+            && f.evidence.get("mount_point") == fs_mount.as_ref();
+        let overload_tw = f.id == Id::NetTimeWait && timeouts > 0;
+        if f.id.rule().consequence || same_mount || overload_tw {
+            if f.severity == Severity::Fail {
+                f.severity = Severity::Warn;
             }
-            // The tracer's view of the same mount restates the cause.
-            let same_mount = fs_mount.is_some()
-                && (f.id == Id::FsCwdSlow || f.id == Id::FsHotPathSlow)
-                && f.evidence.get("mount_point") == fs_mount.as_ref();
-            let overload_tw = f.id == Id::NetTimeWait && inputs.timeouts > 0;
-            if f.id.rule().consequence || same_mount || overload_tw {
-                if f.severity == Severity::Fail {
-                    f.severity = Severity::Warn;
-                }
-                f.evidence
-                    .insert("consequence_of".into(), c.id.as_str().into());
-                consequences.push(f.id.to_string());
-            }
+            f.evidence
+                .insert("consequence_of".into(), c.id.as_str().into());
+            consequences.push(f.id.to_string());
         }
     }
-    // Not capped: load.ceiling's "the server's ceiling" (the generator's connections all busy
-    // and arrivals queued for them) is latency, not a throughput ceiling: it says so, as info.
-    if !capped {
-        for f in findings.iter_mut().filter(|f| f.id == Id::LoadCeiling) {
-            f.severity = Severity::Info;
-            f.title = format!(
-                "the generator's connections were all busy and arrivals queued for them, but the server delivered {:.1} % of the offered rate: queueing in the latency, not a throughput ceiling",
-                pct(o.delivered_rate, o.offered_rate.max(1e-9))
-            );
-            f.evidence.insert("capped".into(), false.into());
-        }
+    consequences
+}
+
+/// Not capped: load.ceiling's "the server's ceiling" (the generator's connections all busy
+/// and arrivals queued for them) is latency, not a throughput ceiling: it says so, as info.
+fn load_ceiling_is_latency(o: &RunObs, findings: &mut [Finding]) {
+    for f in findings.iter_mut().filter(|f| f.id == Id::LoadCeiling) {
+        f.severity = Severity::Info;
+        f.title = format!(
+            "the generator's connections were all busy and arrivals queued for them, but the server delivered {:.1} % of the offered rate: queueing in the latency, not a throughput ceiling",
+            pct(o.delivered_rate, o.offered_rate.max(1e-9))
+        );
+        f.evidence.insert("capped".into(), false.into());
     }
-    // One ceiling figure: the cause's. Another rule's estimate would contradict it (the
-    // tracer's walk latency timed while threads queued), so it goes, with a pointer.
+}
+
+/// One ceiling figure: the cause's. Another rule's estimate would contradict it (the
+/// tracer's walk latency timed while threads queued), so it goes, with a pointer.
+fn keep_one_ceiling(findings: &mut [Finding], cause_ix: Option<usize>, cause: Option<&Finding>) {
     for (i, f) in findings.iter_mut().enumerate() {
         if Some(i) == cause_ix {
             continue;
@@ -1564,22 +1618,23 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
         for k in had {
             f.evidence.remove(&k);
         }
-        f.predicted = Some(match &cause {
+        f.predicted = Some(match cause {
             Some(c) => format!("the run's ceiling is the verdict's ({})", c.id),
             None => "the run found no ceiling".to_string(),
         });
     }
-    let predicted = cause.as_ref().and_then(|c| {
-        c.evidence
-            .get("predicted_ceiling_per_s")
-            .and_then(|v| v.as_f64())
-    });
-    let trusted = !cause.as_ref().is_some_and(|c| {
-        c.id.rule().untrusting
-            || (c.id == Id::HostNoise
-                && c.evidence.get("decides_verdict").and_then(|v| v.as_bool()) == Some(true))
-    });
-    let offered = (o.offered_rate > 0.0).then_some(o.offered_rate);
+}
+
+/// The verdict's sentence: the cause with its title and predicted ceiling, else capped with
+/// nothing to explain it, else no ceiling; with the delivered (and offered) rates.
+fn verdict_summary(
+    o: &RunObs,
+    cause: Option<&Finding>,
+    predicted: Option<f64>,
+    offered: Option<f64>,
+    capped: bool,
+    capped_by: &[&str],
+) -> String {
     let rates = match offered {
         Some(r) => format!(
             "{:.0} req/s delivered of {:.0}/s offered",
@@ -1587,7 +1642,7 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
         ),
         None => format!("{:.0} req/s delivered", o.delivered_rate),
     };
-    let summary = match &cause {
+    match cause {
         Some(c) => format!(
             "{} caps the run: {rates}; {}{}",
             c.id,
@@ -1601,20 +1656,6 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
             capped_by.join(", ")
         ),
         None => format!("no ceiling: the server kept up ({rates})"),
-    };
-    Verdict {
-        cause: cause.as_ref().map(|c| c.id.to_string()),
-        summary,
-        capped,
-        capped_by: capped_by.iter().map(|s| s.to_string()).collect(),
-        share_of_thread_wall_time_pct: cause.as_ref().map(share).filter(|s| *s > 0.0),
-        predicted_ceiling_per_s: predicted,
-        ceiling_basis: cause.as_ref().and_then(|c| c.predicted.clone()),
-        delivered_per_s: round(o.delivered_rate, 1),
-        delivered_basis: inputs.delivered_basis.clone(),
-        offered_per_s: offered.map(|r| round(r, 1)),
-        consequences,
-        trusted,
     }
 }
 
