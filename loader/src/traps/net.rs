@@ -6,7 +6,10 @@
 use crate::{
     escape,
     figures::fmt_count,
-    host::net::{Ephemeral, FdUse, Listener, NetObservation, Plan, Side, TIME_WAIT_LEN_S},
+    host::net::{
+        Ephemeral, FdUse, FlowGroup, Listener, NetObservation, Plan, PortCount, Side,
+        TIME_WAIT_LEN_S,
+    },
     traps::{Finding, Id, Severity, round},
 };
 
@@ -66,6 +69,81 @@ pub fn skipped(o: &NetObservation) -> Vec<(&'static str, String)> {
 /// net.time-wait: TIME_WAIT left from earlier runs, or building up during this one.
 pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     let tw = &o.time_wait;
+    let c = time_wait_counts(o);
+    // Leftovers decide this run's conditions (the shedding seed's 8x swings): they fail from
+    // tens of thousands. What this run builds up is the next point's leftovers, a warning,
+    // unless it reaches a resource: the kernel's TIME_WAIT buckets (ports running out for one
+    // flow group are net.ephemeral-ports).
+    let severity = if c.present >= TIME_WAIT_FAIL || c.at_cap {
+        Severity::Fail
+    } else if c.worst >= TIME_WAIT_WARN {
+        Severity::Warn
+    } else if tw.scoped && tw.count - tw.upstream_total() >= TIME_WAIT_WARN {
+        // The target's upstream connections are its own (net.upstream-time-wait), not
+        // other processes'.
+        return Some(others_time_wait(o));
+    } else {
+        return None;
+    };
+    let at = time_wait_where(o, c.present >= TIME_WAIT_WARN);
+    let drain_s = tw.drain_all_ms.map(|ms| round(ms as f64 / 1000.0, 1));
+    let below_s = tw.seconds_until_below(TIME_WAIT_WARN);
+    let title = time_wait_title(o, &c, at.side);
+    let mut f = time_wait_evidence(
+        Finding::new(Id::NetTimeWait, severity, title),
+        o,
+        &c,
+        &at,
+        (drain_s, below_s),
+    );
+    let per_request = connections_per_request(o);
+    if let Some((conns, reqs)) = per_request {
+        f = f
+            .with("new_connections_during_trace", conns)
+            .with("requests_during_trace", reqs);
+    }
+    let predicted = time_wait_predictions(
+        o,
+        c.growth,
+        c.steady,
+        c.at_cap,
+        c.overflow,
+        (drain_s, below_s),
+    );
+    if !predicted.is_empty() {
+        f = f.predict(predicted.join("; "));
+    }
+    Some(f.remedy(time_wait_remedy(
+        at.side,
+        at.port,
+        c.entered,
+        below_s,
+        per_request,
+    )))
+}
+
+/// What net.time-wait counts before it judges: the sockets there, what the run added, and
+/// whether the kernel's TIME_WAIT buckets were reached.
+struct TimeWaitCounts {
+    /// New TIME_WAIT per second during the trace.
+    growth: Option<f64>,
+    /// Sockets that entered TIME_WAIT during the trace.
+    entered: Option<u64>,
+    /// Where `growth` settles: every socket lives 60 s.
+    steady: Option<u64>,
+    /// TCPTimeWaitOverflow's increase during the run.
+    overflow: u64,
+    /// The target's sockets present (every socket in the namespace without a target).
+    present: u64,
+    /// `present` or `steady`, the larger.
+    worst: u64,
+    /// Measured at the kernel's TIME_WAIT buckets.
+    at_cap: bool,
+}
+
+/// [`TimeWaitCounts`] of one observation.
+fn time_wait_counts(o: &NetObservation) -> TimeWaitCounts {
+    let tw = &o.time_wait;
     let growth = o.traced.as_ref().and_then(|t| t.time_wait_rate());
     let entered: Option<u64> = o
         .traced
@@ -90,21 +168,32 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     // kernel then closes without TIME_WAIT, which slows nothing down.
     let at_cap =
         max_tw.is_some_and(|m| present >= m) || (overflow > 0 && (!tw.scoped || worst > 0));
-    // Leftovers decide this run's conditions (the shedding seed's 8x swings): they fail from
-    // tens of thousands. What this run builds up is the next point's leftovers, a warning,
-    // unless it reaches a resource: the kernel's TIME_WAIT buckets (ports running out for one
-    // flow group are net.ephemeral-ports).
-    let severity = if present >= TIME_WAIT_FAIL || at_cap {
-        Severity::Fail
-    } else if worst >= TIME_WAIT_WARN {
-        Severity::Warn
-    } else if tw.scoped && tw.count - tw.upstream_total() >= TIME_WAIT_WARN {
-        // The target's upstream connections are its own (net.upstream-time-wait), not
-        // other processes'.
-        return Some(others_time_wait(o));
-    } else {
-        return None;
-    };
+    TimeWaitCounts {
+        growth,
+        entered,
+        steady,
+        overflow,
+        present,
+        worst,
+        at_cap,
+    }
+}
+
+/// Where net.time-wait's sockets are: the target's busiest local port and flow group, the
+/// trace's sides, and who closed first with the port to wait on.
+struct TimeWaitWhere<'a> {
+    top_local: Option<&'a PortCount>,
+    top_group: Option<&'a FlowGroup>,
+    /// Of the sockets that entered TIME_WAIT during the trace, `(server side, client side)`.
+    traced_sides: Option<(u64, u64)>,
+    side: Side,
+    port: Option<u16>,
+}
+
+/// [`TimeWaitWhere`] for a finding about sockets present before the run (`leftovers`) or
+/// building up during it.
+fn time_wait_where(o: &NetObservation, leftovers: bool) -> TimeWaitWhere<'_> {
+    let tw = &o.time_wait;
     let theirs = |p: u16| !tw.scoped || o.ports.contains(&p);
     let top_local = tw.by_local_port.iter().find(|p| theirs(p.port));
     let top_group = tw.groups.iter().find(|g| theirs(g.server_port));
@@ -118,17 +207,27 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     let (side, port) = closed_first(
         o,
         traced_sides,
-        present >= TIME_WAIT_WARN,
+        leftovers,
         top_local.map(|p| p.port),
         top_group.map(|g| g.server_port),
     );
-    let drain_s = tw.drain_all_ms.map(|ms| round(ms as f64 / 1000.0, 1));
-    let below_s = tw.seconds_until_below(TIME_WAIT_WARN);
-    let title = if present >= TIME_WAIT_WARN {
+    TimeWaitWhere {
+        top_local,
+        top_group,
+        traced_sides,
+        side,
+        port,
+    }
+}
+
+/// net.time-wait's title: the sockets present before the run and who closed first, or the
+/// rate they build up at during it.
+fn time_wait_title(o: &NetObservation, c: &TimeWaitCounts, side: Side) -> String {
+    if c.present >= TIME_WAIT_WARN {
         format!(
             "{} TIME_WAIT sockets {}are present before the run ({})",
-            fmt_count(present),
-            if tw.scoped {
+            fmt_count(c.present),
+            if o.time_wait.scoped {
                 "on the target's ports "
             } else {
                 ""
@@ -142,53 +241,60 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
     } else {
         format!(
             "TIME_WAIT builds up during the run: {} new per second",
-            round(growth.unwrap_or(0.0), 1)
+            round(c.growth.unwrap_or(0.0), 1)
         )
-    };
-    let mut f = Finding::new(Id::NetTimeWait, severity, title)
-        .with("time_wait_sockets", present)
+    }
+}
+
+/// net.time-wait's evidence up to the overflow counter: the sockets, the busiest local port and
+/// flow group, who closed first, the drain, the sysctls and the trace's counts.
+fn time_wait_evidence(
+    f: Finding,
+    o: &NetObservation,
+    c: &TimeWaitCounts,
+    at: &TimeWaitWhere,
+    (drain_s, below_s): (Option<f64>, u64),
+) -> Finding {
+    let tw = &o.time_wait;
+    let mut f = f
+        .with("time_wait_sockets", c.present)
         .with("time_wait_sockets_in_namespace", tw.count)
-        .with_opt("top_local_port", top_local.map(|p| p.port))
-        .with_opt("time_wait_on_top_local_port", top_local.map(|p| p.count))
+        .with_opt("top_local_port", at.top_local.map(|p| p.port))
+        .with_opt("time_wait_on_top_local_port", at.top_local.map(|p| p.count))
         .with("closed_first_by_server_sockets", tw.closed_first.server)
         .with("closed_first_by_client_sockets", tw.closed_first.client)
         .with("closed_first_unknown_sockets", tw.closed_first.unknown)
         .with("flow_groups", tw.groups_total as u64)
         .with_opt(
             "top_flow_group",
-            top_group.map(|g| format!("{} -> {}:{}", g.client, g.server, g.server_port)),
+            at.top_group
+                .map(|g| format!("{} -> {}:{}", g.client, g.server, g.server_port)),
         )
-        .with_opt("time_wait_on_top_flow_group", top_group.map(|g| g.count))
+        .with_opt("time_wait_on_top_flow_group", at.top_group.map(|g| g.count))
         .with_opt("drain_all_s", drain_s)
         .with(&format!("below_{TIME_WAIT_WARN}_in_s"), below_s)
-        .with_opt("tcp_max_tw_buckets", max_tw)
+        .with_opt("tcp_max_tw_buckets", o.sysctls.tcp_max_tw_buckets)
         .with_opt("tcp_tw_reuse", o.sysctls.tcp_tw_reuse)
-        .with_opt("time_wait_growth_per_s", growth.map(|g| round(g, 1)))
-        .with_opt("time_wait_entered_during_trace", entered);
-    if let Some((server, client)) = traced_sides {
+        .with_opt("time_wait_growth_per_s", c.growth.map(|g| round(g, 1)))
+        .with_opt("time_wait_entered_during_trace", c.entered);
+    if let Some((server, client)) = at.traced_sides {
         f = f
             .with("time_wait_entered_server_side", server)
             .with("time_wait_entered_client_side", client);
     }
-    if overflow > 0 {
-        f = f.with("tcp_time_wait_overflow", overflow);
+    if c.overflow > 0 {
+        f = f.with("tcp_time_wait_overflow", c.overflow);
     }
-    // Connections not reused: about one accepted connection per request in the window.
-    let per_request = o
-        .traced
+    f
+}
+
+/// Connections not reused: about one accepted connection per request in the window, as
+/// `(connections, requests)`.
+fn connections_per_request(o: &NetObservation) -> Option<(u64, u64)> {
+    o.traced
         .as_ref()
         .and_then(|t| Some((t.on_ports.passive_opens, t.requests?)))
-        .filter(|&(conns, reqs)| reqs >= MIN_REQUESTS_FOR_REUSE && 2 * conns >= reqs);
-    if let Some((conns, reqs)) = per_request {
-        f = f
-            .with("new_connections_during_trace", conns)
-            .with("requests_during_trace", reqs);
-    }
-    let predicted = time_wait_predictions(o, growth, steady, at_cap, overflow, (drain_s, below_s));
-    if !predicted.is_empty() {
-        f = f.predict(predicted.join("; "));
-    }
-    Some(f.remedy(time_wait_remedy(side, port, entered, below_s, per_request)))
+        .filter(|&(conns, reqs)| reqs >= MIN_REQUESTS_FOR_REUSE && 2 * conns >= reqs)
 }
 
 /// Requests in the window below which connections per request say nothing.

@@ -873,83 +873,114 @@ fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
 /// flat while waiters queue.
 fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
     let q = fs_queue(o, fs)?;
-    let l = q.waiters;
-    if fs.syscall_s < 0.2 * o.busy_s() || l < 0.3 {
+    if fs.syscall_s < 0.2 * o.busy_s() || q.waiters < 0.3 {
         return None;
     }
-    let (window_rate, capacity, serialized) = (q.window_rate, q.capacity, q.serialized);
-    // Measured side by side: the threads queue in the server's pool, not on the mount.
-    let side_by_side = q.growth.as_ref().is_some_and(|g| g.index < 0.5);
     let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
-    let mut f = with_shares(
-        {
-            let (sev, title) = (
-                ceiling_severity(o),
-            format!(
-                "{:.1} threads on average wait on {} ({}{}){}",
-                l,
-                fs.mount,
-                fs.fs_type,
-                fs.slow.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
-                match (&q.growth, serialized) {
-                    (Some(_), true) =>
-                        ": its requests queue (latency grows by a departure interval per request ahead)",
-                    (None, true) => ": its operations are serialized (flat rate while waiters queue)",
-                    (Some(_), false) if l > 1.2 =>
-                        ": it answers them side by side (latency flat with the requests ahead), each slow",
-                    _ => "",
-                }
-            ),
-            );
-            let id = if serialized {
-                Id::FsSerialized
+    let f = with_shares(fs_waits_titled(o, fs, &q), fs.syscall_s, o);
+    let f = fs_waits_evidence(f, o, fs, &q, per_req).remedy(fs_waits_remedy(fs));
+    Some(match per_req.filter(|v| *v > 0.0) {
+        Some(pr) => fs_waits_ceiling(f, o, fs, &q, pr),
+        None => f,
+    })
+}
+
+/// fs_waits's finding with its id, severity and title: how many threads wait on the mount, and
+/// whether its requests queue there (fs.serialized) or it answers them side by side, each slow.
+fn fs_waits_titled(o: &RunObs, fs: &FsLoad, q: &FsQueue) -> Finding {
+    let (l, serialized) = (q.waiters, q.serialized);
+    let (sev, title) = (
+        ceiling_severity(o),
+        format!(
+            "{:.1} threads on average wait on {} ({}{}){}",
+            l,
+            fs.mount,
+            fs.fs_type,
+            fs.slow
+                .as_deref()
+                .map(|s| format!(", {s}"))
+                .unwrap_or_default(),
+            match (&q.growth, serialized) {
+                (Some(_), true) =>
+                    ": its requests queue (latency grows by a departure interval per request ahead)",
+                (None, true) => ": its operations are serialized (flat rate while waiters queue)",
+                (Some(_), false) if l > 1.2 =>
+                    ": it answers them side by side (latency flat with the requests ahead), each slow",
+                _ => "",
+            }
+        ),
+    );
+    let id = if serialized {
+        Id::FsSerialized
+    } else {
+        Id::FsSlowOps
+    };
+    Finding::new(id, sev, title)
+}
+
+/// fs_waits's evidence after the shares: the mount, its rates, the latency by requests ahead
+/// when timed, what decided serialized, and what on the mount the requests use.
+fn fs_waits_evidence(
+    f: Finding,
+    o: &RunObs,
+    fs: &FsLoad,
+    q: &FsQueue,
+    per_req: Option<f64>,
+) -> Finding {
+    f.with("mount", fs.mount.clone())
+        .with("fs_type", fs.fs_type.clone())
+        .with("ops_kind", fs.ops_kind)
+        .with("ops_per_s", round(q.window_rate, 1))
+        .with("capacity_ops_per_s", round(q.capacity, 1))
+        .with_opt("ops_per_request", per_req.map(|v| round(v, 2)))
+        .with("delivered_per_s", round(o.delivered_rate, 1))
+        .with_opt(
+            "latency_us_by_requests_ahead",
+            (!fs.latency_by_ahead.is_empty()).then(|| {
+                fs.latency_by_ahead
+                    .iter()
+                    .map(|b| {
+                        (
+                            b.ahead.to_string(),
+                            serde_json::Value::from(round(b.mean_us, 1)),
+                        )
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+            }),
+        )
+        .with_opt("queue_growth", q.growth.as_ref().map(|g| round(g.index, 2)))
+        .with("serialized_basis", serialized_basis(q))
+        .with(
+            "cause",
+            if fs.holds_start_cwd {
+                "working directory"
             } else {
-                Id::FsSlowOps
-            };
-            Finding::new(id, sev, title)
-        },
-        fs.syscall_s,
-        o,
-    )
-    .with("mount", fs.mount.clone())
-    .with("fs_type", fs.fs_type.clone())
-    .with("ops_kind", fs.ops_kind)
-    .with("ops_per_s", round(window_rate, 1))
-    .with("capacity_ops_per_s", round(capacity, 1))
-    .with_opt("ops_per_request", per_req.map(|v| round(v, 2)))
-    .with("delivered_per_s", round(o.delivered_rate, 1))
-    .with_opt("latency_us_by_requests_ahead", (!fs.latency_by_ahead.is_empty()).then(|| {
-        fs.latency_by_ahead
-            .iter()
-            .map(|b| (b.ahead.to_string(), serde_json::Value::from(round(b.mean_us, 1))))
-            .collect::<serde_json::Map<_, _>>()
-    }))
-    .with_opt("queue_growth", q.growth.as_ref().map(|g| round(g.index, 2)))
-    .with(
-        "serialized_basis",
-        match &q.growth {
-            Some(g) => format!(
-                "FUSE requests timed one by one: {:.0} µs with {} ahead, {:.0} µs with {} ahead, {:.0} µs more per request ahead; queued in order each would add a departure interval ({:.0} µs at {:.0} requests/s), side by side nothing",
-                g.lo.mean_us,
-                g.lo.ahead,
-                g.hi.mean_us,
-                g.hi.ahead,
-                g.slope_us,
-                g.interval_us,
-                window_rate,
-            ),
-            None => "its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)".to_string(),
-        },
-    )
-    .with(
-        "cause",
-        if fs.holds_start_cwd {
-            "working directory"
-        } else {
-            "files the requests use"
-        },
-    )
-    .remedy(if fs.holds_start_cwd {
+                "files the requests use"
+            },
+        )
+}
+
+/// What decided fs.serialized against fs.slow-ops: the FUSE requests' latency by requests
+/// ahead where each was timed, else the per-second rate against the threads waiting.
+fn serialized_basis(q: &FsQueue) -> String {
+    match &q.growth {
+        Some(g) => format!(
+            "FUSE requests timed one by one: {:.0} µs with {} ahead, {:.0} µs with {} ahead, {:.0} µs more per request ahead; queued in order each would add a departure interval ({:.0} µs at {:.0} requests/s), side by side nothing",
+            g.lo.mean_us,
+            g.lo.ahead,
+            g.hi.mean_us,
+            g.hi.ahead,
+            g.slope_us,
+            g.interval_us,
+            q.window_rate,
+        ),
+        None => "its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)".to_string(),
+    }
+}
+
+/// fs_waits's remedy: off the mount, the start directory or the files the requests use.
+fn fs_waits_remedy(fs: &FsLoad) -> String {
+    if fs.holds_start_cwd {
         format!(
             "start the server from a directory on a native filesystem (its working directory is on {}, and every request walks it), or enable caching on the mount",
             fs.mount
@@ -959,53 +990,57 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
             "move the code and files the requests use (docroot, includes, sessions) off {} to a native filesystem, or enable caching on the mount; the server's start directory is not the cause",
             fs.mount
         )
-    });
-    if let Some(pr) = per_req.filter(|v| *v > 0.0) {
-        let mount = capacity / pr;
-        // Below one thread waiting on average the mount is not what saturates: the workers
-        // are, each request holding one through its wait on the mount (one gunicorn worker
-        // reading a template on FUSE: 244 req/s delivered where the mount could serve 350).
-        // Measured side by side, the same: what holds the pool is each request's own time
-        // there, whatever the threads waiting.
-        let pool = ((l < 1.0 || side_by_side) && o.workers > 0 && o.busy_s() > 0.0)
-            .then(|| o.workers as f64 * o.answered as f64 / o.busy_s())
-            .filter(|p| side_by_side || *p < mount);
-        let predicted = pool.unwrap_or(mount);
-        f = f
-            .with("predicted_ceiling_per_s", round(predicted, 1))
-            .with_opt(
-                "mount_ceiling_per_s",
-                (!side_by_side).then(|| round(mount, 1)),
-            )
-            .predict(match pool {
-                None => format!(
-                    "ceiling ≈ {:.0} {} /s ÷ {:.2} per request ≈ {:.0} req/s (delivered {:.0} req/s; Little's law: {:.1} threads ≈ {:.0} ops/s × {:.2} ms)",
-                    capacity,
-                    fs.ops_kind,
-                    pr,
-                    predicted,
-                    o.delivered_rate,
-                    l,
-                    window_rate,
-                    if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
-                ),
-                Some(p) => format!(
-                    "ceiling ≈ {} workers ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); {}",
-                    o.workers,
-                    o.busy_s() / o.answered.max(1) as f64 * 1e3,
-                    o.delivered_rate,
-                    fs.syscall_s / o.answered.max(1) as f64 * 1e3,
-                    fs.mount,
-                    pct(fs.syscall_s, o.busy_s()),
-                    if side_by_side {
-                        "the mount answered them side by side: more workers raise the ceiling, a native filesystem more".to_string()
-                    } else {
-                        format!("the mount alone could serve {mount:.0} req/s")
-                    },
-                ),
-            });
     }
-    Some(f)
+}
+
+/// fs_waits's ceiling at `pr` operations per request: the mount's capacity over them, or the
+/// worker pool each request holds through its wait on the mount.
+fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -> Finding {
+    let (l, window_rate, capacity) = (q.waiters, q.window_rate, q.capacity);
+    // Measured side by side: the threads queue in the server's pool, not on the mount.
+    let side_by_side = q.growth.as_ref().is_some_and(|g| g.index < 0.5);
+    let mount = capacity / pr;
+    // Below one thread waiting on average the mount is not what saturates: the workers
+    // are, each request holding one through its wait on the mount (one gunicorn worker
+    // reading a template on FUSE: 244 req/s delivered where the mount could serve 350).
+    // Measured side by side, the same: what holds the pool is each request's own time
+    // there, whatever the threads waiting.
+    let pool = ((l < 1.0 || side_by_side) && o.workers > 0 && o.busy_s() > 0.0)
+        .then(|| o.workers as f64 * o.answered as f64 / o.busy_s())
+        .filter(|p| side_by_side || *p < mount);
+    let predicted = pool.unwrap_or(mount);
+    f.with("predicted_ceiling_per_s", round(predicted, 1))
+        .with_opt(
+            "mount_ceiling_per_s",
+            (!side_by_side).then(|| round(mount, 1)),
+        )
+        .predict(match pool {
+            None => format!(
+                "ceiling ≈ {:.0} {} /s ÷ {:.2} per request ≈ {:.0} req/s (delivered {:.0} req/s; Little's law: {:.1} threads ≈ {:.0} ops/s × {:.2} ms)",
+                capacity,
+                fs.ops_kind,
+                pr,
+                predicted,
+                o.delivered_rate,
+                l,
+                window_rate,
+                if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
+            ),
+            Some(p) => format!(
+                "ceiling ≈ {} workers ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); {}",
+                o.workers,
+                o.busy_s() / o.answered.max(1) as f64 * 1e3,
+                o.delivered_rate,
+                fs.syscall_s / o.answered.max(1) as f64 * 1e3,
+                fs.mount,
+                pct(fs.syscall_s, o.busy_s()),
+                if side_by_side {
+                    "the mount answered them side by side: more workers raise the ceiling, a native filesystem more".to_string()
+                } else {
+                    format!("the mount alone could serve {mount:.0} req/s")
+                },
+            ),
+        })
 }
 
 /// cpu.one-core: the load is capped, the host has cores to spare, and the server's threads
@@ -1448,10 +1483,51 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
         || findings.iter().any(|f| {
             f.id == Id::GenBudget || (f.id == Id::CpuOneCore && f.severity == Severity::Fail)
         });
+    let cause_ix = pick_cause(findings, capped);
+    let cause = cause_ix.map(|i| findings[i].clone());
+    let consequences = match (&cause, cause_ix) {
+        (Some(c), Some(i)) => fold_consequences(findings, i, c, inputs.timeouts),
+        _ => vec![],
+    };
+    if !capped {
+        load_ceiling_is_latency(o, findings);
+    }
+    keep_one_ceiling(findings, cause_ix, cause.as_ref());
+    let predicted = cause.as_ref().and_then(|c| {
+        c.evidence
+            .get("predicted_ceiling_per_s")
+            .and_then(|v| v.as_f64())
+    });
+    let trusted = !cause.as_ref().is_some_and(|c| {
+        c.id.rule().untrusting
+            || (c.id == Id::HostNoise
+                && c.evidence.get("decides_verdict").and_then(|v| v.as_bool()) == Some(true))
+    });
+    let offered = (o.offered_rate > 0.0).then_some(o.offered_rate);
+    let summary = verdict_summary(o, cause.as_ref(), predicted, offered, capped, &capped_by);
+    Verdict {
+        cause: cause.as_ref().map(|c| c.id.to_string()),
+        summary,
+        capped,
+        capped_by: capped_by.iter().map(|s| s.to_string()).collect(),
+        share_of_thread_wall_time_pct: cause.as_ref().map(share).filter(|s| *s > 0.0),
+        predicted_ceiling_per_s: predicted,
+        ceiling_basis: cause.as_ref().and_then(|c| c.predicted.clone()),
+        delivered_per_s: round(o.delivered_rate, 1),
+        delivered_basis: inputs.delivered_basis.clone(),
+        offered_per_s: offered.map(|r| round(r, 1)),
+        consequences,
+        trusted,
+    }
+}
+
+/// The index of the verdict's cause in `findings` (none when the load is not `capped`), in
+/// [`verdict`]'s order.
+fn pick_cause(findings: &[Finding], capped: bool) -> Option<usize> {
     let pick = |id: Id, pred: &dyn Fn(&Finding) -> bool| {
         findings.iter().position(|f| f.id == id && pred(f))
     };
-    let cause_ix = pick(Id::GenBudget, &|_| true)
+    pick(Id::GenBudget, &|_| true)
         .or_else(|| {
             pick(Id::NetFdLimit, &|f| {
                 f.evidence.get("accept_emfile").and_then(|v| v.as_u64()) > Some(0)
@@ -1472,48 +1548,61 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
                 .max_by(|a, b| share(a.1).total_cmp(&share(b.1)))
                 .map(|(i, _)| i)
         })
-        .filter(|_| capped);
-    let cause = cause_ix.map(|i| findings[i].clone());
+        .filter(|_| capped)
+}
+
+/// Folds what follows from the cause `c` (at `cause_ix`) under it: the consequence rules, the
+/// tracer's view of the same mount, and TIME_WAIT when the generator gave up on requests
+/// (`timeouts`) become warnings at most, with `consequence_of`. Returns their ids.
+fn fold_consequences(
+    findings: &mut [Finding],
+    cause_ix: usize,
+    c: &Finding,
+    timeouts: u64,
+) -> Vec<String> {
     let mut consequences = vec![];
-    if let Some(c) = &cause {
-        let fs_mount =
-            c.id.as_str()
-                .starts_with("fs.")
-                .then(|| c.evidence.get("mount").cloned())
-                .flatten();
-        for (i, f) in findings.iter_mut().enumerate() {
-            if Some(i) == cause_ix {
-                continue;
+    let fs_mount =
+        c.id.as_str()
+            .starts_with("fs.")
+            .then(|| c.evidence.get("mount").cloned())
+            .flatten();
+    for (i, f) in findings.iter_mut().enumerate() {
+        if i == cause_ix {
+            continue;
+        }
+        // The tracer's view of the same mount restates the cause.
+        let same_mount = fs_mount.is_some()
+            && (f.id == Id::FsCwdSlow || f.id == Id::FsHotPathSlow)
+            && f.evidence.get("mount_point") == fs_mount.as_ref();
+        let overload_tw = f.id == Id::NetTimeWait && timeouts > 0;
+        if f.id.rule().consequence || same_mount || overload_tw {
+            if f.severity == Severity::Fail {
+                f.severity = Severity::Warn;
             }
-            // The tracer's view of the same mount restates the cause.
-            let same_mount = fs_mount.is_some()
-                && (f.id == Id::FsCwdSlow || f.id == Id::FsHotPathSlow)
-                && f.evidence.get("mount_point") == fs_mount.as_ref();
-            let overload_tw = f.id == Id::NetTimeWait && inputs.timeouts > 0;
-            if f.id.rule().consequence || same_mount || overload_tw {
-                if f.severity == Severity::Fail {
-                    f.severity = Severity::Warn;
-                }
-                f.evidence
-                    .insert("consequence_of".into(), c.id.as_str().into());
-                consequences.push(f.id.to_string());
-            }
+            f.evidence
+                .insert("consequence_of".into(), c.id.as_str().into());
+            consequences.push(f.id.to_string());
         }
     }
-    // Not capped: load.ceiling's "the server's ceiling" (the generator's connections all busy
-    // and arrivals queued for them) is latency, not a throughput ceiling: it says so, as info.
-    if !capped {
-        for f in findings.iter_mut().filter(|f| f.id == Id::LoadCeiling) {
-            f.severity = Severity::Info;
-            f.title = format!(
-                "the generator's connections were all busy and arrivals queued for them, but the server delivered {:.1} % of the offered rate: queueing in the latency, not a throughput ceiling",
-                pct(o.delivered_rate, o.offered_rate.max(1e-9))
-            );
-            f.evidence.insert("capped".into(), false.into());
-        }
+    consequences
+}
+
+/// Not capped: load.ceiling's "the server's ceiling" (the generator's connections all busy
+/// and arrivals queued for them) is latency, not a throughput ceiling: it says so, as info.
+fn load_ceiling_is_latency(o: &RunObs, findings: &mut [Finding]) {
+    for f in findings.iter_mut().filter(|f| f.id == Id::LoadCeiling) {
+        f.severity = Severity::Info;
+        f.title = format!(
+            "the generator's connections were all busy and arrivals queued for them, but the server delivered {:.1} % of the offered rate: queueing in the latency, not a throughput ceiling",
+            pct(o.delivered_rate, o.offered_rate.max(1e-9))
+        );
+        f.evidence.insert("capped".into(), false.into());
     }
-    // One ceiling figure: the cause's. Another rule's estimate would contradict it (the
-    // tracer's walk latency timed while threads queued), so it goes, with a pointer.
+}
+
+/// One ceiling figure: the cause's. Another rule's estimate would contradict it (the
+/// tracer's walk latency timed while threads queued), so it goes, with a pointer.
+fn keep_one_ceiling(findings: &mut [Finding], cause_ix: Option<usize>, cause: Option<&Finding>) {
     for (i, f) in findings.iter_mut().enumerate() {
         if Some(i) == cause_ix {
             continue;
@@ -1530,22 +1619,23 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
         for k in had {
             f.evidence.remove(&k);
         }
-        f.predicted = Some(match &cause {
+        f.predicted = Some(match cause {
             Some(c) => format!("the run's ceiling is the verdict's ({})", c.id),
             None => "the run found no ceiling".to_string(),
         });
     }
-    let predicted = cause.as_ref().and_then(|c| {
-        c.evidence
-            .get("predicted_ceiling_per_s")
-            .and_then(|v| v.as_f64())
-    });
-    let trusted = !cause.as_ref().is_some_and(|c| {
-        c.id.rule().untrusting
-            || (c.id == Id::HostNoise
-                && c.evidence.get("decides_verdict").and_then(|v| v.as_bool()) == Some(true))
-    });
-    let offered = (o.offered_rate > 0.0).then_some(o.offered_rate);
+}
+
+/// The verdict's sentence: the cause with its title and predicted ceiling, else capped with
+/// nothing to explain it, else no ceiling; with the delivered (and offered) rates.
+fn verdict_summary(
+    o: &RunObs,
+    cause: Option<&Finding>,
+    predicted: Option<f64>,
+    offered: Option<f64>,
+    capped: bool,
+    capped_by: &[&str],
+) -> String {
     let rates = match offered {
         Some(r) => format!(
             "{:.0} req/s delivered of {:.0}/s offered",
@@ -1553,7 +1643,7 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
         ),
         None => format!("{:.0} req/s delivered", o.delivered_rate),
     };
-    let summary = match &cause {
+    match cause {
         Some(c) => format!(
             "{} caps the run: {rates}; {}{}",
             c.id,
@@ -1567,20 +1657,6 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
             capped_by.join(", ")
         ),
         None => format!("no ceiling: the server kept up ({rates})"),
-    };
-    Verdict {
-        cause: cause.as_ref().map(|c| c.id.to_string()),
-        summary,
-        capped,
-        capped_by: capped_by.iter().map(|s| s.to_string()).collect(),
-        share_of_thread_wall_time_pct: cause.as_ref().map(share).filter(|s| *s > 0.0),
-        predicted_ceiling_per_s: predicted,
-        ceiling_basis: cause.as_ref().and_then(|c| c.predicted.clone()),
-        delivered_per_s: round(o.delivered_rate, 1),
-        delivered_basis: inputs.delivered_basis.clone(),
-        offered_per_s: offered.map(|r| round(r, 1)),
-        consequences,
-        trusted,
     }
 }
 
@@ -1766,6 +1842,42 @@ mod tests {
         // 47 of 49.5 busy thread-seconds.
         assert_eq!(x.evidence["share_of_busy_thread_time_pct"], 94.9);
         assert!(x.predicted.as_ref().unwrap().contains("≈ 520 req/s"));
+    }
+
+    /// fs_waits's finding pinned whole (title, evidence in order, prediction, remedy): a flat
+    /// rate, FUSE requests timed queueing and answered side by side, one worker held through
+    /// a wait under one thread on average, and no request answered.
+    #[test]
+    fn fs_waits_findings_are_pinned() {
+        let mut pins = vec![];
+        let mut pin = |o: &RunObs| pins.extend(fs_waits(o, &o.filesystems[0]));
+        let o = fuse_flood();
+        pin(&o);
+        let mut queued = fuse_flood();
+        queued.filesystems[0].latency_by_ahead = by_ahead(ONE_AT_A_TIME);
+        pin(&queued);
+        let mut side_by_side = fuse_flood();
+        side_by_side.filesystems[0].latency_by_ahead = by_ahead(EIGHT_AT_A_TIME);
+        pin(&side_by_side);
+        let mut one_worker = fuse_flood();
+        one_worker.workers = 1;
+        one_worker.off_s = off(&[("path", 8.0), ("wait_work", 10.5)]);
+        one_worker.filesystems[0].syscall_s = 8.0;
+        one_worker.filesystems[0].holds_start_cwd = false;
+        pin(&one_worker);
+        let mut unanswered = fuse_flood();
+        unanswered.answered = 0;
+        pin(&unanswered);
+        crate::traps::assert_pinned(
+            &pins,
+            &[
+                r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"working directory","predicted_ceiling_per_s":520.0,"mount_ceiling_per_s":520.0},"predicted":"ceiling ≈ 4680 FUSE requests /s ÷ 9.00 per request ≈ 520 req/s (delivered 520 req/s; Little's law: 4.7 threads ≈ 4680 ops/s × 1.00 ms)","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
+                r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its requests queue (latency grows by a departure interval per request ahead)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"latency_us_by_requests_ahead":{"0":240.8,"1":580.2,"2":873.0,"3":1077.3,"4":1512.1,"5":1665.7,"6":1856.6,"7":1985.9},"queue_growth":1.19,"serialized_basis":"FUSE requests timed one by one: 241 µs with 0 ahead, 1986 µs with 7 ahead, 255 µs more per request ahead; queued in order each would add a departure interval (214 µs at 4680 requests/s), side by side nothing","cause":"working directory","predicted_ceiling_per_s":520.0,"mount_ceiling_per_s":520.0},"predicted":"ceiling ≈ 4680 FUSE requests /s ÷ 9.00 per request ≈ 520 req/s (delivered 520 req/s; Little's law: 4.7 threads ≈ 4680 ops/s × 1.00 ms)","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
+                r##"{"id":"fs.slow-ops","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): it answers them side by side (latency flat with the requests ahead), each slow","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"latency_us_by_requests_ahead":{"0":1466.7,"1":1216.7,"2":1044.8,"3":964.4,"4":1203.1,"5":1222.0,"6":1215.6,"7":1147.9},"queue_growth":-0.08,"serialized_basis":"FUSE requests timed one by one: 1467 µs with 0 ahead, 1148 µs with 7 ahead, -17 µs more per request ahead; queued in order each would add a departure interval (214 µs at 4680 requests/s), side by side nothing","cause":"working directory","predicted_ceiling_per_s":525.3},"predicted":"ceiling ≈ 5 workers ÷ 9.52 ms busy per request ≈ 525 req/s (delivered 520 req/s): each request holds a worker through its 9.04 ms on /mnt/slow (95 % of its busy time); the mount answered them side by side: more workers raise the ceiling, a native filesystem more","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
+                r##"{"id":"fs.slow-ops","severity":"fail","title":"0.8 threads on average wait on /mnt/slow (fuse.slowfs, FUSE)","evidence":{"share_of_busy_thread_time_pct":69.6,"share_of_thread_wall_time_pct":36.4,"mean_threads":0.8,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":5850.0,"ops_per_request":9.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"files the requests use","predicted_ceiling_per_s":452.2,"mount_ceiling_per_s":650.0},"predicted":"ceiling ≈ 1 workers ÷ 2.21 ms busy per request ≈ 452 req/s (delivered 520 req/s): each request holds a worker through its 1.54 ms on /mnt/slow (70 % of its busy time); the mount alone could serve 650 req/s","remedy":"move the code and files the requests use (docroot, includes, sessions) off /mnt/slow to a native filesystem, or enable caching on the mount; the server's start directory is not the cause"}"##,
+                r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"working directory"},"remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
+            ],
+        );
     }
 
     #[test]
