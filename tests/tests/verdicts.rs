@@ -238,6 +238,25 @@ fn near(what: &str, got: f64, truth: f64) {
     );
 }
 
+/// A CPU-bound server's capacity measured again once its run's backlog has drained (5 s: the
+/// queued requests are served for as long after the load stops).
+fn capacity_after(url: &str) -> f64 {
+    std::thread::sleep(Duration::from_secs(5));
+    wrk_capacity(url, 8, 3).rps
+}
+
+/// `got` within ±30 % of the band two measurements of the truth bracket: a CPU-bound server's
+/// capacity drifts with this host's speed over minutes (gunicorn's CPU loop on one CPU read
+/// 172, 202 and 282/s within an hour here), so the measurements before and after its run bound
+/// what it could deliver during it.
+fn near_band(what: &str, got: f64, before: f64, after: f64) {
+    let (lo, hi) = (before.min(after), before.max(after));
+    assert!(
+        got >= 0.7 * lo && got <= 1.3 * hi,
+        "{what}: {got:.1} vs ground truth {before:.1} before, {after:.1} after"
+    );
+}
+
 /// FUSE requests the daemon has served so far, every opcode.
 fn fuse_requests(fs: &SlowFs) -> u64 {
     fs.stats()
@@ -592,7 +611,7 @@ fn a_pinned_cpu_bound_server_is_saturated_on_the_cpu_it_may_use() {
         "{}",
         f["title"]
     );
-    near("delivered", r.delivered(), cap);
+    near_band("delivered", r.delivered(), cap, capacity_after(&g.url()));
     assert_eq!(r.code, if r.trusted_measurement() { 0 } else { 3 });
 }
 
@@ -658,7 +677,8 @@ fn workers_pinned_under_a_free_master_are_saturated_on_their_cpu() {
             "{family}: {}",
             f["remedy"]
         );
-        near(&format!("{family}: delivered"), r.delivered(), cap);
+        let after = capacity_after(&url);
+        near_band(&format!("{family}: delivered"), r.delivered(), cap, after);
     }
 }
 

@@ -809,6 +809,11 @@ fn run_queue_remedy(o: &RunObs, cores_busy: f64, generator_cores: Option<f64>) -
     parts.join("; ")
 }
 
+/// "1 worker", "4 workers".
+fn workers_n(n: usize) -> String {
+    format!("{n} worker{}", if n == 1 { "" } else { "s" })
+}
+
 /// How threads queued on one filesystem: Little's law on the mount.
 struct FsQueue {
     /// Mean threads waiting on it (its share of the threads' time over the window).
@@ -1027,8 +1032,8 @@ fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -
                 if window_rate > 0.0 { l / window_rate * 1e3 } else { 0.0 }
             ),
             Some(p) => format!(
-                "ceiling ≈ {} workers ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); {}",
-                o.workers,
+                "ceiling ≈ {} ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); {}",
+                workers_n(o.workers),
                 o.busy_s() / o.answered.max(1) as f64 * 1e3,
                 o.delivered_rate,
                 fs.syscall_s / o.answered.max(1) as f64 * 1e3,
@@ -1250,8 +1255,8 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
             .with("delivered_per_s", round(o.delivered_rate, 1))
             .with("share_of_thread_wall_time_pct", pct(o.work_s(), o.wall_s()))
             .predict(format!(
-                "ceiling ≈ {} workers ÷ {:.1} ms per request ≈ {:.0} req/s (delivered {:.0} req/s)",
-                o.workers,
+                "ceiling ≈ {} ÷ {:.1} ms per request ≈ {:.0} req/s (delivered {:.0} req/s)",
+                workers_n(o.workers),
                 serve_s_per_req * 1e3,
                 predicted,
                 o.delivered_rate
@@ -1874,7 +1879,7 @@ mod tests {
                 r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"working directory","predicted_ceiling_per_s":520.0,"mount_ceiling_per_s":520.0},"predicted":"ceiling ≈ 4680 FUSE requests /s ÷ 9.00 per request ≈ 520 req/s (delivered 520 req/s; Little's law: 4.7 threads ≈ 4680 ops/s × 1.00 ms)","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
                 r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its requests queue (latency grows by a departure interval per request ahead)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"latency_us_by_requests_ahead":{"0":240.8,"1":580.2,"2":873.0,"3":1077.3,"4":1512.1,"5":1665.7,"6":1856.6,"7":1985.9},"queue_growth":1.19,"serialized_basis":"FUSE requests timed one by one: 241 µs with 0 ahead, 1986 µs with 7 ahead, 255 µs more per request ahead; queued in order each would add a departure interval (214 µs at 4680 requests/s), side by side nothing","cause":"working directory","predicted_ceiling_per_s":520.0,"mount_ceiling_per_s":520.0},"predicted":"ceiling ≈ 4680 FUSE requests /s ÷ 9.00 per request ≈ 520 req/s (delivered 520 req/s; Little's law: 4.7 threads ≈ 4680 ops/s × 1.00 ms)","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
                 r##"{"id":"fs.slow-ops","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): it answers them side by side (latency flat with the requests ahead), each slow","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"ops_per_request":9.0,"delivered_per_s":520.0,"latency_us_by_requests_ahead":{"0":1466.7,"1":1216.7,"2":1044.8,"3":964.4,"4":1203.1,"5":1222.0,"6":1215.6,"7":1147.9},"queue_growth":-0.08,"serialized_basis":"FUSE requests timed one by one: 1467 µs with 0 ahead, 1148 µs with 7 ahead, -17 µs more per request ahead; queued in order each would add a departure interval (214 µs at 4680 requests/s), side by side nothing","cause":"working directory","predicted_ceiling_per_s":525.3},"predicted":"ceiling ≈ 5 workers ÷ 9.52 ms busy per request ≈ 525 req/s (delivered 520 req/s): each request holds a worker through its 9.04 ms on /mnt/slow (95 % of its busy time); the mount answered them side by side: more workers raise the ceiling, a native filesystem more","remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
-                r##"{"id":"fs.slow-ops","severity":"fail","title":"0.8 threads on average wait on /mnt/slow (fuse.slowfs, FUSE)","evidence":{"share_of_busy_thread_time_pct":69.6,"share_of_thread_wall_time_pct":36.4,"mean_threads":0.8,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":5850.0,"ops_per_request":9.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"files the requests use","predicted_ceiling_per_s":452.2,"mount_ceiling_per_s":650.0},"predicted":"ceiling ≈ 1 workers ÷ 2.21 ms busy per request ≈ 452 req/s (delivered 520 req/s): each request holds a worker through its 1.54 ms on /mnt/slow (70 % of its busy time); the mount alone could serve 650 req/s","remedy":"move the code and files the requests use (docroot, includes, sessions) off /mnt/slow to a native filesystem, or enable caching on the mount; the server's start directory is not the cause"}"##,
+                r##"{"id":"fs.slow-ops","severity":"fail","title":"0.8 threads on average wait on /mnt/slow (fuse.slowfs, FUSE)","evidence":{"share_of_busy_thread_time_pct":69.6,"share_of_thread_wall_time_pct":36.4,"mean_threads":0.8,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":5850.0,"ops_per_request":9.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"files the requests use","predicted_ceiling_per_s":452.2,"mount_ceiling_per_s":650.0},"predicted":"ceiling ≈ 1 worker ÷ 2.21 ms busy per request ≈ 452 req/s (delivered 520 req/s): each request holds a worker through its 1.54 ms on /mnt/slow (70 % of its busy time); the mount alone could serve 650 req/s","remedy":"move the code and files the requests use (docroot, includes, sessions) off /mnt/slow to a native filesystem, or enable caching on the mount; the server's start directory is not the cause"}"##,
                 r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"working directory"},"remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
             ],
         );
@@ -2477,7 +2482,7 @@ mod tests {
             f[0].predicted
                 .as_ref()
                 .unwrap()
-                .starts_with("ceiling ≈ 1 workers ÷ 4.10 ms busy per request ≈ 244 req/s"),
+                .starts_with("ceiling ≈ 1 worker ÷ 4.10 ms busy per request ≈ 244 req/s"),
             "{:?}",
             f[0].predicted
         );
