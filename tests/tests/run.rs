@@ -450,11 +450,13 @@ fn a_cpu_quota_is_the_verdict_with_the_quota_and_its_throttling() {
     assert_eq!(e["quota_us"], 20_000);
     assert_eq!(e["period_us"], 100_000);
     assert_eq!(e["quota_cpus"], 0.2);
-    // The quota is a hard cap: the server's threads got at most 0.2 CPU (a little slack for
-    // the period boundaries of the window).
+    // The quota is a hard cap: the server's threads got at most 0.2 CPU, plus what the
+    // kernel's bandwidth granularity allows (a slice per CPU per period, as per second below:
+    // 0.23 was a fitted bound, exceeded once).
     let window = r["run"]["window_s"].as_f64().unwrap();
     let tgt = e["target_cores"].as_f64().unwrap();
-    assert!(tgt <= 0.23, "target cores {tgt}");
+    let bound = trapdetect_e2e::cgroup::most_cores(0.2, 100_000.0);
+    assert!(tgt <= bound, "target cores {tgt}, at most {bound}");
     // Flooded: the group was runnable in every 100 ms period of the window and used its
     // quota to the full (Linux 6.18 counts throttled periods sparsely: 59 of 62 in one run,
     // 3 of 59 in the next, with the same usage; the counts are cross-checked with cpu.stat).
@@ -466,7 +468,8 @@ fn a_cpu_quota_is_the_verdict_with_the_quota_and_its_throttling() {
     );
     assert!(cg.nr_throttled() >= throttled, "cpu.stat now vs the window");
     let used = e["quota_used_share"].as_f64().unwrap();
-    assert!((0.85..=1.15).contains(&used), "quota used {used}");
+    // Used to the full, up to the same granularity (1.385 was read once).
+    assert!((0.85..=bound / 0.2).contains(&used), "quota used {used}");
     // The rest of the four workers' time is run-queue delay.
     assert!(e["run_queue_threads"].as_f64().unwrap() >= 3.0, "{e}");
     let d = delivered(f);

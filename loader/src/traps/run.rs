@@ -159,6 +159,22 @@ struct QueueGrowth {
     /// The departure interval at the measured rate, µs.
     interval_us: f64,
     index: f64,
+    /// The same from the fewest to the most requests ahead (the secant), in intervals.
+    secant: f64,
+}
+
+impl QueueGrowth {
+    /// The requests queue on the mount: half an interval per request ahead or more.
+    fn queued(&self) -> bool {
+        self.index >= 0.5
+    }
+
+    /// Answered side by side: flat by both measures (one alone can be pulled down by a busy
+    /// bucket: php-fpm's four workers on one daemon thread read 579, 998, 1,095 and 1,193 µs
+    /// with 0-3 ahead, 0.32 by least squares and 0.68 end to end).
+    fn side_by_side(&self) -> bool {
+        self.index < 0.5 && self.secant < 0.5
+    }
 }
 
 /// The growth across the requests-ahead buckets seen often enough (2 % of the requests, 20 at
@@ -192,12 +208,14 @@ fn queue_growth(by_ahead: &[AheadLatency], rate: f64) -> Option<QueueGrowth> {
         .sum();
     let slope_us = sxy / sxx;
     let interval_us = 1e6 / rate;
+    let secant = (hi.mean_us - lo.mean_us) / (hi.ahead - lo.ahead) as f64 / interval_us;
     Some(QueueGrowth {
         lo,
         hi,
         slope_us,
         interval_us,
         index: slope_us / interval_us,
+        secant,
     })
 }
 
@@ -830,6 +848,8 @@ struct FsQueue {
     serialized: bool,
     /// The per-request measurement, when there was one.
     growth: Option<QueueGrowth>,
+    /// It says the mount answered side by side.
+    side_by_side: bool,
 }
 
 fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
@@ -860,16 +880,16 @@ fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
         m > 0.0 && spread <= 0.4 * m
     };
     // A flat rate is also what a pool whose every worker waits on a mount that answers them
-    // side by side shows: where requests were timed, their latency decides.
-    let serialized = match &growth {
-        Some(g) => l > 1.2 && g.index >= 0.5,
-        None => flat,
-    };
+    // side by side shows: where requests were timed and their latency stayed flat, that
+    // decides; where it grew, the queue is measured.
+    let side_by_side = growth.as_ref().is_some_and(QueueGrowth::side_by_side);
+    let queued = l > 1.2 && growth.as_ref().is_some_and(QueueGrowth::queued);
     Some(FsQueue {
         waiters: l,
         window_rate,
         capacity,
-        serialized,
+        serialized: !side_by_side && (flat || queued),
+        side_by_side,
         growth,
     })
 }
@@ -906,10 +926,10 @@ fn fs_waits_titled(o: &RunObs, fs: &FsLoad, q: &FsQueue) -> Finding {
                 .map(|s| format!(", {s}"))
                 .unwrap_or_default(),
             match (&q.growth, serialized) {
-                (Some(_), true) =>
+                (Some(g), true) if g.queued() =>
                     ": its requests queue (latency grows by a departure interval per request ahead)",
-                (None, true) => ": its operations are serialized (flat rate while waiters queue)",
-                (Some(_), false) if l > 1.2 =>
+                (_, true) => ": its operations are serialized (flat rate while waiters queue)",
+                (_, false) if q.side_by_side && l > 1.2 =>
                     ": it answers them side by side (latency flat with the requests ahead), each slow",
                 _ => "",
             }
@@ -969,6 +989,10 @@ fn fs_waits_evidence(
 /// ahead where each was timed, else the per-second rate against the threads waiting.
 fn serialized_basis(q: &FsQueue) -> String {
     match &q.growth {
+        Some(g) if !g.queued() && !g.side_by_side() => format!(
+            "its per-second rate against the threads waiting (the FUSE requests timed one by one grew {:.2} departure intervals per request ahead by least squares, {:.2} from {} ahead to {}: neither a queue nor side by side)",
+            g.index, g.secant, g.lo.ahead, g.hi.ahead
+        ),
         Some(g) => format!(
             "FUSE requests timed one by one: {:.0} µs with {} ahead, {:.0} µs with {} ahead, {:.0} µs more per request ahead; queued in order each would add a departure interval ({:.0} µs at {:.0} requests/s), side by side nothing",
             g.lo.mean_us,
@@ -1003,7 +1027,7 @@ fn fs_waits_remedy(fs: &FsLoad) -> String {
 fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -> Finding {
     let (l, window_rate, capacity) = (q.waiters, q.window_rate, q.capacity);
     // Measured side by side: the threads queue in the server's pool, not on the mount.
-    let side_by_side = q.growth.as_ref().is_some_and(|g| g.index < 0.5);
+    let side_by_side = q.side_by_side;
     let mount = capacity / pr;
     // Below one thread waiting on average the mount is not what saturates: the workers
     // are, each request holding one through its wait on the mount (one gunicorn worker
@@ -1802,6 +1826,56 @@ mod tests {
             mean_us: 90_000.0,
         });
         assert_eq!(queue_growth(&rare, 3000.0).unwrap().hi.ahead, 1);
+    }
+
+    #[test]
+    fn latency_that_neither_queues_nor_stays_flat_leaves_the_flat_rate_to_decide() {
+        // Recorded: php-fpm's 4 workers on one daemon thread (200 µs), most requests sent
+        // with 2 or 3 ahead (counts shaped as there), at 3,307 FUSE requests/s.
+        let php = vec![
+            AheadLatency {
+                ahead: 0,
+                count: 200,
+                mean_us: 579.0,
+            },
+            AheadLatency {
+                ahead: 1,
+                count: 400,
+                mean_us: 998.3,
+            },
+            AheadLatency {
+                ahead: 2,
+                count: 3000,
+                mean_us: 1095.1,
+            },
+            AheadLatency {
+                ahead: 3,
+                count: 6000,
+                mean_us: 1192.9,
+            },
+        ];
+        let g = queue_growth(&php, 3307.0).unwrap();
+        // 134.8 µs per request ahead by least squares, 204.6 end to end, at 302.4 µs each.
+        assert!((g.index - 0.446).abs() < 0.001, "{g:?}");
+        assert!((g.secant - 0.677).abs() < 0.001, "{g:?}");
+        assert!(!g.queued() && !g.side_by_side());
+        // So the flat rate decides: fs.serialized, and the basis says both figures.
+        let mut o = fuse_flood();
+        o.filesystems[0].latency_by_ahead = php;
+        o.filesystems[0].ops_per_s = vec![3307; 10];
+        o.filesystems[0].ops = 33070;
+        let f = rules(&o);
+        assert_eq!(f[0].id, "fs.serialized", "{f:#?}");
+        assert!(
+            f[0].title
+                .ends_with("its operations are serialized (flat rate while waiters queue)"),
+            "{}",
+            f[0].title
+        );
+        assert_eq!(
+            f[0].evidence["serialized_basis"],
+            "its per-second rate against the threads waiting (the FUSE requests timed one by one grew 0.45 departure intervals per request ahead by least squares, 0.68 from 0 ahead to 3: neither a queue nor side by side)"
+        );
     }
 
     #[test]
