@@ -479,11 +479,13 @@ fn a_cpu_quota_is_the_verdict_with_the_quota_and_its_throttling() {
     // Per second, the timeline shows the cap and the throttling counters.
     // Held to the quota, give or take the kernel's granularity: it hands the quota to each
     // CPU in slices (kernel.sched_cfs_bandwidth_slice_us), so a group can run up to a slice per
-    // CPU past it in a period (0.26 cores was read once).
+    // CPU past it in a period (0.26 cores was read once). Charged CPU, the task clock the
+    // quota is charged in: on-CPU wall time also counts what the hypervisor stole (0.36 cores
+    // in a second with 7-12 % of this VM's CPU time stolen).
     let most = trapdetect_e2e::cgroup::most_cores(0.2, 100_000.0);
     for t in loaded(&r).iter().skip(1) {
         assert!(t["throttled_periods"].is_u64(), "{t}");
-        let c = t["target_cores"].as_f64().unwrap();
+        let c = t["charged_cores"].as_f64().unwrap();
         assert!((0.15..=most).contains(&c), "{t} (at most {most})");
     }
     for id in ["cpu.saturated", "cpu.run-queue", "pool.too-small"] {

@@ -166,12 +166,29 @@ fn run(pid: u32, args: &[&str]) -> Run {
     }
 }
 
-/// The built-in open loop at `rate` for [`WINDOW`].
+/// The built-in open loop at `rate` for [`WINDOW`]. A run whose measurement trapdetect itself
+/// says cannot be trusted although its verdict's cause is the server's (the generator fell
+/// behind its schedule: this host stalled, as a benchmarker would see and run again) is run
+/// again, up to three runs in all, once the server has drained its backlog; the last is
+/// returned. A verdict that blames the measurement (host noise, the generator's budget) is
+/// returned as it is.
 fn builtin(pid: u32, url: &str, rate: f64, extra: &[&str]) -> Run {
     let rate = format!("{}", rate.round().max(1.0));
     let mut a = vec!["--url", url, "--rate", &rate, "--duration", WINDOW];
     a.extend(extra);
-    run(pid, &a)
+    let mut r = run(pid, &a);
+    for _ in 0..2 {
+        if r.trusted_measurement() || r.verdict()["trusted"] != true {
+            break;
+        }
+        eprintln!(
+            "untrusted ({}): once more after the backlog drains",
+            r.r["measurement"]["problems"]
+        );
+        std::thread::sleep(Duration::from_secs(8));
+        r = run(pid, &a);
+    }
+    r
 }
 
 /// `-- wrk -t1 -cN -d5s URL` as the user's own closed-loop generator.
@@ -912,13 +929,27 @@ fn a_cpu_quota_caps_gunicorn_and_is_the_cause() {
     // Held to the quota: the kernel hands it to each CPU in slices
     // (kernel.sched_cfs_bandwidth_slice_us), so a group can run up to a slice per CPU past it
     // in a period (0.237 cores here once, 119 % of 0.2); unthrottled, the four CPU-bound
-    // workers would take both CPUs.
+    // workers would take both CPUs. The CPU time is the task clock's, which the quota is
+    // charged in: on-CPU wall time less what the hypervisor stole (that time counted, this
+    // group read 0.318-0.343 cores with 7-12 % of the host's CPU time stolen).
     let bound = trapdetect_e2e::cgroup::most_cores(0.2, 100_000.0);
     let tgt = e["target_cores"].as_f64().unwrap();
-    assert!(tgt <= bound, "target cores {tgt} > {bound}");
-    // The ceiling is the quota's: 0.2 CPU over the CPU time a request took.
+    assert!(tgt <= bound, "target cores {tgt} > {bound}: {e}");
+    // The ceiling is what the quota granted: the quota, or once at its cap what the group
+    // used, over the CPU time a request took.
+    let granted = e["granted_cpus"].as_f64().unwrap();
+    let throttled = e["throttled_share"].as_f64().unwrap();
+    let expect = if throttled >= 0.5 || tgt >= 0.2 {
+        tgt
+    } else {
+        0.2
+    };
+    assert!(
+        (granted - expect).abs() <= 0.01,
+        "granted {granted} vs {expect}: {e}"
+    );
     let cpu_ms = e["cpu_ms_per_request"].as_f64().unwrap();
-    near("predicted ceiling", r.ceiling(), 0.2 * 1e3 / cpu_ms);
+    near("predicted ceiling", r.ceiling(), granted * 1e3 / cpu_ms);
     near("delivered", r.delivered(), r.ceiling());
     drop(g);
     drop(cg);

@@ -80,8 +80,13 @@ pub struct KernelSecond {
     pub cores_busy: f64,
     /// Cores trapdetect itself used (the built-in generator).
     pub self_cores: f64,
-    /// On-CPU time of the traced threads, thread-seconds.
+    /// On-CPU time of the traced threads, thread-seconds (wall time between the scheduler's
+    /// switches: on a virtual machine it includes what the hypervisor stole).
     pub on_cpu_s: f64,
+    /// CPU time the kernel charged the traced processes in this second (utime + stime of
+    /// /proc/PID/stat, clock ticks): the task clock, which CPU quotas are charged in and which
+    /// leaves out what a hypervisor stole and interrupt time.
+    pub charged_cpu_s: f64,
     /// Run-queue delay of the traced threads, thread-seconds.
     pub runq_s: f64,
     /// Off-CPU time by class, thread-seconds.
@@ -526,7 +531,8 @@ impl Sampler {
         let served = probes.served_now();
         let per_cpu = per_cpu_now();
         let emfile = probes.accept_emfile();
-        let allowed = allowed_cpus(&self.working(&scan, &pids));
+        let (working, tree_ticks) = self.working(&scan, &pids);
+        let allowed = allowed_cpus(&working);
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);
         let throttle = self.quota.as_mut().and_then(|q| q.tick());
@@ -572,6 +578,7 @@ impl Sampler {
         if sec.dt_s > 0.0 {
             sec.self_cores = (me.saturating_sub(self.prev_self)) as f64 / hz / sec.dt_s;
         }
+        sec.charged_cpu_s = tree_ticks as f64 / hz;
         sec.served_requests = served.0.saturating_sub(self.prev_served.0);
         sec.accepts = served.1.saturating_sub(self.prev_served.1);
         self.prev_served = served;
@@ -668,22 +675,26 @@ impl Sampler {
         out
     }
 
-    /// The traced processes doing the work since the last sample ([`doing_the_work`]); the CPU
-    /// ticks of each are remembered for the next.
-    fn working(&mut self, scan: &[process::ProcEntry], pids: &[u32]) -> Vec<u32> {
+    /// The traced processes doing the work since the last sample ([`doing_the_work`]), and
+    /// their CPU ticks since then; the CPU ticks of each are remembered for the next.
+    fn working(&mut self, scan: &[process::ProcEntry], pids: &[u32]) -> (Vec<u32>, u64) {
         let mut ticks = vec![];
         let mut next = HashMap::new();
+        let first = self.prev_tree.is_empty();
         for e in scan.iter().filter(|e| pids.contains(&e.pid)) {
             let now = (e.stat.start_ticks, e.stat.cpu_ticks);
             let d = match self.prev_tree.get(&e.pid) {
                 Some(&(start, before)) if start == now.0 => now.1.saturating_sub(before),
+                // Forked since the last sample: all its time is this interval's.
+                _ if !first => now.1,
                 _ => 0,
             };
             ticks.push((e.pid, d));
             next.insert(e.pid, now);
         }
         self.prev_tree = next;
-        doing_the_work(&ticks)
+        let total = ticks.iter().map(|t| t.1).sum();
+        (doing_the_work(&ticks), total)
     }
 
     /// The traced process with the fullest descriptor table against its soft limit.

@@ -47,6 +47,10 @@ pub struct RunSecond {
     pub noise_cores: f64,
     /// Cores the traced threads ran on (on-CPU thread-seconds per second).
     pub target_cores: f64,
+    /// CPU the kernel charged the target's processes (utime + stime per second: the task
+    /// clock, without what a hypervisor stole), where read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charged_cores: Option<f64>,
     /// Threads runnable but not running (run-queue delay, thread-seconds per second).
     pub run_queue: f64,
     /// Threads off the CPU, by why (thread-seconds per second), keyed by class name.
@@ -249,8 +253,12 @@ pub struct RunObs {
     pub answered: u64,
     /// Threads' time over the window by class (thread-seconds), `CLASS_NAMES` order.
     pub off_s: Vec<f64>,
-    /// On-CPU thread-seconds.
+    /// On-CPU thread-seconds (wall time between the scheduler's switches).
     pub on_cpu_s: f64,
+    /// CPU thread-seconds the kernel charged the target's processes (their utime + stime):
+    /// the task clock, without what a hypervisor stole and interrupt time, which on-CPU wall
+    /// time counts. 0 where not read.
+    pub charged_cpu_s: f64,
     /// Run-queue thread-seconds.
     pub runq_s: f64,
     /// Threads that did work at some sample (workers).
@@ -341,6 +349,22 @@ impl RunObs {
     /// All the threads' time (on CPU, runnable, off CPU).
     pub fn wall_s(&self) -> f64 {
         self.on_cpu_s + self.runq_s + self.off_s.iter().sum::<f64>()
+    }
+
+    /// The CPU time the threads got: what the kernel charged them (the task clock CPU quotas
+    /// are charged in) where it was read, else their on-CPU time.
+    pub fn cpu_s(&self) -> f64 {
+        if self.charged_cpu_s > 0.0 {
+            self.charged_cpu_s
+        } else {
+            self.on_cpu_s
+        }
+    }
+
+    /// On-CPU wall time the kernel did not charge the threads (time a hypervisor stole,
+    /// interrupts), thread-seconds.
+    pub fn uncharged_s(&self) -> f64 {
+        (self.on_cpu_s - self.cpu_s()).max(0.0)
     }
 
     /// The threads' time minus waiting for work: the time spent serving.
@@ -519,6 +543,20 @@ fn cpu_evidence(f: Finding, o: &RunObs) -> Finding {
         .with("noise_cores", round(o.noise(), 2))
 }
 
+/// " (CPU time the kernel charged it; its threads were on a CPU N % longer: ...)", where the
+/// difference is 5 % or more.
+fn uncharged_note(o: &RunObs) -> String {
+    let longer = o.uncharged_s() / o.cpu_s().max(1e-9);
+    if longer >= 0.05 {
+        format!(
+            " (CPU time the kernel charged it: its threads were on a CPU {:.0} % longer, time the hypervisor stole or interrupts took)",
+            longer * 100.0
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// cpu.quota: the target's cgroup quota throttled it during the window and its threads waited
 /// runnable for a CPU. The ceiling is the quota's CPUs over the CPU time a request costs.
 fn quota_rule(o: &RunObs) -> Option<Finding> {
@@ -527,11 +565,15 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
     // throttles tasks on their return to user space and counted 3 throttled periods of 59
     // here while the group sat at its quota); and the threads' time shows it: runnable, not
     // running.
-    let usage = o.on_cpu_s / o.window_s / q.cpus().max(1e-9);
+    // CPU time as the quota charges it: the task clock, without what a hypervisor stole
+    // (on-CPU wall time counts it: a 0.2 CPU group read 0.32-0.34 CPU with 7-12 % of this VM's
+    // CPU time stolen).
+    let used = o.cpu_s() / o.window_s;
+    let usage = used / q.cpus().max(1e-9);
     if (q.nr_throttled == 0 && usage < 0.9) || o.runq_s < 0.2 * o.busy_s() {
         return None;
     }
-    let cpu_per_req = (o.answered > 0).then(|| o.on_cpu_s / o.answered as f64);
+    let cpu_per_req = (o.answered > 0).then(|| o.cpu_s() / o.answered as f64);
     let throttled_share = if q.nr_periods > 0 {
         round(q.nr_throttled as f64 / q.nr_periods as f64, 3)
     } else {
@@ -542,10 +584,11 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
             Id::CpuQuota,
             ceiling_severity(o),
             format!(
-                "the cgroup CPU quota ({:.2} CPU of {}) caps the server: it used {:.0} % of it, was throttled in {} of {} periods, and its threads waited {:.2} runnable on average",
+                "the cgroup CPU quota ({:.2} CPU of {}) caps the server: it used {:.0} % of it{}, was throttled in {} of {} periods, and its threads waited {:.2} runnable on average",
                 q.cpus(),
                 o.allowed(),
                 usage * 100.0,
+                uncharged_note(o),
                 q.nr_throttled,
                 q.nr_periods,
                 o.runq_s / o.window_s
@@ -564,7 +607,8 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
     .with("nr_throttled", q.nr_throttled)
     .with("throttled_us", q.throttled_us)
     .with("throttled_share", throttled_share)
-    .with("target_cores", round(o.on_cpu_s / o.window_s, 3))
+    .with("target_cores", round(used, 3))
+    .with("on_cpu_cores", round(o.on_cpu_s / o.window_s, 3))
     .with("quota_used_share", round(usage, 3))
     .with("run_queue_threads", round(o.runq_s / o.window_s, 2))
     .with("delivered_per_s", round(o.delivered_rate, 1))
@@ -578,13 +622,30 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
         },
         q.cpus()
     ));
+    // What the kernel grants under the quota: the quota itself while the group had room; at
+    // its cap (throttled in most periods, or past the quota), what the group was measured
+    // using. The bandwidth control hands the quota out per CPU in slices
+    // (kernel.sched_cfs_bandwidth_slice_us), so a group can run past its quota by a slice per
+    // CPU in a period: the ceiling is what it got, the quota is how it was set.
+    let at_cap = throttled_share >= 0.5 || used >= q.cpus();
+    let granted = if at_cap { used } else { q.cpus() };
+    f = f.with("granted_cpus", round(granted, 3));
     if let Some(c) = cpu_per_req.filter(|c| *c > 0.0) {
-        let predicted = q.cpus() / c;
+        let predicted = granted / c;
+        let grant = if at_cap && (used - q.cpus()).abs() >= 0.05 * q.cpus() {
+            format!(
+                "{granted:.2} CPU granted under the {:.2} CPU quota (throttled in {} of {} periods)",
+                q.cpus(),
+                q.nr_throttled,
+                q.nr_periods
+            )
+        } else {
+            format!("{:.2} CPU", q.cpus())
+        };
         f = f
             .with("predicted_ceiling_per_s", round(predicted, 1))
             .predict(format!(
-                "ceiling ≈ {:.2} CPU ÷ {:.2} ms of CPU per request ≈ {:.0} req/s (delivered {:.0} req/s), with the host's CPUs partly idle",
-                q.cpus(),
+                "ceiling ≈ {grant} ÷ {:.2} ms of CPU per request ≈ {:.0} req/s (delivered {:.0} req/s), with the host's CPUs partly idle",
                 c * 1e3,
                 predicted,
                 o.delivered_rate
@@ -2504,6 +2565,50 @@ mod tests {
             "raise or remove the quota for the benchmark (echo -1 > /sys/fs/cgroup/cpu/bench/cpu.cfs_quota_us), or report 0.20 CPU as the machine size"
         );
         assert_eq!(e["quota_used_share"], 1.0);
+        assert_eq!(e["granted_cpus"], 0.2);
+        assert!(
+            f[0].predicted
+                .as_deref()
+                .unwrap()
+                .starts_with("ceiling ≈ 0.20 CPU ÷ 4.00 ms"),
+            "{:?}",
+            f[0].predicted
+        );
+        // Run past its quota while throttled in every period (the bandwidth slices): the
+        // ceiling is what the kernel granted, 0.32 CPU over the 3.2 ms of CPU each of 1,000 requests took = 100 req/s,
+        // not the 62.5 req/s the quota alone would say.
+        let mut o = quota_flood();
+        o.on_cpu_s = 3.2;
+        o.answered = 1000;
+        let f = rules(&o);
+        let e = &f[0].evidence;
+        assert_eq!(
+            (f[0].id, e["granted_cpus"].clone()),
+            (Id::CpuQuota, 0.32.into())
+        );
+        assert_eq!(e["quota_used_share"], 1.6);
+        assert_eq!(e["predicted_ceiling_per_s"], 100.0);
+        assert_eq!(
+            f[0].predicted.as_deref().unwrap(),
+            "ceiling ≈ 0.32 CPU granted under the 0.20 CPU quota (throttled in 96 of 100 periods) ÷ 3.20 ms of CPU per request ≈ 100 req/s (delivered 50 req/s), with the host's CPUs partly idle"
+        );
+        // On a virtual machine whose hypervisor stole 37.5 % of that on-CPU time: the kernel
+        // charged the group 2 s, 0.2 CPU, its quota, and a request 2 ms of CPU; the ceiling
+        // is the same 100 req/s.
+        o.charged_cpu_s = 2.0;
+        let f = rules(&o);
+        let e = &f[0].evidence;
+        assert_eq!(e["target_cores"], 0.2);
+        assert_eq!(e["on_cpu_cores"], 0.32);
+        assert_eq!(e["quota_used_share"], 1.0);
+        assert_eq!(e["cpu_ms_per_request"], 2.0);
+        assert_eq!(e["granted_cpus"], 0.2);
+        assert_eq!(e["predicted_ceiling_per_s"], 100.0);
+        assert!(
+            f[0].title.contains("it used 100 % of it (CPU time the kernel charged it: its threads were on a CPU 60 % longer, time the hypervisor stole or interrupts took), was throttled"),
+            "{}",
+            f[0].title
+        );
         // Used to the full without a throttled period counted: still the quota.
         let mut o = quota_flood();
         o.quota.as_mut().unwrap().nr_throttled = 0;

@@ -71,12 +71,13 @@ pub fn observe(
         }
     }
     let mut off_s = vec![0.0; NUM_CLASSES as usize];
-    let (mut on, mut runq) = (0.0, 0.0);
+    let (mut on, mut runq, mut charged) = (0.0, 0.0, 0.0);
     for ks in &k.seconds {
         for (i, v) in ks.off_s.iter().enumerate() {
             off_s[i] += v;
         }
         on += ks.on_cpu_s;
+        charged += ks.charged_cpu_s;
         runq += ks.runq_s;
     }
     let window_s = k
@@ -112,6 +113,7 @@ pub fn observe(
         answered: answered_window,
         off_s,
         on_cpu_s: on,
+        charged_cpu_s: charged,
         runq_s: runq,
         workers: k.workers(),
         filesystems: filesystems(k, report, mounts, pid, path_off, answered_window),
@@ -251,6 +253,7 @@ fn timeline(s: &LoadSide, k: &Sampler, mounts: &MountTable, attached: bool) -> V
         r.cores_busy = traps::round(ks.cores_busy, 2);
         r.target_cpus_busy = traps::round(ks.allowed_busy, 2);
         r.target_cores = traps::round(ks.on_cpu_s / dt, 2);
+        r.charged_cores = Some(traps::round(ks.charged_cpu_s / dt, 2));
         r.run_queue = traps::round(ks.runq_s / dt, 2);
         for (c, v) in CLASS_NAMES.iter().zip(ks.off_s.iter()) {
             if *v > 0.0 {
