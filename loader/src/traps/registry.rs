@@ -69,6 +69,19 @@ pub struct Rule {
     /// The rule, when it judges only what preflight read of the machine ([`HostView`]):
     /// preflight runs every entry that has one, so a host check needs no call written.
     pub host: Option<fn(&HostView) -> Option<Finding>>,
+    /// The rule, when `run` judges it from the run's observations: `run` evaluates every entry
+    /// that has one, in [`RunRule::order`], so a run rule needs no call written.
+    pub run: Option<RunRule>,
+}
+
+/// A rule `run` evaluates ([`super::run::rules`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RunRule {
+    /// Lower first: a rule sees what the rules before it found (a binding quota silences
+    /// `cpu.saturated`; `pool.too-small` is judged only when nothing before explains the wait).
+    pub order: u8,
+    /// The findings, given the observations and what the rules before it found.
+    pub eval: fn(&RunObs, &[Finding]) -> Vec<Finding>,
 }
 
 /// What preflight read of the machine and of the CPUs the target may use: the input of the
@@ -111,6 +124,7 @@ impl Rule {
         consequence: false,
         untrusting: false,
         host: None,
+        run: None,
     };
 }
 
@@ -199,7 +213,11 @@ impl PartialEq<&str> for Id {
 
 use Command::{Load, NetCensus, Preflight, Run, Trace};
 
-use super::{Finding, cpu, host, tuning};
+use super::{
+    Finding, cpu, host,
+    run::{RunObs, judge},
+    tuning,
+};
 use crate::host::{
     cpu::CpuHost,
     host::{KernelSupport, Virt},
@@ -262,6 +280,7 @@ registry! {
     },
     CpuOneCore => Rule {
         id: "cpu.one-core",
+        run: Some(RunRule { order: 80, eval: judge::one_thread }),
         title: "the server runs about one core at a time while the load is capped",
         commands: &[Run],
         mechanism: "a single-threaded event loop (Node.js), an interpreter lock (CPython's GIL, \
@@ -277,6 +296,7 @@ registry! {
     },
     CpuQuota => Rule {
         id: "cpu.quota",
+        run: Some(RunRule { order: 30, eval: judge::quota }),
         title: "a cgroup CPU quota caps or throttles the server",
         commands: &[Preflight, Run],
         mechanism: "the tightest quota from the process's cgroup up to the root (v2 cpu.max, v1 \
@@ -303,6 +323,7 @@ registry! {
     },
     CpuRunQueue => Rule {
         id: "cpu.run-queue",
+        run: Some(RunRule { order: 60, eval: judge::run_queue }),
         title: "the server's threads wait for a CPU (runnable, not running)",
         commands: &[Run],
         mechanism: "threads that are runnable but not on a CPU queue behind other work or a CPU \
@@ -322,6 +343,7 @@ registry! {
     },
     CpuSaturated => Rule {
         id: "cpu.saturated",
+        run: Some(RunRule { order: 50, eval: judge::saturated }),
         title: "no trap: the CPUs the server may use are busy and it is at its capacity",
         commands: &[Run],
         mechanism: "when the load is capped, the CPUs the server may use (its affinity, its \
@@ -527,6 +549,7 @@ registry! {
         doc: "docs/trace.md",
         can_fail: true,
     },
+    // Judged by fs.slow-ops's run rule: `judge::filesystems` gives one of the two per mount.
     FsSerialized => Rule {
         id: "fs.serialized",
         title: "metadata operations serialized behind one filesystem",
@@ -549,6 +572,7 @@ registry! {
     },
     FsSlowOps => Rule {
         id: "fs.slow-ops",
+        run: Some(RunRule { order: 70, eval: judge::filesystems }),
         title: "the server's threads wait on a slow filesystem",
         commands: &[Run],
         mechanism: "threads spend their time blocked in operations on one filesystem; its rate is \
@@ -567,6 +591,7 @@ registry! {
     },
     GenBudget => Rule {
         id: "gen.budget",
+        run: Some(RunRule { order: 10, eval: judge::generator }),
         title: "the built-in generator's own budget capped the run",
         commands: &[Run],
         mechanism: "the generator holds at most --max-connections connections and opens at most \
@@ -682,6 +707,7 @@ registry! {
     },
     HostNoise => Rule {
         id: "host.noise",
+        run: Some(RunRule { order: 40, eval: judge::noise }),
         title: "other processes use the CPUs",
         commands: &[Preflight, Run],
         mechanism: "CPU time taken by other processes, CPU pressure or hypervisor steal is time \
@@ -819,6 +845,7 @@ registry! {
     },
     LockContention => Rule {
         id: "lock.contention",
+        run: Some(RunRule { order: 90, eval: judge::locks }),
         title: "the server's threads wait on one lock",
         commands: &[Run],
         mechanism: "off-CPU time dominated by waits on one lock object (a flock'd file such as a \
@@ -857,6 +884,7 @@ registry! {
     },
     NetFdLimit => Rule {
         id: "net.fd-limit",
+        run: Some(RunRule { order: 20, eval: judge::descriptors }),
         title: "the descriptor limit is below what the run needs",
         commands: &[Preflight, Trace, NetCensus, Load, Run],
         mechanism: "an open-loop flood legitimately holds rate × timeout connections; past the \
@@ -943,6 +971,7 @@ registry! {
     },
     PoolTooSmall => Rule {
         id: "pool.too-small",
+        run: Some(RunRule { order: 100, eval: judge::pool }),
         title: "every worker is busy while the CPUs are idle",
         commands: &[Run],
         mechanism: "all workers busy, requests queueing, CPUs idle: the pool size, not the machine, \
@@ -983,6 +1012,7 @@ registry! {
     },
     RunClassesUnavailable => Rule {
         id: "run.classes-unavailable",
+        run: Some(RunRule { order: 110, eval: judge::classes }),
         title: "this kernel cannot say why threads wait",
         commands: &[Run],
         mechanism: "without bpf_task_pt_regs (Linux 5.15+) and without the raw_tp/sys_enter probe \
@@ -1148,10 +1178,16 @@ mod tests {
             if r.host.is_some() {
                 assert!(r.commands.contains(&Command::Preflight), "{}", r.id);
             }
-            if r.explains_ceiling || r.ranked || r.untrusting {
+            if r.explains_ceiling || r.ranked || r.untrusting || r.run.is_some() {
                 assert!(r.commands.contains(&Command::Run), "{}", r.id);
             }
         }
+        // One place in `run`'s order for each run rule.
+        let mut orders: Vec<u8> = RULES.iter().filter_map(|r| Some(r.run?.order)).collect();
+        let n = orders.len();
+        orders.sort();
+        orders.dedup();
+        assert_eq!(orders.len(), n, "two run rules share an order");
     }
 
     #[test]

@@ -654,47 +654,117 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
     Some(f)
 }
 
-/// All rules, in the order their verdicts depend on each other: a binding quota or saturated
-/// CPUs first, then run-queue delay, the filesystems, the locks, and the worker pool only when
-/// nothing else explains the wait.
+/// All rules, in the order their verdicts depend on each other: every registry entry with a
+/// [`RunRule`](super::registry::RunRule), lowest `order` first, each given what the rules before
+/// it found. A binding quota or saturated CPUs first, then run-queue delay, the filesystems,
+/// the locks, and the worker pool only when nothing else explains the wait.
 pub fn rules(o: &RunObs) -> Vec<Finding> {
     let mut out = vec![];
     if o.window_s <= 0.0 || o.wall_s() <= 0.0 {
         return out;
     }
-    out.extend(generator_bound(o));
-    out.extend(fd_limit(o));
-    let quota = quota_rule(o);
-    let quota_binds = quota.is_some();
-    out.extend(quota);
-    out.extend(host_noise(o, quota_binds));
-    let one_core = (!quota_binds).then(|| one_core(o)).flatten();
-    // A server that runs one thread at a time is not at the capacity of its CPUs, however
-    // busy the generator or others keep them: more processes would take them.
-    let saturated = cpu_saturated(o, quota_binds || one_core.is_some());
-    let saturated_cpu = saturated.is_some();
-    out.extend(saturated);
-    if !saturated_cpu && !quota_binds {
-        out.extend(run_queue(o));
+    let mut judged: Vec<&super::registry::RunRule> = super::registry::RULES
+        .iter()
+        .filter_map(|r| r.run.as_ref())
+        .collect();
+    judged.sort_by_key(|r| r.order);
+    for r in judged {
+        let found = (r.eval)(o, &out);
+        out.extend(found);
     }
-    out.extend(o.filesystems.iter().filter_map(|fs| fs_waits(o, fs)));
-    // Serialized on one core: its futex waits are that one thread's (the GIL) or idle pools'.
-    let serialized = one_core.is_some();
-    out.extend(one_core);
-    out.extend(
+    out
+}
+
+/// What the registry's `run` entries call: each rule with the findings of the rules before it.
+pub mod judge {
+    use super::*;
+
+    fn found(before: &[Finding], id: Id) -> bool {
+        before.iter().any(|f| f.id == id)
+    }
+
+    /// `gen.budget`.
+    pub fn generator(o: &RunObs, _: &[Finding]) -> Vec<Finding> {
+        generator_bound(o).into_iter().collect()
+    }
+
+    /// `net.fd-limit`.
+    pub fn descriptors(o: &RunObs, _: &[Finding]) -> Vec<Finding> {
+        fd_limit(o).into_iter().collect()
+    }
+
+    /// `cpu.quota`.
+    pub fn quota(o: &RunObs, _: &[Finding]) -> Vec<Finding> {
+        quota_rule(o).into_iter().collect()
+    }
+
+    /// `host.noise`: the quota, when it binds, is the cap whatever else runs.
+    pub fn noise(o: &RunObs, before: &[Finding]) -> Vec<Finding> {
+        host_noise(o, found(before, Id::CpuQuota))
+            .into_iter()
+            .collect()
+    }
+
+    /// `cpu.saturated`: not under a binding quota, nor for a server that runs one thread at a
+    /// time (it is not at the capacity of its CPUs, however busy the generator or others keep
+    /// them: more processes would take them).
+    pub fn saturated(o: &RunObs, before: &[Finding]) -> Vec<Finding> {
+        let quota = found(before, Id::CpuQuota);
+        let one = !quota && one_core(o).is_some();
+        cpu_saturated(o, quota || one).into_iter().collect()
+    }
+
+    /// `cpu.run-queue`: where neither saturated CPUs nor a quota explain the wait.
+    pub fn run_queue(o: &RunObs, before: &[Finding]) -> Vec<Finding> {
+        if found(before, Id::CpuSaturated) || found(before, Id::CpuQuota) {
+            return vec![];
+        }
+        super::run_queue(o).into_iter().collect()
+    }
+
+    /// `fs.serialized` and `fs.slow-ops`, per filesystem (one of the two for each).
+    pub fn filesystems(o: &RunObs, _: &[Finding]) -> Vec<Finding> {
+        o.filesystems
+            .iter()
+            .filter_map(|fs| fs_waits(o, fs))
+            .collect()
+    }
+
+    /// `cpu.one-core`: not under a binding quota.
+    pub fn one_thread(o: &RunObs, before: &[Finding]) -> Vec<Finding> {
+        if found(before, Id::CpuQuota) {
+            return vec![];
+        }
+        one_core(o).into_iter().collect()
+    }
+
+    /// `lock.contention`, per lock; serialized on one core, its futex waits are that one
+    /// thread's (the GIL) or idle pools'.
+    pub fn locks(o: &RunObs, before: &[Finding]) -> Vec<Finding> {
+        let serialized = found(before, Id::CpuOneCore);
         o.locks
             .iter()
             .filter(|lock| !(serialized && lock.futex))
-            .filter_map(|lock| lock_waits(o, lock)),
-    );
-    let explained = out.iter().any(|f| f.id.rule().explains_ceiling);
-    if !explained {
-        out.extend(pool_too_small(o));
+            .filter_map(|lock| lock_waits(o, lock))
+            .collect()
     }
-    if !o.classified {
-        out.push(classes_unavailable(o));
+
+    /// `pool.too-small`: only when nothing found before explains what the threads waited on.
+    pub fn pool(o: &RunObs, before: &[Finding]) -> Vec<Finding> {
+        if before.iter().any(|f| f.id.rule().explains_ceiling) {
+            return vec![];
+        }
+        pool_too_small(o).into_iter().collect()
     }
-    out
+
+    /// `run.classes-unavailable`.
+    pub fn classes(o: &RunObs, _: &[Finding]) -> Vec<Finding> {
+        if o.classified {
+            vec![]
+        } else {
+            vec![classes_unavailable(o)]
+        }
+    }
 }
 
 /// host.noise (run): processes outside the benchmark took a share of the CPUs the target may
