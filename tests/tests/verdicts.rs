@@ -255,6 +255,16 @@ fn near(what: &str, got: f64, truth: f64) {
     );
 }
 
+/// `got` within ±30 % of the band two measurements of the capacity span (before and after the
+/// run: the same host measures a CPU-bound server's capacity differently minutes apart).
+fn in_band(what: &str, got: f64, before: f64, after: f64) {
+    let (lo, hi) = (before.min(after), before.max(after));
+    assert!(
+        got >= 0.7 * lo && got <= 1.3 * hi,
+        "{what}: {got:.1} vs ground truth {before:.1} before, {after:.1} after"
+    );
+}
+
 /// A CPU-bound server's capacity measured again once its run's backlog has drained (5 s: the
 /// queued requests are served for as long after the load stops).
 fn capacity_after(url: &str) -> f64 {
@@ -426,7 +436,7 @@ fn fuse_timed(r: &Run) -> bool {
 }
 
 /// gunicorn's 4 sync workers started 7 directories deep in a FUSE mount that answers eight
-/// requests at once, 1 ms each: every worker waits on the mount most of its time and the rate
+/// requests at once, 3 ms each: every worker waits on the mount most of its time and the rate
 /// is flat, as on a serialized one, but nothing queues there. The ground truth: the same
 /// server with 8 workers serves a quarter more or better (measured: x1.8). The verdict: the mount's slow
 /// operations, the pool of 4 the ceiling, no queue on the mount, more workers named.
@@ -436,7 +446,10 @@ fn a_slow_mount_that_answers_side_by_side_leaves_the_pool_as_the_ceiling() {
         return;
     }
     let _s = serial();
-    let fs = SlowFs::mount_parallel(1000, 8, |b| {
+    // 3 ms per operation: the mount, not the CPUs, bounds 8 workers too (at 1 ms, 8 workers
+    // needed 1.3 of this host's 2 CPUs and read 349/s against 4 workers' 340/s once, when
+    // the host was slow).
+    let fs = SlowFs::mount_parallel(3000, 8, |b| {
         template(&b.join("d1/d2/d3/d4/d5/d6/d7"));
     });
     let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
@@ -595,7 +608,13 @@ fn one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker() {
             }),
             "{family}: runtime {runtime:?}"
         );
-        near(&format!("{family}: delivered"), r.delivered(), cap);
+        // The capacity measured again once the run's backlog has drained: a CPU-bound
+        // server's capacity moves with the host's speed (what the hypervisor steals) within
+        // minutes; wrk read Node at 127/s before a run that delivered 166/s once. Both
+        // measurements bound it.
+        std::thread::sleep(Duration::from_secs(5));
+        let after = wrk_capacity(&url, 4, 3).rps;
+        in_band(&format!("{family}: delivered"), r.delivered(), cap, after);
     }
 }
 
