@@ -421,9 +421,7 @@ fn boot(
 
 /// What each guest runs: the focused set, plus existing exact tests that need no more than
 /// the guest has (the probe load on php-fpm over slowfs; TIME_WAIT counted by the TCP probe
-/// and by sock_diag; `run`'s lock.contention verdict on php-fpm's workers serialized on one
-/// flock, naming the file: the off-CPU classes by `bpf_task_pt_regs` from 5.15, from syscall
-/// entry before). `(test target, exact test name or "" for all)`.
+/// and by sock_diag). `(test target, exact test name or "" for all)`.
 const GUEST_TESTS: &[(&str, &str)] = &[
     ("kernels", ""),
     ("trace", "probe_load_gives_exact_per_request_figures"),
@@ -431,9 +429,6 @@ const GUEST_TESTS: &[(&str, &str)] = &[
         "tcp",
         "time_wait_entries_on_the_servers_port_are_counted_exactly",
     ),
-    // run.rs's slow-FUSE cwd test is not here: at its 700/s the guest's two emulated CPUs
-    // saturate (1.9-2.0 cores busy under TCG) and `cpu.saturated` is then the right verdict.
-    ("run", "workers_serialized_on_one_flock_name_the_file"),
 ];
 
 /// Builds the test executables the guests run; returns the `td.run=` list for guest.sh.
@@ -441,9 +436,7 @@ fn test_binaries() -> Result<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(["test", "--release", "-p", "trapdetect-e2e"]);
-    let mut targets: Vec<&str> = GUEST_TESTS.iter().map(|(t, _)| *t).collect();
-    targets.dedup();
-    for t in targets {
+    for (t, _) in GUEST_TESTS {
         cmd.args(["--test", t]);
     }
     let out = cmd
