@@ -280,7 +280,7 @@ registry! {
     },
     CpuOneCore => Rule {
         id: "cpu.one-core",
-        run: Some(RunRule { order: 80, eval: judge::one_thread }),
+        run: Some(RunRule { order: 45, eval: judge::one_thread }),
         title: "the server runs about one core at a time while the load is capped",
         commands: &[Run],
         mechanism: "a single-threaded event loop (Node.js), an interpreter lock (CPython's GIL, \

@@ -709,9 +709,8 @@ pub mod judge {
     /// time (it is not at the capacity of its CPUs, however busy the generator or others keep
     /// them: more processes would take them).
     pub fn saturated(o: &RunObs, before: &[Finding]) -> Vec<Finding> {
-        let quota = found(before, Id::CpuQuota);
-        let one = !quota && one_core(o).is_some();
-        cpu_saturated(o, quota || one).into_iter().collect()
+        let held = found(before, Id::CpuQuota) || found(before, Id::CpuOneCore);
+        cpu_saturated(o, held).into_iter().collect()
     }
 
     /// `cpu.run-queue`: where neither saturated CPUs nor a quota explain the wait.
