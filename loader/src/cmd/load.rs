@@ -117,6 +117,11 @@ pub struct LoadArgs {
     /// Scheduling lag p99 beyond which the run is untrusted (exit 3).
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_duration)]
     pub lag_budget: Duration,
+    /// Nice value of the generator's lanes (-20..19), applied when permitted (root or
+    /// CAP_SYS_NICE for a negative one): lanes that wake ahead of a saturating server keep
+    /// their schedule. 0 leaves them as started. The summary gives the value they ran at.
+    #[arg(long, value_name = "N", default_value_t = crate::load::DEFAULT_NICE, allow_negative_numbers = true)]
+    pub nice: i32,
     /// Most connections open at once (default 512, or -c in a closed loop; capped by the fd
     /// limit). An arrival that finds every one busy waits for one (its latency still counts
     /// from its intended instant) and is dropped, counted, after --max-wait.
@@ -199,6 +204,7 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
         p.threads = t;
     }
     p.lag_budget = a.lag_budget;
+    p.nice = a.nice;
     p.allow_remote = a.allow_remote;
     p.tls = load::TlsOptions {
         insecure: a.insecure,

@@ -6,7 +6,7 @@
 use std::{
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering},
     },
     thread::JoinHandle,
     time::Duration,
@@ -73,7 +73,13 @@ struct Shared {
     seconds: Arc<Seconds>,
     measured_start_ns: u64,
     end_ns: u64,
+    /// The nice value the lanes ask for, and the one they ran at (`NICE_UNSET` before).
+    nice_asked: i32,
+    lanes_nice: AtomicI32,
 }
+
+/// `Shared::lanes_nice` before a lane has set it.
+const NICE_UNSET: i32 = i32::MAX;
 
 /// Raises `a` to `n` without a write when it is already there (most calls).
 fn raise(a: &AtomicU64, n: u64) {
@@ -366,6 +372,21 @@ fn new_shared(plan: &Plan, lanes_n: usize, start_ns: u64, warmup_ns: u64, span_n
         seconds: Seconds::new(lanes_n),
         measured_start_ns: start_ns + warmup_ns,
         end_ns: start_ns + span_ns,
+        nice_asked: plan.nice,
+        lanes_nice: AtomicI32::new(NICE_UNSET),
+    }
+}
+
+/// Sets the calling thread's nice value (Linux keeps one per thread) when asked and
+/// permitted, and returns the value it runs at.
+fn lane_priority(asked: i32) -> i32 {
+    // SAFETY: getpriority/setpriority take plain integers; `who` 0 is the calling thread.
+    unsafe {
+        if asked != 0 {
+            nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, asked);
+        }
+        *nix::libc::__errno_location() = 0;
+        nix::libc::getpriority(nix::libc::PRIO_PROCESS, 0)
     }
 }
 
@@ -373,13 +394,18 @@ fn new_shared(plan: &Plan, lanes_n: usize, start_ns: u64, warmup_ns: u64, span_n
 /// did.
 fn spawn_lanes(
     work: Vec<(tokio::runtime::Runtime, Arc<Lane>, Source, Option<usize>)>,
-    shared: &Shared,
+    shared: &Arc<Shared>,
 ) -> Result<Vec<JoinHandle<Dispatched>>> {
     let mut threads = vec![];
     for (k, (rt, lane, source, workers)) in work.into_iter().enumerate() {
+        let sh = shared.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("trapdetect-load{k}"))
-            .spawn(move || rt.block_on(run_lane(lane, source, workers)));
+            .spawn(move || {
+                sh.lanes_nice
+                    .store(lane_priority(sh.nice_asked), Ordering::Relaxed);
+                rt.block_on(run_lane(lane, source, workers))
+            });
         match spawned {
             Ok(t) => threads.push(t),
             Err(e) => {
@@ -553,7 +579,13 @@ impl Running {
                 busy_max,
                 paced,
                 listen,
-                generator: rusage(),
+                generator: GeneratorCost {
+                    lanes_nice: match sh.lanes_nice.load(Ordering::Relaxed) {
+                        NICE_UNSET => None,
+                        n => Some(n),
+                    },
+                    ..rusage()
+                },
             },
         ))
     }
@@ -886,6 +918,7 @@ fn rusage() -> GeneratorCost {
         cpu_user_s: tv(ru.user_time()),
         cpu_sys_s: tv(ru.system_time()),
         rss_max_mib: crate::traps::round(ru.max_rss() as f64 / 1024.0, 1),
+        lanes_nice: None,
     }
 }
 

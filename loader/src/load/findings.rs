@@ -100,6 +100,7 @@ fn lag(s: &Summary) -> Option<Finding> {
             )
             .with("window_s", s.window.measured_s)
             .with("threads", s.plan.threads as u64)
+            .with_opt("lanes_nice", s.generator.lanes_nice.map(i64::from))
             .remedy(
                 "give the generator its own cores (taskset -c 1 trapdetect load ...; server on \
                  the others), lower --rate, or raise --threads",

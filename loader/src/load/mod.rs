@@ -54,7 +54,7 @@ pub use exchange::H2Settings;
 pub use findings::{findings, problems};
 pub use plan::{
     CONNECT_RATE_PER_BUDGET, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ERRORS_PCT, DEFAULT_MAX_WAIT,
-    Plan, PlanEcho, Url, default_threads, expand_hosts, parse_path_mix,
+    DEFAULT_NICE, Plan, PlanEcho, Url, default_threads, expand_hosts, parse_path_mix,
 };
 pub use render::render_text;
 pub use schedule::{Arrival, Schedule};

@@ -214,7 +214,7 @@ fn generator_text(o: &mut String, s: &Summary) {
     let _ = writeln!(
         o,
         "  generator: in-flight max {}{} · fd limit {} (hard {}) · connections {} opened (at most \
-         {} busy of {}), {} reused, {} stale retries · cpu {} · rss max {:.1} MiB",
+         {} busy of {}), {} reused, {} stale retries · cpu {} · rss max {:.1} MiB{}",
         s.in_flight.max,
         s.in_flight
             .rate_x_timeout
@@ -228,7 +228,11 @@ fn generator_text(o: &mut String, s: &Summary) {
         s.connections.reused_requests,
         s.connections.stale_retries,
         crate::report::units::seconds(s.generator.cpu_user_s + s.generator.cpu_sys_s),
-        s.generator.rss_max_mib
+        s.generator.rss_max_mib,
+        s.generator
+            .lanes_nice
+            .map(|n| format!(" · lanes at nice {n}"))
+            .unwrap_or_default()
     );
     if s.connections.tls_handshakes > 0 {
         let _ = writeln!(

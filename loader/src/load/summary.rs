@@ -339,6 +339,9 @@ pub struct GeneratorCost {
     pub cpu_sys_s: f64,
     /// Peak resident memory of the process, MiB.
     pub rss_max_mib: f64,
+    /// The nice value the lanes ran at (`--nice`, when permitted); absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lanes_nice: Option<i32>,
 }
 
 /// Everything one run measured.
