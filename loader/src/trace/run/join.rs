@@ -52,6 +52,26 @@ pub fn delivered_basis(side: &LoadSide, k: &Sampler) -> &'static str {
     }
 }
 
+/// The CPUs the server's work may use over the run: of the sets the seconds read (the
+/// affinity of the processes that did each second's work), the one under which the target
+/// did most of its work (charged CPU), the later on a tie. Not the last second's: a short
+/// last interval holds a few ticks, and an idle master's one tick there passed for work and
+/// widened pinned workers' one CPU to the master's two.
+fn allowed_cpus(seconds: &[crate::trace::seconds::KernelSecond]) -> Vec<u32> {
+    let mut by_set: Vec<(&Vec<u32>, f64)> = vec![];
+    for s in seconds.iter().filter(|s| !s.allowed_cpus.is_empty()) {
+        match by_set.iter_mut().find(|(set, _)| **set == s.allowed_cpus) {
+            Some((_, w)) => *w += s.charged_cpu_s,
+            None => by_set.push((&s.allowed_cpus, s.charged_cpu_s)),
+        }
+    }
+    by_set
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(set, _)| (*set).clone())
+        .unwrap_or_default()
+}
+
 /// Run's observations, gathered once from the load side, the kernel sampler and the trace's
 /// report: the joined timeline, the threads' time by class, the filesystems and lock objects
 /// waited on, the worker pool and the quota.
@@ -125,13 +145,7 @@ pub fn observe(
             .as_ref()
             .map(|t| t.exe.clone())
             .unwrap_or_default(),
-        allowed_cpus: k
-            .seconds
-            .iter()
-            .rev()
-            .find(|x| !x.allowed_cpus.is_empty())
-            .map(|x| x.allowed_cpus.clone())
-            .unwrap_or_default(),
+        allowed_cpus: allowed_cpus(&k.seconds),
         noise: others.listed(k, false, window_s),
         peers: others.listed(k, true, window_s),
         fd_peak: k
@@ -454,4 +468,36 @@ pub fn method_name(method: u32) -> &'static str {
         .get(method as usize)
         .copied()
         .unwrap_or("unknown")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::seconds::KernelSecond;
+
+    /// Pinned workers did the run's work on CPU 1; the short last interval, where the idle
+    /// master's one tick passed for work, read both CPUs: the run's set is the workers'.
+    #[test]
+    fn the_cpus_are_those_under_which_most_work_was_done() {
+        let sec = |cpus: &[u32], charged: f64| KernelSecond {
+            allowed_cpus: cpus.to_vec(),
+            charged_cpu_s: charged,
+            ..Default::default()
+        };
+        let run = [
+            sec(&[1], 0.97),
+            sec(&[1], 0.99),
+            sec(&[1], 0.98),
+            sec(&[], 0.0),
+            sec(&[0, 1], 0.02),
+        ];
+        assert_eq!(allowed_cpus(&run), vec![1]);
+        // A set that carried more of the work wins wherever it stands; on a tie, the later.
+        assert_eq!(
+            allowed_cpus(&[sec(&[0], 0.5), sec(&[0, 1], 1.5)]),
+            vec![0, 1]
+        );
+        assert_eq!(allowed_cpus(&[sec(&[0], 1.0), sec(&[1], 1.0)]), vec![1]);
+        assert_eq!(allowed_cpus(&[sec(&[], 1.0)]), Vec::<u32>::new());
+    }
 }
