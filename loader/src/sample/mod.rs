@@ -220,7 +220,12 @@ pub fn run(
     }
     let mut report = Report::new("trace");
     let basis = match load {
-        Some(l) => l.finish(&mut report)?,
+        Some(l) => {
+            let outcome = l.finish()?;
+            let count = outcome.count;
+            outcome.record(&mut report);
+            count
+        }
         None => None,
     };
     let processes = process::tree_now(opts.pid).len().max(1);

@@ -125,16 +125,47 @@ fn spawn_ring_reader(
     })
 }
 
+/// What a load driver hands back when the window ends: the request count, and what it adds
+/// to the report (its section, its findings, what makes the figures untrusted, notes), which
+/// the caller records once gathering is done: gathering writes nothing into a report.
+#[derive(Default)]
+pub struct LoadOutcome {
+    /// Requests answered in the window and the basis label (`None`: no usable count).
+    pub count: Option<(u64, &'static str)>,
+    /// Its sections of the report (the load summary, an external generator's).
+    pub sections: Vec<Box<dyn crate::report::Section>>,
+    /// Its findings (`load.*`, `gen.*`).
+    pub findings: Vec<crate::traps::Finding>,
+    /// What makes the run's figures untrusted (exit 3).
+    pub problems: Vec<String>,
+    /// Lesser measurement notes.
+    pub notes: Vec<String>,
+}
+
+impl LoadOutcome {
+    /// Writes it into `report` (in this order: sections, findings, problems, notes).
+    pub fn record(self, report: &mut Report) {
+        for s in &self.sections {
+            report.add(s.as_ref());
+        }
+        report.findings.extend(self.findings);
+        if !self.problems.is_empty() {
+            report.measurement.trusted = false;
+            report.measurement.problems.extend(self.problems);
+        }
+        report.measurement.notes.extend(self.notes);
+    }
+}
+
 /// The live part of a session that the caller may drive load against.
 pub trait LoadDriver {
     /// Called once attached, right before the window starts.
     fn start(&mut self) -> Result<()>;
     /// Requests completed so far (for the progress line).
     fn progress(&self) -> Option<u64>;
-    /// Called when the window ends, before the counts are read; returns the request count for
-    /// the window and its basis label (`None`: no usable count). It records its own section,
-    /// findings and trust problems in `report`.
-    fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>>;
+    /// Called when the window ends, before the counts are read: the request count for the
+    /// window with its basis label, and what the load adds to the report.
+    fn finish(&mut self) -> Result<LoadOutcome>;
     /// The server port the load is sent to, so what that port receives from other clients
     /// is counted too.
     fn server_port(&self) -> Option<u16> {
@@ -242,8 +273,9 @@ pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Repo
     install_signal_handlers();
     let session = Session::attach(opts, load.as_deref())?;
     let window = session.hold(opts, &mut load)?;
+    let (obs, outcome) = session.gather(opts, window, load)?;
     let mut report = Report::new("trace");
-    let obs = session.gather(opts, window, load, &mut report)?;
+    outcome.record(&mut report);
     judge(opts, obs, &mut report);
     // JSON only: the fingerprint is for `compare` and the archive, not the trace's text.
     if let Ok(v) = serde_json::to_value(crate::host::fingerprint::gather(Some(opts.pid))) {

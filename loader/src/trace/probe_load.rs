@@ -5,11 +5,10 @@
 use crate::{
     error::{Error, Result},
     load::{self, Plan, Running},
-    report::Report,
     traps,
 };
 
-use super::LoadDriver;
+use super::{LoadDriver, LoadOutcome};
 
 /// A planned probe load; started when the tracer is attached.
 pub struct ProbeLoad {
@@ -60,7 +59,7 @@ impl LoadDriver for ProbeLoad {
         self.running.as_ref().map(|r| r.live().completed)
     }
 
-    fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>> {
+    fn finish(&mut self) -> Result<LoadOutcome> {
         let running = self
             .running
             .take()
@@ -79,31 +78,34 @@ impl LoadDriver for ProbeLoad {
             Some(longest * (s.scheduled + s.warmup.scheduled + s.connections.stale_retries));
         // Requests the server answered, whatever the status: each one ran through the server.
         let answered = s.ok_2xx + s.non_2xx;
-        report.add(&s);
-        report.findings.extend(load::findings(&s, &self.plan));
+        let mut out = LoadOutcome {
+            findings: load::findings(&s, &self.plan),
+            ..Default::default()
+        };
         // The probe's schedule only paces it; a late probe still counts its requests exactly,
         // so lag is a note here. Requests that never left the generator are a real gap.
         if s.errors.generator_side() > 0 {
-            report.measurement.trusted = false;
-            report.measurement.problems.push(format!(
+            out.problems.push(format!(
                 "{} probe requests failed on the generator's side: the request count is incomplete",
                 s.errors.generator_side()
             ));
         }
         if let Some(l) = &s.sched_lag {
-            report.measurement.notes.push(format!(
+            out.notes.push(format!(
                 "probe load scheduling lag p99 {} µs, max {} µs (pacing only: requests are counted exactly)",
                 traps::round(l.p99_us, 0),
                 traps::round(l.max_us, 0)
             ));
         }
         if answered == 0 {
-            report.measurement.notes.push(format!(
+            out.notes.push(format!(
                 "the probe load got no answer from {}: per-request figures are unavailable",
                 self.plan.url
             ));
-            return Ok(None);
+        } else {
+            out.count = Some((answered, "probe-load"));
         }
-        Ok(Some((answered, "probe-load")))
+        out.sections.push(Box::new(s));
+        Ok(out)
     }
 }

@@ -19,7 +19,8 @@ use trapdetect_common::{
 };
 
 use super::{
-    CwdSampler, LoadDriver, Options, STOP, net, requests, spawn_ring_reader, thread_cpu_ns,
+    CwdSampler, LoadDriver, LoadOutcome, Options, STOP, net, requests, spawn_ring_reader,
+    thread_cpu_ns,
 };
 use crate::{
     error::Result,
@@ -29,7 +30,6 @@ use crate::{
         process::{self, Process, ReadOptions},
     },
     probe::{AttachOptions, Counts, ProbeRow, Probes},
-    report::Report,
     traps::fs::CwdObs,
 };
 
@@ -262,14 +262,13 @@ impl Session {
         })
     }
 
-    /// Reads everything once and detaches. The load records its own section in `report`.
+    /// Reads everything once and detaches; with what the load hands back for the report.
     pub(super) fn gather(
         self,
         opts: &Options,
         window: Window,
         load: Option<&mut dyn LoadDriver>,
-        report: &mut Report,
-    ) -> Result<Observations> {
+    ) -> Result<(Observations, LoadOutcome)> {
         let Session {
             target,
             mut mounts,
@@ -293,10 +292,11 @@ impl Session {
         } = window;
         // Stop the probe load first (in-flight requests finish) so its last requests'
         // syscalls are in the counts read next.
-        let (request_basis, sent_bytes_max, request_ms) = match load {
-            Some(l) => (l.finish(report)?, l.sent_bytes_max(), l.request_ms()),
-            None => (None, None, None),
+        let (outcome, sent_bytes_max, request_ms) = match load {
+            Some(l) => (l.finish()?, l.sent_bytes_max(), l.request_ms()),
+            None => (LoadOutcome::default(), None, None),
         };
+        let request_basis = outcome.count;
         let readings = net::stop(&mut armed);
         let counts = probes.read()?;
         let served = if served_on {
@@ -374,35 +374,38 @@ impl Session {
             .get(C_CONNECT_NOT_TCP as usize)
             .copied()
             .unwrap_or(0);
-        Ok(Observations {
-            target,
-            window_s,
-            exited_after,
-            processes,
-            mounts,
-            cwds,
-            counts,
-            strings,
-            truncated,
-            fuse_measured,
-            probe_rows,
-            missing_required,
-            request_basis,
-            sent_bytes_max,
-            request_ms,
-            served,
-            cpu_before,
-            cpu_after,
-            net_start,
-            armed,
-            net: net::Measured {
-                readings,
-                connect,
-                missed,
-                not_tcp,
-                upstream,
+        Ok((
+            Observations {
+                target,
+                window_s,
+                exited_after,
+                processes,
+                mounts,
+                cwds,
+                counts,
+                strings,
+                truncated,
+                fuse_measured,
+                probe_rows,
+                missing_required,
+                request_basis,
+                sent_bytes_max,
+                request_ms,
+                served,
+                cpu_before,
+                cpu_after,
+                net_start,
+                armed,
+                net: net::Measured {
+                    readings,
+                    connect,
+                    missed,
+                    not_tcp,
+                    upstream,
+                },
+                cost,
             },
-            cost,
-        })
+            outcome,
+        ))
     }
 }

@@ -12,7 +12,7 @@ use crate::{
     sample::BackendArgs,
     trace::run::external::{ExternalDriver, LoadSide},
     trace::{
-        self, LoadDriver,
+        self, LoadDriver, LoadOutcome,
         run::{
             join::{METHOD_SAMPLED, delivered_basis, method_name, observe},
             section::RunSection,
@@ -56,23 +56,24 @@ impl LoadDriver for RunDriver {
         }
     }
 
-    fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>> {
+    fn finish(&mut self) -> Result<LoadOutcome> {
         let running = self
             .running
             .take()
             .ok_or_else(|| Error::Untrusted("the load never started".into()))?;
         let s = running.stop()?;
-        report.add(&s);
-        report.findings.extend(load::findings(&s, &self.plan));
-        // Unlike the tracer's light probe, this load is the measurement: a generator that
-        // fell behind its schedule measured itself.
-        for p in load::problems(&s, &self.plan) {
-            report.measurement.trusted = false;
-            report.measurement.problems.push(p);
-        }
         let answered = s.ok_2xx + s.non_2xx;
+        let out = LoadOutcome {
+            count: (answered > 0).then_some((answered, "run-load")),
+            findings: load::findings(&s, &self.plan),
+            // Unlike the tracer's light probe, this load is the measurement: a generator that
+            // fell behind its schedule measured itself.
+            problems: load::problems(&s, &self.plan),
+            sections: vec![Box::new(s.clone())],
+            notes: vec![],
+        };
         self.summary = Some(s);
-        Ok((answered > 0).then_some((answered, "run-load")))
+        Ok(out)
     }
 }
 

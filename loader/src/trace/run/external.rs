@@ -20,9 +20,8 @@ use crate::{
             section::{ExternalLoad, ExternalResults},
         },
     },
-    report::Report,
     trace::{
-        LoadDriver,
+        LoadDriver, LoadOutcome,
         seconds::{KernelSource, Sampler},
     },
     traps::{Finding, Id, Severity, round, run::RunSecond},
@@ -231,7 +230,7 @@ impl ExternalDriver {
         })
     }
 
-    fn read_results(&mut self, report: &mut Report) -> Result<()> {
+    fn read_results(&mut self, notes: &mut Vec<String>) -> Result<()> {
         let (bytes, what, truncated) = match (&self.results_file, &self.generator) {
             (Some(f), _) => {
                 let what = format!(
@@ -251,7 +250,7 @@ impl ExternalDriver {
             (None, None) => return Ok(()),
         };
         if truncated {
-            report.measurement.notes.push(format!(
+            notes.push(format!(
                 "the command printed more than {} MiB: its output was cut there",
                 external::child::STDOUT_CAP >> 20
             ));
@@ -273,7 +272,7 @@ impl ExternalDriver {
             }
             Err(e) if self.results_file.is_some() => Err(Error::usage(format!("{what}: {e}"))),
             Err(e) => {
-                report.measurement.notes.push(format!(
+                notes.push(format!(
                     "the command's output is not results trapdetect reads ({e}): the load side is the kernel's count of served requests only"
                 ));
                 Ok(())
@@ -358,12 +357,13 @@ impl LoadDriver for ExternalDriver {
         self.spawn_error.is_some() || self.generator.as_ref().is_some_and(Generator::exited)
     }
 
-    fn finish(&mut self, report: &mut Report) -> Result<Option<(u64, &'static str)>> {
+    fn finish(&mut self) -> Result<LoadOutcome> {
         if let Some(e) = self.spawn_error.take() {
             return Err(e);
         }
         let status = self.generator.as_mut().map(Generator::stop);
-        self.read_results(report)?;
+        let mut out = LoadOutcome::default();
+        self.read_results(&mut out.notes)?;
         let window_s = self
             .sampler
             .as_ref()
@@ -371,7 +371,7 @@ impl LoadDriver for ExternalDriver {
             .unwrap_or(0.0);
         let side = LoadSide::from_external(self.results.as_ref(), &self.client, window_s);
         let g = self.generator.as_ref();
-        report.add(&ExternalLoad {
+        out.sections.push(Box::new(ExternalLoad {
             source: if self.results_file.is_some() {
                 "file"
             } else {
@@ -391,17 +391,16 @@ impl LoadDriver for ExternalDriver {
                 skipped_lines: r.skipped_lines,
                 seconds_before_window: r.seconds.range(..0).count(),
             }),
-        });
+        }));
         let starved = client_starved(&self.client, window_s);
         if let Some(f) = starved {
-            report.measurement.trusted = false;
-            report.measurement.problems.push(
+            out.problems.push(
                 "the load generator waited for a CPU (see gen.client-starved): it measured itself"
                     .into(),
             );
-            report.findings.push(f);
+            out.findings.push(f);
         }
-        Ok(None)
+        Ok(out)
     }
 }
 
