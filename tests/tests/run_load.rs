@@ -197,14 +197,16 @@ fn hey_results_file_is_joined_second_by_second() {
     }
 }
 
-/// Scenario 8: the built-in generator in a cgroup allowed 15 % of one CPU, asked for
-/// 3,000 req/s: it cannot keep its schedule, says so with its lag, and the run exits 3.
+/// Scenario 8: the built-in generator in a cgroup allowed 5 % of one CPU, asked for
+/// 3,000 req/s: it cannot keep its schedule, says so with its lag, and the run exits 3. (At
+/// 15 % its lanes, which run at nice -10 ahead of the tracer's own threads in the same group,
+/// kept their schedule: lag p99 5.8 ms against the 10 ms budget.)
 #[test]
 fn a_starved_builtin_generator_makes_the_run_untrusted() {
     if !require_root("a_starved_builtin_generator_makes_the_run_untrusted") {
         return;
     }
-    let Some(cg) = CpuCgroup::create(15_000, 100_000) else {
+    let Some(cg) = CpuCgroup::create(5_000, 100_000) else {
         skip(
             "a_starved_builtin_generator_makes_the_run_untrusted",
             "no usable cpu controller",
@@ -248,10 +250,10 @@ fn a_starved_builtin_generator_makes_the_run_untrusted() {
     let e = &f["evidence"];
     let budget = e["lag_budget_us"].as_f64().unwrap();
     assert_eq!(budget, 10_000.0);
-    // A 15 % share of a CPU: the group runs at most 15 ms of every 100 ms and is throttled
-    // for the rest of the period once it has used them. How long that rest is depends on how
-    // fast the group uses its 15 ms, which it shares the CPUs for with php-fpm (measured here:
-    // 55-57 ms on average, not the 85 ms an unimpeded group would wait). An arrival falls due
+    // A 5 % share of a CPU: the group runs at most 5 ms of every 100 ms and is throttled for
+    // the rest of the period once it has used them. How long that rest is depends on how fast
+    // the group uses its 5 ms, which it shares the CPUs for with php-fpm (at 15 %, measured
+    // here: 55-57 ms on average, not the 85 ms an unimpeded group would wait). An arrival falls due
     // within 1/3,000 s of every throttle's start and waits for its end, so the worst lag is at
     // least the longest throttle less one arrival interval. The kernel adds up throttled time
     // per CPU run queue (a group throttled on both CPUs at once counts twice; nr_throttled
