@@ -380,12 +380,13 @@ fn new_shared(plan: &Plan, lanes_n: usize, start_ns: u64, warmup_ns: u64, span_n
 /// Sets the calling thread's nice value (Linux keeps one per thread) when asked and
 /// permitted, and returns the value it runs at.
 fn lane_priority(asked: i32) -> i32 {
-    // SAFETY: getpriority/setpriority take plain integers; `who` 0 is the calling thread.
+    // SAFETY: getpriority/setpriority take plain integers; `who` 0 is the calling thread
+    // (which cannot fail for getpriority, so its -1 is a nice value, not an error). A refused
+    // setpriority (EACCES without CAP_SYS_NICE) leaves the value as it was: reported as is.
     unsafe {
         if asked != 0 {
             nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, asked);
         }
-        *nix::libc::__errno_location() = 0;
         nix::libc::getpriority(nix::libc::PRIO_PROCESS, 0)
     }
 }
