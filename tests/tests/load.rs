@@ -592,8 +592,8 @@ fn lag_beyond_budget_is_untrusted_exit_3() {
     assert_eq!(finding(&v, "gen.lag").unwrap()["severity"], "warn");
 }
 
-/// The lanes run at the nice value asked for when permitted (root here), and stay as started
-/// when not (every capability dropped): the summary says which.
+/// The lanes run as started by default, at the nice value asked for when permitted (root
+/// here), and stay as started when not (every capability dropped): the summary says which.
 #[test]
 fn lanes_run_at_the_nice_value_asked_when_permitted() {
     if !trapdetect_e2e::require_root("lanes_run_at_the_nice_value_asked_when_permitted") {
@@ -604,12 +604,17 @@ fn lanes_run_at_the_nice_value_asked_when_permitted() {
     let common = ["--url", &url, "--rate", "50", "--duration", "1s"];
     let (code, v) = load(&common);
     assert_eq!(code, 0);
-    assert_eq!(v["generator"]["lanes_nice"], -10, "default");
+    // By default the lanes run as the process started (the harness's own nice value).
+    let started = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    assert_eq!(v["generator"]["lanes_nice"], started, "default");
+    let mut a = common.to_vec();
+    a.extend(["--nice", "-10"]);
+    assert_eq!(load(&a).1["generator"]["lanes_nice"], -10);
     let mut a = common.to_vec();
     a.extend(["--nice", "-3"]);
     assert_eq!(load(&a).1["generator"]["lanes_nice"], -3);
-    // Without CAP_SYS_NICE a negative value is refused by the kernel: the lanes keep the
-    // nice they started with (0 here, or 5 under `nice -n 5`).
+    // Without CAP_SYS_NICE the kernel refuses -10: the lanes keep the nice they started with
+    // (5 under `nice -n 5`).
     let out = std::process::Command::new("setpriv")
         .args([
             "--inh-caps=-all",
@@ -619,7 +624,15 @@ fn lanes_run_at_the_nice_value_asked_when_permitted() {
         ])
         .args(["nice", "-n", "5"])
         .arg(trapdetect_e2e::bin())
-        .args(["load", "--json", "-q", "--lag-budget", "5s"])
+        .args([
+            "load",
+            "--json",
+            "-q",
+            "--lag-budget",
+            "5s",
+            "--nice",
+            "-10",
+        ])
         .args(common)
         .output()
         .expect("setpriv");

@@ -119,7 +119,8 @@ pub struct LoadArgs {
     pub lag_budget: Duration,
     /// Nice value of the generator's lanes (-20..19), applied when permitted (root or
     /// CAP_SYS_NICE for a negative one): lanes that wake ahead of a saturating server keep
-    /// their schedule. 0 leaves them as started. The summary gives the value they ran at.
+    /// their schedule (-10). 0, the default, leaves them as started. The summary gives the
+    /// value they ran at.
     #[arg(long, value_name = "N", default_value_t = crate::load::DEFAULT_NICE, allow_negative_numbers = true)]
     pub nice: i32,
     /// Most connections open at once (default 512, or -c in a closed loop; capped by the fd
