@@ -66,27 +66,26 @@ pub fn proc_files(data: &[u8]) {
 /// A php-fpm configuration with an included file: the input up to the first NUL is the main
 /// file, the rest the file `inc.conf` next to it (the main file may `include=` it, or a glob).
 pub fn fpm_config(data: &[u8]) {
-    thread_local! {
-        static DIR: std::path::PathBuf = {
-            let d = std::env::temp_dir().join(format!("trapdetect-fuzz-fpm-{}", std::process::id()));
-            let _ = std::fs::create_dir_all(&d);
-            d
-        };
-    }
+    // A directory per input, made and removed around it (a counter keeps the corpus-replaying
+    // unit test's threads apart): nothing is left in the temporary directory afterwards.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("trapdetect-fuzz-fpm-{}-{n}", std::process::id()));
     let (main, inc) = match data.iter().position(|&b| b == 0) {
         Some(i) => (&data[..i], &data[i + 1..]),
         None => (data, &[][..]),
     };
-    DIR.with(|d| {
-        let m = d.join("main.conf");
-        if std::fs::write(&m, main).is_err() || std::fs::write(d.join("inc.conf"), inc).is_err() {
-            return;
-        }
+    let m = d.join("main.conf");
+    if std::fs::create_dir_all(&d).is_ok()
+        && std::fs::write(&m, main).is_ok()
+        && std::fs::write(d.join("inc.conf"), inc).is_ok()
+    {
         let _ = fpm::load(&m, d.to_str().unwrap_or("/nonexistent"));
         for l in text(main).lines() {
             let _ = fpm::parse_line(l);
         }
-    });
+    }
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// A kernel BTF blob (`--btf FILE`).
@@ -231,6 +230,15 @@ mod tests {
             let n = super::replay(&root.join(name), *f);
             assert!(n > 0, "no seed inputs for {name} in {}", root.display());
         }
+        // The php-fpm target writes its inputs to files: none of them is left behind.
+        let ours = format!("trapdetect-fuzz-fpm-{}-", std::process::id());
+        let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&ours))
+            .map(|e| e.path())
+            .collect();
+        assert_eq!(left, Vec::<std::path::PathBuf>::new());
     }
 
     use std::path::Path;
