@@ -85,18 +85,7 @@ pub fn run(opts: &Options) -> Result<PathBuf> {
                 TARGETS.iter().map(|t| t.0).collect::<Vec<_>>().join(", ")
             );
         };
-        util::run(Command::new("rustup").args(["target", "add", target]))?;
-        let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cargo
-            .args(["build", "--release", "--target", target, "-p", "trapdetect"])
-            .args(["--bin", "trapdetect"])
-            .current_dir(root());
-        cargo.envs(cross_env(target));
-        util::run(&mut cargo).with_context(|| format!("build for {target}"))?;
-        let bin = root()
-            .join("target")
-            .join(target)
-            .join("release/trapdetect");
+        let bin = build(target)?;
         check_static(&bin)?;
         built.push((target, deb_arch, bin));
     }
@@ -129,6 +118,22 @@ pub fn run(opts: &Options) -> Result<PathBuf> {
         check_trace(&host)?;
     }
     Ok(host)
+}
+
+/// Builds the release binary for `target` (cargo's no-op when it is fresh); returns its path.
+pub fn build(target: &str) -> Result<PathBuf> {
+    util::run(Command::new("rustup").args(["target", "add", target]))?;
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
+        .args(["build", "--release", "--target", target, "-p", "trapdetect"])
+        .args(["--bin", "trapdetect"])
+        .current_dir(root());
+    cargo.envs(cross_env(target));
+    util::run(&mut cargo).with_context(|| format!("build for {target}"))?;
+    Ok(root()
+        .join("target")
+        .join(target)
+        .join("release/trapdetect"))
 }
 
 /// `file` and `ldd` agree the binary needs no shared library (not even the host's glibc).
@@ -399,15 +404,8 @@ fn check_trace(bin: &Path) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     util::run(
         Command::new(cargo)
-            .args([
-                "test",
-                "--release",
-                "-p",
-                "trapdetect-e2e",
-                "--test",
-                "trace",
-                "--",
-            ])
+            // No `-p`: the executable `cargo xtask test` built (see vm.rs test_binaries).
+            .args(["test", "--release", "--test", "trace", "--"])
             .arg("non_php_server_that_chdirs_per_request_is_detected_too")
             .args(["--exact", "--nocapture"])
             .env("TRAPDETECT_BIN", bin)

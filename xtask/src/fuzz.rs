@@ -121,6 +121,22 @@ fn stat(out: &str, key: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Builds every fuzz target (installing cargo-fuzz if missing); returns the eBPF object they
+/// embed. A no-op for cargo when nothing changed.
+pub fn build(asan: bool) -> Result<PathBuf> {
+    let root = util::root();
+    ensure_cargo_fuzz()?;
+    let obj = ebpf_object(&root)?;
+    util::run(
+        nightly_cargo()
+            .args(["fuzz", "build"])
+            .args(build_flags(asan))
+            .env("TRAPDETECT_EBPF_OBJ", &obj)
+            .current_dir(root.join("fuzz")),
+    )?;
+    Ok(obj)
+}
+
 /// Builds the fuzz crate, then runs each target (or `only`) for `seconds`.
 pub fn run(seconds: u64, only: Option<&str>, asan: bool) -> Result<Vec<Outcome>> {
     let root = util::root();
@@ -137,15 +153,7 @@ pub fn run(seconds: u64, only: Option<&str>, asan: bool) -> Result<Vec<Outcome>>
             TARGETS.join(", ")
         );
     }
-    ensure_cargo_fuzz()?;
-    let obj = ebpf_object(&root)?;
-    util::run(
-        nightly_cargo()
-            .args(["fuzz", "build"])
-            .args(build_flags(asan))
-            .env("TRAPDETECT_EBPF_OBJ", &obj)
-            .current_dir(&fuzz),
-    )?;
+    let obj = build(asan)?;
     let bins =
         fuzz.join("target")
             .join(host_triple()?)

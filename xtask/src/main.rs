@@ -10,7 +10,7 @@ mod soak;
 mod util;
 mod vm;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -106,43 +106,19 @@ fn main() -> Result<()> {
             setup::run(setup::Scope::Build)?;
             util::cargo(&["build", "--release"])
         }
-        Cmd::Test { args } => {
-            setup::run(setup::Scope::All)?;
-            util::cargo(&["build", "--release"])?;
-            let mut a: Vec<&str> = vec!["test", "--release"];
-            a.extend(args.iter().map(String::as_str));
-            util::cargo(&a)?;
-            if args.is_empty() {
-                // The seed corpus of every fuzz target is replayed by a unit test; then every
-                // target fuzzes for a few seconds (TRAPDETECT_FUZZ_SECONDS, default 4; 0 skips
-                // it) on the quick build (fuzz.rs: about 3.5 min cold).
-                let secs = std::env::var("TRAPDETECT_FUZZ_SECONDS")
-                    .ok()
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .unwrap_or(4);
-                if secs > 0 {
-                    fuzz::run(secs, None, false)?;
-                } else {
-                    eprintln!("xtask: fuzzers not run (TRAPDETECT_FUZZ_SECONDS=0)");
-                }
-                // What a user copies to a benchmark host: the static binary, packed and
-                // checked (static, installs and removes in an empty dpkg root, a trusted trace
-                // here); the kernel matrix's guests then run their tests with it.
-                let bin = dist::run(&dist::Options {
-                    targets: vec![dist::HOST_TARGET.to_string()],
-                    no_trace_check: false,
-                })?;
-                // A filtered run is someone narrowing down one test: the matrix only runs in full.
-                vm::run(&[], Some(&bin))?;
-            }
-            Ok(())
-        }
+        Cmd::Test { args } => test(&args),
         Cmd::Kernels { names, table, bin } => {
             setup::run(setup::Scope::All)?;
             util::cargo(&["build", "--release"])?;
             if table {
                 vm::table_from_last_run()
             } else {
+                // The guests run it from their own working directory: pass it absolute.
+                let bin = bin
+                    .map(|b| {
+                        std::fs::canonicalize(&b).with_context(|| format!("--bin {}", b.display()))
+                    })
+                    .transpose()?;
                 vm::run(&names, bin.as_deref())
             }
         }
@@ -186,4 +162,71 @@ fn main() -> Result<()> {
             bench::run(filter.as_deref())
         }
     }
+}
+
+/// `cargo xtask test`: CI's command. The builds run first, while the packages only the tests
+/// need (and, for the full run, the matrix's kernels) download and install beside them: no
+/// build needs those, and on a fresh machine each side takes minutes. Then the tests.
+fn test(args: &[String]) -> Result<()> {
+    let full = args.is_empty();
+    setup::run(setup::Scope::Build)?;
+    let log = util::root().join("target/xtask-apt.log");
+    std::fs::create_dir_all(util::root().join("target"))?;
+    let background = std::thread::spawn(move || -> Result<()> {
+        setup::install_test_packages(&log)?;
+        if full {
+            vm::fetch_all()?;
+        }
+        Ok(())
+    });
+    let mut a: Vec<&str> = vec!["test", "--release"];
+    a.extend(args.iter().map(String::as_str));
+    let builds = (|| -> Result<()> {
+        util::cargo(&["build", "--release"])?;
+        // The same selection, compiled only (before any `--`: what follows goes to the tests).
+        let mut compile = a.clone();
+        let at = compile
+            .iter()
+            .position(|&x| x == "--")
+            .unwrap_or(compile.len());
+        compile.insert(at, "--no-run");
+        util::cargo(&compile)?;
+        if full {
+            fuzz::build(false)?;
+            dist::build(dist::HOST_TARGET)?;
+        }
+        Ok(())
+    })();
+    // Whatever the builds did, apt is not left running on its own.
+    let installed = background
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the install thread panicked")));
+    builds?;
+    installed?;
+    setup::run(setup::Scope::All)?;
+    util::cargo(&a)?;
+    if full {
+        // The seed corpus of every fuzz target is replayed by a unit test; then every target
+        // fuzzes for a few seconds (TRAPDETECT_FUZZ_SECONDS, default 4; 0 skips it) on the
+        // quick build (fuzz.rs: about 3.5 min cold).
+        let secs = std::env::var("TRAPDETECT_FUZZ_SECONDS")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(4);
+        if secs > 0 {
+            fuzz::run(secs, None, false)?;
+        } else {
+            eprintln!("xtask: fuzzers not run (TRAPDETECT_FUZZ_SECONDS=0)");
+        }
+        // What a user copies to a benchmark host: the static binary, packed and checked
+        // (static, installs and removes in an empty dpkg root, a trusted trace here); the
+        // kernel matrix's guests then run their tests with it.
+        let bin = dist::run(&dist::Options {
+            targets: vec![dist::HOST_TARGET.to_string()],
+            no_trace_check: false,
+        })?;
+        // A filtered run is someone narrowing down one test: the matrix only runs in full.
+        vm::run(&[], Some(&bin))?;
+    }
+    Ok(())
 }

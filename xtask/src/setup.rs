@@ -1,7 +1,7 @@
 //! Installs what trapdetect's build and tests need, idempotently, saying what it installs.
 //! The toolchain recipe is the one verified in shared/DESIGN.md.
 
-use std::process::Command;
+use std::{path::Path, process::Command};
 
 use anyhow::{Context, Result, bail};
 
@@ -153,18 +153,29 @@ fn ensure_llvm_repo() -> Result<()> {
     )))
 }
 
-fn apt_install(pkgs: &[&str]) -> Result<()> {
+/// Installs `pkgs`; apt's output goes to `log` when given (it runs beside a build), to ours
+/// otherwise.
+fn apt_install(pkgs: &[&str], log: Option<&Path>) -> Result<()> {
     eprintln!("xtask: installing Debian packages: {}", pkgs.join(" "));
+    let apt = |args: &[&str]| -> Result<()> {
+        let mut c = Command::new("apt-get");
+        c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        if let Some(l) = log {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(l)?;
+            c.stdout(f.try_clone()?).stderr(f);
+        }
+        util::run(&mut c)
+    };
     let install = |update: bool| -> Result<()> {
         if update {
-            util::run(Command::new("apt-get").args(["update", "-q"]))?;
+            apt(&["update", "-q"])?;
         }
-        util::run(
-            Command::new("apt-get")
-                .args(["install", "-y", "-q", "--no-install-recommends"])
-                .args(pkgs)
-                .env("DEBIAN_FRONTEND", "noninteractive"),
-        )
+        let mut args = vec!["install", "-y", "-q", "--no-install-recommends"];
+        args.extend_from_slice(pkgs);
+        apt(&args)
     };
     // Try without refreshing the lists first; refresh only if that fails.
     install(false).or_else(|_| install(true))
@@ -209,11 +220,24 @@ fn disable_xdebug() -> Result<()> {
     Ok(())
 }
 
+/// The packages only the tests need, installed with apt's output in `log` (`cargo xtask
+/// test` runs this beside its builds: no build needs them). `run(Scope::All)` afterwards
+/// finds nothing left to install.
+pub fn install_test_packages(log: &Path) -> Result<()> {
+    let _ = std::fs::remove_file(log);
+    let missing = missing_packages(Scope::All);
+    if !missing.is_empty() {
+        apt_install(&missing, Some(log))
+            .with_context(|| format!("apt-get (its output: {})", log.display()))?;
+    }
+    Ok(())
+}
+
 pub fn run(scope: Scope) -> Result<()> {
     ensure_llvm_repo()?;
     let missing = missing_packages(scope);
     if !missing.is_empty() {
-        apt_install(&missing)?;
+        apt_install(&missing, None)?;
     }
     if scope == Scope::All {
         disable_xdebug()?;

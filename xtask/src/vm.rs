@@ -113,6 +113,12 @@ fn debian_mirror() -> String {
 /// Downloads and unpacks every kernel not yet under target/vm. APT runs on a private
 /// configuration (its own sources list, lists and cache under target/vm/apt): the machine's
 /// sources are never touched, so there is nothing to remove afterwards even if interrupted.
+/// Downloads and unpacks every kernel of the matrix that is missing (`cargo xtask test`
+/// does it beside its builds).
+pub fn fetch_all() -> Result<()> {
+    fetch(&KERNELS.iter().collect::<Vec<_>>())
+}
+
 fn fetch(kernels: &[&Kernel]) -> Result<()> {
     let missing: Vec<&&Kernel> = kernels
         .iter()
@@ -435,7 +441,10 @@ const GUEST_TESTS: &[(&str, &str)] = &[
 fn test_binaries() -> Result<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["test", "--release", "-p", "trapdetect-e2e"]);
+    // No `-p`: with the workspace's default members selected, as `cargo xtask test` builds
+    // them, features resolve the same and these are the executables already built (with
+    // `-p trapdetect-e2e` cargo compiled the end-to-end crate and its dependencies again).
+    cmd.args(["test", "--release"]);
     for (t, _) in GUEST_TESTS {
         cmd.args(["--test", t]);
     }
