@@ -1,6 +1,7 @@
 //! Kernel and CPU settings that change what a benchmark measures (issue 23): transparent huge
 //! pages, NUMA balancing, the IRQs of the network interfaces and the CPUs that serve them,
-//! `perf_event_paranoid` (what the tracer itself may do), and the SMT siblings of each CPU.
+//! `perf_event_paranoid` (what the tracer itself may do), the SMT siblings of each CPU, and the
+//! clocksource with what a clock read costs beside a system call (timed, not read).
 //! Parsers are pure; readers take a filesystem root so recorded trees exercise them.
 
 use std::{collections::BTreeMap, path::Path};
@@ -42,6 +43,58 @@ pub struct Tuning {
     pub nic_irqs: Vec<NicIrq>,
     /// Each CPU's SMT siblings (itself included).
     pub siblings: BTreeMap<u32, Vec<u32>>,
+    /// The clocksource the kernel keeps time with (clocksource0/current_clocksource).
+    pub clocksource: Option<String>,
+    /// The ones it offers (clocksource0/available_clocksource).
+    pub clocksources: Vec<String>,
+    /// What a clock read and a system call cost this process ([`time_clock_reads`]; `None`
+    /// where not timed: a recorded tree).
+    pub clock_cost: Option<ClockCost>,
+}
+
+/// A clock read timed beside a system call, both in this process (ns per call).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClockCost {
+    /// `clock_gettime(CLOCK_MONOTONIC)` as every server, load generator and tracer calls it
+    /// (Rust's `Instant::now`): through the vDSO, without entering the kernel, where the
+    /// clocksource allows it.
+    pub clock_read_ns: u64,
+    /// `getppid()`, a system call that does nothing else: what entering the kernel costs here.
+    pub syscall_ns: u64,
+}
+
+/// The fastest of three timed batches of `f` (up to 20,000 calls or 10 ms each), in ns per
+/// call: the batch least disturbed by whatever else ran.
+fn ns_per_call(mut f: impl FnMut()) -> u64 {
+    (0..3)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            let mut n = 0u64;
+            while n < 20_000 {
+                f();
+                n += 1;
+                if n.is_multiple_of(1_000) && start.elapsed() > std::time::Duration::from_millis(10)
+                {
+                    break;
+                }
+            }
+            (start.elapsed().as_nanos() / u128::from(n)) as u64
+        })
+        .min()
+        .unwrap_or(0)
+}
+
+/// Times a clock read beside a system call, here and now (about 60 ms at most).
+pub fn time_clock_reads() -> ClockCost {
+    ClockCost {
+        clock_read_ns: ns_per_call(|| {
+            std::hint::black_box(std::time::Instant::now());
+        }),
+        syscall_ns: ns_per_call(|| {
+            // SAFETY: getppid takes no argument and cannot fail.
+            std::hint::black_box(unsafe { libc::syscall(libc::SYS_getppid) });
+        }),
+    }
 }
 
 /// Parses /proc/interrupts: IRQ number → (counts by CPU, name).
@@ -148,6 +201,17 @@ pub fn read(root: &Path) -> Tuning {
             .and_then(|v| v.parse().ok()),
         nic_irqs,
         siblings,
+        clocksource: read_trim(&under(
+            root,
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )),
+        clocksources: read_trim(&under(
+            root,
+            "/sys/devices/system/clocksource/clocksource0/available_clocksource",
+        ))
+        .map(|l| l.split_ascii_whitespace().map(str::to_string).collect())
+        .unwrap_or_default(),
+        clock_cost: None,
     }
 }
 
@@ -171,5 +235,34 @@ mod tests {
         let t = read(Path::new("/"));
         assert!(!t.siblings.is_empty());
         assert!(t.numa_nodes >= 1);
+        // Every kernel with sysfs has a clocksource, and it is one of those it offers.
+        let cs = t.clocksource.expect("current_clocksource");
+        assert!(t.clocksources.contains(&cs), "{cs} in {:?}", t.clocksources);
+        assert_eq!(
+            t.clock_cost, None,
+            "read() only reads; timing is time_clock_reads()"
+        );
+    }
+
+    #[test]
+    fn clocksource_from_a_recorded_tree() {
+        let root = std::env::temp_dir().join(format!("td-clocksource-{}", std::process::id()));
+        let d = root.join("sys/devices/system/clocksource/clocksource0");
+        std::fs::create_dir_all(&d).unwrap();
+        // A Xen guest's layout: its own clock first, the others it may switch to after.
+        std::fs::write(d.join("current_clocksource"), "xen\n").unwrap();
+        std::fs::write(d.join("available_clocksource"), "xen tsc hpet acpi_pm \n").unwrap();
+        let t = read(&root);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(t.clocksource.as_deref(), Some("xen"));
+        assert_eq!(t.clocksources, ["xen", "tsc", "hpet", "acpi_pm"]);
+    }
+
+    #[test]
+    fn clock_reads_and_system_calls_are_timed() {
+        let c = time_clock_reads();
+        // Both are timed (a call takes at least a nanosecond), and each batch ends: at most
+        // 20,000 calls.
+        assert!(c.clock_read_ns >= 1 && c.syscall_ns >= 1, "{c:?}");
     }
 }

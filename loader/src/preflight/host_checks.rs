@@ -44,7 +44,10 @@ pub(super) fn dir_and_host(
         );
     }
     // Kernel and CPU settings the run inherits.
-    let tuning = crate::host::tuning::read(Path::new("/"));
+    let tuning = crate::host::tuning::Tuning {
+        clock_cost: Some(crate::host::tuning::time_clock_reads()),
+        ..crate::host::tuning::read(Path::new("/"))
+    };
     let cpus_of = |pid: u32| {
         std::fs::read_to_string(format!("/proc/{pid}/status"))
             .ok()

@@ -202,6 +202,7 @@ mod tests {
                 (3, vec![1, 3]),
             ]
             .into(),
+            ..Tuning::default()
         }
     }
 
