@@ -654,6 +654,20 @@ registry! {
         remedy: "give the generator its own CPUs, lower the rate, or run it on another machine.",
         doc: "docs/load.md",
     },
+    HostClocksource => Rule {
+        id: "host.clocksource",
+        title: "clock reads enter the kernel",
+        commands: PRE,
+        mechanism: "the vDSO reads tsc, kvm-clock or a Hyper-V page without a system call; with \
+                    hpet or acpi_pm (a kernel not offered, or not trusting, a TSC) every \
+                    timestamp the server, the load generator and the tracer take is a system \
+                    call and a device read, microseconds on a VM.",
+        evidence: &["clocksource", "clocksources_offered", "clock_read_ns", "syscall_ns"],
+        remedy: "switch to tsc when it is offered; otherwise benchmark where it is, or state \
+                 what a timestamp costs with the results.",
+        doc: "docs/preflight.md",
+        host: Some(|v| tuning::clocksource(v.tuning)),
+    },
     HostKernelLog => Rule {
         id: "host.kernel-log",
         title: "the kernel logged trouble during or before the run",
