@@ -123,7 +123,7 @@ pub fn run(opts: &Options) -> Result<PathBuf> {
 /// Builds the release binary for `target` (cargo's no-op when it is fresh); returns its path.
 pub fn build(target: &str) -> Result<PathBuf> {
     util::run(Command::new("rustup").args(["target", "add", target]))?;
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cargo = util::cargo_cmd();
     cargo
         .args(["build", "--release", "--target", target, "-p", "trapdetect"])
         .args(["--bin", "trapdetect"])
@@ -401,9 +401,8 @@ fn check_trace(bin: &Path) -> Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("the trace check needs root (eBPF); run as root or pass --no-trace-check");
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     util::run(
-        Command::new(cargo)
+        util::cargo_cmd()
             // No `-p`: the executable `cargo xtask test` built (see vm.rs test_binaries).
             .args(["test", "--release", "--test", "trace", "--"])
             .arg("non_php_server_that_chdirs_per_request_is_detected_too")

@@ -21,10 +21,30 @@ pub fn run(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// A cargo command in the workspace root, without what `cargo run` set for xtask itself:
+/// build scripts that track `CARGO_MANIFEST_DIR` (ring's) saw xtask's there and none in a
+/// shell, so every `cargo build` after a `cargo xtask` (and the reverse) rebuilt ring, rustls
+/// and trapdetect (2-3 min here).
+pub fn cargo_cmd() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    for (k, _) in std::env::vars_os() {
+        if let Some(k) = k.to_str()
+            && (k.starts_with("CARGO_MANIFEST_")
+                || k.starts_with("CARGO_PKG_")
+                || k.starts_with("CARGO_BIN_")
+                || k == "CARGO_CRATE_NAME"
+                || k == "CARGO_PRIMARY_PACKAGE")
+        {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
 /// Runs cargo in the workspace root.
 pub fn cargo(args: &[&str]) -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(Command::new(cargo).args(args).current_dir(root()))
+    run(cargo_cmd().args(args))
 }
 
 /// Whether a command exists on PATH.
