@@ -178,13 +178,19 @@ pub fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
 
 /// Parses stdout as JSON, with the output in the panic message when it is not.
 pub fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "stdout is not JSON ({e})\nstdout:\n{}\nstderr:\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         )
-    })
+    });
+    // Every report a test reads matches the checked-in schema (trace, preflight, run: their
+    // sections where the schema describes them).
+    if v["schema"] == "trapdetect.report/1" {
+        schema::validate(&schema::load("report.schema.json"), &v, "$");
+    }
+    v
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released; good enough for tests in one process).

@@ -112,3 +112,87 @@ fn check(root: &Value, s: &Value, v: &Value, at: &str) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// A run section as `trapdetect run --json` prints it (one second, trimmed to what the
+    /// schema requires plus the optional charged_cores).
+    fn run_report() -> serde_json::Value {
+        let classes = json!({"path": 0.0, "file_io": 0.0, "file_lock": 0.0, "futex": 0.4,
+            "wait_work": 1.5, "sleep": 0.0, "other": 0.0, "no_syscall": 0.0, "unknown": 0.0});
+        json!({
+            "schema": "trapdetect.report/1", "command": "run", "version": "0.1.0",
+            "findings": [], "exit_code": 0,
+            "measurement": {"trusted": true, "problems": [], "notes": [], "counters": {}},
+            "run": {
+                "window_s": 5.0, "cores": 2.0, "workers": 4, "classified": true,
+                "thread_seconds": {"on_cpu": 4.1, "run_queue": 0.2, "off_cpu": classes},
+                "switches": 1200, "locks": [], "quota": null,
+                "timeline": [{
+                    "t_s": 0, "offered": 100, "ok_2xx": 100, "non_2xx": 0, "errors": {},
+                    "p99_us": 950.0, "in_flight": 3, "cores_busy": 0.9,
+                    "target_cpus_busy": 0.9, "noise_cores": 0.0, "target_cores": 0.8,
+                    "charged_cores": 0.8, "run_queue": 0.04, "off_cpu": classes, "threads": 5,
+                    "busy_threads": 1, "path_calls": 300, "fs_ops": {"/": 12},
+                    "accept_queue": 0, "throttled_periods": null, "throttled_ms": null,
+                    "marks": []
+                }],
+                "load_columns_missing": [], "delivered_basis": "generator-2xx",
+                "classes_method": "exact"
+            }
+        })
+    }
+
+    fn check(v: &serde_json::Value) -> Result<(), String> {
+        let s = super::load("report.schema.json");
+        std::panic::catch_unwind(|| super::validate(&s, v, "$")).map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "panic".into())
+        })
+    }
+
+    #[test]
+    fn the_run_section_is_described_field_by_field() {
+        assert_eq!(check(&run_report()), Ok(()));
+        // A field the schema does not know, one it requires missing, a wrong type, an unknown
+        // mark or off-CPU class: each refused where it is.
+        let mut v = run_report();
+        v["run"]["timeline"][0]["extra"] = json!(1);
+        assert_eq!(
+            check(&v),
+            Err("$.run.timeline[0].extra: not in the schema".into())
+        );
+        let mut v = run_report();
+        v["run"]["timeline"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("in_flight");
+        assert_eq!(
+            check(&v),
+            Err("$.run.timeline[0]: missing \"in_flight\"".into())
+        );
+        let mut v = run_report();
+        v["run"]["workers"] = json!(-1);
+        assert!(
+            check(&v)
+                .unwrap_err()
+                .starts_with("$.run.workers: -1 < 0")
+        );
+        let mut v = run_report();
+        v["run"]["timeline"][0]["marks"] = json!(["slow"]);
+        assert!(
+            check(&v)
+                .unwrap_err()
+                .starts_with("$.run.timeline[0].marks[0]: \"slow\" not in")
+        );
+        let mut v = run_report();
+        v["run"]["thread_seconds"]["off_cpu"]["gc"] = json!(0.1);
+        assert_eq!(
+            check(&v),
+            Err("$.run.thread_seconds.off_cpu.gc: not in the schema".into())
+        );
+    }
+}
