@@ -26,6 +26,9 @@ const APT_BUILD: &[&[&str]] = &[
     // `cargo xtask dist`: the musl C toolchain (x86_64-linux-musl-gcc) for the crates that
     // compile C (ring, under rustls) into the static binary.
     &["musl-tools"],
+    // The fuzz targets (`cargo xtask test` builds them before the test packages are in):
+    // libfuzzer-sys compiles libFuzzer's C++.
+    &["g++"],
 ];
 
 /// Packages for the tests: the real components the end-to-end tests exercise (php-fpm, nginx,
@@ -73,8 +76,6 @@ const APT_TEST: &[&[&str]] = &[
     // static, `man` reads the installed pages.
     &["file"],
     &["man-db"],
-    // The fuzzers (`cargo xtask test` runs them): libfuzzer-sys compiles libFuzzer's C++.
-    &["g++"],
     // preflight's runtime-mode traps (issue 23) on real servers: Xdebug (left disabled: the
     // tests load it with -d zend_extension=xdebug.so), Express from Debian (node-express,
     // found through NODE_PATH=/usr/share/nodejs), a Go server (golang-go, above) built with
