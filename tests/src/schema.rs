@@ -176,11 +176,7 @@ mod tests {
         );
         let mut v = run_report();
         v["run"]["workers"] = json!(-1);
-        assert!(
-            check(&v)
-                .unwrap_err()
-                .starts_with("$.run.workers: -1 < 0")
-        );
+        assert!(check(&v).unwrap_err().starts_with("$.run.workers: -1 < 0"));
         let mut v = run_report();
         v["run"]["timeline"][0]["marks"] = json!(["slow"]);
         assert!(

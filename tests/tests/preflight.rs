@@ -984,8 +984,9 @@ fn ns_per_call(mut f: impl FnMut()) -> f64 {
 /// The clocksource judged by what a clock read costs. The test is its own ground truth: it
 /// times a clock read beside a bare system call and reads sysfs. Where a read costs less than
 /// a system call (the vDSO: this machine's tsc, 45 ns against 145) preflight names nothing;
-/// where it costs more it is a system call (the kernel matrix's TCG guests run on hpet, about
-/// 2 µs a read) and preflight names the clocksource, those offered and the cost.
+/// where it costs more it is a system call (the kernel matrix's 5.10 and 6.1 guests keep time
+/// with hpet under TCG, about 2 µs a read) and preflight names the clocksource, those offered
+/// and the cost. (The 6.12 guest trusts TCG's TSC: tsc, 215 ns against 1,077.)
 #[test]
 fn clock_reads_that_enter_the_kernel_are_named_with_the_clocksource() {
     let sys = |f: &str| {
@@ -1032,16 +1033,18 @@ fn clock_reads_that_enter_the_kernel_are_named_with_the_clocksource() {
     assert_eq!(f[0]["severity"], "warn");
     assert_eq!(e["clocksource"], current.as_str());
     assert_eq!(e["clocksources_offered"], offered.as_str());
-    // Its own timing and ours, in two processes moments apart: the same cost within a factor
-    // of two, and the same verdict (a read costs more than a system call).
+    // Its own timing and ours, in two processes moments apart, agree on the verdict: its read
+    // costs more than its own system call and more than the bare system call timed here. (Not
+    // on the read's magnitude: under TCG the same read costs 1.8-3.3 µs from one second to the
+    // next; preflight's static binary read 3,598 ns where this test read 1,767 on 5.10.)
     let (r, s) = (
         e["clock_read_ns"].as_f64().unwrap(),
         e["syscall_ns"].as_f64().unwrap(),
     );
     assert!(r >= s, "{e}");
     assert!(
-        (0.5 * read..=2.0 * read).contains(&r),
-        "{r} ns against {read:.0} ns timed here"
+        r >= syscall,
+        "{r} ns against a {syscall:.0} ns system call timed here"
     );
 }
 

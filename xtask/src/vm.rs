@@ -435,8 +435,8 @@ const GUEST_TESTS: &[(&str, &str)] = &[
         "tcp",
         "time_wait_entries_on_the_servers_port_are_counted_exactly",
     ),
-    // The guests keep time with hpet (TCG offers no TSC): a clocksource the vDSO cannot
-    // read, planted by the hypervisor itself.
+    // Under TCG 5.10 and 6.1 keep time with hpet, a clocksource the vDSO cannot read (the
+    // trap planted by the hypervisor itself); 6.12 trusts the TSC (the clean case).
     (
         "preflight",
         "clock_reads_that_enter_the_kernel_are_named_with_the_clocksource",
