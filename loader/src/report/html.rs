@@ -1,6 +1,7 @@
 //! Self-contained HTML rendering (one file: no scripts, no fonts, nothing fetched). It works
 //! from the JSON document, so a saved `--json` report of any schema re-renders the same way
-//! (`trapdetect report`). Findings come first, then charts, then tables; the plumbing (probes,
+//! (`trapdetect report`); `run`'s timeline is read back into the typed rows `run` joined
+//! ([`RunSecond`]) and every chart reads its field by name in the type, not by lookup. Findings come first, then charts, then tables; the plumbing (probes,
 //! self-monitoring counters) is collapsed at the bottom. Every string that came from the target
 //! was escaped into printable text when observed; here it is escaped again for HTML (and
 //! plotters escapes chart labels for SVG).
@@ -14,7 +15,7 @@ use super::{
     chart::{self, Bars, Histogram, Marks, Series, Timeline},
     units,
 };
-use crate::escape::html as h;
+use crate::{escape::html as h, traps::run::RunSecond};
 
 /// The page style, shared with `compare`.
 pub const CSS: &str = "\
@@ -73,7 +74,9 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
     header(&mut o, doc, is_load);
     let load = if is_load { doc } else { &doc["load"] };
     let marks = second_marks(doc, load);
-    run_verdict(&mut o, doc, &marks);
+    let timeline = run_timeline_of(doc);
+    let secs = timeline.as_ref().and_then(|t| t.as_ref().ok());
+    run_verdict(&mut o, doc, secs, &marks);
     findings(&mut o, doc);
     if is_load {
         let _ = write!(o, "<h2>Load</h2>");
@@ -90,8 +93,16 @@ pub fn render_value(doc: &Value, sections: &[(String, String)]) -> String {
         );
         load_section(&mut o, load, &marks);
     }
-    if let Some(r) = doc.get("run").filter(|r| r.is_object()) {
-        run_section(&mut o, r, &marks);
+    match &timeline {
+        Some(Ok(secs)) => run_section(&mut o, secs, &marks),
+        Some(Err(e)) => {
+            let _ = write!(
+                o,
+                "<h2>Kernel timeline (per second)</h2><p>The run's timeline could not be read: {}</p>",
+                h(&e.to_string())
+            );
+        }
+        None => {}
     }
     if let Some(t) = doc.pointer("/network/traced").filter(|t| t.is_object()) {
         network_charts(&mut o, t, &marks);
@@ -483,28 +494,23 @@ fn header(o: &mut String, doc: &Value, is_load: bool) {
 
 /// `run`'s verdict first: the sentence, its figures, the consequences, and the chart that
 /// proves it: delivered against offered beside the threads waiting on the cause's resource.
-fn run_verdict(o: &mut String, doc: &Value, marks: &[Marks]) {
+fn run_verdict(o: &mut String, doc: &Value, secs: Option<&RunSeconds>, marks: &[Marks]) {
     let Some(v) = doc.get("verdict").filter(|v| v.is_object()) else {
         return;
     };
     verdict_text(o, v);
-    let Some(rows) = doc
-        .pointer("/run/timeline")
-        .and_then(Value::as_array)
-        .filter(|t| !t.is_empty())
-    else {
+    let Some(secs) = secs.filter(|s| !s.rows.is_empty()) else {
         return;
     };
-    let secs = Seconds::new(rows);
     let cause = v["cause"].as_str().unwrap_or("");
-    let waiters = cause_waiters(&secs, cause);
+    let waiters = cause_waiters(secs, cause);
     let _ = write!(o, "<div class=\"pair\">");
     figure(
         o,
         Timeline {
             title: "Delivered against offered".into(),
             unit: "requests per second".into(),
-            series: verdict_rates(&secs),
+            series: verdict_rates(secs),
             marks: marks.to_vec(),
             log_y: false,
         }
@@ -577,15 +583,14 @@ fn verdict_text(o: &mut String, v: &Value) {
 }
 
 /// Delivered (2xx, or served) each second, and offered when the run offered any.
-fn verdict_rates(secs: &Seconds) -> Vec<Series> {
-    let offered = secs.rows.iter().any(|p| p["offered"].as_u64() > Some(0));
+fn verdict_rates(secs: &RunSeconds) -> Vec<Series> {
+    let offered = secs.rows.iter().any(|p| p.offered > 0);
     let mut rates = vec![Series {
         name: "delivered (2xx)".into(),
-        values: secs.col(&|p| {
-            p["ok_2xx"]
-                .as_f64()
+        values: secs.col(|p| {
+            Some(p.ok_2xx as f64)
                 .filter(|v| *v > 0.0)
-                .or(p["served"].as_f64())
+                .or(p.served.map(|s| s as f64))
         }),
     }];
     if offered {
@@ -593,7 +598,7 @@ fn verdict_rates(secs: &Seconds) -> Vec<Series> {
             0,
             Series {
                 name: "offered".into(),
-                values: secs.col(&|p| p["offered"].as_f64()),
+                values: secs.col(|p| Some(p.offered as f64)),
             },
         );
     }
@@ -602,10 +607,10 @@ fn verdict_rates(secs: &Seconds) -> Vec<Series> {
 
 /// What the verdict's cause holds each second: the threads waiting on its resource (none for
 /// a cause without one).
-fn cause_waiters(secs: &Seconds, cause: &str) -> Vec<Series> {
-    let col = |f: &dyn Fn(&Value) -> Option<f64>| secs.col(f);
+fn cause_waiters(secs: &RunSeconds, cause: &str) -> Vec<Series> {
+    let col = |f: &dyn Fn(&RunSecond) -> Option<f64>| secs.col(f);
     let class = |names: &'static [&'static str]| -> Vec<Option<f64>> {
-        col(&move |p| Some(names.iter().filter_map(|c| p["off_cpu"][*c].as_f64()).sum()))
+        col(&move |p| Some(names.iter().filter_map(|c| p.off_cpu.get(c)).sum()))
     };
     match cause {
         c if c.starts_with("fs.") => vec![Series {
@@ -619,73 +624,82 @@ fn cause_waiters(secs: &Seconds, cause: &str) -> Vec<Series> {
         "pool.too-small" | "net.fd-limit" => vec![
             Series {
                 name: "busy workers".into(),
-                values: col(&|p| p["busy_threads"].as_f64()),
+                values: col(&|p| Some(p.busy_threads as f64)),
             },
             Series {
                 name: "accept queue".into(),
-                values: col(&|p| p["accept_queue"].as_f64()),
+                values: col(&|p| p.accept_queue.map(|q| q as f64)),
             },
         ],
         "host.noise" => vec![
             Series {
                 name: "the target's cores".into(),
-                values: col(&|p| p["target_cores"].as_f64()),
+                values: col(&|p| Some(p.target_cores)),
             },
             Series {
                 name: "others on its CPUs".into(),
-                values: col(&|p| p["noise_cores"].as_f64()),
+                values: col(&|p| Some(p.noise_cores)),
             },
         ],
         c if c.starts_with("cpu.") => vec![
             Series {
                 name: "on CPU".into(),
-                values: col(&|p| p["target_cores"].as_f64()),
+                values: col(&|p| Some(p.target_cores)),
             },
             Series {
                 name: "run queue".into(),
-                values: col(&|p| p["run_queue"].as_f64()),
+                values: col(&|p| Some(p.run_queue)),
             },
         ],
         _ => vec![],
     }
 }
 
-/// `run`'s per-second rows as chart columns, indexed by the second of the run (so the shading
-/// lines up with the load charts).
-struct Seconds<'a> {
-    rows: &'a [Value],
+/// `run`'s timeline as the typed rows `run` joined (what its text renders from too); `None`
+/// for a document without one.
+fn run_timeline_of(doc: &Value) -> Option<Result<RunSeconds, serde_json::Error>> {
+    doc.pointer("/run/timeline")
+        .map(|t| serde_json::from_value::<Vec<RunSecond>>(t.clone()).map(RunSeconds::new))
+}
+
+/// `run`'s per-second rows, typed, as chart columns indexed by the second of the run (so the
+/// shading lines up with the load charts).
+struct RunSeconds {
+    rows: Vec<RunSecond>,
     n: usize,
 }
 
-impl<'a> Seconds<'a> {
-    fn new(rows: &'a [Value]) -> Self {
+impl RunSeconds {
+    fn new(rows: Vec<RunSecond>) -> Self {
         let n = rows
             .iter()
-            .filter_map(|p| p["t_s"].as_u64())
+            .map(|p| p.t_s)
             .max()
             .map_or(rows.len(), |t| t as usize + 1);
-        Seconds { rows, n }
+        RunSeconds { rows, n }
     }
 
     /// `f` of each second's row (`None` for a second without a row).
-    fn col(&self, f: &dyn Fn(&Value) -> Option<f64>) -> Vec<Option<f64>> {
+    fn col(&self, f: impl Fn(&RunSecond) -> Option<f64>) -> Vec<Option<f64>> {
         let mut v = vec![None; self.n];
-        for (i, p) in self.rows.iter().enumerate() {
-            let t = p["t_s"].as_u64().map_or(i, |t| t as usize);
-            if t < self.n {
-                v[t] = f(p);
+        for p in &self.rows {
+            if let Some(x) = v.get_mut(p.t_s as usize) {
+                *x = f(p);
             }
         }
         v
     }
 
-    /// Keys of a per-second object (off-CPU classes, mounts), in first-seen order.
-    fn keys_of(&self, field: &str) -> Vec<String> {
+    /// Keys of a per-second map (off-CPU classes, mounts), in first-seen order.
+    fn keys_of<'a, K: AsRef<str> + 'a, I: Iterator<Item = &'a K>>(
+        &'a self,
+        f: impl Fn(&'a RunSecond) -> I,
+    ) -> Vec<String> {
         let mut keys: Vec<String> = vec![];
-        for p in self.rows {
-            for k in p[field].as_object().into_iter().flat_map(|m| m.keys()) {
-                if !keys.contains(k) {
-                    keys.push(k.clone());
+        for p in &self.rows {
+            for k in f(p) {
+                if !keys.iter().any(|x| x == k.as_ref()) {
+                    keys.push(k.as_ref().to_string());
                 }
             }
         }
@@ -981,45 +995,42 @@ fn latency_histogram(o: &mut String, l: &Value) {
     );
 }
 
-/// Per-second fields of `run`'s timeline the charts below already show (beside the load
-/// columns, `traps::run::LOAD_COLUMNS`, which the load charts show); every other numeric field
-/// (or object of numbers) gets a chart of its own, so a field added to the timeline shows up
-/// without a change here.
-const RUN_SHOWN: [&str; 12] = [
-    "t_s",
-    "marks",
-    "cores_busy",
-    "target_cpus_busy",
-    "noise_cores",
-    "target_cores",
-    "run_queue",
-    "off_cpu",
-    "threads",
-    "busy_threads",
-    "path_calls",
-    "fs_ops",
+/// How a chart reads one field of a second.
+type ReadSecond = fn(&RunSecond) -> Option<f64>;
+
+/// The per-second fields of `run`'s timeline that get a chart of their own when any second
+/// has them (in [`RunSecond`]'s order), with how to read each; the charts above show the
+/// others (the unit test `every_timeline_field_is_charted` keeps the two lists whole).
+const RUN_EXTRA: [(&str, ReadSecond); 7] = [
+    ("charged_cores", |p| p.charged_cores),
+    ("accept_queue", |p| p.accept_queue.map(|v| v as f64)),
+    ("throttled_periods", |p| {
+        p.throttled_periods.map(|v| v as f64)
+    }),
+    ("throttled_ms", |p| p.throttled_ms),
+    ("served", |p| p.served.map(|v| v as f64)),
+    ("client_cores", |p| p.client_cores),
+    ("client_run_queue", |p| p.client_run_queue),
 ];
 
 /// `run`'s kernel timeline: where the traced threads were each second (stacked: on CPU,
-/// run queue, off CPU by class), busy workers, cores, filesystem requests, and any other
-/// per-second field, each shaded with `marks`.
-fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
-    let Some(rows) = r["timeline"].as_array().filter(|t| !t.is_empty()) else {
+/// run queue, off CPU by class), busy workers, cores, filesystem requests, and the other
+/// per-second fields any second has, each shaded with `marks`.
+fn run_section(o: &mut String, secs: &RunSeconds, marks: &[Marks]) {
+    if secs.rows.is_empty() {
         return;
-    };
+    }
     let _ = write!(o, "<h2>Kernel timeline (per second)</h2>");
-    // Index = second of the run, so the shading lines up with the load charts above.
-    let secs = Seconds::new(rows);
-    threads_chart(o, &secs, marks);
-    workers_and_cpu_charts(o, &secs, marks);
+    threads_chart(o, secs, marks);
+    workers_and_cpu_charts(o, secs, marks);
     let mut fs = vec![Series {
         name: "path syscalls".into(),
-        values: secs.col(&|p| p["path_calls"].as_f64()),
+        values: secs.col(|p| Some(p.path_calls as f64)),
     }];
-    for k in secs.keys_of("fs_ops") {
+    for k in secs.keys_of(|p| p.fs_ops.keys()) {
         fs.push(Series {
             name: format!("requests on {k}"),
-            values: secs.col(&|p| p["fs_ops"][k.as_str()].as_f64()),
+            values: secs.col(|p| p.fs_ops.get(&k).map(|v| *v as f64)),
         });
     }
     figure(
@@ -1032,7 +1043,7 @@ fn run_section(o: &mut String, r: &Value, marks: &[Marks]) {
         )
         .svg(),
     );
-    extra_charts(o, &secs, marks);
+    extra_charts(o, secs, marks);
 }
 
 /// One of `run`'s per-second charts, shaded with `marks`.
@@ -1047,21 +1058,21 @@ fn run_timeline(title: &str, unit: &str, series: Vec<Series>, marks: &[Marks]) -
 }
 
 /// Where the traced threads were each second, stacked: on CPU, run queue, off CPU by class.
-fn threads_chart(o: &mut String, secs: &Seconds, marks: &[Marks]) {
+fn threads_chart(o: &mut String, secs: &RunSeconds, marks: &[Marks]) {
     let mut parts = vec![
         Series {
             name: "on CPU".into(),
-            values: secs.col(&|p| p["target_cores"].as_f64()),
+            values: secs.col(|p| Some(p.target_cores)),
         },
         Series {
             name: "run queue".into(),
-            values: secs.col(&|p| p["run_queue"].as_f64()),
+            values: secs.col(|p| Some(p.run_queue)),
         },
     ];
-    for k in secs.keys_of("off_cpu") {
+    for k in secs.keys_of(|p| p.off_cpu.keys()) {
         parts.push(Series {
             name: format!("off CPU: {}", k.replace('_', " ")),
-            values: secs.col(&|p| p["off_cpu"][k.as_str()].as_f64()),
+            values: secs.col(|p| p.off_cpu.get(k.as_str()).copied()),
         });
     }
     figure(
@@ -1077,7 +1088,7 @@ fn threads_chart(o: &mut String, secs: &Seconds, marks: &[Marks]) {
 }
 
 /// Busy workers against the traced threads; the host's cores, the target's and the noise.
-fn workers_and_cpu_charts(o: &mut String, secs: &Seconds, marks: &[Marks]) {
+fn workers_and_cpu_charts(o: &mut String, secs: &RunSeconds, marks: &[Marks]) {
     figure(
         o,
         run_timeline(
@@ -1086,11 +1097,11 @@ fn workers_and_cpu_charts(o: &mut String, secs: &Seconds, marks: &[Marks]) {
             vec![
                 Series {
                     name: "busy".into(),
-                    values: secs.col(&|p| p["busy_threads"].as_f64()),
+                    values: secs.col(|p| Some(p.busy_threads as f64)),
                 },
                 Series {
                     name: "traced threads".into(),
-                    values: secs.col(&|p| p["threads"].as_f64()),
+                    values: secs.col(|p| Some(p.threads as f64)),
                 },
             ],
             marks,
@@ -1105,19 +1116,19 @@ fn workers_and_cpu_charts(o: &mut String, secs: &Seconds, marks: &[Marks]) {
             vec![
                 Series {
                     name: "host".into(),
-                    values: secs.col(&|p| p["cores_busy"].as_f64()),
+                    values: secs.col(|p| Some(p.cores_busy)),
                 },
                 Series {
                     name: "the target's CPUs".into(),
-                    values: secs.col(&|p| p["target_cpus_busy"].as_f64()),
+                    values: secs.col(|p| Some(p.target_cpus_busy)),
                 },
                 Series {
                     name: "target".into(),
-                    values: secs.col(&|p| p["target_cores"].as_f64()),
+                    values: secs.col(|p| Some(p.target_cores)),
                 },
                 Series {
                     name: "noise".into(),
-                    values: secs.col(&|p| p["noise_cores"].as_f64()),
+                    values: secs.col(|p| Some(p.noise_cores)),
                 },
             ],
             marks,
@@ -1126,47 +1137,30 @@ fn workers_and_cpu_charts(o: &mut String, secs: &Seconds, marks: &[Marks]) {
     );
 }
 
-/// Fields this page does not know yet: one chart each (a number, or an object of numbers).
-fn extra_charts(o: &mut String, secs: &Seconds, marks: &[Marks]) {
-    let rows = secs.rows;
-    let mut extra: Vec<String> = vec![];
-    for p in rows {
-        for (k, v) in p.as_object().into_iter().flatten() {
-            let chartable = v.is_number()
-                || v.as_object()
-                    .is_some_and(|m| !m.is_empty() && m.values().all(|x| x.is_number()));
-            let shown = RUN_SHOWN.contains(&k.as_str())
-                || crate::traps::run::LOAD_COLUMNS.contains(&k.as_str());
-            if chartable && !shown && !extra.contains(k) {
-                extra.push(k.clone());
+/// The other per-second fields ([`RUN_EXTRA`]): one chart each that some second has, in the
+/// order the seconds first have them.
+fn extra_charts(o: &mut String, secs: &RunSeconds, marks: &[Marks]) {
+    let mut extra: Vec<(&str, ReadSecond)> = vec![];
+    for p in &secs.rows {
+        for (k, f) in RUN_EXTRA {
+            if f(p).is_some() && !extra.iter().any(|(e, _)| *e == k) {
+                extra.push((k, f));
             }
         }
     }
-    for k in extra {
-        let series = if rows.iter().any(|p| p[k.as_str()].is_object()) {
-            secs.keys_of(&k)
-                .into_iter()
-                .map(|sub| Series {
-                    name: sub.clone(),
-                    values: secs.col(&|p| p[k.as_str()][sub.as_str()].as_f64()),
-                })
-                .collect()
-        } else {
-            vec![Series {
-                name: k.replace('_', " "),
-                values: secs.col(&|p| p[k.as_str()].as_f64()),
-            }]
-        };
-        let unit = if k.ends_with("_us") {
-            "µs"
-        } else if k.ends_with("_bytes") {
-            "bytes"
-        } else {
-            "per second"
-        };
+    for (k, f) in extra {
         figure(
             o,
-            run_timeline(&k.replace('_', " "), unit, series, marks).svg(),
+            run_timeline(
+                &k.replace('_', " "),
+                "per second",
+                vec![Series {
+                    name: k.replace('_', " "),
+                    values: secs.col(f),
+                }],
+                marks,
+            )
+            .svg(),
         );
     }
 }
@@ -1668,10 +1662,12 @@ mod tests {
     fn run_documents_stack_threads_and_shade_marked_seconds() {
         let sec = |t: u64, marks: &[&str]| {
             json!({"t_s": t, "offered": 80, "ok_2xx": 25, "non_2xx": 0, "errors": {},
-                "p99_us": 900000.0, "in_flight": 60, "cores_busy": 0.5, "target_cores": 0.1,
+                "p99_us": 900000.0, "in_flight": 60, "cores_busy": 0.5, "target_cpus_busy": 0.5,
+                "noise_cores": 0.0, "target_cores": 0.1,
                 "run_queue": 0.0, "off_cpu": {"sleep": 0.9, "futex": 0.0},
                 "threads": 2, "busy_threads": 1, "path_calls": 10, "fs_ops": {},
-                "accept_queue": 7, "marks": marks})
+                "accept_queue": 7, "throttled_periods": null, "throttled_ms": null,
+                "marks": marks})
         };
         let doc = json!({
             "schema": "trapdetect.report/1", "command": "run", "version": "0",
@@ -1679,7 +1675,7 @@ mod tests {
             "run": {"timeline": [sec(0, &[]), sec(1, &["lost-events"]), sec(2, &["lost-events", "generator-lag"])]}
         });
         let page = render_value(&doc, &[]);
-        // Stacked threads, busy workers, cores, path calls, and the field added later.
+        // Stacked threads, busy workers, cores, path calls, and the accept queue's own chart.
         assert_eq!(page.matches("<svg").count(), 5, "{page}");
         assert!(page.contains("Where the traced threads were (stacked)"));
         assert!(page.contains("off CPU: sleep"));
@@ -1688,6 +1684,69 @@ mod tests {
         assert!(page.contains("accept queue"));
         assert_eq!(page.matches("events lost (2 s)").count(), 5, "{page}");
         assert_eq!(page.matches("generator lagged (1 s)").count(), 5);
+    }
+
+    /// Every per-second field of `run`'s timeline is charted: by the charts the section draws
+    /// (`RUN_CHARTED`), the load charts (`LOAD_COLUMNS`) or one of its own (`RUN_EXTRA`). A field
+    /// added to `RunSecond` fails here until it is given a place.
+    #[test]
+    fn every_timeline_field_is_charted() {
+        const RUN_CHARTED: [&str; 12] = [
+            "t_s",
+            "marks",
+            "cores_busy",
+            "target_cpus_busy",
+            "noise_cores",
+            "target_cores",
+            "run_queue",
+            "off_cpu",
+            "threads",
+            "busy_threads",
+            "path_calls",
+            "fs_ops",
+        ];
+        let full = RunSecond {
+            charged_cores: Some(1.0),
+            accept_queue: Some(1),
+            throttled_periods: Some(1),
+            throttled_ms: Some(1.0),
+            served: Some(1),
+            client_cores: Some(1.0),
+            client_run_queue: Some(1.0),
+            ..RunSecond::default()
+        };
+        let v = serde_json::to_value(&full).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let extra: Vec<&str> = RUN_EXTRA.iter().map(|(k, _)| *k).collect();
+        for k in &keys {
+            let places = [
+                RUN_CHARTED.contains(k),
+                crate::traps::run::LOAD_COLUMNS.contains(k),
+                extra.contains(k),
+            ];
+            assert_eq!(places.iter().filter(|p| **p).count(), 1, "{k}: {places:?}");
+        }
+        // Each extra reads its own field.
+        for (k, f) in RUN_EXTRA {
+            assert_eq!(f(&full), v[k].as_f64(), "{k}");
+            assert_eq!(f(&RunSecond::default()), None, "{k}");
+        }
+        assert_eq!(keys.len(), RUN_CHARTED.len() + 6 + RUN_EXTRA.len());
+    }
+
+    #[test]
+    fn an_unreadable_timeline_is_said_and_the_page_still_renders() {
+        let doc = json!({
+            "schema": "trapdetect.report/1", "command": "run", "version": "0",
+            "findings": [], "measurement": {"trusted": true, "problems": []}, "exit_code": 0,
+            "run": {"timeline": [{"t_s": 0, "offered": "many"}]}
+        });
+        let page = render_value(&doc, &[]);
+        assert!(
+            page.contains("<p>The run's timeline could not be read: invalid type: string"),
+            "{page}"
+        );
+        assert!(page.ends_with("</body></html>\n"));
     }
 
     #[test]
@@ -1765,8 +1824,8 @@ mod tests {
                 "off_cpu": {"sleep": 0.9, "futex": 0.0, "path": 0.5 * t as f64, "file_io": 0.3},
                 "threads": 4, "busy_threads": 1 + t % 3, "path_calls": 10 * t,
                 "fs_ops": {"/mnt/slow": 5 * t, "/": 2}, "accept_queue": 7 - t,
-                "wait_us": 100.0 * t as f64, "sizes": {"small_bytes": t, "big_bytes": 2 * t},
-                "note": "not charted", "marks": marks})
+                "throttled_periods": null, "throttled_ms": null, "charged_cores": 0.1 * t as f64,
+                "served": 20 + t, "note": "not a field: ignored", "marks": marks})
         };
         let point = |t: u64, lag: f64| {
             json!({"t_s": t, "scheduled": 100, "ok_2xx": 90 - t, "non_2xx": 5,
@@ -1855,13 +1914,20 @@ mod tests {
             "other.thing",
         ] {
             let doc = run_doc(cause);
-            run_verdict(&mut verdicts, &doc, &second_marks(&doc, &doc["load"]));
+            let secs = run_timeline_of(&doc).map(Result::unwrap);
+            run_verdict(
+                &mut verdicts,
+                &doc,
+                secs.as_ref(),
+                &second_marks(&doc, &doc["load"]),
+            );
         }
         let mut doc = run_doc("fs.x");
         doc["run"] = json!({});
         doc["verdict"]["offered_per_s"] = Value::Null;
         doc["verdict"]["capped_by"] = json!([]);
-        run_verdict(&mut verdicts, &doc, &[]);
+        assert!(run_timeline_of(&doc).is_none());
+        run_verdict(&mut verdicts, &doc, None, &[]);
         golden("run_verdicts.html", &verdicts);
         // A trace: its probe load, the rest absent.
         let mut doc = run_doc("fs.x");
