@@ -981,12 +981,13 @@ fn ns_per_call(mut f: impl FnMut()) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-/// The clocksource judged by what a clock read costs. The test is its own ground truth: it
-/// times a clock read beside a bare system call and reads sysfs. Where a read costs less than
-/// a system call (the vDSO: this machine's tsc, 45 ns against 145) preflight names nothing;
-/// where it costs more it is a system call (the kernel matrix's 5.10 and 6.1 guests keep time
-/// with hpet under TCG, about 2 µs a read) and preflight names the clocksource, those offered
-/// and the cost. (The 6.12 guest trusts TCG's TSC: tsc, 215 ns against 1,077.)
+/// The clocksource judged by what a clock read costs. Ground truth: the clocksource sysfs
+/// names, and whether the vDSO reads it (tsc, kvm-clock, Hyper-V's page, arm64's counter) or the
+/// kernel must (hpet, acpi_pm, jiffies); the test also times both calls itself and prints them.
+/// On this machine (tsc, 45 ns a read against 145 a system call) preflight names nothing; the
+/// kernel matrix's 5.10 and 6.1 guests keep time with hpet under TCG (1-2.5 µs a read) and
+/// preflight names the clocksource, those offered and the cost; the 6.12 guest trusts TCG's
+/// TSC (tsc, 137-215 ns against 504-1,077) and is clean.
 #[test]
 fn clock_reads_that_enter_the_kernel_are_named_with_the_clocksource() {
     let sys = |f: &str| {
@@ -1005,19 +1006,16 @@ fn clock_reads_that_enter_the_kernel_are_named_with_the_clocksource() {
         // SAFETY: getppid takes no argument and cannot fail.
         std::hint::black_box(unsafe { libc::syscall(libc::SYS_getppid) });
     });
-    let ratio = read / syscall;
     println!("clocksource {current}: a read {read:.0} ns, a system call {syscall:.0} ns");
-    // The two cases are far apart (0.3 here, 2 or more in the guests): in between the ground
-    // truth would decide nothing.
-    assert!(
-        !(0.7..1.4).contains(&ratio),
-        "ambiguous: a clock read {read:.0} ns, a system call {syscall:.0} ns ({current})"
-    );
-    // Preflight under TCG takes longer than here.
+    let in_kernel = match current.as_str() {
+        "tsc" | "kvm-clock" | "hyperv_clocksource_tsc_page" | "arch_sys_counter" => false,
+        "hpet" | "acpi_pm" | "jiffies" | "refined-jiffies" => true,
+        other => panic!("no ground truth for clocksource {other}"),
+    };
     let out = trapdetect(&["preflight", "--json"], Duration::from_secs(120));
     let j = json(&out);
     let f = findings(&j, "host.clocksource");
-    if ratio < 1.0 {
+    if !in_kernel {
         assert!(
             f.is_empty(),
             "{current}: read {read:.0} ns, syscall {syscall:.0} ns: {f:?}"
@@ -1033,19 +1031,14 @@ fn clock_reads_that_enter_the_kernel_are_named_with_the_clocksource() {
     assert_eq!(f[0]["severity"], "warn");
     assert_eq!(e["clocksource"], current.as_str());
     assert_eq!(e["clocksources_offered"], offered.as_str());
-    // Its own timing and ours, in two processes moments apart, agree on the verdict: its read
-    // costs more than its own system call and more than the bare system call timed here. (Not
-    // on the read's magnitude: under TCG the same read costs 1.8-3.3 µs from one second to the
-    // next; preflight's static binary read 3,598 ns where this test read 1,767 on 5.10.)
+    // Its figures are its own timings, of the class the rule names: a read at least 0.6 of a
+    // system call, both timed (not the magnitude: under TCG the same read costs 1-3.3 µs from
+    // one second to the next).
     let (r, s) = (
         e["clock_read_ns"].as_f64().unwrap(),
         e["syscall_ns"].as_f64().unwrap(),
     );
-    assert!(r >= s, "{e}");
-    assert!(
-        r >= syscall,
-        "{r} ns against a {syscall:.0} ns system call timed here"
-    );
+    assert!(s > 0.0 && r >= 0.6 * s, "{e}");
 }
 
 #[test]

@@ -33,7 +33,14 @@ pub fn thp(t: &Tuning) -> Option<Finding> {
     )
 }
 
-/// host.clocksource: a clock read that costs a system call or more is one. A read through
+/// A clock read costing this share of a bare system call or more enters the kernel. Two
+/// classes, far apart: a vDSO read is a fraction of a system call (0.31 here with tsc, 0.20-
+/// 0.27 in a TCG guest with tsc), a read in the kernel is a system call and a device read (1.6-
+/// 3.9 in TCG guests with hpet, once 0.87 when the two were timed in separate moments); the
+/// line sits between them with room on both sides.
+pub const KERNEL_READ_RATIO: f64 = 0.6;
+
+/// host.clocksource: a clock read that costs about a system call or more is one. A read through
 /// the vDSO never enters the kernel and costs a fraction of the barest system call; a
 /// clocksource the vDSO cannot read (hpet, acpi_pm: a kernel that does not trust or is not
 /// offered a TSC) turns every timestamp the server, its load generator and the tracer take
@@ -41,7 +48,7 @@ pub fn thp(t: &Tuning) -> Option<Finding> {
 /// process, so the rule holds on any machine's speed.
 pub fn clocksource(t: &Tuning) -> Option<Finding> {
     let c = t.clock_cost?;
-    if c.syscall_ns == 0 || c.clock_read_ns < c.syscall_ns {
+    if c.syscall_ns == 0 || (c.clock_read_ns as f64) < KERNEL_READ_RATIO * c.syscall_ns as f64 {
         return None;
     }
     let current = t.clocksource.as_deref().unwrap_or("unknown");
@@ -264,6 +271,9 @@ mod tests {
         ));
         // Even with tsc current, a read that costs a system call is one (the vDSO disabled).
         assert!(clocksource(&clocked("tsc", &["tsc"], 300, 290)).is_some());
+        // The 6.1 guest's hpet once timed below its system call (1,040 against 1,192 ns):
+        // still a kernel read.
+        assert!(clocksource(&clocked("hpet", &["hpet", "acpi_pm"], 1040, 1192)).is_some());
     }
 
     #[test]
@@ -271,8 +281,9 @@ mod tests {
         // This machine: tsc, 45 ns against a 145 ns getppid; kvm-clock 54 ns.
         assert!(clocksource(&clocked("tsc", &["tsc", "kvm-clock"], 45, 145)).is_none());
         assert!(clocksource(&clocked("kvm-clock", &["tsc", "kvm-clock"], 54, 145)).is_none());
-        // A machine ten times slower throughout reads the same ratio.
+        // A machine ten times slower throughout reads the same ratio; the TCG guest's tsc.
         assert!(clocksource(&clocked("tsc", &["tsc"], 450, 1450)).is_none());
+        assert!(clocksource(&clocked("tsc", &["tsc", "hpet"], 215, 1077)).is_none());
         // Not timed (a recorded tree), or a system call timed at nothing: no judgement.
         assert!(clocksource(&Tuning::default()).is_none());
         assert!(clocksource(&clocked("hpet", &["hpet"], 2000, 0)).is_none());
