@@ -168,21 +168,34 @@ fn main() -> Result<()> {
 /// need (and, for the full run, the matrix's kernels) download and install beside them: no
 /// build needs those, and on a fresh machine each side takes minutes. Then the tests.
 fn test(args: &[String]) -> Result<()> {
+    let mut clock = util::Stages::new();
+    let r = test_stages(args, &mut clock);
+    // Where the time went, pass or fail (CI's budget is 30 minutes on a fresh machine).
+    clock.print();
+    r
+}
+
+fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
     let full = args.is_empty();
-    setup::run(setup::Scope::Build)?;
+    clock.time("setup (build tools)", || setup::run(setup::Scope::Build))?;
     let log = util::root().join("target/xtask-apt.log");
     std::fs::create_dir_all(util::root().join("target"))?;
-    let background = std::thread::spawn(move || -> Result<()> {
+    let background = std::thread::spawn(move || -> Result<Vec<(String, std::time::Duration)>> {
+        let mut spent = Vec::new();
+        let t = std::time::Instant::now();
         setup::install_test_packages(&log)?;
+        spent.push(("  beside: test packages".to_string(), t.elapsed()));
         if full {
+            let t = std::time::Instant::now();
             vm::fetch_all()?;
+            spent.push(("  beside: kernels".to_string(), t.elapsed()));
         }
-        Ok(())
+        Ok(spent)
     });
     let mut a: Vec<&str> = vec!["test", "--release"];
     a.extend(args.iter().map(String::as_str));
     let builds = (|| -> Result<()> {
-        util::cargo(&["build", "--release"])?;
+        clock.time("build --release", || util::cargo(&["build", "--release"]))?;
         // The same selection, compiled only (before any `--`: what follows goes to the tests).
         let mut compile = a.clone();
         let at = compile
@@ -190,21 +203,25 @@ fn test(args: &[String]) -> Result<()> {
             .position(|&x| x == "--")
             .unwrap_or(compile.len());
         compile.insert(at, "--no-run");
-        util::cargo(&compile)?;
+        clock.time("test --no-run", || util::cargo(&compile))?;
         if full {
-            fuzz::build(false)?;
-            dist::build(dist::HOST_TARGET)?;
+            clock.time("fuzz build", || fuzz::build(false).map(drop))?;
+            clock.time("dist build", || dist::build(dist::HOST_TARGET).map(drop))?;
         }
         Ok(())
     })();
     // Whatever the builds did, apt is not left running on its own.
+    let t = std::time::Instant::now();
     let installed = background
         .join()
         .unwrap_or_else(|_| Err(anyhow::anyhow!("the install thread panicked")));
+    clock.add("wait for the installs", t.elapsed());
     builds?;
-    installed?;
-    setup::run(setup::Scope::All)?;
-    util::cargo(&a)?;
+    for (name, d) in installed? {
+        clock.add(&name, d);
+    }
+    clock.time("setup (all)", || setup::run(setup::Scope::All))?;
+    clock.time("tests", || util::cargo(&a))?;
     if full {
         // The seed corpus of every fuzz target is replayed by a unit test; then every target
         // fuzzes for a few seconds (TRAPDETECT_FUZZ_SECONDS, default 4; 0 skips it) on the
@@ -214,19 +231,21 @@ fn test(args: &[String]) -> Result<()> {
             .and_then(|s| s.parse::<u64>().ok())
             .unwrap_or(4);
         if secs > 0 {
-            fuzz::run(secs, None, false)?;
+            clock.time("fuzz run", || fuzz::run(secs, None, false).map(drop))?;
         } else {
             eprintln!("xtask: fuzzers not run (TRAPDETECT_FUZZ_SECONDS=0)");
         }
         // What a user copies to a benchmark host: the static binary, packed and checked
         // (static, installs and removes in an empty dpkg root, a trusted trace here); the
         // kernel matrix's guests then run their tests with it.
-        let bin = dist::run(&dist::Options {
-            targets: vec![dist::HOST_TARGET.to_string()],
-            no_trace_check: false,
+        let bin = clock.time("dist checks", || {
+            dist::run(&dist::Options {
+                targets: vec![dist::HOST_TARGET.to_string()],
+                no_trace_check: false,
+            })
         })?;
         // A filtered run is someone narrowing down one test: the matrix only runs in full.
-        vm::run(&[], Some(&bin))?;
+        clock.time("kernel matrix", || vm::run(&[], Some(&bin)))?;
     }
     Ok(())
 }

@@ -68,3 +68,42 @@ pub fn wrk(url: &str, secs: u32) -> Result<f64> {
         .and_then(|v| v.trim().parse().ok())
         .with_context(|| format!("wrk output: {text}"))
 }
+
+/// Wall time per stage of a long command, printed as a table at its end.
+pub struct Stages {
+    start: std::time::Instant,
+    spent: Vec<(String, std::time::Duration)>,
+}
+
+impl Stages {
+    pub fn new() -> Self {
+        Stages {
+            start: std::time::Instant::now(),
+            spent: Vec::new(),
+        }
+    }
+
+    /// Runs `f` and records how long it took under `name` (also when it fails).
+    pub fn time<T>(&mut self, name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let t = std::time::Instant::now();
+        let r = f();
+        self.add(name, t.elapsed());
+        r
+    }
+
+    pub fn add(&mut self, name: &str, d: std::time::Duration) {
+        self.spent.push((name.to_string(), d));
+    }
+
+    pub fn print(&self) {
+        eprintln!("xtask: where the time went");
+        for (name, d) in &self.spent {
+            eprintln!("xtask:   {name:<28} {:>7.1} s", d.as_secs_f64());
+        }
+        eprintln!(
+            "xtask:   {:<28} {:>7.1} s",
+            "total",
+            self.start.elapsed().as_secs_f64()
+        );
+    }
+}
