@@ -59,10 +59,23 @@ impl Generator {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .process_group(0);
-        // SAFETY: pre_exec is unsafe by contract; only async-signal-safe calls (prctl, getppid,
-        // _exit) run between fork and exec.
+        // SAFETY: pre_exec is unsafe by contract; only async-signal-safe calls (sigaction,
+        // sigprocmask, prctl, getppid, _exit) run between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
+                // The SIGINT that ends the window must reach it whatever trapdetect inherited:
+                // started from a script's background job (`trapdetect run ... &`) or nohup, the
+                // shell set SIGINT to ignored, exec keeps an ignored disposition and a blocked
+                // mask, and wrk would then run out the grace period and die of the SIGKILL
+                // without printing its summary.
+                for sig in [Signal::SIGINT, Signal::SIGTERM] {
+                    nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl)?;
+                }
+                nix::sys::signal::sigprocmask(
+                    nix::sys::signal::SigmaskHow::SIG_SETMASK,
+                    Some(&nix::sys::signal::SigSet::empty()),
+                    None,
+                )?;
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
                 // The parent may have died before the prctl: then it would never fire.
                 if nix::unistd::getppid() == Pid::from_raw(1) {
@@ -284,6 +297,44 @@ mod tests {
         assert_eq!(parse_schedstat("123 456 7\n"), Some((123, 456)));
         assert_eq!(parse_schedstat("x 1 2"), None);
         assert_eq!(parse_schedstat(""), None);
+    }
+
+    #[test]
+    fn a_generator_gets_the_sigint_that_trapdetect_blocks() {
+        // What a script's background job or nohup hands trapdetect (an ignored or blocked
+        // SIGINT) is not handed on: exec keeps both. The mask is per thread, so blocking it
+        // here, around the spawn, leaves the other tests alone.
+        use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
+        let mut int = SigSet::empty();
+        int.add(Signal::SIGINT);
+        let mut old = SigSet::empty();
+        pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&int), Some(&mut old)).unwrap();
+        let spawned = Generator::spawn(&[
+            "sh".into(),
+            "-c".into(),
+            "grep -E '^Sig(Blk|Ign)' /proc/self/status; sleep 30".into(),
+        ]);
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None).unwrap();
+        let mut g = spawned.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while g.stdout().0.iter().filter(|&&b| b == b'\n').count() < 2 && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let text = String::from_utf8(g.stdout().0).unwrap();
+        // Bit 1 (SIGINT, signal 2) of the masks: neither blocked nor ignored in the child.
+        let mask = |name: &str| {
+            let line = text.lines().find(|l| l.starts_with(name)).unwrap();
+            u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+        };
+        assert_eq!(mask("SigBlk:") & 0b10, 0, "{text}");
+        assert_eq!(mask("SigIgn:") & 0b10, 0, "{text}");
+        assert_eq!(
+            g.stop(),
+            128 + Signal::SIGINT as i32,
+            "sh dies of the SIGINT"
+        );
+        assert!(!g.killed);
     }
 
     #[test]
