@@ -120,12 +120,20 @@ pub fn run(opts: &Options) -> Result<PathBuf> {
     Ok(host)
 }
 
+/// Installs the standard library of `target` (`rustup target add`: a no-op when present).
+pub fn add_target(target: &str) -> Result<()> {
+    util::run(Command::new("rustup").args(["target", "add", target]))
+}
+
 /// Builds the release binary for `target` (cargo's no-op when it is fresh); returns its path.
 pub fn build(target: &str) -> Result<PathBuf> {
-    util::run(Command::new("rustup").args(["target", "add", target]))?;
+    add_target(target)?;
     let mut cargo = util::cargo_cmd();
+    // No `-p`: features resolve over the workspace's default members, as `cargo xtask test`'s
+    // build for this target resolves them, so after it this is cargo's no-op (with `-p
+    // trapdetect` the dependencies compiled again).
     cargo
-        .args(["build", "--release", "--target", target, "-p", "trapdetect"])
+        .args(["build", "--release", "--target", target])
         .args(["--bin", "trapdetect"])
         .current_dir(root());
     cargo.envs(cross_env(target));

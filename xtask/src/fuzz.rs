@@ -95,19 +95,25 @@ fn ensure_cargo_fuzz() -> Result<()> {
     Ok(())
 }
 
-/// The eBPF object the release build made: the fuzz build reuses it instead of running
-/// aya-build again under sanitizers.
+/// The eBPF object the newest release build made (the host's, or `cargo xtask test`'s for
+/// the static target): the fuzz build reuses it instead of running aya-build again under
+/// sanitizers.
 fn ebpf_object(root: &Path) -> Result<PathBuf> {
-    let build = root.join("target/release/build");
+    let target = root.join("target");
+    let mut dirs = vec![target.join("release/build")];
+    for e in std::fs::read_dir(&target).with_context(|| format!("{}", target.display()))? {
+        dirs.push(e?.path().join("release/build"));
+    }
     let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
-    for e in std::fs::read_dir(&build).with_context(|| format!("{}", build.display()))? {
-        let p = e?.path().join("out/trapdetect");
-        if p.file_name().is_some()
-            && let Ok(m) = std::fs::metadata(&p)
-            && let Ok(t) = m.modified()
-            && best.as_ref().is_none_or(|(b, _)| t > *b)
-        {
-            best = Some((t, p));
+    for build in dirs.iter().filter(|d| d.is_dir()) {
+        for e in std::fs::read_dir(build).with_context(|| format!("{}", build.display()))? {
+            let p = e?.path().join("out/trapdetect");
+            if let Ok(m) = std::fs::metadata(&p)
+                && let Ok(t) = m.modified()
+                && best.as_ref().is_none_or(|(b, _)| t > *b)
+            {
+                best = Some((t, p));
+            }
         }
     }
     best.map(|(_, p)| p)

@@ -443,13 +443,17 @@ const GUEST_TESTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Builds the test executables the guests run; returns the `td.run=` list for guest.sh.
-fn test_binaries() -> Result<String> {
+/// Builds the test executables the guests run (for `target`, the host's by default); returns
+/// the `td.run=` list for guest.sh.
+fn test_binaries(target: Option<&str>) -> Result<String> {
     let mut cmd = util::cargo_cmd();
     // No `-p`: with the workspace's default members selected, as `cargo xtask test` builds
     // them, features resolve the same and these are the executables already built (with
     // `-p trapdetect-e2e` cargo compiled the end-to-end crate and its dependencies again).
     cmd.args(["test", "--release"]);
+    if let Some(t) = target {
+        cmd.args(["--target", t]);
+    }
     for (t, _) in GUEST_TESTS {
         cmd.args(["--test", t]);
     }
@@ -506,8 +510,9 @@ fn qemu_unavailable() -> Option<String> {
 /// cannot run it says so in one line, and under CI that is a failure, never a silent pass.
 ///
 /// `bin`: the trapdetect binary the guests' tests run (`TRAPDETECT_BIN`); the build tree's
-/// when `None`.
-pub fn run(filter: &[String], bin: Option<&Path>) -> Result<()> {
+/// when `None`. `target`: the Rust target the test executables are built for (`cargo xtask
+/// test` builds everything for the static musl one); the host's when `None`.
+pub fn run(filter: &[String], bin: Option<&Path>, target: Option<&str>) -> Result<()> {
     if let Some(why) = qemu_unavailable() {
         let line = format!("SKIP kernel matrix: {why}");
         if std::env::var_os("CI").is_some() {
@@ -531,7 +536,7 @@ pub fn run(filter: &[String], bin: Option<&Path>) -> Result<()> {
         );
     }
     fetch(&kernels)?;
-    let run_list = test_binaries()?;
+    let run_list = test_binaries(target)?;
     let started = Instant::now();
     let mut failed = vec![];
     let mut rows = vec![];
@@ -659,7 +664,7 @@ fn kernel_rows(console: &str) -> Vec<String> {
 /// without booting anything (`cargo xtask kernels --table`).
 pub fn table_from_last_run() -> Result<()> {
     let mut rows = vec![];
-    let run_list = test_binaries()?;
+    let run_list = test_binaries(None)?;
     rows.extend(host_row(&run_list)?);
     for k in KERNELS {
         let last = (1..=ATTEMPTS)

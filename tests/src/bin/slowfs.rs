@@ -363,8 +363,20 @@ fn main() {
     };
     if args.realtime {
         // Threads created from here on (fuser's session, the stats writer) inherit the policy.
-        let p = libc::sched_param { sched_priority: 1 };
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+        // The system call, not libc's wrapper: musl's sched_setscheduler is a stub that
+        // fails with ENOSYS (the tests run the static musl build), and its sched_param has
+        // more fields than glibc's.
+        let mut p: libc::sched_param = unsafe { std::mem::zeroed() };
+        p.sched_priority = 1;
+        let set = unsafe {
+            libc::syscall(
+                libc::SYS_sched_setscheduler,
+                0,
+                libc::SCHED_FIFO,
+                &p as *const libc::sched_param,
+            )
+        };
+        if set != 0 {
             eprintln!(
                 "slowfs: --realtime: sched_setscheduler: {}",
                 std::io::Error::last_os_error()
