@@ -391,9 +391,26 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
+/// Whether an error chain's text carries `errno`: by its number, which Rust's io::Error
+/// prints as `(os error N)` whatever the libc calls it (EMFILE is "Too many open files" to
+/// glibc and "No file descriptors available" to musl, whose static binary is the one users
+/// copy), else by its name (aya's own messages) or glibc's wording. Where a number is
+/// printed it decides alone ("Too many open files in system" is ENFILE).
+fn has_errno(msg: &str, errno: nix::errno::Errno, glibc_text: &str) -> bool {
+    if msg.contains("(os error ") {
+        return msg.contains(&format!("(os error {})", errno as i32));
+    }
+    msg.contains(&format!("{errno:?}")) || msg.contains(glibc_text)
+}
+
+/// EPERM in an error chain (see [`has_errno`]).
+fn refused(msg: &str) -> bool {
+    has_errno(msg, nix::errno::Errno::EPERM, "Operation not permitted")
+}
+
 /// EMFILE named for what it is: the process's descriptor limit, not the kernel (exit 4).
 pub fn fd_limit(what: &str, msg: &str) -> Option<Error> {
-    (msg.contains("Too many open files") || msg.contains("EMFILE")).then(|| {
+    has_errno(msg, nix::errno::Errno::EMFILE, "Too many open files").then(|| {
         let (soft, hard) = crate::util::nofile_limit();
         Error::Privilege(format!(
             "{what}: out of file descriptors (EMFILE: RLIMIT_NOFILE soft {soft}, hard {hard}); \
@@ -441,7 +458,7 @@ fn load_error(e: &dyn std::error::Error) -> Error {
     let msg = chain(e);
     if let Some(e) = fd_limit("loading the eBPF object", &msg) {
         e
-    } else if msg.contains("EPERM") || msg.contains("Operation not permitted") {
+    } else if refused(&msg) {
         Error::Privilege(format!(
             "loading eBPF maps was refused ({msg}); run as root or grant CAP_BPF"
         ))
@@ -741,7 +758,7 @@ impl Probes {
                 if let Some(err) = fd_limit(&format!("attaching {}", e.program), &msg) {
                     return Err(err);
                 }
-                if msg.contains("EPERM") || msg.contains("Operation not permitted") {
+                if refused(&msg) {
                     return Err(Error::Privilege(format!(
                         "attaching {} was refused ({msg}); run as root (CAP_BPF + CAP_PERFMON)",
                         e.program
@@ -882,8 +899,29 @@ impl Probes {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use trapdetect_common::syscalls::SYSCALLS;
+
+    use super::*;
+
+    #[test]
+    fn errors_are_known_by_their_number_whatever_the_libc_calls_them() {
+        let musl = "map error: failed to create map `FUSE_SENT`: No file descriptors available (os error 24)";
+        let glibc =
+            "map error: failed to create map `FUSE_SENT`: Too many open files (os error 24)";
+        for m in [musl, glibc, "bpf_map_create failed: EMFILE"] {
+            let e = fd_limit("loading the eBPF object", m).unwrap();
+            assert!(
+                matches!(&e, Error::Privilege(t) if t.contains("out of file descriptors (EMFILE"))
+            );
+        }
+        // ENFILE (os error 23) is the host's table, not this process's limit; 240 is not 24.
+        assert!(fd_limit("x", "Too many open files in system (os error 23)").is_none());
+        assert!(fd_limit("x", "(os error 240)").is_none());
+        assert!(refused("Operation not permitted (os error 1)"));
+        assert!(refused("bpf() failed: EPERM"));
+        assert!(!refused("Permission denied (os error 13)"));
+        assert!(!refused("(os error 11)"));
+    }
 
     /// The compatibility table's required syscall programs are per architecture: arm64 lists
     /// none of the calls only x86_64 has.
