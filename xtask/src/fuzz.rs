@@ -181,57 +181,32 @@ pub fn run(seconds: u64, only: Option<&str>, asan: bool) -> Result<Vec<Outcome>>
         fuzz.join("target")
             .join(host_triple()?)
             .join(if asan { "release" } else { "debug" });
-    let mut outcomes = vec![];
-    for t in targets {
-        let work = fuzz.join("work").join(t);
-        let artifacts = fuzz.join("artifacts").join(t);
-        std::fs::create_dir_all(&work)?;
-        std::fs::create_dir_all(&artifacts)?;
-        let started = Instant::now();
-        // The built binary directly: `cargo fuzz run` would re-check the build each time.
-        let out = Command::new(bins.join(t))
-            .arg(&work)
-            .arg(fuzz.join("corpus").join(t))
-            .args([
-                &format!("-max_total_time={seconds}"),
-                // A fixed seed: every run explores the same inputs first, so what CI's short
-                // run tries, a longer run here has tried before (the same commit).
-                "-seed=20261202",
-                "-rss_limit_mb=2048",
-                "-timeout=10",
-                "-max_len=65536",
-                "-print_final_stats=1",
-                &format!("-artifact_prefix={}/", artifacts.display()),
-            ])
-            .env("TRAPDETECT_EBPF_OBJ", &obj)
-            .output()
-            .with_context(|| format!("{}", bins.join(t).display()))?;
-        let err = String::from_utf8_lossy(&out.stderr);
-        let o = Outcome {
-            target: t,
-            seconds: started.elapsed().as_secs(),
-            executions: stat(&err, "stat::number_of_executed_units:").unwrap_or(0),
-            corpus: std::fs::read_dir(&work)
-                .map(|d| d.count() as u64)
-                .unwrap_or(0),
-            crashed: !out.status.success(),
-        };
-        if o.crashed {
-            eprintln!("{err}");
+    // One libFuzzer process per core at a time (each is single-threaded): CI's 4 s per target
+    // takes half the wall time on two cores.
+    let lanes = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(targets.len());
+    let next = std::sync::Mutex::new(targets.iter());
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..lanes {
+            scope.spawn(|| {
+                loop {
+                    let Some(&t) = next.lock().unwrap().next() else {
+                        break;
+                    };
+                    let r = fuzz_one(t, seconds, &fuzz, &bins, &obj);
+                    results.lock().unwrap().push((t, r));
+                }
+            });
         }
-        eprintln!(
-            "fuzz {:<14} {:>4} s  {:>10} executions  {:>6} corpus  {}",
-            o.target,
-            o.seconds,
-            o.executions,
-            o.corpus,
-            if o.crashed {
-                "FINDING (see fuzz/artifacts)"
-            } else {
-                "ok"
-            }
-        );
-        outcomes.push(o);
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|(t, _)| TARGETS.iter().position(|x| x == t));
+    let mut outcomes = vec![];
+    for (_, r) in results {
+        outcomes.push(r?);
     }
     let crashed: Vec<&str> = outcomes
         .iter()
@@ -242,4 +217,64 @@ pub fn run(seconds: u64, only: Option<&str>, asan: bool) -> Result<Vec<Outcome>>
         bail!("fuzzing found crashes in: {}", crashed.join(", "));
     }
     Ok(outcomes)
+}
+
+/// Runs one target's binary for `seconds` on its work directory and seed corpus; prints its
+/// line when it ends.
+fn fuzz_one(
+    t: &'static str,
+    seconds: u64,
+    fuzz: &Path,
+    bins: &Path,
+    obj: &Path,
+) -> Result<Outcome> {
+    let work = fuzz.join("work").join(t);
+    let artifacts = fuzz.join("artifacts").join(t);
+    std::fs::create_dir_all(&work)?;
+    std::fs::create_dir_all(&artifacts)?;
+    let started = Instant::now();
+    // The built binary directly: `cargo fuzz run` would re-check the build each time.
+    let out = Command::new(bins.join(t))
+        .arg(&work)
+        .arg(fuzz.join("corpus").join(t))
+        .args([
+            &format!("-max_total_time={seconds}"),
+            // A fixed seed: every run explores the same inputs first, so what CI's short
+            // run tries, a longer run here has tried before (the same commit).
+            "-seed=20261202",
+            "-rss_limit_mb=2048",
+            "-timeout=10",
+            "-max_len=65536",
+            "-print_final_stats=1",
+            &format!("-artifact_prefix={}/", artifacts.display()),
+        ])
+        .env("TRAPDETECT_EBPF_OBJ", obj)
+        .output()
+        .with_context(|| format!("{}", bins.join(t).display()))?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    let o = Outcome {
+        target: t,
+        seconds: started.elapsed().as_secs(),
+        executions: stat(&err, "stat::number_of_executed_units:").unwrap_or(0),
+        corpus: std::fs::read_dir(&work)
+            .map(|d| d.count() as u64)
+            .unwrap_or(0),
+        crashed: !out.status.success(),
+    };
+    if o.crashed {
+        eprintln!("{err}");
+    }
+    eprintln!(
+        "fuzz {:<14} {:>4} s  {:>10} executions  {:>6} corpus  {}",
+        o.target,
+        o.seconds,
+        o.executions,
+        o.corpus,
+        if o.crashed {
+            "FINDING (see fuzz/artifacts)"
+        } else {
+            "ok"
+        }
+    );
+    Ok(o)
 }
