@@ -196,10 +196,10 @@ fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
     // one compile of the dependencies and of trapdetect instead of a glibc build beside the
     // musl one (cold here: 317 s for the glibc build, 280 s for the musl one on top).
     let target = dist::HOST_TARGET;
-    dist::add_target(target)?;
     let mut a: Vec<&str> = vec!["test", "--release", "--target", target];
     a.extend(args.iter().map(String::as_str));
     let builds = (|| -> Result<()> {
+        dist::add_target(target)?;
         clock.time("build --release", || {
             util::cargo(&["build", "--release", "--target", target])
         })?;
