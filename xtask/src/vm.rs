@@ -77,9 +77,11 @@ const MODULES: &[&str] = &[
 /// How long one guest may take under TCG before it counts as hung (the whole guest: boot and
 /// every test; 62-74 s each here), and how many times a hung guest is retried.
 const GUEST_TIMEOUT: Duration = Duration::from_secs(600);
-/// A guest whose console has not grown for this long is hung too (a boot that stopped, a test
-/// that never ends): the longest silence of a passing guest here was 49 s (5.10, php-fpm over
-/// 9p). Without it, one hang cost the whole timeout before the retry.
+/// A guest whose console has shown nothing but kernel messages for this long is hung too (a
+/// boot that stopped, a test that never ends): the longest silence of a passing guest here was
+/// 49 s (5.10, php-fpm over 9p). Kernel messages are not progress: a 5.10 guest that
+/// soft-locked under TCG printed a stall report every 20-30 s until the 600 s limit killed it
+/// (2026-12-03), eleven minutes before the retry passed.
 const GUEST_SILENCE: Duration = Duration::from_secs(180);
 const ATTEMPTS: u32 = 3;
 
@@ -381,14 +383,18 @@ fn boot(
         .spawn()
         .context("spawn qemu-system-x86_64")?;
     let start = Instant::now();
-    let (mut console_len, mut grew) = (0, Instant::now());
+    let (mut console_len, mut shown, mut grew) = (0, 0, Instant::now());
     let status = loop {
         if let Some(s) = child.try_wait()? {
             break Some(s);
         }
         let len = std::fs::metadata(&console_path).map_or(0, |m| m.len());
         if len != console_len {
-            (console_len, grew) = (len, Instant::now());
+            console_len = len;
+            let now = std::fs::read(&console_path).map_or(0, |c| guest_output_len(&c));
+            if now != shown {
+                (shown, grew) = (now, Instant::now());
+            }
         }
         if start.elapsed() > GUEST_TIMEOUT || grew.elapsed() > GUEST_SILENCE {
             let _ = child.kill();
@@ -405,8 +411,9 @@ fn boot(
     Ok(match (status, rc) {
         (Some(_), Some(rc)) => Outcome::Ran { rc, console },
         (None, _) => Outcome::Hung(format!(
-            "no result after {:.0} s, the console silent for the last {:.0} s (limits: \
-             {GUEST_TIMEOUT:?} in all, {GUEST_SILENCE:?} of silence; console: {})",
+            "no result after {:.0} s, nothing but kernel messages on the console for the \
+             last {:.0} s (limits: {GUEST_TIMEOUT:?} in all, {GUEST_SILENCE:?} of silence; \
+             console: {})",
             start.elapsed().as_secs_f64(),
             grew.elapsed().as_secs_f64(),
             console_path.display()
@@ -423,6 +430,29 @@ fn boot(
             ))
         }
     })
+}
+
+/// Bytes of the console that are not kernel messages: the guest's init and the tests print
+/// bare lines, the kernel prefixes each of its lines with its clock, `[   23.456789] `.
+fn guest_output_len(console: &[u8]) -> usize {
+    fn kernel_line(l: &[u8]) -> bool {
+        let Some(rest) = l.strip_prefix(b"[") else {
+            return false;
+        };
+        let Some(end) = rest.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let stamp = rest[..end].trim_ascii_start();
+        !stamp.is_empty()
+            && stamp.iter().all(|&b| b.is_ascii_digit() || b == b'.')
+            && stamp.contains(&b'.')
+    }
+    console
+        .split(|&b| b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .filter(|l| !kernel_line(l))
+        .map(|l| l.len() + 1)
+        .sum()
 }
 
 /// What each guest runs: the focused set, plus existing exact tests that need no more than
@@ -747,4 +777,27 @@ fn save_formats(k: &Kernel, console: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// A stall report adds nothing; a test's line (even one with brackets) does.
+    #[test]
+    fn kernel_messages_are_not_guest_progress() {
+        let before = b"TD-VM-BOOT\r\nrunning 4 tests\n[    1.234567] fuse: init\n";
+        let base = super::guest_output_len(before);
+        assert_eq!(base, "TD-VM-BOOT\n".len() + "running 4 tests\n".len() + 1);
+        let mut stalled = before.to_vec();
+        stalled.extend_from_slice(
+            b"[  245.000001] watchdog: BUG: soft lockup - CPU#0 stuck for 23s! [python3:177]\n\
+              [  260.5] rcu: INFO: rcu_sched self-detected stall on CPU\n[12.0]\n",
+        );
+        assert_eq!(super::guest_output_len(&stalled), base);
+        let mut test = stalled.clone();
+        test.extend_from_slice(b"[ok] test a ... ok\n[1] x\n");
+        assert_eq!(
+            super::guest_output_len(&test),
+            base + "[ok] test a ... ok\n".len() + "[1] x\n".len()
+        );
+    }
 }
