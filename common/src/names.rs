@@ -97,11 +97,11 @@ pub const GLOBAL_OFF_SK_PROTOCOL: &str = "OFF_SK_PROTOCOL";
 pub const GLOBAL_OFF_SK_NET: &str = "OFF_SK_NET";
 /// Global: `offsetof(struct net, ns.inum)`.
 pub const GLOBAL_OFF_NET_INUM: &str = "OFF_NET_INUM";
-/// Global: offset of `sport` in the `tcp_probe` record.
-pub const GLOBAL_PROBE_SPORT_OFF: &str = "PROBE_SPORT_OFF";
-/// Global: offset of `data_len` in the `tcp_probe` record.
-pub const GLOBAL_PROBE_DATA_LEN_OFF: &str = "PROBE_DATA_LEN_OFF";
-/// Global: offset of `skaddr` in the `tcp_probe` record.
-pub const GLOBAL_PROBE_SKADDR_OFF: &str = "PROBE_SKADDR_OFF";
-/// Global: offset of `snd_nxt` in the `tcp_probe` record.
-pub const GLOBAL_PROBE_SND_NXT_OFF: &str = "PROBE_SND_NXT_OFF";
+/// Global: `offsetof(struct sock_common, skc_num)` (the socket's own port, host order).
+pub const GLOBAL_SERVED_OFF_SK_NUM: &str = "SERVED_OFF_SK_NUM";
+/// Global: `offsetof(struct tcp_sock, snd_nxt)`.
+pub const GLOBAL_SERVED_OFF_TCP_SND_NXT: &str = "SERVED_OFF_TCP_SND_NXT";
+/// Global: `offsetof(struct sk_buff, len)`.
+pub const GLOBAL_SERVED_OFF_SKB_LEN: &str = "SERVED_OFF_SKB_LEN";
+/// Global: `offsetof(struct sk_buff, data)`.
+pub const GLOBAL_SERVED_OFF_SKB_DATA: &str = "SERVED_OFF_SKB_DATA";

@@ -72,6 +72,22 @@ pub fn read_u32(base: u64, off: usize) -> Option<u32> {
     unsafe { bpf_probe_read_kernel((base as usize + off) as *const u32) }.ok()
 }
 
+#[inline(always)]
+pub fn read_u16(base: u64, off: usize) -> Option<u16> {
+    if base == 0 {
+        return None;
+    }
+    unsafe { bpf_probe_read_kernel((base as usize + off) as *const u16) }.ok()
+}
+
+#[inline(always)]
+pub fn read_u8(base: u64, off: usize) -> Option<u8> {
+    if base == 0 {
+        return None;
+    }
+    unsafe { bpf_probe_read_kernel((base as usize + off) as *const u8) }.ok()
+}
+
 /// `s_dev` of the superblock of `dentry`.
 #[inline(always)]
 fn dentry_dev(dentry: u64) -> Option<u32> {

@@ -370,6 +370,22 @@ fn probe_load_gives_exact_per_request_figures() {
     );
     assert_eq!(load["ok_2xx"], n, "all 2xx");
     assert!((55..=61).contains(&n), "20/s for 3 s: {n}");
+    // The URL's port (nginx's, in front of php-fpm on a unix socket) received the probe's
+    // requests and nothing else: tcp_probe, a raw tracepoint reading the socket and the segment
+    // at offsets from BTF (issue 28), counted one data segment per request and no more bytes
+    // than the probe sent, on every kernel of the matrix (5.10 and 6.1 among them, whose
+    // tcp_probe record lacked fields the tracepoint program read).
+    let served = &r["requests"]["served"];
+    assert_eq!(
+        served["ports"],
+        serde_json::json!([trapdetect_e2e::url_port(&url)]),
+        "{served}"
+    );
+    assert_eq!(served["own_ports"], serde_json::json!([]), "{served}");
+    assert_eq!(served["data_segments"], n, "{served}");
+    let bytes = served["payload_bytes"].as_u64().unwrap();
+    let most = served["probe_bytes_max"].as_u64().unwrap();
+    assert!(bytes >= 16 * n && bytes <= most, "{served}");
     // Each request chdirs back once, on the FUSE mount: exactly n such calls, 7 lookups each.
     assert_eq!(calls_on(&r, "chdir", "fuse"), n);
     let f = finding(&r, "fs.cwd-slow").expect("fs.cwd-slow");

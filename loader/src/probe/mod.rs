@@ -126,9 +126,9 @@ fn table() -> Vec<Entry> {
     });
     t.push(Entry {
         program: PROG_TCP_PROBE.into(),
-        attach: vec![("tcp", "tcp_probe".into())],
+        attach: vec![(offcpu::RAW_TP, "tcp_probe".into())],
         required: false,
-        purpose: "payload received on the server's ports, whatever client sent it (tracepoint since Linux 4.16): tells other clients' traffic from the probe load's, so per-request figures are never inflated",
+        purpose: "payload received on the server's ports, whatever client sent it (raw tracepoint since Linux 4.16: the kernel fills no record for the host's other segments): tells other clients' traffic from the probe load's, so per-request figures are never inflated",
     });
     t.push(Entry {
         program: PROG_SYS_ENTER_CONNECT.into(),
@@ -437,20 +437,32 @@ fn read_btf(btf_file: Option<&std::path::Path>, path: &std::path::Path) -> Resul
     })
 }
 
-/// The note on the tcp_probe row when its record lacks a field the program reads.
-fn probe_missing_note(probe_offs: &[Option<u32>; 4]) -> String {
-    format!(
-        "tcp_probe's record has no {} on this kernel (the Linux 6.12 and 6.18 kernels of the \
-         matrix have every field it reads): requests other clients send cannot be counted, \
-         so per-request figures rest on the probe load or accepted connections",
-        ["sport", "data_len", "skaddr", "snd_nxt"]
-            .iter()
-            .zip(probe_offs)
-            .filter(|(_, o)| o.is_none())
-            .map(|(f, _)| *f)
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
+/// What tcp_probe reads of the socket and the segment, from BTF: the globals' values, or the
+/// note on its row naming what BTF lacks (then it is not attached: zero offsets would misread).
+fn served_offsets(btf: &Btf) -> std::result::Result<Vec<(&'static str, u32)>, String> {
+    let want: [(&str, &str, &str); 4] = [
+        (GLOBAL_SERVED_OFF_SK_NUM, "sock_common", "skc_num"),
+        (GLOBAL_SERVED_OFF_TCP_SND_NXT, "tcp_sock", "snd_nxt"),
+        (GLOBAL_SERVED_OFF_SKB_LEN, "sk_buff", "len"),
+        (GLOBAL_SERVED_OFF_SKB_DATA, "sk_buff", "data"),
+    ];
+    let mut out = vec![];
+    let mut missing = vec![];
+    for (global, st, field) in want {
+        match btf.offset(st, field) {
+            Ok(v) => out.push((global, v)),
+            Err(_) => missing.push(format!("{st}.{field}")),
+        }
+    }
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "not attached: the kernel's BTF has no {}: requests other clients send cannot be \
+             counted, so per-request figures rest on the probe load or accepted connections",
+            missing.join(", ")
+        ))
+    }
 }
 
 /// The error for an eBPF object the kernel would not load.
@@ -498,10 +510,7 @@ impl Probes {
         let fork_child = tracefs
             .field_offset("sched", "sched_process_fork", "child_pid")
             .unwrap_or(20);
-        // tcp_probe's record changed between kernels (mark, sock_cookie): offsets from tracefs,
-        // and no program at all when a field is missing.
-        let probe_offs = ["sport", "data_len", "skaddr", "snd_nxt"]
-            .map(|f| tracefs.field_offset("tcp", "tcp_probe", f));
+        let served = served_offsets(&btf);
         let exit_group_dead = tracefs
             .format("sched", "sched_process_exit")
             .map_or(0, |f| tracefs::exit_group_dead_offset(&f));
@@ -515,15 +524,9 @@ impl Probes {
         }
         loader.override_global(GLOBAL_FORK_PARENT_OFF, &fork_parent, true);
         loader.override_global(GLOBAL_FORK_CHILD_OFF, &fork_child, true);
-        if let [Some(sport), Some(len), Some(sk), Some(nxt)] = &probe_offs {
-            loader.override_global(GLOBAL_PROBE_SPORT_OFF, sport, true);
-            loader.override_global(GLOBAL_PROBE_DATA_LEN_OFF, len, true);
-            loader.override_global(GLOBAL_PROBE_SKADDR_OFF, sk, true);
-            loader.override_global(GLOBAL_PROBE_SND_NXT_OFF, nxt, true);
+        for (name, v) in served.iter().flatten() {
+            loader.override_global(name, v, true);
         }
-        let probe_fields_missing =
-            probe_offs.iter().any(Option::is_none) && tracefs.has_event("tcp", "tcp_probe");
-        let probe_missing_note = probe_missing_note(&probe_offs);
         loader.override_global(GLOBAL_EXIT_GROUP_DEAD_OFF, &exit_group_dead, true);
         loader.map_max_entries(MAP_TRACED, pid_max + 1);
         let ebpf = loader.load(OBJECT).map_err(|e| load_error(&e))?;
@@ -538,7 +541,7 @@ impl Probes {
             offcpu_regs,
             _tracefs: tracefs,
         };
-        probes.attach_table(want, probe_fields_missing, &probe_missing_note)?;
+        probes.attach_table(want, served.err().as_deref())?;
         if exit_group_dead == 0 {
             probes.note_no_group_dead();
         }
@@ -546,17 +549,12 @@ impl Probes {
     }
 
     /// Attaches the table's programs, or records why each one is not attached.
-    fn attach_table(
-        &mut self,
-        want: &AttachOptions,
-        probe_fields_missing: bool,
-        probe_missing_note: &str,
-    ) -> Result<()> {
+    fn attach_table(&mut self, want: &AttachOptions, served_missing: Option<&str>) -> Result<()> {
         // Attach exits before enters, so an enter never records a call whose exit is unseen.
         let mut entries = table();
         entries.sort_by_key(|e| !e.program.starts_with("sys_exit"));
         for e in entries {
-            match self.why_not(&e, want, probe_fields_missing, probe_missing_note) {
+            match self.why_not(&e, want, served_missing) {
                 Some(note) => self.not_attached(&e, note),
                 None => self.attach_entry(&e)?,
             }
@@ -569,11 +567,10 @@ impl Probes {
         &self,
         e: &Entry,
         want: &AttachOptions,
-        probe_fields_missing: bool,
-        probe_missing_note: &'a str,
+        served_missing: Option<&'a str>,
     ) -> Option<&'a str> {
         let connect = e.program == PROG_SYS_ENTER_CONNECT || e.program == PROG_SYS_EXIT_CONNECT;
-        let offcpu_row = e.attach[0].0 == offcpu::TP_BTF || e.attach[0].0 == offcpu::RAW_TP;
+        let offcpu_row = offcpu::is_offcpu_program(&e.program);
         if want.skip.contains(&e.program) {
             Some("skipped on request (--skip-probe)")
         } else if offcpu_row && !want.offcpu {
@@ -596,8 +593,8 @@ impl Probes {
                 "not attached: the target listens on no TCP port and no --url names one, so \
                  there is no port to count on (requests are its accepted connections)",
             )
-        } else if e.program == PROG_TCP_PROBE && probe_fields_missing {
-            Some(probe_missing_note)
+        } else if e.program == PROG_TCP_PROBE && served_missing.is_some() {
+            served_missing
         } else {
             None
         }
@@ -647,6 +644,7 @@ impl Probes {
                 let c = match *c {
                     offcpu::TP_BTF => "sched",
                     offcpu::RAW_TP if n.starts_with("sys_") => "raw_syscalls",
+                    offcpu::RAW_TP if n == "tcp_probe" => "tcp",
                     offcpu::RAW_TP => "sched",
                     c => c,
                 };
@@ -1016,18 +1014,38 @@ mod tests {
         }
     }
 
-    /// The tcp_probe note names exactly the record fields the kernel lacks, in order.
+    /// tcp_probe's offsets come from BTF; a BTF without them leaves it unattached with a note
+    /// naming every missing field (never a zero offset read as a port).
     #[test]
-    fn probe_missing_note_names_the_missing_fields() {
-        let note = probe_missing_note(&[Some(1), None, Some(3), None]);
+    fn served_offsets_from_btf_or_a_note_naming_what_is_missing() {
+        let mut blob = vec![0x9f, 0xeb, 1, 0, 24, 0, 0, 0];
+        blob.extend_from_slice(&[0; 16]);
+        let empty = Btf::parse(&blob).unwrap();
+        let note = served_offsets(&empty).unwrap_err();
         assert!(
-            note.starts_with("tcp_probe's record has no data_len, snd_nxt on this kernel"),
+            note.starts_with(
+                "not attached: the kernel's BTF has no sock_common.skc_num, tcp_sock.snd_nxt, \
+                 sk_buff.len, sk_buff.data: "
+            ),
             "{note}"
         );
-        let note = probe_missing_note(&[None, Some(2), Some(3), Some(4)]);
-        assert!(
-            note.starts_with("tcp_probe's record has no sport on this kernel ("),
-            "{note}"
+        let Ok(data) = std::fs::read("/sys/kernel/btf/vmlinux") else {
+            eprintln!("SKIP: no /sys/kernel/btf/vmlinux");
+            return;
+        };
+        let offs = served_offsets(&Btf::parse(&data).unwrap()).unwrap();
+        let names: Vec<&str> = offs.iter().map(|(g, _)| *g).collect();
+        assert_eq!(
+            names,
+            [
+                GLOBAL_SERVED_OFF_SK_NUM,
+                GLOBAL_SERVED_OFF_TCP_SND_NXT,
+                GLOBAL_SERVED_OFF_SKB_LEN,
+                GLOBAL_SERVED_OFF_SKB_DATA
+            ]
         );
+        // skc_num in sock_common's port pair; snd_nxt well past struct sock's start.
+        assert_eq!(offs[0].1, 14);
+        assert!(offs[1].1 > 1000, "{offs:?}");
     }
 }

@@ -17,7 +17,8 @@ use crate::{btf::Btf, error::Result};
 
 /// The category the table uses for `tp_btf` programs (their events live under `sched/`).
 pub(super) const TP_BTF: &str = "tp_btf";
-/// The category the table uses for raw tracepoints (`sched/*` and `raw_syscalls/*` events).
+/// The category the table uses for raw tracepoints (`sched/*`, `raw_syscalls/*` and
+/// `tcp/tcp_probe`).
 pub(super) const RAW_TP: &str = "raw_tp";
 
 /// Rows of the compatibility table.
@@ -82,6 +83,11 @@ pub(super) fn raw_twin_of(program: &str) -> Option<&'static str> {
         PROG_OFFCPU_WAKEUP_NEW_RAW => Some(PROG_OFFCPU_WAKEUP_NEW),
         _ => None,
     }
+}
+
+/// Whether a program is one of the off-CPU family (attached only for `run`).
+pub(super) fn is_offcpu_program(program: &str) -> bool {
+    entries().iter().any(|e| e.program == program)
 }
 
 /// Whether a program is one of the syscall-entry pair.

@@ -182,12 +182,6 @@ mod tests {
         assert_eq!(parse_field_offset(old, "child_pid"), Some(44));
         assert_eq!(parse_field_offset(old, "parent_comm"), Some(8));
         assert_eq!(parse_field_offset(old, "nope"), None);
-        // tcp_probe: the eBPF program's defaults are this kernel's offsets.
-        let probe = include_str!("../../fixtures/tracefs/tcp_probe-6.18.format");
-        assert_eq!(parse_field_offset(probe, "sport"), Some(64));
-        assert_eq!(parse_field_offset(probe, "data_len"), Some(76));
-        assert_eq!(parse_field_offset(probe, "snd_nxt"), Some(80));
-        assert_eq!(parse_field_offset(probe, "skaddr"), Some(128));
         let openat = include_str!("../../fixtures/tracefs/sys_enter_openat.format");
         assert_eq!(parse_field_offset(openat, "filename"), Some(24));
         assert_eq!(parse_field_offset(openat, "dfd"), Some(16));
