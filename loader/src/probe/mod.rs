@@ -228,24 +228,17 @@ pub struct AttachOptions {
 /// TCP-only check of connect()) instead of failing the trace. Returns the values (0 where
 /// missing) and what is missing.
 fn socket_offsets(btf: &Btf) -> (Vec<(&'static str, u32)>, Vec<String>) {
-    let want: [(&str, &str, &str); 5] = [
-        (GLOBAL_OFF_FILE_PRIVATE, "file", "private_data"),
-        (GLOBAL_OFF_SOCKET_SK, "socket", "sk"),
-        (GLOBAL_OFF_SK_PROTOCOL, "sock", "sk_protocol"),
-        (GLOBAL_OFF_SK_NET, "sock_common", "skc_net.net"),
-        (GLOBAL_OFF_NET_INUM, "net", "ns.inum"),
-    ];
-    let mut out = vec![];
-    let mut missing = vec![];
-    for (global, st, field) in want {
-        match btf.offset(st, field) {
-            Ok(v) => out.push((global, v)),
-            Err(e) => {
-                out.push((global, 0));
-                missing.push(e.to_string());
-            }
-        }
-    }
+    let (mut out, missing) = btf_offsets(
+        btf,
+        &[
+            (GLOBAL_OFF_FILE_PRIVATE, "file", "private_data"),
+            (GLOBAL_OFF_SOCKET_SK, "socket", "sk"),
+            (GLOBAL_OFF_SK_PROTOCOL, "sock", "sk_protocol"),
+            (GLOBAL_OFF_SK_NET, "sock_common", "skc_net.net"),
+            (GLOBAL_OFF_NET_INUM, "net", "ns.inum"),
+        ],
+    );
+    let missing = missing.into_iter().map(|(_, e)| e).collect();
     // The TCP check needs all three socket offsets; zero the gate when one is missing.
     if out[..3].iter().any(|(_, v)| *v == 0) {
         out[1].1 = 0;
@@ -440,29 +433,44 @@ fn read_btf(btf_file: Option<&std::path::Path>, path: &std::path::Path) -> Resul
 /// What tcp_probe reads of the socket and the segment, from BTF: the globals' values, or the
 /// note on its row naming what BTF lacks (then it is not attached: zero offsets would misread).
 fn served_offsets(btf: &Btf) -> std::result::Result<Vec<(&'static str, u32)>, String> {
-    let want: [(&str, &str, &str); 4] = [
-        (GLOBAL_SERVED_OFF_SK_NUM, "sock_common", "skc_num"),
-        (GLOBAL_SERVED_OFF_TCP_SND_NXT, "tcp_sock", "snd_nxt"),
-        (GLOBAL_SERVED_OFF_SKB_LEN, "sk_buff", "len"),
-        (GLOBAL_SERVED_OFF_SKB_DATA, "sk_buff", "data"),
-    ];
+    let (out, missing) = btf_offsets(
+        btf,
+        &[
+            (GLOBAL_SERVED_OFF_SK_NUM, "sock_common", "skc_num"),
+            (GLOBAL_SERVED_OFF_TCP_SND_NXT, "tcp_sock", "snd_nxt"),
+            (GLOBAL_SERVED_OFF_SKB_LEN, "sk_buff", "len"),
+            (GLOBAL_SERVED_OFF_SKB_DATA, "sk_buff", "data"),
+        ],
+    );
+    if missing.is_empty() {
+        return Ok(out);
+    }
+    let names: Vec<String> = missing.into_iter().map(|(name, _)| name).collect();
+    Err(format!(
+        "not attached: the kernel's BTF has no {}: requests other clients send cannot be \
+         counted, so per-request figures rest on the probe load or accepted connections",
+        names.join(", ")
+    ))
+}
+
+/// A struct field BTF lacks: `struct.field`, and BTF's error.
+type Missing = (String, String);
+
+/// Each `(global, struct, field)` offset from BTF (0 where missing), and the missing ones.
+fn btf_offsets(
+    btf: &Btf,
+    want: &[(&'static str, &str, &str)],
+) -> (Vec<(&'static str, u32)>, Vec<Missing>) {
     let mut out = vec![];
     let mut missing = vec![];
-    for (global, st, field) in want {
-        match btf.offset(st, field) {
-            Ok(v) => out.push((global, v)),
-            Err(_) => missing.push(format!("{st}.{field}")),
-        }
+    for &(global, st, field) in want {
+        let v = btf.offset(st, field).unwrap_or_else(|e| {
+            missing.push((format!("{st}.{field}"), e.to_string()));
+            0
+        });
+        out.push((global, v));
     }
-    if missing.is_empty() {
-        Ok(out)
-    } else {
-        Err(format!(
-            "not attached: the kernel's BTF has no {}: requests other clients send cannot be \
-             counted, so per-request figures rest on the probe load or accepted connections",
-            missing.join(", ")
-        ))
-    }
+    (out, missing)
 }
 
 /// The error for an eBPF object the kernel would not load.
