@@ -471,6 +471,10 @@ const GUEST_TESTS: &[(&str, &str)] = &[
         "preflight",
         "clock_reads_that_enter_the_kernel_are_named_with_the_clocksource",
     ),
+    // `run`'s off-CPU classes on every kernel (issue 26): the blocked syscall from the
+    // registers from 5.15, else from the syscall-entry pair (5.10): four php-fpm workers on one
+    // flock, the file named and the waiting threads counted.
+    ("run", "workers_serialized_on_one_flock_name_the_file"),
 ];
 
 /// Builds the test executables the guests run (for `target`, the host's by default); returns
