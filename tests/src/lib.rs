@@ -185,39 +185,6 @@ pub fn url_port(url: &str) -> u16 {
         .unwrap_or_else(|| panic!("no port in {url}"))
 }
 
-/// TIME_WAIT sockets in this network namespace whose local port is `port` (IPv4 and IPv6),
-/// from /proc/net/tcp{,6}: state 06, the local address's port in hex after the colon.
-pub fn time_wait_on(port: u16) -> usize {
-    let want = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .map(|t| {
-            t.lines()
-                .skip(1)
-                .filter(|l| {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    f.len() > 3 && f[3] == "06" && f[1].ends_with(&want)
-                })
-                .count()
-        })
-        .sum()
-}
-
-/// Waits until fewer than `below` TIME_WAIT sockets hold `port` (a socket lives 60 s there),
-/// at most 65 s, and returns how many were left. A test that runs a load twice on one port
-/// waits for its own first run's leftovers, as a benchmarker must: trapdetect flags them.
-pub fn drain_time_wait(port: u16, below: usize) -> usize {
-    let start = Instant::now();
-    loop {
-        let n = time_wait_on(port);
-        if n < below || start.elapsed() > Duration::from_secs(65) {
-            return n;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
 /// Parses stdout as JSON, with the output in the panic message when it is not.
 pub fn json(out: &Output) -> serde_json::Value {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
