@@ -32,6 +32,9 @@ pub enum Work {
     /// Open and read a file by this path, relative to the server's working directory (a
     /// template read on every request).
     ReadFile(PathBuf),
+    /// The same read handed to the runtime's pool of I/O threads, the request waiting for its
+    /// callback (Node's `fs.readFile`: libuv's four threads; Node only).
+    ReadFileAsync(PathBuf),
     /// A busy loop of this many iterations (`x += i % 7`).
     Cpu(u64),
     /// Take an exclusive `flock` on this file and hold it this many ms (gunicorn only).
@@ -47,6 +50,7 @@ impl Work {
         let (mode, arg, ms) = match self {
             Work::Plain => ("plain", String::new(), 0),
             Work::ReadFile(p) => ("file", p.display().to_string(), 0),
+            Work::ReadFileAsync(p) => ("file-async", p.display().to_string(), 0),
             Work::Cpu(n) => ("cpu", n.to_string(), 0),
             Work::Flock(p, ms) => ("flock", p.display().to_string(), *ms),
             Work::Sqlite(p) => ("sqlite", p.display().to_string(), 0),
@@ -191,7 +195,8 @@ impl Gunicorn {
 }
 
 /// The Node.js server: one process, one event loop; a file read is `readFileSync` (the loop
-/// waits for it), the CPU loop runs on the loop.
+/// waits for it) or, `file-async`, `fs.readFile` (libuv's thread pool reads, the loop serves
+/// other requests meanwhile); the CPU loop runs on the loop.
 const NODE_APP: &str = r#"const http = require("http");
 const fs = require("fs");
 const mode = process.env.ZOO_MODE || "plain";
@@ -199,7 +204,18 @@ const arg = process.env.ZOO_ARG || "";
 const port = Number(process.argv[2]);
 http.createServer((req, res) => {
   let body;
-  if (mode === "file") {
+  if (mode === "file-async") {
+    fs.readFile(arg, (err, data) => {
+      if (err) {
+        res.writeHead(500);
+        res.end(String(err));
+        return;
+      }
+      res.writeHead(200, { "Content-Type": "text/plain", "Content-Length": data.length });
+      res.end(data);
+    });
+    return;
+  } else if (mode === "file") {
     body = fs.readFileSync(arg);
   } else if (mode === "cpu") {
     let x = 0;
@@ -320,7 +336,7 @@ pub struct AppServer {
 }
 
 impl AppServer {
-    /// Starts Node's server in `cwd` serving `work` (Plain, ReadFile, Cpu).
+    /// Starts Node's server in `cwd` serving `work` (Plain, ReadFile, ReadFileAsync, Cpu).
     pub fn node(cwd: &Path, work: Work) -> AppServer {
         let dir = TempDir::new("node");
         let script = dir.path().join("server.js");
@@ -332,6 +348,10 @@ impl AppServer {
 
     /// Starts the Go server `bin` in `cwd` serving `work` (Plain, ReadFile, Cpu).
     pub fn go(bin: &GoBinary, cwd: &Path, work: Work) -> AppServer {
+        assert!(
+            !matches!(work, Work::ReadFileAsync(_)),
+            "Go reads on the goroutine"
+        );
         AppServer::start(
             "go",
             Command::new(&bin.exe),
@@ -343,8 +363,11 @@ impl AppServer {
 
     fn start(what: &str, mut cmd: Command, cwd: &Path, work: Work, dir: TempDir) -> AppServer {
         assert!(
-            matches!(work, Work::Plain | Work::ReadFile(_) | Work::Cpu(_)),
-            "{what} serves Plain, ReadFile and Cpu, not {work:?}"
+            matches!(
+                work,
+                Work::Plain | Work::ReadFile(_) | Work::ReadFileAsync(_) | Work::Cpu(_)
+            ),
+            "{what} serves Plain, ReadFile, ReadFileAsync and Cpu, not {work:?}"
         );
         let port = free_port();
         let log = dir.path().join("server.log");

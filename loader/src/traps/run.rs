@@ -1725,6 +1725,7 @@ fn pick_cause(findings: &[Finding], capped: bool) -> Option<usize> {
                 .iter()
                 .enumerate()
                 .filter(|(_, f)| f.id.rule().ranked)
+                .filter(|(_, f)| !queues_behind_the_mount(findings, f))
                 .filter(|(_, f)| capped || f.severity == Severity::Fail)
                 .max_by(|a, b| share(a.1).total_cmp(&share(b.1)))
                 .map(|(i, _)| i)
@@ -1732,8 +1733,18 @@ fn pick_cause(findings: &[Finding], capped: bool) -> Option<usize> {
         .filter(|_| capped)
 }
 
+/// A lock's waits where a mount was measured at its capacity (`fs.serialized`: its rate flat
+/// while requests queue there). The mount bounds the rate whatever else waits; the lock's own
+/// capacity is not measured (its ceiling is only the rate delivered), so its waiters are
+/// threads queued in front of the mount, or idle pools parked on futexes beside it (Node's
+/// V8 platform threads while its libuv pool waits on the mount): never the cause beside it.
+fn queues_behind_the_mount(findings: &[Finding], f: &Finding) -> bool {
+    f.id == Id::LockContention && findings.iter().any(|m| m.id == Id::FsSerialized)
+}
+
 /// Folds what follows from the cause `c` (at `cause_ix`) under it: the consequence rules, the
-/// tracer's view of the same mount, and TIME_WAIT when the generator gave up on requests
+/// tracer's view of the same mount, a lock queued behind a saturated mount
+/// ([`queues_behind_the_mount`]) and TIME_WAIT when the generator gave up on requests
 /// (`timeouts`) become warnings at most, with `consequence_of`. Returns their ids.
 fn fold_consequences(
     findings: &mut [Finding],
@@ -1756,9 +1767,14 @@ fn fold_consequences(
             && (f.id == Id::FsCwdSlow || f.id == Id::FsHotPathSlow)
             && f.evidence.get("mount_point") == fs_mount.as_ref();
         let overload_tw = f.id == Id::NetTimeWait && timeouts > 0;
-        if f.id.rule().consequence || same_mount || overload_tw {
+        let behind_mount = c.id == Id::FsSerialized && f.id == Id::LockContention;
+        if f.id.rule().consequence || same_mount || overload_tw || behind_mount {
             if f.severity == Severity::Fail {
                 f.severity = Severity::Warn;
+            }
+            if behind_mount {
+                // Its "stays near the delivered rate" is the mount's ceiling, not its own.
+                f.predicted = Some(format!("the run's ceiling is the verdict's ({})", c.id));
             }
             f.evidence
                 .insert("consequence_of".into(), c.id.as_str().into());
@@ -2794,6 +2810,66 @@ mod tests {
             f = f.with(k, v.clone());
         }
         f
+    }
+
+    /// Node.js reading a file per request with `fs.readFile` from a FUSE mount that serves one
+    /// request at a time (recorded: its four libuv threads queued on the mount, 3.9 on
+    /// average, while four idle V8 platform threads sat on futexes, 3.7 on average, a larger
+    /// share of the wall time than the mount's before it was capped at 210/s). The mount,
+    /// measured at its capacity, is the cause; the futex waits are listed under it, warnings
+    /// without a ceiling of their own.
+    #[test]
+    fn a_lock_beside_a_saturated_mount_queues_behind_it() {
+        let mut o = fuse_flood();
+        o.off_s = off(&[("path", 46.0), ("wait_work", 10.5), ("futex", 60.0)]);
+        o.locks = vec![LockLoad {
+            object: "a futex in user space".into(),
+            futex: true,
+            wait_s: 60.0,
+            waits: 600,
+        }];
+        let mut all = rules(&o);
+        let share = |id: &str| {
+            all.iter().find(|f| f.id == id).map(|f| {
+                f.evidence["share_of_thread_wall_time_pct"]
+                    .as_f64()
+                    .unwrap()
+            })
+        };
+        // The lock's share is the larger: ranked by share alone, it would be the verdict.
+        assert_eq!(share("lock.contention"), Some(50.0));
+        assert_eq!(share("fs.serialized"), Some(39.2));
+        let v = verdict(
+            &o,
+            &mut all,
+            &VerdictInputs {
+                delivered_basis: "generator-2xx".into(),
+                timeouts: 0,
+            },
+        );
+        assert_eq!(v.cause.as_deref(), Some("fs.serialized"));
+        assert_eq!(v.predicted_ceiling_per_s, Some(520.0));
+        assert_eq!(v.consequences, ["lock.contention"]);
+        let lock = all.iter().find(|f| f.id == "lock.contention").unwrap();
+        assert_eq!(lock.severity, Severity::Warn);
+        assert_eq!(lock.evidence["consequence_of"], "fs.serialized");
+        assert_eq!(
+            lock.predicted.as_deref(),
+            Some("the run's ceiling is the verdict's (fs.serialized)")
+        );
+        // Without the saturated mount the same waits are the cause.
+        o.filesystems.clear();
+        o.off_s = off(&[("sleep", 46.0), ("wait_work", 10.5), ("futex", 60.0)]);
+        let mut all = rules(&o);
+        let v = verdict(
+            &o,
+            &mut all,
+            &VerdictInputs {
+                delivered_basis: "generator-2xx".into(),
+                timeouts: 0,
+            },
+        );
+        assert_eq!(v.cause.as_deref(), Some("lock.contention"));
     }
 
     /// One cause, one ceiling: the tracer's view of the same mount (its walk timed while
