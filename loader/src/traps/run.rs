@@ -1163,9 +1163,13 @@ fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -
     // are, each request holding one through its wait on the mount (one gunicorn worker
     // reading a template on FUSE: 244 req/s delivered where the mount could serve 350).
     // Measured side by side, the same: what holds the pool is each request's own time
-    // there, whatever the threads waiting.
-    let pool = ((l < 1.0 || side_by_side) && o.workers > 0 && o.busy_s() > 0.0)
-        .then(|| o.workers as f64 * o.answered as f64 / o.busy_s())
+    // there, whatever the threads waiting. A worker is held by its work ([`RunObs::work_s`]),
+    // not by idle threads parked on futexes beside it (Node's V8 platform threads, as many
+    // thread-seconds as libuv's four on the mount, halved the ceiling: 91/s predicted, 185/s
+    // delivered).
+    let work_s = o.work_s();
+    let pool = ((l < 1.0 || side_by_side) && o.workers > 0 && work_s > 0.0)
+        .then(|| o.workers as f64 * o.answered as f64 / work_s)
         .filter(|p| side_by_side || *p < mount);
     let predicted = pool.unwrap_or(mount);
     f.with("predicted_ceiling_per_s", round(predicted, 1))
@@ -1188,11 +1192,11 @@ fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -
             Some(p) => format!(
                 "ceiling ≈ {} ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); {}",
                 workers_n(o.workers),
-                o.busy_s() / o.answered.max(1) as f64 * 1e3,
+                work_s / o.answered.max(1) as f64 * 1e3,
                 o.delivered_rate,
                 fs.syscall_s / o.answered.max(1) as f64 * 1e3,
                 fs.mount,
-                pct(fs.syscall_s, o.busy_s()),
+                pct(fs.syscall_s, work_s),
                 if side_by_side {
                     "the mount answered them side by side: more workers raise the ceiling, a native filesystem more".to_string()
                 } else {
@@ -1733,13 +1737,20 @@ fn pick_cause(findings: &[Finding], capped: bool) -> Option<usize> {
         .filter(|_| capped)
 }
 
-/// A lock's waits where a mount was measured at its capacity (`fs.serialized`: its rate flat
-/// while requests queue there). The mount bounds the rate whatever else waits; the lock's own
-/// capacity is not measured (its ceiling is only the rate delivered), so its waiters are
-/// threads queued in front of the mount, or idle pools parked on futexes beside it (Node's
-/// V8 platform threads while its libuv pool waits on the mount): never the cause beside it.
+/// A lock's waits beside a mount measured to hold the workers: at its capacity
+/// (`fs.serialized`: its rate flat while requests queue there), or each request holding a
+/// worker through its wait there (`fs.slow-ops`: the pool the ceiling, from the workers' own
+/// time). The lock's capacity is never measured (its ceiling is only the rate delivered); its
+/// waiters are threads queued in front of the mount, or threads that are not the workers, idle
+/// pools parked on futexes beside them (Node's V8 platform threads while libuv's pool waits on
+/// the mount): never the cause beside it.
 fn queues_behind_the_mount(findings: &[Finding], f: &Finding) -> bool {
-    f.id == Id::LockContention && findings.iter().any(|m| m.id == Id::FsSerialized)
+    f.id == Id::LockContention && findings.iter().any(|m| holds_the_workers(m.id))
+}
+
+/// The mount causes that measure the workers' time on the mount.
+fn holds_the_workers(id: Id) -> bool {
+    id == Id::FsSerialized || id == Id::FsSlowOps
 }
 
 /// Folds what follows from the cause `c` (at `cause_ix`) under it: the consequence rules, the
@@ -1767,7 +1778,7 @@ fn fold_consequences(
             && (f.id == Id::FsCwdSlow || f.id == Id::FsHotPathSlow)
             && f.evidence.get("mount_point") == fs_mount.as_ref();
         let overload_tw = f.id == Id::NetTimeWait && timeouts > 0;
-        let behind_mount = c.id == Id::FsSerialized && f.id == Id::LockContention;
+        let behind_mount = holds_the_workers(c.id) && f.id == Id::LockContention;
         if f.id.rule().consequence || same_mount || overload_tw || behind_mount {
             if f.severity == Severity::Fail {
                 f.severity = Severity::Warn;
@@ -2066,6 +2077,24 @@ mod tests {
                 .as_deref()
                 .unwrap()
                 .contains("more workers raise the ceiling"),
+            "{:?}",
+            x.predicted
+        );
+        // Idle threads parked on futexes beside the pool (Node's V8 platform threads while
+        // libuv's pool waits on the mount) hold no worker: the same ceiling. Counted as busy
+        // time they halved it (2 x 49.5 s: 262.6/s).
+        let mut parked = o.clone();
+        parked.off_s = off(&[("path", 46.0), ("wait_work", 10.5), ("futex", 49.5)]);
+        let x = rules(&parked)
+            .into_iter()
+            .find(|f| f.id == "fs.slow-ops")
+            .unwrap();
+        assert_eq!(x.evidence["predicted_ceiling_per_s"], 525.3);
+        assert!(
+            x.predicted
+                .as_deref()
+                .unwrap()
+                .starts_with("ceiling ≈ 5 workers ÷ 9.52 ms busy per request"),
             "{:?}",
             x.predicted
         );
@@ -2814,10 +2843,10 @@ mod tests {
 
     /// Node.js reading a file per request with `fs.readFile` from a FUSE mount that serves one
     /// request at a time (recorded: its four libuv threads queued on the mount, 3.9 on
-    /// average, while four idle V8 platform threads sat on futexes, 3.7 on average, a larger
-    /// share of the wall time than the mount's before it was capped at 210/s). The mount,
-    /// measured at its capacity, is the cause; the futex waits are listed under it, warnings
-    /// without a ceiling of their own.
+    /// average, while four idle V8 platform threads sat on futexes, 3.7 on average, a share of
+    /// the wall time as large as the mount's, capped at 210/s). The mount, measured at its
+    /// capacity (or, answering side by side, holding every worker), is the cause; the futex
+    /// waits are listed under it, warnings without a ceiling of their own.
     #[test]
     fn a_lock_beside_a_saturated_mount_queues_behind_it() {
         let mut o = fuse_flood();
@@ -2857,7 +2886,21 @@ mod tests {
             lock.predicted.as_deref(),
             Some("the run's ceiling is the verdict's (fs.serialized)")
         );
-        // Without the saturated mount the same waits are the cause.
+        // A mount that answers side by side, the pool of workers on it the ceiling
+        // (fs.slow-ops): the futex waiters are not those workers, the same.
+        o.filesystems[0].latency_by_ahead = by_ahead(EIGHT_AT_A_TIME);
+        let mut all = rules(&o);
+        let v = verdict(
+            &o,
+            &mut all,
+            &VerdictInputs {
+                delivered_basis: "generator-2xx".into(),
+                timeouts: 0,
+            },
+        );
+        assert_eq!(v.cause.as_deref(), Some("fs.slow-ops"));
+        assert_eq!(v.consequences, ["lock.contention"]);
+        // Without the mount the same waits are the cause.
         o.filesystems.clear();
         o.off_s = off(&[("sleep", 46.0), ("wait_work", 10.5), ("futex", 60.0)]);
         let mut all = rules(&o);
