@@ -1028,7 +1028,10 @@ fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
 /// flat while waiters queue.
 fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
     let q = fs_queue(o, fs)?;
-    if fs.syscall_s < 0.2 * o.busy_s() || q.waiters < 0.3 {
+    // A share of the workers' time: threads parked on futexes beside them are no part of it
+    // (Node.js blocked in readFileSync on a slow mount, with V8's idle platform threads and,
+    // once anything went to it, libuv's idle pool: eight threads parked for its one).
+    if fs.syscall_s < 0.2 * o.work_s() || q.waiters < 0.3 {
         return None;
     }
     let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
@@ -2913,6 +2916,73 @@ mod tests {
             },
         );
         assert_eq!(v.cause.as_deref(), Some("lock.contention"));
+    }
+
+    /// Node.js reading with `readFileSync` from a slow mount (recorded: 0.9 threads on the mount,
+    /// 49.8/s delivered, wrk 48.9/s), with eight idle threads parked on futexes beside its one
+    /// event loop (V8's platform threads and libuv's pool): the mount is still a fifth and more
+    /// of the workers' time, so it is the cause, its ceiling the one worker over its time.
+    /// Judged against the time of every thread, it was 11 % and no fs finding at all; the
+    /// parked threads' futex time made the verdict "a futex in user space".
+    #[test]
+    fn idle_threads_do_not_dilute_a_mount_that_holds_the_one_worker() {
+        let o = RunObs {
+            seconds: secs(8, |t| RunSecond {
+                t_s: t,
+                offered: 100,
+                ok_2xx: 50,
+                cores_busy: 0.4,
+                threads: 9,
+                busy_threads: 1,
+                ..Default::default()
+            }),
+            window_s: 8.0,
+            cores: 2.0,
+            offered_rate: 100.0,
+            delivered_rate: 50.0,
+            answered: 400,
+            off_s: off(&[("path", 6.0), ("file_io", 1.2), ("futex", 60.0)]),
+            on_cpu_s: 0.5,
+            runq_s: 0.1,
+            workers: 1,
+            filesystems: vec![FsLoad {
+                mount: "/mnt/slow".into(),
+                fs_type: "fuse.slowfs".into(),
+                slow: Some("FUSE".into()),
+                syscall_s: 7.2,
+                ops: 400 * 9,
+                ops_kind: "FUSE requests",
+                ops_per_s: vec![450; 8],
+                holds_start_cwd: true,
+                latency_by_ahead: vec![],
+            }],
+            locks: vec![LockLoad {
+                object: "a futex in user space".into(),
+                futex: true,
+                wait_s: 60.0,
+                waits: 480,
+            }],
+            classified: true,
+            ..Default::default()
+        };
+        let mut all = rules(&o);
+        let fs = all
+            .iter()
+            .find(|f| f.id == "fs.slow-ops")
+            .expect("fs.slow-ops");
+        // One worker over its own 7.8 s for 400 requests (the mount alone: 500 ops/s ÷ 9).
+        assert_eq!(fs.evidence["predicted_ceiling_per_s"], 51.3);
+        assert_eq!(fs.evidence["mount_ceiling_per_s"], 55.6);
+        let v = verdict(
+            &o,
+            &mut all,
+            &VerdictInputs {
+                delivered_basis: "generator-2xx".into(),
+                timeouts: 0,
+            },
+        );
+        assert_eq!(v.cause.as_deref(), Some("fs.slow-ops"));
+        assert_eq!(v.consequences, ["lock.contention"]);
     }
 
     /// One cause, one ceiling: the tracer's view of the same mount (its walk timed while
