@@ -2836,6 +2836,18 @@ mod tests {
         assert_eq!(f[0].severity, Severity::Warn);
     }
 
+    /// The verdict of a run under the built-in load, with no request given up on.
+    fn verdict_of_the_builtin_load(o: &RunObs, all: &mut [Finding]) -> Verdict {
+        verdict(
+            o,
+            all,
+            &VerdictInputs {
+                delivered_basis: "generator-2xx".into(),
+                timeouts: 0,
+            },
+        )
+    }
+
     fn finding_with(id: &str, sev: Severity, ev: &[(&str, serde_json::Value)]) -> Finding {
         let mut f = Finding::new(Id::parse(id).expect("a registered id"), sev, id);
         for (k, v) in ev {
@@ -2871,14 +2883,7 @@ mod tests {
         // The lock's share is the larger: ranked by share alone, it would be the verdict.
         assert_eq!(share("lock.contention"), Some(50.0));
         assert_eq!(share("fs.serialized"), Some(39.2));
-        let v = verdict(
-            &o,
-            &mut all,
-            &VerdictInputs {
-                delivered_basis: "generator-2xx".into(),
-                timeouts: 0,
-            },
-        );
+        let v = verdict_of_the_builtin_load(&o, &mut all);
         assert_eq!(v.cause.as_deref(), Some("fs.serialized"));
         assert_eq!(v.predicted_ceiling_per_s, Some(520.0));
         assert_eq!(v.consequences, ["lock.contention"]);
@@ -2893,28 +2898,14 @@ mod tests {
         // (fs.slow-ops): the futex waiters are not those workers, the same.
         o.filesystems[0].latency_by_ahead = by_ahead(EIGHT_AT_A_TIME);
         let mut all = rules(&o);
-        let v = verdict(
-            &o,
-            &mut all,
-            &VerdictInputs {
-                delivered_basis: "generator-2xx".into(),
-                timeouts: 0,
-            },
-        );
+        let v = verdict_of_the_builtin_load(&o, &mut all);
         assert_eq!(v.cause.as_deref(), Some("fs.slow-ops"));
         assert_eq!(v.consequences, ["lock.contention"]);
         // Without the mount the same waits are the cause.
         o.filesystems.clear();
         o.off_s = off(&[("sleep", 46.0), ("wait_work", 10.5), ("futex", 60.0)]);
         let mut all = rules(&o);
-        let v = verdict(
-            &o,
-            &mut all,
-            &VerdictInputs {
-                delivered_basis: "generator-2xx".into(),
-                timeouts: 0,
-            },
-        );
+        let v = verdict_of_the_builtin_load(&o, &mut all);
         assert_eq!(v.cause.as_deref(), Some("lock.contention"));
     }
 
@@ -2973,14 +2964,7 @@ mod tests {
         // One worker over its own 7.8 s for 400 requests (the mount alone: 500 ops/s ÷ 9).
         assert_eq!(fs.evidence["predicted_ceiling_per_s"], 51.3);
         assert_eq!(fs.evidence["mount_ceiling_per_s"], 55.6);
-        let v = verdict(
-            &o,
-            &mut all,
-            &VerdictInputs {
-                delivered_basis: "generator-2xx".into(),
-                timeouts: 0,
-            },
-        );
+        let v = verdict_of_the_builtin_load(&o, &mut all);
         assert_eq!(v.cause.as_deref(), Some("fs.slow-ops"));
         assert_eq!(v.consequences, ["lock.contention"]);
     }
@@ -3004,14 +2988,7 @@ mod tests {
         all.push(finding_with("net.listen-overflow", Severity::Fail, &[]));
         all.push(finding_with("net.time-wait", Severity::Warn, &[]));
         all.push(finding_with("proc.not-fresh", Severity::Warn, &[]));
-        let v = verdict(
-            &o,
-            &mut all,
-            &VerdictInputs {
-                delivered_basis: "generator-2xx".into(),
-                timeouts: 0,
-            },
-        );
+        let v = verdict_of_the_builtin_load(&o, &mut all);
         assert_eq!(v.cause.as_deref(), Some("fs.serialized"));
         assert_eq!(v.predicted_ceiling_per_s, Some(520.0));
         assert_eq!(v.share_of_thread_wall_time_pct, Some(78.3));
