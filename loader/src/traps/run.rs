@@ -1863,12 +1863,48 @@ fn verdict_summary(
                 .map(|p| format!("; predicted ceiling {p:.0} req/s"))
                 .unwrap_or_default()
         ),
-        None if capped => format!(
-            "the load is capped ({rates}; seen as {}) but no rule explains what the server's threads waited on: read the run section's time split",
-            capped_by.join(", ")
-        ),
+        None if capped => match waited_for_work(o) {
+            Some(clause) => format!(
+                "the load is capped ({rates}; seen as {}) but {clause}",
+                capped_by.join(", ")
+            ),
+            None => format!(
+                "the load is capped ({rates}; seen as {}) but no rule explains what the server's threads waited on: read the run section's time split",
+                capped_by.join(", ")
+            ),
+        },
         None => format!("no ceiling: the server kept up ({rates})"),
     }
+}
+
+/// Capped with no cause while the target's threads spent half their time or more waiting for
+/// work: what caps the rate is not in the traced processes but in what they wait on (a proxy's
+/// upstream, a database, the network), so the sentence says so and names the processes that
+/// woke them (nginx in front of two gunicorn sync workers that sleep 50 ms: nginx's threads
+/// waited for work 98 % of the time at 39/s delivered of 80/s offered).
+fn waited_for_work(o: &RunObs) -> Option<String> {
+    let share = class_s(o, "wait_work") / o.wall_s().max(1e-9);
+    if share < 0.5 {
+        return None;
+    }
+    let woke: Vec<String> = o
+        .peers
+        .iter()
+        .take(3)
+        .map(|p| format!("{} (pid {})", p.comm, p.pid))
+        .collect();
+    Some(format!(
+        "the server's threads waited for work {:.0} % of their time: what caps it is outside the traced processes, in what they wait on (an upstream, a database, the network){}",
+        share * 100.0,
+        if woke.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the processes that woke them (its upstreams, its front end or the load generator): {}; trace the one that serves it (trapdetect run --pid PID)",
+                woke.join(", ")
+            )
+        }
+    ))
 }
 
 #[cfg(test)]
@@ -2834,6 +2870,67 @@ mod tests {
         let f = rules(&o);
         assert_eq!(f[0].id, "fs.slow-ops", "{f:#?}");
         assert_eq!(f[0].severity, Severity::Warn);
+    }
+
+    /// nginx proxying to two gunicorn sync workers that sleep 50 ms (recorded: 39/s delivered of
+    /// 80/s offered, nginx's threads waiting for work 98 % of their time): no rule of the
+    /// traced processes explains the cap, and the sentence points at what they wait on and at
+    /// the processes that woke them.
+    #[test]
+    fn a_capped_proxy_waiting_for_work_points_past_itself() {
+        let mut o = RunObs {
+            seconds: secs(8, |t| RunSecond {
+                t_s: t,
+                offered: 80,
+                ok_2xx: 39,
+                cores_busy: 0.1,
+                threads: 2,
+                busy_threads: 0,
+                ..Default::default()
+            }),
+            window_s: 8.0,
+            cores: 2.0,
+            offered_rate: 80.0,
+            delivered_rate: 39.4,
+            answered: 312,
+            off_s: off(&[("wait_work", 15.25)]),
+            on_cpu_s: 0.2,
+            runq_s: 0.15,
+            classified: true,
+            peers: vec![
+                ProcCpu {
+                    pid: 11084,
+                    comm: "python3".into(),
+                    cores: 0.02,
+                    wakeups: Some(160),
+                },
+                ProcCpu {
+                    pid: 11085,
+                    comm: "python3".into(),
+                    cores: 0.02,
+                    wakeups: Some(160),
+                },
+            ],
+            ..Default::default()
+        };
+        let mut all = rules(&o);
+        let v = verdict_of_the_builtin_load(&o, &mut all);
+        assert_eq!(v.cause, None);
+        assert!(v.capped);
+        assert_eq!(
+            v.summary,
+            "the load is capped (39 req/s delivered of 80/s offered; seen as offered-above-delivered) but the server's threads waited for work 98 % of their time: what caps it is outside the traced processes, in what they wait on (an upstream, a database, the network); the processes that woke them (its upstreams, its front end or the load generator): python3 (pid 11084), python3 (pid 11085); trace the one that serves it (trapdetect run --pid PID)"
+        );
+        // Busy elsewhere (here: asleep on purpose), the old sentence.
+        o.off_s = off(&[("wait_work", 5.0), ("sleep", 10.25)]);
+        let mut all = rules(&o);
+        let v = verdict_of_the_builtin_load(&o, &mut all);
+        assert!(
+            v.summary
+                .ends_with("no rule explains what the server's threads waited on: read the run section's time split"),
+            "{}",
+            v.summary
+        );
     }
 
     /// The verdict of a run under the built-in load, with no request given up on.
