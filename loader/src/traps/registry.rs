@@ -616,13 +616,17 @@ registry! {
         title: "an external load generator waited for a CPU",
         commands: &[Run],
         mechanism: "a generator run under `trapdetect run -- COMMAND` whose threads wait runnable \
-                    for a tenth or more of the time they want a CPU sends late and counts its \
-                    own wait as the server's latency: the numbers measure the generator (exit 3).",
+                    for a tenth or more of the time they want a CPU, while the CPUs it may use \
+                    have less than one free between them, sends late and counts its own wait \
+                    as the server's latency: the numbers measure the generator (exit 3). With \
+                    a CPU free its wait is the machine's wakeup latency, not a CPU taken.",
         evidence: &[
             "client_run_queue_mean",
             "client_run_queue_max",
             "client_cores_mean",
             "waiting_share_pct",
+            "contended_seconds",
+            "generator_cpus_idle_mean",
         ],
         remedy: "give the generator its own CPUs (taskset), or run it on another machine.",
         doc: "docs/run.md",

@@ -209,8 +209,11 @@ impl Drop for Generator {
 pub struct ClientSecond {
     /// Cores it ran on (CPU thread-seconds per second).
     pub cores: f64,
-    /// Its threads runnable but not running (thread-seconds per second): starved of CPU.
+    /// Its threads runnable but not running (thread-seconds per second): starved of CPU, or
+    /// only woken (the machine's wakeup latency: 37 µs per dispatch on this VM's idle CPUs).
     pub run_queue: f64,
+    /// CPUs of its affinity left idle, on average over the second (None: unreadable).
+    pub idle_cpus: Option<f64>,
 }
 
 /// `/proc/PID/task/TID/schedstat`: on-CPU ns and run-queue wait ns.
@@ -223,6 +226,8 @@ pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
 #[derive(Default)]
 pub struct ClientSampler {
     prev: HashMap<u32, (u64, u64)>,
+    /// Per-CPU (busy, total) ticks at the last sample.
+    prev_cpus: HashMap<u32, (u64, u64)>,
     at: Option<Instant>,
     /// Every process of the generator's tree seen so far (its CPU is the load's, not noise).
     pub pids: std::collections::BTreeSet<u32>,
@@ -250,6 +255,17 @@ impl ClientSampler {
                 }
             }
         }
+        let cpus: HashMap<u32, (u64, u64)> = std::fs::read_to_string("/proc/stat")
+            .map(|t| {
+                crate::host::host::parse_per_cpu(&t)
+                    .into_iter()
+                    .map(|(id, b, t)| (id, (b, t)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let allowed = std::fs::read_to_string(format!("/proc/{root}/status"))
+            .ok()
+            .and_then(|t| process::parse_cpu_list(&process::parse_status(&t).cpus_allowed_list));
         let out = self.at.map(|at| {
             let dt = now.duration_since(at).as_secs_f64().max(1e-3);
             let (mut cpu, mut wait) = (0u64, 0u64);
@@ -261,12 +277,33 @@ impl ClientSampler {
             ClientSecond {
                 cores: cpu as f64 / 1e9 / dt,
                 run_queue: wait as f64 / 1e9 / dt,
+                idle_cpus: allowed
+                    .as_deref()
+                    .and_then(|a| idle_cpus(&self.prev_cpus, &cpus, a)),
             }
         });
         self.prev = cur;
+        self.prev_cpus = cpus;
         self.at = Some(now);
         out
     }
+}
+
+/// CPUs of `allowed` idle between two per-CPU readings, summed (None when none was read twice).
+fn idle_cpus(
+    before: &HashMap<u32, (u64, u64)>,
+    after: &HashMap<u32, (u64, u64)>,
+    allowed: &[u32],
+) -> Option<f64> {
+    let idle: Vec<f64> = allowed
+        .iter()
+        .filter_map(|c| {
+            let (b1, t1) = after.get(c)?;
+            let (b0, t0) = before.get(c)?;
+            (t1 > t0).then(|| 1.0 - b1.saturating_sub(*b0) as f64 / (t1 - t0) as f64)
+        })
+        .collect();
+    (!idle.is_empty()).then(|| idle.iter().sum())
 }
 
 #[cfg(test)]
