@@ -4,7 +4,7 @@
 //! trees under `fixtures/` exercise them.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashMap},
     io,
     path::{Path, PathBuf},
     time::{Duration, Instant},
@@ -187,6 +187,35 @@ pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
         iowait: g(4),
         steal: g(7),
     })
+}
+
+/// Per-CPU (busy, all) ticks now, by CPU id ([`parse_per_cpu`] of /proc/stat; empty when it
+/// cannot be read).
+pub fn per_cpu_ticks() -> HashMap<u32, (u64, u64)> {
+    std::fs::read_to_string("/proc/stat")
+        .map(|t| {
+            parse_per_cpu(&t)
+                .into_iter()
+                .map(|(id, b, t)| (id, (b, t)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Of `cpus`, the ones read in both [`per_cpu_ticks`] samples: the CPUs busy between them,
+/// summed, and how many were read.
+pub fn busy_between(
+    before: &HashMap<u32, (u64, u64)>,
+    after: &HashMap<u32, (u64, u64)>,
+    cpus: &[u32],
+) -> (f64, usize) {
+    cpus.iter()
+        .filter_map(|c| {
+            let (b1, t1) = after.get(c)?;
+            let (b0, t0) = before.get(c)?;
+            (t1 > t0).then(|| b1.saturating_sub(*b0) as f64 / (t1 - t0) as f64)
+        })
+        .fold((0.0, 0), |(busy, n), b| (busy + b, n + 1))
 }
 
 /// Per-CPU lines of /proc/stat (`cpuN ...`): (CPU id, busy ticks, all ticks). Busy excludes
@@ -644,6 +673,20 @@ mod tests {
         // cpu0: total 585, idle 400 + iowait 25 -> busy 160.
         assert_eq!(parse_per_cpu(text), vec![(0, 160, 585), (1, 150, 775)]);
         assert!(parse_per_cpu("cpu3 1 2\n").is_empty());
+    }
+
+    #[test]
+    fn busy_between_two_samples_counts_the_cpus_read_in_both() {
+        let before = HashMap::from([(0, (100, 1000)), (1, (100, 1000)), (2, (0, 1000))]);
+        // cpu0 busy 50 of 100 ticks, cpu1 90 of 100, cpu2 missing from the second sample,
+        // cpu3 from the first.
+        let after = HashMap::from([(0, (150, 1100)), (1, (190, 1100)), (3, (5, 10))]);
+        let (busy, read) = busy_between(&before, &after, &[0, 1, 2, 3]);
+        assert_eq!(read, 2);
+        assert!((busy - 1.4).abs() < 1e-9, "{busy}");
+        assert_eq!(busy_between(&before, &after, &[2]), (0.0, 0));
+        // No tick passed: not read.
+        assert_eq!(busy_between(&before, &before, &[0]), (0.0, 0));
     }
 
     #[test]

@@ -261,33 +261,6 @@ fn served_now(probes: &Probes) -> (u64, u64) {
     (served, accepts)
 }
 
-/// Per-CPU (busy, total) ticks now.
-fn per_cpu_now() -> HashMap<u32, (u64, u64)> {
-    std::fs::read_to_string("/proc/stat")
-        .map(|t| {
-            crate::host::host::parse_per_cpu(&t)
-                .into_iter()
-                .map(|(id, b, t)| (id, (b, t)))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Cores busy on `cpus` between two per-CPU readings.
-fn allowed_busy(
-    before: &HashMap<u32, (u64, u64)>,
-    after: &HashMap<u32, (u64, u64)>,
-    cpus: &[u32],
-) -> f64 {
-    cpus.iter()
-        .filter_map(|c| {
-            let (b1, t1) = after.get(c)?;
-            let (b0, t0) = before.get(c)?;
-            (t1 > t0).then(|| b1.saturating_sub(*b0) as f64 / (t1 - t0) as f64)
-        })
-        .sum()
-}
-
 /// Of the traced processes' CPU ticks since the last sample (pid, ticks), the processes that did
 /// the work: each with 5 % of the ticks or more. Their affinity is the CPUs the server's work
 /// may use: nginx workers pinned to one CPU by `worker_cpu_affinity` under a master allowed
@@ -529,7 +502,7 @@ impl Sampler {
         let cpu = host_cpu();
         let me = self_ticks();
         let served = probes.served_now();
-        let per_cpu = per_cpu_now();
+        let per_cpu = crate::host::host::per_cpu_ticks();
         let emfile = probes.accept_emfile();
         let (working, tree_ticks) = self.working(&scan, &pids);
         let allowed = allowed_cpus(&working);
@@ -584,7 +557,8 @@ impl Sampler {
         self.prev_served = served;
         sec.accept_emfile = emfile.saturating_sub(self.prev_emfile);
         self.prev_emfile = emfile;
-        sec.allowed_busy = allowed_busy(&self.prev_per_cpu, &per_cpu, &allowed);
+        sec.allowed_busy =
+            crate::host::host::busy_between(&self.prev_per_cpu, &per_cpu, &allowed).0;
         self.prev_per_cpu = per_cpu;
         sec.others = self.others_since(&scan, &pids, &allowed, sec.dt_s);
         sec.allowed_cpus = allowed;

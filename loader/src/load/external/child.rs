@@ -25,7 +25,7 @@ use nix::{
 
 use crate::{
     error::{Error, Result},
-    host::process,
+    host::{host, process},
 };
 
 /// Most of the command's stdout kept (beyond, it is drained and dropped).
@@ -255,14 +255,7 @@ impl ClientSampler {
                 }
             }
         }
-        let cpus: HashMap<u32, (u64, u64)> = std::fs::read_to_string("/proc/stat")
-            .map(|t| {
-                crate::host::host::parse_per_cpu(&t)
-                    .into_iter()
-                    .map(|(id, b, t)| (id, (b, t)))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let cpus = host::per_cpu_ticks();
         let allowed = std::fs::read_to_string(format!("/proc/{root}/status"))
             .ok()
             .and_then(|t| process::parse_cpu_list(&process::parse_status(&t).cpus_allowed_list));
@@ -277,9 +270,10 @@ impl ClientSampler {
             ClientSecond {
                 cores: cpu as f64 / 1e9 / dt,
                 run_queue: wait as f64 / 1e9 / dt,
-                idle_cpus: allowed
-                    .as_deref()
-                    .and_then(|a| idle_cpus(&self.prev_cpus, &cpus, a)),
+                idle_cpus: allowed.as_deref().and_then(|a| {
+                    let (busy, read) = host::busy_between(&self.prev_cpus, &cpus, a);
+                    (read > 0).then_some(read as f64 - busy)
+                }),
             }
         });
         self.prev = cur;
@@ -287,23 +281,6 @@ impl ClientSampler {
         self.at = Some(now);
         out
     }
-}
-
-/// CPUs of `allowed` idle between two per-CPU readings, summed (None when none was read twice).
-fn idle_cpus(
-    before: &HashMap<u32, (u64, u64)>,
-    after: &HashMap<u32, (u64, u64)>,
-    allowed: &[u32],
-) -> Option<f64> {
-    let idle: Vec<f64> = allowed
-        .iter()
-        .filter_map(|c| {
-            let (b1, t1) = after.get(c)?;
-            let (b0, t0) = before.get(c)?;
-            (t1 > t0).then(|| 1.0 - b1.saturating_sub(*b0) as f64 / (t1 - t0) as f64)
-        })
-        .collect();
-    (!idle.is_empty()).then(|| idle.iter().sum())
 }
 
 #[cfg(test)]
