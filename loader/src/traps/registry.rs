@@ -66,6 +66,11 @@ pub struct Rule {
     pub consequence: bool,
     /// As a `run` verdict's cause, the run measured something other than the server (exit 3).
     pub untrusting: bool,
+    /// `run` causes this one is never ranked against when one of them was found, and is folded
+    /// under (as a consequence) when one of them is the verdict: causes that measured the
+    /// workers' time on a resource whose capacity bounds the rate, beside which this rule's
+    /// waits are threads queued in front of that resource or idle beside the workers.
+    pub yields_to: &'static [Id],
     /// The rule, when it judges only what preflight read of the machine ([`HostView`]):
     /// preflight runs every entry that has one, so a host check needs no call written.
     pub host: Option<fn(&HostView) -> Option<Finding>>,
@@ -123,6 +128,7 @@ impl Rule {
         ranked: false,
         consequence: false,
         untrusting: false,
+        yields_to: &[],
         host: None,
         run: None,
     };
@@ -879,6 +885,12 @@ registry! {
         doc: "docs/run.md",
         explains_ceiling: true,
         ranked: true,
+        // A mount at its capacity (fs.serialized) or holding every worker through each
+        // request's wait there (fs.slow-ops) bounds the rate; a lock's capacity is never
+        // measured (its ceiling is only the rate delivered), so beside them its waiters queue
+        // in front of the mount or are idle pools parked on futexes (Node's V8 platform
+        // threads while libuv's pool waits on the mount: as many thread-seconds).
+        yields_to: &[Id::FsSerialized, Id::FsSlowOps],
     },
     NetEphemeralPorts => Rule {
         id: "net.ephemeral-ports",

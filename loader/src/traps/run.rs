@@ -1728,11 +1728,13 @@ fn pick_cause(findings: &[Finding], capped: bool) -> Option<usize> {
         })
         .or_else(|| pick(Id::CpuQuota, &|_| true))
         .or_else(|| {
+            // A rule that yields to a cause found beside it is not ranked against it.
+            let found = |id: &Id| findings.iter().any(|m| m.id == *id);
             findings
                 .iter()
                 .enumerate()
                 .filter(|(_, f)| f.id.rule().ranked)
-                .filter(|(_, f)| !queues_behind_the_mount(findings, f))
+                .filter(|(_, f)| !f.id.rule().yields_to.iter().any(found))
                 .filter(|(_, f)| capped || f.severity == Severity::Fail)
                 .max_by(|a, b| share(a.1).total_cmp(&share(b.1)))
                 .map(|(i, _)| i)
@@ -1740,25 +1742,9 @@ fn pick_cause(findings: &[Finding], capped: bool) -> Option<usize> {
         .filter(|_| capped)
 }
 
-/// A lock's waits beside a mount measured to hold the workers: at its capacity
-/// (`fs.serialized`: its rate flat while requests queue there), or each request holding a
-/// worker through its wait there (`fs.slow-ops`: the pool the ceiling, from the workers' own
-/// time). The lock's capacity is never measured (its ceiling is only the rate delivered); its
-/// waiters are threads queued in front of the mount, or threads that are not the workers, idle
-/// pools parked on futexes beside them (Node's V8 platform threads while libuv's pool waits on
-/// the mount): never the cause beside it.
-fn queues_behind_the_mount(findings: &[Finding], f: &Finding) -> bool {
-    f.id == Id::LockContention && findings.iter().any(|m| holds_the_workers(m.id))
-}
-
-/// The mount causes that measure the workers' time on the mount.
-fn holds_the_workers(id: Id) -> bool {
-    id == Id::FsSerialized || id == Id::FsSlowOps
-}
-
 /// Folds what follows from the cause `c` (at `cause_ix`) under it: the consequence rules, the
-/// tracer's view of the same mount, a lock queued behind a saturated mount
-/// ([`queues_behind_the_mount`]) and TIME_WAIT when the generator gave up on requests
+/// tracer's view of the same mount, a rule that yields to the cause (`Rule::yields_to`) and
+/// TIME_WAIT when the generator gave up on requests
 /// (`timeouts`) become warnings at most, with `consequence_of`. Returns their ids.
 fn fold_consequences(
     findings: &mut [Finding],
@@ -1781,13 +1767,13 @@ fn fold_consequences(
             && (f.id == Id::FsCwdSlow || f.id == Id::FsHotPathSlow)
             && f.evidence.get("mount_point") == fs_mount.as_ref();
         let overload_tw = f.id == Id::NetTimeWait && timeouts > 0;
-        let behind_mount = holds_the_workers(c.id) && f.id == Id::LockContention;
-        if f.id.rule().consequence || same_mount || overload_tw || behind_mount {
+        let yields = f.id.rule().yields_to.contains(&c.id);
+        if f.id.rule().consequence || same_mount || overload_tw || yields {
             if f.severity == Severity::Fail {
                 f.severity = Severity::Warn;
             }
-            if behind_mount {
-                // Its "stays near the delivered rate" is the mount's ceiling, not its own.
+            if yields {
+                // Its "stays near the delivered rate" is the cause's ceiling, not its own.
                 f.predicted = Some(format!("the run's ceiling is the verdict's ({})", c.id));
             }
             f.evidence

@@ -422,19 +422,15 @@ pub fn client_starved(client: &BTreeMap<u64, ClientSecond>, window_s: f64) -> Op
         return None;
     }
     let n = client.len() as f64;
-    let contended = |c: &&&ClientSecond| c.idle_cpus.is_none_or(|i| i < 1.0);
-    let runq = client
+    // Its run-queue time in the seconds its CPUs had less than one free.
+    let waited: Vec<f64> = client
         .iter()
-        .filter(contended)
+        .filter(|c| c.idle_cpus.is_none_or(|i| i < 1.0))
         .map(|c| c.run_queue)
-        .sum::<f64>()
-        / n;
+        .collect();
+    let runq = waited.iter().sum::<f64>() / n;
+    let worst = waited.iter().copied().fold(0.0, f64::max);
     let cores = client.iter().map(|c| c.cores).sum::<f64>() / n;
-    let worst = client
-        .iter()
-        .filter(contended)
-        .map(|c| c.run_queue)
-        .fold(0.0, f64::max);
     let idle: Vec<f64> = client.iter().filter_map(|c| c.idle_cpus).collect();
     let share = runq / (runq + cores).max(1e-9);
     if runq < 0.05 || share < 0.1 {
@@ -453,10 +449,7 @@ pub fn client_starved(client: &BTreeMap<u64, ClientSecond>, window_s: f64) -> Op
         .with("client_run_queue_max", round(worst, 2))
         .with("client_cores_mean", round(cores, 2))
         .with("waiting_share_pct", round(share * 100.0, 1))
-        .with(
-            "contended_seconds",
-            client.iter().filter(contended).count() as u64,
-        )
+        .with("contended_seconds", waited.len() as u64)
         .with_opt(
             "generator_cpus_idle_mean",
             (!idle.is_empty()).then(|| round(idle.iter().sum::<f64>() / idle.len() as f64, 2)),
@@ -536,8 +529,6 @@ mod tests {
         c.remove(&5);
         for v in c.values_mut() {
             v.idle_cpus = None;
-        }
-        for v in c.values_mut() {
             v.run_queue = 0.02;
         }
         assert!(client_starved(&c, 5.0).is_none());
