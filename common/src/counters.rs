@@ -28,9 +28,11 @@ counters! {
     C_RINGBUF_DROPS = 1 => "ringbuf_drops";
     /// Path arguments that could not be read from user memory.
     C_PATH_READ_FAILS = 2 => "path_read_fails";
-    /// Syscall exits whose entry record was overwritten by another thread (tid slot collision).
+    /// Syscall entry records overwritten by another thread's (tid slot collision): that call's
+    /// exit finds no record.
     C_INFLIGHT_COLLISIONS = 3 => "inflight_collisions";
-    /// Syscall exits with no entry record (the syscall began before attach).
+    /// Path calls already in progress at attach (read from /proc/PID/task/TID/syscall when the
+    /// process was marked traced): their exits are counted here, not timed.
     C_EXIT_WITHOUT_ENTER = 4 => "exit_without_enter";
     /// Path-stat inserts that failed (map full even after LRU eviction).
     C_PATH_STATS_INSERT_FAILS = 5 => "path_stats_insert_fails";
@@ -40,9 +42,9 @@ counters! {
     C_FORKS_FOLLOWED = 7 => "forks_followed";
     /// Traced processes that exited during the trace.
     C_EXITS = 8 => "exits";
-    /// connect() exits of watched clients with no entry record (began before attach).
+    /// connect() calls of watched clients already in progress at attach (read from /proc).
     C_CONNECT_EXIT_WITHOUT_ENTER = 9 => "connect_exit_without_enter";
-    /// connect() exits whose entry record was overwritten by another thread.
+    /// connect() entry records overwritten by another thread's.
     C_CONNECT_COLLISIONS = 10 => "connect_collisions";
     /// connect() calls of watched clients on sockets that are not TCP (unix, UDP), not counted.
     C_CONNECT_NOT_TCP = 11 => "connect_not_tcp";

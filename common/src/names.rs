@@ -1,8 +1,11 @@
 //! Program and map names, so the loader never types a name the eBPF object does not have.
 
-/// The exit program shared by every traced path syscall.
+/// The raw `sys_enter` program: dispatches the path calls, `accept` and `connect` by number.
+pub const PROG_SYS_ENTER_PATH: &str = "sys_enter_path";
+/// The raw `sys_exit` program: completes what `sys_enter_path` recorded.
 pub const PROG_SYS_EXIT_PATH: &str = "sys_exit_path";
-/// Counts successful `accept`/`accept4` of traced processes (the request denominator).
+/// Counts successful `accept`/`accept4` of traced processes (the request denominator): a
+/// part of the syscall dispatch, not a program of its own.
 pub const PROG_SYS_EXIT_ACCEPT: &str = "sys_exit_accept";
 /// Follows forks of traced processes.
 pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";
@@ -16,11 +19,15 @@ pub const PROG_FUSE_REQUEST_END: &str = "fuse_request_end";
 pub const PROG_INET_SOCK_SET_STATE: &str = "inet_sock_set_state";
 /// Counts payload the server's sockets receive on its ports (`tcp/tcp_probe`).
 pub const PROG_TCP_PROBE: &str = "tcp_probe";
-/// Starts timing connect() of watched clients.
+/// Starts timing connect() of watched clients (a part of the syscall dispatch).
 pub const PROG_SYS_ENTER_CONNECT: &str = "sys_enter_connect";
-/// Times and classifies connect() of watched clients.
+/// Times and classifies connect() of watched clients (a part of the syscall dispatch).
 pub const PROG_SYS_EXIT_CONNECT: &str = "sys_exit_connect";
 
+/// Path calls (and accepts) between entry and exit, by thread-id slot.
+pub const MAP_INFLIGHT: &str = "INFLIGHT";
+/// connect() calls of watched clients between entry and exit, by thread-id slot.
+pub const MAP_CONNECT_INFLIGHT: &str = "CONNECT_INFLIGHT";
 /// tgid-indexed array: non-zero when the process is traced.
 pub const MAP_TRACED: &str = "TRACED";
 /// Per path key statistics (per-CPU LRU hash).

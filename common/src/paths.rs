@@ -77,7 +77,7 @@ impl PathStat {
 /// A syscall in flight, between its enter and exit tracepoints. Slot `tid % INFLIGHT_SLOTS`
 /// of the `INFLIGHT` array (a plain array: cheaper than a hash insert and delete per call).
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Inflight {
     /// Thread id that owns the slot (0 = empty).
     pub tid: u32,
@@ -114,6 +114,8 @@ unsafe impl aya::Pod for PathKey {}
 unsafe impl aya::Pod for PathStat {}
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for PathEvent {}
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for Inflight {}
 
 /// FNV-style mixing of one 8-byte word; kernel and user side must agree.
 #[inline(always)]

@@ -42,14 +42,9 @@ const fn f(
 
 use crate::names::*;
 
-/// Every fixed-offset read outside the `sys_enter_*` programs (whose arguments sit at
-/// 16 + 8·i on every kernel, the syscall tracepoints' fixed layout; a loader unit test checks
-/// [`crate::syscalls::SYSCALLS`] against tracefs).
+/// Every fixed-offset read of a tracepoint record (the syscall dispatch reads none: its raw
+/// tracepoints hand it the registers and the number or return value).
 pub const FIXED_FIELDS: &[RecordField] = &[
-    f(PROG_SYS_EXIT_PATH, "syscalls", "", "ret", 16, 8),
-    f(PROG_SYS_EXIT_ACCEPT, "syscalls", "", "ret", 16, 8),
-    f(PROG_SYS_ENTER_CONNECT, "syscalls", "", "fd", 16, 8),
-    f(PROG_SYS_EXIT_CONNECT, "syscalls", "", "ret", 16, 8),
     f(PROG_FUSE_REQUEST_SEND, "fuse", "", "connection", 8, 4),
     f(PROG_FUSE_REQUEST_SEND, "fuse", "", "opcode", 24, 4),
     f(PROG_FUSE_REQUEST_SEND, "fuse", "", "unique", 16, 8),

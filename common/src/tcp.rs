@@ -115,11 +115,15 @@ pub const CONNECT_INFLIGHT_SLOTS: u32 = 1024;
 pub struct ConnectInflight {
     /// Owning thread (0 = empty).
     pub tid: u32,
-    /// 1 when the descriptor is a TCP socket (only those are counted).
+    /// 1 when the descriptor is a TCP socket (only those are counted); `CONNECT_AT_ATTACH`
+    /// for a call already in progress at attach (marked from user space, not timed).
     pub tcp: u32,
     /// Entry timestamp, ns.
     pub ts: u64,
 }
+
+/// `ConnectInflight::tcp` of a connect() already in progress when its process was marked.
+pub const CONNECT_AT_ATTACH: u32 = 2;
 
 /// `CONNECT_STATS` slot: calls that finished inside the call (success, or any error except
 /// EINPROGRESS); for a blocking socket the time includes the handshake.

@@ -1,25 +1,24 @@
 //! connect() of watched clients (`--watch-client`, e.g. the load generator): count, latency,
-//! and result by errno, on TCP sockets only. Other processes pay one inlined array lookup per
-//! connect() call.
+//! and result by errno, on TCP sockets only. Called from the syscall dispatch
+//! (`syscalls::sys_enter_path`/`sys_exit_path`) for watched clients only.
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
-    macros::{map, tracepoint},
+    macros::map,
     maps::{Array, PerCpuArray},
-    programs::TracePointContext,
 };
 use trapdetect_common::{
     counters::{C_CONNECT_COLLISIONS, C_CONNECT_EXIT_WITHOUT_ENTER, C_CONNECT_NOT_TCP},
     hist::bucket_of,
     tcp::{
-        CONNECT_CLASSES, CONNECT_INFLIGHT_SLOTS, CS_COMPLETED, CS_IN_PROGRESS, ConnectInflight,
-        ConnectStat, EINPROGRESS, ERRNO_SLOTS,
+        CONNECT_AT_ATTACH, CONNECT_CLASSES, CONNECT_INFLIGHT_SLOTS, CS_COMPLETED, CS_IN_PROGRESS,
+        ConnectInflight, ConnectStat, EINPROGRESS, ERRNO_SLOTS,
     },
 };
 
 use crate::{
-    kernel::{add, fd_is_tcp, tp_u64},
-    process::{COUNTERS, current_client},
+    kernel::{add, fd_is_tcp},
+    process::COUNTERS,
 };
 
 /// connect() calls between enter and exit, slot `tid % CONNECT_INFLIGHT_SLOTS`.
@@ -35,54 +34,48 @@ static CONNECT_STATS: PerCpuArray<ConnectStat> = PerCpuArray::with_max_entries(C
 #[map]
 static CONNECT_ERRNO: PerCpuArray<u64> = PerCpuArray::with_max_entries(ERRNO_SLOTS, 0);
 
-/// syscalls/sys_enter_connect: fd @16.
-#[tracepoint(category = "syscalls", name = "sys_enter_connect")]
-pub fn sys_enter_connect(ctx: TracePointContext) -> u32 {
-    let Some((_, tid)) = current_client() else {
-        return 0;
-    };
+/// A watched client's thread `tid` enters connect(`fd`, ...).
+#[inline(always)]
+pub fn connect_enter(tid: u32, fd: u64) {
     // Without socket offsets every connect counts (the report says so).
-    let tcp = fd_is_tcp(tp_u64(&ctx, 16) & 0xffff_ffff).unwrap_or(true);
+    let tcp = fd_is_tcp(fd).unwrap_or(true);
     if !tcp {
         add(&COUNTERS, C_CONNECT_NOT_TCP, 1);
     }
     if let Some(p) = CONNECT_INFLIGHT.get_ptr_mut(tid & (CONNECT_INFLIGHT_SLOTS - 1)) {
         unsafe {
+            // Another thread's connect still in the slot is lost.
+            if (*p).tid != 0 && (*p).tid != tid {
+                add(&COUNTERS, C_CONNECT_COLLISIONS, 1);
+            }
             (*p).tid = tid;
             (*p).tcp = tcp as u32;
             (*p).ts = bpf_ktime_get_ns();
         }
     }
-    0
 }
 
-/// syscalls/sys_exit_connect: ret @16.
-#[tracepoint]
-pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
-    let Some((_, tid)) = current_client() else {
-        return 0;
-    };
-    let now = unsafe { bpf_ktime_get_ns() };
+/// A watched client's thread `tid` leaves a syscall with `ret`: timed if it is its connect.
+#[inline(always)]
+pub fn connect_exit(tid: u32, ret: i64) {
     let Some(p) = CONNECT_INFLIGHT.get_ptr_mut(tid & (CONNECT_INFLIGHT_SLOTS - 1)) else {
-        return 0;
+        return;
     };
     let (tcp, ts) = unsafe {
         if (*p).tid != tid {
-            let c = if (*p).tid == 0 {
-                C_CONNECT_EXIT_WITHOUT_ENTER
-            } else {
-                C_CONNECT_COLLISIONS
-            };
-            add(&COUNTERS, c, 1);
-            return 0;
+            return;
         }
         (*p).tid = 0;
         ((*p).tcp, (*p).ts)
     };
-    if tcp == 0 {
-        return 0;
+    let now = unsafe { bpf_ktime_get_ns() };
+    if tcp == CONNECT_AT_ATTACH {
+        add(&COUNTERS, C_CONNECT_EXIT_WITHOUT_ENTER, 1);
+        return;
     }
-    let ret = tp_u64(&ctx, 16) as i64;
+    if tcp == 0 {
+        return;
+    }
     let errno = if ret < 0 { (-ret) as u64 } else { 0 };
     let class = if errno == EINPROGRESS as u64 {
         CS_IN_PROGRESS
@@ -109,5 +102,4 @@ pub fn sys_exit_connect(ctx: TracePointContext) -> u32 {
             }
         }
     }
-    0
 }

@@ -64,6 +64,15 @@ pub fn read_ptr(base: u64, off: usize) -> Option<u64> {
     if v == 0 { None } else { Some(v) }
 }
 
+/// A 64-bit kernel value, zero included (`read_ptr` takes 0 for "none").
+#[inline(always)]
+pub fn read_u64(base: u64, off: usize) -> Option<u64> {
+    if base == 0 {
+        return None;
+    }
+    unsafe { bpf_probe_read_kernel((base as usize + off) as *const u64) }.ok()
+}
+
 #[inline(always)]
 pub fn read_u32(base: u64, off: usize) -> Option<u32> {
     if base == 0 {

@@ -67,15 +67,15 @@ static OFF_INODE_INO: u32 = 0;
 #[unsafe(no_mangle)]
 static HAVE_PT_REGS: u32 = 0;
 #[unsafe(no_mangle)]
-static SYSCALL_ARCH: u32 = 0;
+pub(crate) static SYSCALL_ARCH: u32 = 0;
 /// `struct pt_regs` offsets of the syscall number and the first two arguments (from BTF:
 /// x86_64 `orig_ax`, `di`, `si`; arm64 `syscallno`, `orig_x0`, `regs[1]`).
 #[unsafe(no_mangle)]
 static REG_NR_OFF: u32 = 0;
 #[unsafe(no_mangle)]
-static REG_A0_OFF: u32 = 0;
+pub(crate) static REG_A0_OFF: u32 = 0;
 #[unsafe(no_mangle)]
-static REG_A1_OFF: u32 = 0;
+pub(crate) static REG_A1_OFF: u32 = 0;
 
 const S_IFMT: u32 = 0o170000;
 const S_IFSOCK: u32 = 0o140000;

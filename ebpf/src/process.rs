@@ -8,7 +8,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use trapdetect_common::{
-    TRACED_CLIENT, TRACED_TARGET,
+    TRACED_TARGET,
     counters::{C_EXITS, C_FORKS_FOLLOWED, NUM_COUNTERS},
     process::exit_action,
 };
@@ -37,17 +37,6 @@ pub fn current_traced() -> Option<(u32, u32)> {
     let tgid = (pid_tgid >> 32) as u32;
     match TRACED.get(tgid) {
         Some(v) if *v & TRACED_TARGET != 0 => Some((tgid, pid_tgid as u32)),
-        _ => None,
-    }
-}
-
-/// `(tgid, tid)` of the current task when its process is a watched client.
-#[inline(always)]
-pub fn current_client() -> Option<(u32, u32)> {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let tgid = (pid_tgid >> 32) as u32;
-    match TRACED.get(tgid) {
-        Some(v) if *v & TRACED_CLIENT != 0 => Some((tgid, pid_tgid as u32)),
         _ => None,
     }
 }

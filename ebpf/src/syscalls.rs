@@ -1,15 +1,18 @@
 //! Path syscalls: counted and timed per path key in the kernel; each key's string is sent to
-//! user space once, on first sighting. One `sys_enter_*` program per syscall (each reads only
-//! its own record's fields), one `sys_exit_*` program attached to all of their exits.
+//! user space once, on first sighting. Two raw tracepoint programs, on `sys_enter` and
+//! `sys_exit`, dispatch by syscall number (`trapdetect_common::syscalls::kind_of`): the path
+//! calls, `accept` (the request denominator) and, for watched clients, `connect`. Every other
+//! syscall of the host costs the program's entry and one compare chain (enter) or one inlined
+//! array lookup (exit); see `trapdetect_common::syscalls` for why raw tracepoints.
 
 use aya_ebpf::{
-    helpers::{bpf_ktime_get_ns, generated::bpf_probe_read_user_str},
-    macros::{map, tracepoint},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated::bpf_probe_read_user_str},
+    macros::{map, raw_tracepoint},
     maps::{Array, LruPerCpuHashMap, PerCpuArray, RingBuf},
-    programs::TracePointContext,
+    programs::RawTracePointContext,
 };
 use trapdetect_common::{
-    AT_FDCWD, AT_SYMLINK_NOFOLLOW,
+    AT_FDCWD, AT_SYMLINK_NOFOLLOW, TRACED_CLIENT, TRACED_TARGET,
     counters::{
         C_ACCEPT_EMFILE, C_ACCEPTS, C_EXIT_WITHOUT_ENTER, C_INFLIGHT_COLLISIONS, C_NEW_KEYS,
         C_PATH_READ_FAILS, C_PATH_STATS_INSERT_FAILS, C_RINGBUF_DROPS,
@@ -23,9 +26,31 @@ use trapdetect_common::{
 };
 
 use crate::{
-    kernel::{add, cwd_dev, fd_dev, tp_u64},
-    process::{COUNTERS, current_traced},
+    connect::{connect_enter, connect_exit},
+    kernel::{add, cwd_dev, fd_dev, global, read_u64},
+    offcpu::{REG_A0_OFF, REG_A1_OFF, SYSCALL_ARCH},
+    process::{COUNTERS, TRACED},
 };
+
+/// `struct pt_regs` offsets of the third and fourth arguments (x86_64 `dx`, `r10`; arm64
+/// `regs[2]`, `regs[3]`), from BTF; the first two are `offcpu`'s.
+#[unsafe(no_mangle)]
+static REG_A2_OFF: u32 = 0;
+#[unsafe(no_mangle)]
+static REG_A3_OFF: u32 = 0;
+/// A 32-bit (compat) syscall numbers its calls from another table: skipped. The register that
+/// tells (x86_64 `cs`, arm64 `pstate`), and the mask and value it has for a compat task
+/// (`__USER32_CS`; `PSR_MODE32_BIT`); mask 0 where it cannot be told.
+#[unsafe(no_mangle)]
+static REG_COMPAT_OFF: u32 = 0;
+#[unsafe(no_mangle)]
+static COMPAT_MASK: u32 = 0;
+#[unsafe(no_mangle)]
+static COMPAT_VALUE: u32 = 0;
+/// What the dispatch does besides the path calls (`syscalls::F_*`), set by the loader from
+/// the probes wanted (`--skip-probe sys_exit_accept`, `--watch-client`).
+#[unsafe(no_mangle)]
+static SYSCALL_FEATURES: u32 = 0;
 
 /// Per path key: count, errors, latency (per CPU, so plain increments are race free).
 #[map]
@@ -45,7 +70,7 @@ static INFLIGHT: Array<Inflight> = Array::with_max_entries(INFLIGHT_SLOTS, 0);
 pub fn in_path_call(tid: u32) -> bool {
     INFLIGHT
         .get(tid & (INFLIGHT_SLOTS - 1))
-        .is_some_and(|p| p.tid == tid)
+        .is_some_and(|p| p.tid == tid && (p.key.kind as u32) < NUM_KINDS)
 }
 
 /// First sightings of path keys.
@@ -146,10 +171,8 @@ fn on_enter(
             _ => cwd_dev(),
         }
     };
-    let slot = tid & (INFLIGHT_SLOTS - 1);
-    if let Some(p) = INFLIGHT.get_ptr_mut(slot) {
+    if let Some(p) = take_slot(tid) {
         unsafe {
-            (*p).tid = tid;
             (*p).ts = bpf_ktime_get_ns();
             (*p).uptr = uptr;
             (*p).key = PathKey {
@@ -188,37 +211,176 @@ fn emit_first_sighting(key: &PathKey, tgid: u32, uptr: u64) {
     }
 }
 
-/// Attached to the `sys_exit_*` of every traced path syscall: record `ret @16`.
-#[tracepoint]
-pub fn sys_exit_path(ctx: TracePointContext) -> u32 {
-    let Some((tgid, tid)) = current_traced() else {
+/// The in-flight slot of `tid`, taken: another thread's record still in it is lost (counted;
+/// its exit will not find it).
+#[inline(always)]
+fn take_slot(tid: u32) -> Option<*mut Inflight> {
+    let p = INFLIGHT.get_ptr_mut(tid & (INFLIGHT_SLOTS - 1))?;
+    unsafe {
+        if (*p).tid != 0 && (*p).tid != tid {
+            add(&COUNTERS, C_INFLIGHT_COLLISIONS, 1);
+        }
+        (*p).tid = tid;
+    }
+    Some(p)
+}
+
+/// Argument `i` (0-3) of the syscall whose registers are at `regs`.
+#[inline(always)]
+fn arg(regs: u64, i: u8) -> u64 {
+    let off = match i {
+        0 => global(&REG_A0_OFF),
+        1 => global(&REG_A1_OFF),
+        2 => global(&REG_A2_OFF),
+        _ => global(&REG_A3_OFF),
+    };
+    read_u64(regs, off).unwrap_or(0)
+}
+
+/// Whether the syscall whose registers are at `regs` is a 32-bit (compat) one.
+#[inline(always)]
+fn is_compat(regs: u64) -> bool {
+    let mask = global(&COMPAT_MASK) as u64;
+    mask != 0
+        && read_u64(regs, global(&REG_COMPAT_OFF))
+            .is_some_and(|v| v & mask == global(&COMPAT_VALUE) as u64)
+}
+
+/// The traced flags (`TRACED_*`) of the current process, with its tgid and tid.
+#[inline(always)]
+fn current_flags() -> (u8, u32, u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let flags = TRACED.get(tgid).copied().unwrap_or(0);
+    (flags, tgid, pid_tgid as u32)
+}
+
+/// raw_tp/sys_enter(struct pt_regs *regs, long id), for every syscall of the host: the
+/// dispatched ones of traced processes are recorded in the thread's in-flight slot.
+#[raw_tracepoint(tracepoint = "sys_enter")]
+pub fn sys_enter_path(ctx: RawTracePointContext) -> i32 {
+    let id: u64 = ctx.arg(1);
+    let Some(kind) = kind_of(global(&SYSCALL_ARCH) as u32, id) else {
         return 0;
     };
-    let now = unsafe { bpf_ktime_get_ns() };
+    let (flags, _tgid, tid) = current_flags();
+    if flags == 0 {
+        return 0;
+    }
+    let regs: u64 = ctx.arg(0);
+    if is_compat(regs) {
+        return 0;
+    }
+    let features = global(&SYSCALL_FEATURES) as u32;
+    match kind {
+        K_ACCEPT => {
+            if flags & TRACED_TARGET != 0 && features & F_ACCEPTS != 0 {
+                mark(tid, K_ACCEPT);
+            }
+        }
+        K_CONNECT => {
+            if flags & TRACED_CLIENT != 0 && features & F_CONNECT != 0 {
+                connect_enter(tid, arg(regs, 0) & 0xffff_ffff);
+            }
+        }
+        _ => {
+            if flags & TRACED_TARGET != 0 {
+                path_enter(tid, kind, regs);
+            }
+        }
+    }
+    0
+}
+
+/// Marks `tid`'s slot as in a call of `kind` that is not a path call (nothing else kept).
+#[inline(always)]
+fn mark(tid: u32, kind: u16) {
+    if let Some(p) = take_slot(tid) {
+        unsafe {
+            (*p).key.kind = kind;
+            (*p).ts = 0;
+            (*p).uptr = 0;
+        }
+    }
+}
+
+/// A path call's arguments, by where the table puts them.
+#[inline(always)]
+fn path_enter(tid: u32, kind: u16, regs: u64) {
+    let Some(s) = SYSCALLS.get(kind as usize) else {
+        return;
+    };
+    let pick = |i: u8| {
+        if i == NO_ARG {
+            None
+        } else {
+            Some(arg(regs, i))
+        }
+    };
+    let dfd = pick(s.dfd_arg);
+    let path = pick(s.path_arg);
+    let flags = pick(s.flags_arg).unwrap_or(0);
+    let fd = pick(s.fd_arg).map(|f| f & 0xffff_ffff);
+    on_enter(tid, kind, dfd, path, flags, fd);
+}
+
+/// raw_tp/sys_exit(struct pt_regs *regs, long ret), for every syscall of the host: a traced
+/// thread whose slot holds a call is leaving it.
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn sys_exit_path(ctx: RawTracePointContext) -> i32 {
+    let (flags, tgid, tid) = current_flags();
+    if flags == 0 {
+        return 0;
+    }
+    let ret: u64 = ctx.arg(1);
+    let ret = ret as i64;
+    if flags & TRACED_TARGET != 0 {
+        target_exit(tgid, tid, ret);
+    }
+    if flags & TRACED_CLIENT != 0 && global(&SYSCALL_FEATURES) as u32 & F_CONNECT != 0 {
+        connect_exit(tid, ret);
+    }
+    0
+}
+
+#[inline(always)]
+fn target_exit(tgid: u32, tid: u32, ret: i64) {
     let slot = tid & (INFLIGHT_SLOTS - 1);
     let Some(p) = INFLIGHT.get_ptr_mut(slot) else {
-        return 0;
+        return;
     };
+    // Not this thread's record: a syscall the dispatch does not keep, or one whose record
+    // another thread took (counted when it was taken).
     let (key, ts, uptr) = unsafe {
         if (*p).tid != tid {
-            let c = if (*p).tid == 0 {
-                C_EXIT_WITHOUT_ENTER
-            } else {
-                C_INFLIGHT_COLLISIONS
-            };
-            add(&COUNTERS, c, 1);
-            return 0;
+            return;
         }
         (*p).tid = 0;
         ((*p).key, (*p).ts, (*p).uptr)
     };
-    let ret = tp_u64(&ctx, 16) as i64;
+    match key.kind {
+        K_ACCEPT => {
+            if ret >= 0 {
+                add(&COUNTERS, C_ACCEPTS, 1);
+            } else if ret == -EMFILE || ret == -ENFILE {
+                add(&COUNTERS, C_ACCEPT_EMFILE, 1);
+            }
+        }
+        K_IN_FLIGHT_AT_ATTACH => add(&COUNTERS, C_EXIT_WITHOUT_ENTER, 1),
+        _ => path_exit(tgid, key, ts, uptr, ret),
+    }
+}
+
+/// Counts a completed path call under its key.
+#[inline(always)]
+fn path_exit(tgid: u32, key: PathKey, ts: u64, uptr: u64, ret: i64) {
+    let now = unsafe { bpf_ktime_get_ns() };
     let failed = ret < 0;
     let lat = now.saturating_sub(ts);
     let b = bucket_of(lat);
     let kind = key.kind as u32;
     if kind >= NUM_KINDS {
-        return 0;
+        return;
     }
     add(&KIND_COUNTS, kind, 1);
 
@@ -226,16 +388,16 @@ pub fn sys_exit_path(ctx: TracePointContext) -> u32 {
         Some(s) => s,
         None => {
             let Some(zero) = ZERO_STAT.get(0) else {
-                return 0;
+                return;
             };
             if PATH_STATS.insert(&key, zero, 0).is_err() {
                 add(&COUNTERS, C_PATH_STATS_INSERT_FAILS, 1);
-                return 0;
+                return;
             }
             emit_first_sighting(&key, tgid, uptr);
             match PATH_STATS.get_ptr_mut(&key) {
                 Some(s) => s,
-                None => return 0,
+                None => return,
             }
         }
     };
@@ -252,74 +414,6 @@ pub fn sys_exit_path(ctx: TracePointContext) -> u32 {
             *h += 1;
         }
     }
-    0
-}
-
-macro_rules! enter_prog {
-    ($fn:ident, $tp:literal, $kind:expr, dfd $dfd:literal, path $path:literal, flags $flags:literal, fd $fd:literal) => {
-        #[doc = concat!("syscalls/", $tp)]
-        #[tracepoint(category = "syscalls", name = $tp)]
-        pub fn $fn(ctx: TracePointContext) -> u32 {
-            // Most calls come from processes we do not trace: decide that before reading
-            // anything else.
-            let Some((_tgid, tid)) = current_traced() else {
-                return 0;
-            };
-            let dfd = if $dfd == 0 {
-                None
-            } else {
-                Some(tp_u64(&ctx, $dfd))
-            };
-            let path = if $path == 0 {
-                None
-            } else {
-                Some(tp_u64(&ctx, $path))
-            };
-            let flags = if $flags == 0 { 0 } else { tp_u64(&ctx, $flags) };
-            let fd = if $fd == 0 {
-                None
-            } else {
-                Some(tp_u64(&ctx, $fd) & 0xffff_ffff)
-            };
-            on_enter(tid, $kind, dfd, path, flags, fd);
-            0
-        }
-    };
-}
-
-// Offsets must match `trapdetect_common::syscalls::SYSCALLS` (the loader checks both against
-// tracefs; a unit test checks this list against that table).
-enter_prog!(sys_enter_newstat, "sys_enter_newstat", K_NEWSTAT, dfd 0, path 16, flags 0, fd 0);
-enter_prog!(sys_enter_newlstat, "sys_enter_newlstat", K_NEWLSTAT, dfd 0, path 16, flags 0, fd 0);
-enter_prog!(sys_enter_newfstatat, "sys_enter_newfstatat", K_NEWFSTATAT, dfd 16, path 24, flags 40, fd 0);
-enter_prog!(sys_enter_statx, "sys_enter_statx", K_STATX, dfd 16, path 24, flags 32, fd 0);
-enter_prog!(sys_enter_chdir, "sys_enter_chdir", K_CHDIR, dfd 0, path 16, flags 0, fd 0);
-enter_prog!(sys_enter_fchdir, "sys_enter_fchdir", K_FCHDIR, dfd 0, path 0, flags 0, fd 16);
-enter_prog!(sys_enter_getcwd, "sys_enter_getcwd", K_GETCWD, dfd 0, path 0, flags 0, fd 0);
-enter_prog!(sys_enter_access, "sys_enter_access", K_ACCESS, dfd 0, path 16, flags 0, fd 0);
-enter_prog!(sys_enter_faccessat, "sys_enter_faccessat", K_FACCESSAT, dfd 16, path 24, flags 0, fd 0);
-enter_prog!(sys_enter_faccessat2, "sys_enter_faccessat2", K_FACCESSAT2, dfd 16, path 24, flags 40, fd 0);
-enter_prog!(sys_enter_open, "sys_enter_open", K_OPEN, dfd 0, path 16, flags 0, fd 0);
-enter_prog!(sys_enter_openat, "sys_enter_openat", K_OPENAT, dfd 16, path 24, flags 0, fd 0);
-enter_prog!(sys_enter_openat2, "sys_enter_openat2", K_OPENAT2, dfd 16, path 24, flags 0, fd 0);
-enter_prog!(sys_enter_readlink, "sys_enter_readlink", K_READLINK, dfd 0, path 16, flags 0, fd 0);
-enter_prog!(sys_enter_readlinkat, "sys_enter_readlinkat", K_READLINKAT, dfd 16, path 24, flags 0, fd 0);
-
-/// Attached to `sys_exit_accept` and `sys_exit_accept4`: connections accepted by traced
-/// processes, the request denominator when trapdetect drives no load itself; and accepts that
-/// failed for want of a descriptor (EMFILE: the process's limit; ENFILE: the system's).
-#[tracepoint]
-pub fn sys_exit_accept(ctx: TracePointContext) -> u32 {
-    if current_traced().is_none() {
-        return 0;
-    }
-    let ret = tp_u64(&ctx, 16) as i64;
-    if ret >= 0 {
-        add(&COUNTERS, C_ACCEPTS, 1);
-    } else if ret == -EMFILE || ret == -ENFILE {
-        add(&COUNTERS, C_ACCEPT_EMFILE, 1);
-    }
-    0
 }
 
 const EMFILE: i64 = 24;

@@ -848,8 +848,8 @@ pub struct KernelSupport {
     pub release: String,
     /// /sys/kernel/btf/vmlinux exists.
     pub btf: bool,
-    /// `syscalls/sys_enter_openat` exists; `None` when neither tracefs nor the kernel config
-    /// could be read.
+    /// `raw_syscalls/sys_enter` exists (what the syscall dispatch attaches to); `None` when
+    /// neither tracefs nor the kernel config could be read.
     pub syscall_tracepoints: Option<bool>,
     /// `fuse/fuse_request_send` exists (upstream since 6.13); `None` when not knowable.
     pub fuse_tracepoint: Option<bool>,
@@ -868,7 +868,7 @@ pub fn read_kernel_support(root: &Path) -> KernelSupport {
             return KernelSupport {
                 release,
                 btf,
-                syscall_tracepoints: Some(events.join("syscalls/sys_enter_openat").is_dir()),
+                syscall_tracepoints: Some(events.join("raw_syscalls/sys_enter").is_dir()),
                 fuse_tracepoint: Some(events.join("fuse/fuse_request_send").is_dir()),
                 basis: t.into(),
             };
@@ -877,7 +877,10 @@ pub fn read_kernel_support(root: &Path) -> KernelSupport {
     let config = format!("/boot/config-{release}");
     let (syscall_tracepoints, basis) = match std::fs::read_to_string(under(root, &config)) {
         Ok(text) => (
-            Some(text.lines().any(|l| l.trim() == "CONFIG_FTRACE_SYSCALLS=y")),
+            Some(
+                text.lines()
+                    .any(|l| l.trim() == "CONFIG_HAVE_SYSCALL_TRACEPOINTS=y"),
+            ),
             config,
         ),
         Err(_) => (None, String::new()),

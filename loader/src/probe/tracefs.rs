@@ -239,8 +239,6 @@ mod tests {
         ] {
             check(PROG_FUSE_REQUEST_SEND, format, kernel);
         }
-        let exit = include_str!("../../fixtures/tracefs/sys_exit_newfstatat-6.1.format");
-        check(PROG_SYS_EXIT_PATH, exit, "6.1");
         let moved = include_str!("../../fixtures/tracefs/inet_sock_set_state-6.18.format")
             .replace("protocol;\toffset:30", "protocol;\toffset:32");
         let protocol = FIXED_FIELDS.iter().find(|f| f.field == "protocol").unwrap();

@@ -150,7 +150,9 @@ pub fn kernel_support(k: &KernelSupport) -> Finding {
         lacks.push("BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF)".to_string());
     }
     if k.syscall_tracepoints == Some(false) {
-        lacks.push("syscall tracepoints (CONFIG_FTRACE_SYSCALLS)".to_string());
+        lacks.push(
+            "syscall tracepoints (raw_syscalls, CONFIG_HAVE_SYSCALL_TRACEPOINTS)".to_string(),
+        );
     }
     let old = major_minor(&k.release).is_some_and(|v| v < MIN_KERNEL);
     if old {
