@@ -106,6 +106,12 @@ pub const GLOBAL_OFF_SK_NET: &str = "OFF_SK_NET";
 pub const GLOBAL_OFF_NET_INUM: &str = "OFF_NET_INUM";
 /// Global: `offsetof(struct sock_common, skc_num)` (the socket's own port, host order).
 pub const GLOBAL_SERVED_OFF_SK_NUM: &str = "SERVED_OFF_SK_NUM";
+/// Global of the TCP state program: `offsetof(struct inet_sock, inet_sport)`.
+pub const GLOBAL_TCP_OFF_INET_SPORT: &str = "TCP_OFF_INET_SPORT";
+/// Global of the TCP state program: `offsetof(struct sock_common, skc_dport)`.
+pub const GLOBAL_TCP_OFF_SK_DPORT: &str = "TCP_OFF_SK_DPORT";
+/// Global of the TCP state program: `offsetof(struct sock, sk_protocol)`.
+pub const GLOBAL_TCP_OFF_SK_PROTOCOL: &str = "TCP_OFF_SK_PROTOCOL";
 /// Global: `offsetof(struct tcp_sock, snd_nxt)`.
 pub const GLOBAL_SERVED_OFF_TCP_SND_NXT: &str = "SERVED_OFF_TCP_SND_NXT";
 /// Global: `offsetof(struct sk_buff, len)`.

@@ -42,18 +42,12 @@ const fn f(
 
 use crate::names::*;
 
-/// Every fixed-offset read of a tracepoint record (the syscall dispatch reads none: its raw
-/// tracepoints hand it the registers and the number or return value).
+/// Every fixed-offset read of a tracepoint record (the syscall dispatch and the TCP state
+/// program read none: as raw tracepoints they are handed the kernel's own arguments).
 pub const FIXED_FIELDS: &[RecordField] = &[
     f(PROG_FUSE_REQUEST_SEND, "fuse", "", "connection", 8, 4),
     f(PROG_FUSE_REQUEST_SEND, "fuse", "", "opcode", 24, 4),
     f(PROG_FUSE_REQUEST_SEND, "fuse", "", "unique", 16, 8),
     f(PROG_FUSE_REQUEST_END, "fuse", "", "connection", 8, 4),
     f(PROG_FUSE_REQUEST_END, "fuse", "", "unique", 16, 8),
-    f(PROG_INET_SOCK_SET_STATE, "sock", "", "skaddr", 8, 8),
-    f(PROG_INET_SOCK_SET_STATE, "sock", "", "oldstate", 16, 4),
-    f(PROG_INET_SOCK_SET_STATE, "sock", "", "newstate", 20, 4),
-    f(PROG_INET_SOCK_SET_STATE, "sock", "", "sport", 24, 2),
-    f(PROG_INET_SOCK_SET_STATE, "sock", "", "dport", 26, 2),
-    f(PROG_INET_SOCK_SET_STATE, "sock", "", "protocol", 30, 2),
 ];

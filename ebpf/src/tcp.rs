@@ -1,14 +1,16 @@
-//! TCP state changes (`sock/inet_sock_set_state`), counted in the kernel by event kind: for
-//! every TCP socket of the host, and one by one for the watched ports (the target's listening
-//! ports) in the watched network namespaces. The tracepoint runs for every TCP state change on
-//! the host, mostly in softirq context: the program decides from the record alone (protocol,
-//! states, ports) before it touches anything else, and attributes by port and namespace, never
-//! by the current task.
+//! TCP state changes (`inet_sock_set_state`, as a raw tracepoint), counted in the kernel by
+//! event kind: for every TCP socket of the host, and one by one for the watched ports (the
+//! target's listening ports) in the watched network namespaces. The tracepoint runs for every
+//! TCP state change on the host, mostly in softirq context: the program decides from the two
+//! states first, then the socket's protocol and ports (struct offsets from BTF), before it
+//! touches anything else, and attributes by port and namespace, never by the current task. A
+//! raw tracepoint: the kernel fills no record (both addresses, v4 and v6) before the program
+//! runs, and it detaches without the grace period a perf-event tracepoint waits out.
 
 use aya_ebpf::{
-    macros::{map, tracepoint},
+    macros::{map, raw_tracepoint},
     maps::{Array, LruPerCpuHashMap, PerCpuArray},
-    programs::TracePointContext,
+    programs::RawTracePointContext,
 };
 use trapdetect_common::{
     counters::{C_TCP_NETNS_READ_FAILS, C_TCP_OTHER_NETNS},
@@ -19,9 +21,22 @@ use trapdetect_common::{
 };
 
 use crate::{
-    kernel::{add, sock_netns, tp_u32, tp_u64},
+    kernel::{add, global, read_u16, sock_netns},
     process::{COUNTERS, current_traced},
 };
+
+/// `struct inet_sock`'s `inet_sport` (the local port, network order: not `skc_num`, which
+/// `inet_put_port` zeroes before the move to CLOSE is traced), `struct sock_common`'s
+/// `skc_dport` (the remote port, network order), `struct sock`'s `sk_protocol`. From BTF.
+#[unsafe(no_mangle)]
+static TCP_OFF_INET_SPORT: u32 = 0;
+#[unsafe(no_mangle)]
+static TCP_OFF_SK_DPORT: u32 = 0;
+#[unsafe(no_mangle)]
+static TCP_OFF_SK_PROTOCOL: u32 = 0;
+
+/// Not a counted transition.
+const NO_EVENT: u32 = u32::MAX;
 
 /// Port → 1 + its slot in `TCP_PORTS` (0: not watched). An array indexed by port: the lookup
 /// is inlined by the JIT, where a hash lookup would be a helper call on every state change.
@@ -85,19 +100,28 @@ fn in_watched_netns(sk: u64) -> bool {
     }
 }
 
-/// sock/inet_sock_set_state. Record: skaddr @8, oldstate @16, newstate @20, sport @24 and
-/// dport @26 (host order), family @28, protocol @30.
-#[tracepoint(category = "sock", name = "inet_sock_set_state")]
-pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
-    if tp_u32(&ctx, 28) >> 16 != IPPROTO_TCP {
-        return 0;
-    }
-    let states = tp_u64(&ctx, 16);
+/// raw_tp/inet_sock_set_state(const struct sock *sk, const int oldstate, const int newstate).
+#[raw_tracepoint(tracepoint = "inet_sock_set_state")]
+pub fn inet_sock_set_state(ctx: RawTracePointContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    let old: u64 = ctx.arg(1);
+    let new: u64 = ctx.arg(2);
+    let (old, new) = (old as u32, new as u32);
     // CLOSE→SYN_SENT runs in connect(), in the connecting task: a traced process opening a
     // connection. The remote port is set by then (the local one may not be yet).
-    if states as u32 == TCP_CLOSE && (states >> 32) as u32 == TCP_SYN_SENT {
+    let connecting = old == TCP_CLOSE && new == TCP_SYN_SENT;
+    // A plain number, not an Option kept across the reads below: the verifier rejects the
+    // spill of an Option's uninitialised payload.
+    let ev = classify(old, new).unwrap_or(NO_EVENT);
+    if !connecting && ev == NO_EVENT {
+        return 0;
+    }
+    if read_u16(sk, global(&TCP_OFF_SK_PROTOCOL)).map(u32::from) != Some(IPPROTO_TCP) {
+        return 0;
+    }
+    let dport = read_u16(sk, global(&TCP_OFF_SK_DPORT)).map_or(0, u16::from_be) as u32;
+    if connecting {
         if current_traced().is_some() {
-            let dport = tp_u32(&ctx, 24) >> 16;
             match UPSTREAM.get_ptr_mut(&dport) {
                 Some(n) => unsafe { *n += 1 },
                 None => {
@@ -107,17 +131,17 @@ pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
         }
         return 0;
     }
-    let Some(ev) = classify(states as u32, (states >> 32) as u32) else {
+    if ev == NO_EVENT {
         return 0;
-    };
+    }
     add(&TCP_TOTALS, ev, 1);
-    let ports = tp_u32(&ctx, 24);
-    let local = slot_of(ports & 0xffff);
-    let remote = slot_of(ports >> 16);
+    let sport = read_u16(sk, global(&TCP_OFF_INET_SPORT)).map_or(0, u16::from_be) as u32;
+    let local = slot_of(sport);
+    let remote = slot_of(dport);
     if local == 0 && remote == 0 {
         return 0;
     }
-    if !in_watched_netns(tp_u64(&ctx, 8)) {
+    if !in_watched_netns(sk) {
         return 0;
     }
     add(&TCP_TOTALS, NUM_EVENTS + ev, 1);

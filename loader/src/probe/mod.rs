@@ -120,9 +120,9 @@ fn table() -> Vec<Entry> {
         },
         Entry {
             program: PROG_INET_SOCK_SET_STATE.into(),
-            attach: vec![("sock", "inet_sock_set_state".into())],
+            attach: vec![(offcpu::RAW_TP, "inet_sock_set_state".into())],
             required: false,
-            purpose: "TCP state changes by port: TIME_WAIT entries, new connections, aborts (tracepoint since Linux 4.16; the network section's traced series)",
+            purpose: "TCP state changes by port: TIME_WAIT entries, new connections, aborts (raw tracepoint since Linux 4.16: the kernel fills no record for the host's other sockets; the network section's traced series)",
         },
         Entry {
             program: PROG_TCP_PROBE.into(),
@@ -156,6 +156,7 @@ pub fn tracefs_event<'a>(category: &'a str, name: &'a str) -> Option<(&'a str, &
         offcpu::TP_BTF => "sched",
         offcpu::RAW_TP if name.starts_with("sys_") => "raw_syscalls",
         offcpu::RAW_TP if name == "tcp_probe" => "tcp",
+        offcpu::RAW_TP if name == "inet_sock_set_state" => "sock",
         offcpu::RAW_TP => "sched",
         c => c,
     };
@@ -555,6 +556,28 @@ fn served_offsets(btf: &Btf) -> std::result::Result<Vec<(&'static str, u32)>, St
     ))
 }
 
+/// Offsets the TCP state program reads the socket at, from BTF; without them it is not
+/// attached, with a note naming what is missing.
+fn tcp_state_offsets(btf: &Btf) -> std::result::Result<Vec<(&'static str, u32)>, String> {
+    let (out, missing) = btf_offsets(
+        btf,
+        &[
+            (GLOBAL_TCP_OFF_INET_SPORT, "inet_sock", "inet_sport"),
+            (GLOBAL_TCP_OFF_SK_DPORT, "sock_common", "skc_dport"),
+            (GLOBAL_TCP_OFF_SK_PROTOCOL, "sock", "sk_protocol"),
+        ],
+    );
+    if missing.is_empty() {
+        return Ok(out);
+    }
+    let names: Vec<String> = missing.into_iter().map(|(name, _)| name).collect();
+    Err(format!(
+        "not attached: the kernel's BTF has no {}: TCP state changes (TIME_WAIT, new \
+         connections) are not counted; the census's snapshots remain",
+        names.join(", ")
+    ))
+}
+
 /// A struct field BTF lacks: `struct.field`, and BTF's error.
 type Missing = (String, String);
 
@@ -623,6 +646,7 @@ impl Probes {
             .field_offset("sched", "sched_process_fork", "child_pid")
             .unwrap_or(20);
         let served = served_offsets(&btf);
+        let tcp_state = tcp_state_offsets(&btf);
         let exit_group_dead = tracefs
             .format("sched", "sched_process_exit")
             .map_or(0, |f| tracefs::exit_group_dead_offset(&f));
@@ -641,7 +665,7 @@ impl Probes {
         }
         loader.override_global(GLOBAL_FORK_PARENT_OFF, &fork_parent, true);
         loader.override_global(GLOBAL_FORK_CHILD_OFF, &fork_child, true);
-        for (name, v) in served.iter().flatten() {
+        for (name, v) in served.iter().chain(&tcp_state).flatten() {
             loader.override_global(name, v, true);
         }
         loader.override_global(GLOBAL_EXIT_GROUP_DEAD_OFF, &exit_group_dead, true);
@@ -658,7 +682,7 @@ impl Probes {
             offcpu_regs,
             _tracefs: tracefs,
         };
-        probes.attach_table(want, served.err().as_deref())?;
+        probes.attach_table(want, served.err().as_deref(), tcp_state.err().as_deref())?;
         if exit_group_dead == 0 {
             probes.note_no_group_dead();
         }
@@ -666,12 +690,17 @@ impl Probes {
     }
 
     /// Attaches the table's programs, or records why each one is not attached.
-    fn attach_table(&mut self, want: &AttachOptions, served_missing: Option<&str>) -> Result<()> {
+    fn attach_table(
+        &mut self,
+        want: &AttachOptions,
+        served_missing: Option<&str>,
+        tcp_state_missing: Option<&str>,
+    ) -> Result<()> {
         // Attach exits before enters, so an enter never records a call whose exit is unseen.
         let mut entries = table();
         entries.sort_by_key(|e| !e.program.starts_with("sys_exit"));
         for e in entries {
-            match self.why_not(&e, want, served_missing) {
+            match self.why_not(&e, want, served_missing, tcp_state_missing) {
                 Some(note) => self.not_attached(&e, note),
                 None => self.attach_entry(&e)?,
             }
@@ -685,6 +714,7 @@ impl Probes {
         e: &Entry,
         want: &AttachOptions,
         served_missing: Option<&'a str>,
+        tcp_state_missing: Option<&'a str>,
     ) -> Option<&'a str> {
         let connect = e.program == PROG_SYS_ENTER_CONNECT || e.program == PROG_SYS_EXIT_CONNECT;
         let offcpu_row = offcpu::is_offcpu_program(&e.program);
@@ -712,6 +742,8 @@ impl Probes {
             )
         } else if e.program == PROG_TCP_PROBE && served_missing.is_some() {
             served_missing
+        } else if e.program == PROG_INET_SOCK_SET_STATE && tcp_state_missing.is_some() {
+            tcp_state_missing
         } else {
             None
         }
