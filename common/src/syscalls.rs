@@ -131,10 +131,9 @@ pub const F_ACCEPTS: u32 = 1;
 /// `SYSCALL_FEATURES` bit: time the connects of watched clients (`--watch-client`).
 pub const F_CONNECT: u32 = 2;
 
-/// Global: `struct pt_regs` offset of the third argument (x86_64 `dx`, arm64 `regs[2]`).
-pub const GLOBAL_REG_A2_OFF: &str = "REG_A2_OFF";
-/// Global: `struct pt_regs` offset of the fourth argument (x86_64 `r10`, arm64 `regs[3]`).
-pub const GLOBAL_REG_A3_OFF: &str = "REG_A3_OFF";
+/// Global (`[u32; 4]`): `struct pt_regs` offsets of the first four arguments (x86_64 `di`,
+/// `si`, `dx`, `r10`; arm64 `orig_x0`, `regs[1..4]`).
+pub const GLOBAL_REG_ARG_OFF: &str = "REG_ARG_OFF";
 /// Global: `struct pt_regs` offset of the register that tells a 32-bit (compat) syscall
 /// (x86_64 `cs`, arm64 `pstate`).
 pub const GLOBAL_REG_COMPAT_OFF: &str = "REG_COMPAT_OFF";

@@ -73,9 +73,9 @@ pub(crate) static SYSCALL_ARCH: u32 = 0;
 #[unsafe(no_mangle)]
 static REG_NR_OFF: u32 = 0;
 #[unsafe(no_mangle)]
-pub(crate) static REG_A0_OFF: u32 = 0;
+static REG_A0_OFF: u32 = 0;
 #[unsafe(no_mangle)]
-pub(crate) static REG_A1_OFF: u32 = 0;
+static REG_A1_OFF: u32 = 0;
 
 const S_IFMT: u32 = 0o170000;
 const S_IFSOCK: u32 = 0o140000;

@@ -28,16 +28,15 @@ use trapdetect_common::{
 use crate::{
     connect::{connect_enter, connect_exit},
     kernel::{add, cwd_dev, fd_dev, global, read_u64},
-    offcpu::{REG_A0_OFF, REG_A1_OFF, SYSCALL_ARCH},
+    offcpu::SYSCALL_ARCH,
     process::{COUNTERS, TRACED},
 };
 
-/// `struct pt_regs` offsets of the third and fourth arguments (x86_64 `dx`, `r10`; arm64
-/// `regs[2]`, `regs[3]`), from BTF; the first two are `offcpu`'s.
+/// `struct pt_regs` offsets of the first four arguments (x86_64 `di`, `si`, `dx`, `r10`;
+/// arm64 `orig_x0`, `regs[1]`, `regs[2]`, `regs[3]`), from BTF. An array indexed by the
+/// argument's position: reading one is a load, not a branch per position.
 #[unsafe(no_mangle)]
-static REG_A2_OFF: u32 = 0;
-#[unsafe(no_mangle)]
-static REG_A3_OFF: u32 = 0;
+static REG_ARG_OFF: [u32; 4] = [0; 4];
 /// A 32-bit (compat) syscall numbers its calls from another table: skipped. The register that
 /// tells (x86_64 `cs`, arm64 `pstate`), and the mask and value it has for a compat task
 /// (`__USER32_CS`; `PSR_MODE32_BIT`); mask 0 where it cannot be told.
@@ -228,13 +227,8 @@ fn take_slot(tid: u32) -> Option<*mut Inflight> {
 /// Argument `i` (0-3) of the syscall whose registers are at `regs`.
 #[inline(always)]
 fn arg(regs: u64, i: u8) -> u64 {
-    let off = match i {
-        0 => global(&REG_A0_OFF),
-        1 => global(&REG_A1_OFF),
-        2 => global(&REG_A2_OFF),
-        _ => global(&REG_A3_OFF),
-    };
-    read_u64(regs, off).unwrap_or(0)
+    let off = unsafe { core::ptr::read_volatile(REG_ARG_OFF.as_ptr().add((i & 3) as usize)) };
+    read_u64(regs, off as usize).unwrap_or(0)
 }
 
 /// Whether the syscall whose registers are at `regs` is a 32-bit (compat) one.

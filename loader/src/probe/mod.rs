@@ -31,8 +31,8 @@ use trapdetect_common::{
     offcpu::PROG_OFFCPU_SWITCH,
     paths::{PathKey, PathStat},
     syscalls::{
-        GLOBAL_COMPAT_MASK, GLOBAL_COMPAT_VALUE, GLOBAL_REG_A2_OFF, GLOBAL_REG_A3_OFF,
-        GLOBAL_REG_COMPAT_OFF, GLOBAL_SYSCALL_FEATURES, NUM_KINDS,
+        GLOBAL_COMPAT_MASK, GLOBAL_COMPAT_VALUE, GLOBAL_REG_ARG_OFF, GLOBAL_REG_COMPAT_OFF,
+        GLOBAL_SYSCALL_FEATURES, NUM_KINDS,
     },
 };
 
@@ -282,41 +282,36 @@ fn offsets(btf: &Btf) -> std::result::Result<Vec<(&'static str, u32)>, crate::bt
     ])
 }
 
-/// Globals of the syscall dispatch: where the third and fourth arguments and the compat mode sit
-/// in `struct pt_regs` (the first two and the syscall number are the off-CPU programs', which
-/// the dispatch needs as well), and which of its parts run (`SYSCALL_FEATURES`).
+/// Globals of the syscall dispatch: where the first four arguments sit in `struct pt_regs`
+/// (`REG_ARG_OFF`) and the register that tells a compat task, and which of its parts run
+/// (`SYSCALL_FEATURES`).
+struct DispatchGlobals {
+    args: [u32; 4],
+    scalars: Vec<(&'static str, u32)>,
+}
+
 fn dispatch_globals(
     btf: &Btf,
     want: &AttachOptions,
-) -> std::result::Result<Vec<(&'static str, u32)>, crate::btf::BtfError> {
+) -> std::result::Result<DispatchGlobals, crate::btf::BtfError> {
     use trapdetect_common::syscalls::{F_ACCEPTS, F_CONNECT};
-    let aarch64 = cfg!(target_arch = "aarch64");
-    let (a2, a3, compat, mask, value) = if aarch64 {
+    let (args, compat, mask, value) = if cfg!(target_arch = "aarch64") {
         let regs = btf.offset("pt_regs", "regs")?;
-        // PSR_MODE32_BIT: an AArch32 task.
-        (
-            regs + 16,
-            regs + 24,
-            btf.offset("pt_regs", "pstate")?,
-            0x10,
-            0x10,
-        )
+        // arm64 keeps the first argument in orig_x0 (x0 becomes the return value);
+        // PSR_MODE32_BIT in pstate: an AArch32 task.
+        let a0 = btf.offset("pt_regs", "orig_x0")?;
+        let pstate = btf.offset("pt_regs", "pstate")?;
+        ([a0, regs + 8, regs + 16, regs + 24], pstate, 0x10, 0x10)
     } else {
-        // __USER32_CS: a 32-bit task's code segment.
-        let cs = btf.offset("pt_regs", "cs")?;
+        // __USER32_CS in cs: a 32-bit task's code segment.
+        let f = |name| btf.offset("pt_regs", name);
         (
-            btf.offset("pt_regs", "dx")?,
-            btf.offset("pt_regs", "r10")?,
-            cs,
+            [f("di")?, f("si")?, f("dx")?, f("r10")?],
+            f("cs")?,
             0xffff,
             0x23,
         )
     };
-    // The first two arguments: the off-CPU globals carry them, but a missing one there only
-    // rules out reading registers at the switch; the dispatch cannot do without them.
-    for (field, _) in &offcpu::reg_fields()[1..] {
-        btf.offset("pt_regs", field)?;
-    }
     let mut features = 0;
     if dispatch_part_wanted(PROG_SYS_EXIT_ACCEPT, want) {
         features |= F_ACCEPTS;
@@ -326,14 +321,15 @@ fn dispatch_globals(
     {
         features |= F_CONNECT;
     }
-    Ok(vec![
-        (GLOBAL_REG_A2_OFF, a2),
-        (GLOBAL_REG_A3_OFF, a3),
-        (GLOBAL_REG_COMPAT_OFF, compat),
-        (GLOBAL_COMPAT_MASK, mask),
-        (GLOBAL_COMPAT_VALUE, value),
-        (GLOBAL_SYSCALL_FEATURES, features),
-    ])
+    Ok(DispatchGlobals {
+        args,
+        scalars: vec![
+            (GLOBAL_REG_COMPAT_OFF, compat),
+            (GLOBAL_COMPAT_MASK, mask),
+            (GLOBAL_COMPAT_VALUE, value),
+            (GLOBAL_SYSCALL_FEATURES, features),
+        ],
+    })
 }
 
 /// Whether a part of the syscall dispatch is switched on: not skipped, and connect only with
@@ -659,10 +655,11 @@ impl Probes {
             .iter()
             .chain(&sock_offs)
             .chain(&offcpu_offs)
-            .chain(&dispatch)
+            .chain(&dispatch.scalars)
         {
             loader.override_global(name, v, true);
         }
+        loader.override_global(GLOBAL_REG_ARG_OFF, &dispatch.args, true);
         loader.override_global(GLOBAL_FORK_PARENT_OFF, &fork_parent, true);
         loader.override_global(GLOBAL_FORK_CHILD_OFF, &fork_child, true);
         for (name, v) in served.iter().chain(&tcp_state).flatten() {
