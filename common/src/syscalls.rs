@@ -169,33 +169,21 @@ mod tests {
     #[test]
     fn dispatch_matches_the_table_on_both_architectures() {
         for s in SYSCALLS {
-            assert_eq!(
-                kind_of(ARCH_X86_64, s.nr_x86_64 as u64),
-                Some(s.kind),
-                "{}",
-                s.name
-            );
-            assert_eq!(
-                crate::offcpu::class_of_x86_64(s.nr_x86_64 as u64).0,
-                crate::offcpu::CLASS_PATH,
-                "{}",
-                s.name
-            );
-            if s.nr_aarch64 != NO_NR {
-                assert_eq!(
-                    kind_of(ARCH_AARCH64, s.nr_aarch64 as u64),
-                    Some(s.kind),
-                    "{}",
-                    s.name
-                );
-                assert_eq!(
-                    crate::offcpu::class_of_aarch64(s.nr_aarch64 as u64).0,
-                    crate::offcpu::CLASS_PATH,
-                    "{}",
-                    s.name
-                );
-            } else {
-                assert!(X86_64_ONLY.contains(&s.name), "{}", s.name);
+            for (arch, nr, class_of) in [
+                (
+                    ARCH_X86_64,
+                    s.nr_x86_64,
+                    crate::offcpu::class_of_x86_64 as fn(u64) -> _,
+                ),
+                (ARCH_AARCH64, s.nr_aarch64, crate::offcpu::class_of_aarch64),
+            ] {
+                if nr == NO_NR {
+                    assert!(X86_64_ONLY.contains(&s.name), "{}", s.name);
+                    continue;
+                }
+                assert_eq!(kind_of(arch, nr as u64), Some(s.kind), "{} {arch}", s.name);
+                let class = class_of(nr as u64).0;
+                assert_eq!(class, crate::offcpu::CLASS_PATH, "{} {arch}", s.name);
             }
         }
         // accept, accept4 and connect, from each architecture's table.

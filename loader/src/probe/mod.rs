@@ -532,7 +532,7 @@ fn read_btf(btf_file: Option<&std::path::Path>, path: &std::path::Path) -> Resul
 /// What tcp_probe reads of the socket and the segment, from BTF: the globals' values, or the
 /// note on its row naming what BTF lacks (then it is not attached: zero offsets would misread).
 fn served_offsets(btf: &Btf) -> std::result::Result<Vec<(&'static str, u32)>, String> {
-    let (out, missing) = btf_offsets(
+    all_offsets(
         btf,
         &[
             (GLOBAL_SERVED_OFF_SK_NUM, "sock_common", "skc_num"),
@@ -540,36 +540,39 @@ fn served_offsets(btf: &Btf) -> std::result::Result<Vec<(&'static str, u32)>, St
             (GLOBAL_SERVED_OFF_SKB_LEN, "sk_buff", "len"),
             (GLOBAL_SERVED_OFF_SKB_DATA, "sk_buff", "data"),
         ],
-    );
-    if missing.is_empty() {
-        return Ok(out);
-    }
-    let names: Vec<String> = missing.into_iter().map(|(name, _)| name).collect();
-    Err(format!(
-        "not attached: the kernel's BTF has no {}: requests other clients send cannot be \
-         counted, so per-request figures rest on the probe load or accepted connections",
-        names.join(", ")
-    ))
+        "requests other clients send cannot be counted, so per-request figures rest on the \
+         probe load or accepted connections",
+    )
 }
 
-/// Offsets the TCP state program reads the socket at, from BTF; without them it is not
-/// attached, with a note naming what is missing.
+/// What the TCP state program reads of the socket, from BTF, or the note on its row.
 fn tcp_state_offsets(btf: &Btf) -> std::result::Result<Vec<(&'static str, u32)>, String> {
-    let (out, missing) = btf_offsets(
+    all_offsets(
         btf,
         &[
             (GLOBAL_TCP_OFF_INET_SPORT, "inet_sock", "inet_sport"),
             (GLOBAL_TCP_OFF_SK_DPORT, "sock_common", "skc_dport"),
             (GLOBAL_TCP_OFF_SK_PROTOCOL, "sock", "sk_protocol"),
         ],
-    );
+        "TCP state changes (TIME_WAIT, new connections) are not counted; the census's \
+         snapshots remain",
+    )
+}
+
+/// Every `(global, struct, field)` offset from BTF, or a "not attached" note naming the
+/// missing fields and what is lost without them (`without`).
+fn all_offsets(
+    btf: &Btf,
+    fields: &[(&'static str, &str, &str)],
+    without: &str,
+) -> std::result::Result<Vec<(&'static str, u32)>, String> {
+    let (out, missing) = btf_offsets(btf, fields);
     if missing.is_empty() {
         return Ok(out);
     }
     let names: Vec<String> = missing.into_iter().map(|(name, _)| name).collect();
     Err(format!(
-        "not attached: the kernel's BTF has no {}: TCP state changes (TIME_WAIT, new \
-         connections) are not counted; the census's snapshots remain",
+        "not attached: the kernel's BTF has no {}: {without}",
         names.join(", ")
     ))
 }
