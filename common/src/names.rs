@@ -88,12 +88,9 @@ pub const GLOBAL_OFF_FDT_FD: &str = "OFF_FDT_FD";
 pub const GLOBAL_OFF_FILE_INODE: &str = "OFF_FILE_INODE";
 /// Global: `offsetof(struct inode, i_sb)`.
 pub const GLOBAL_OFF_INODE_SB: &str = "OFF_INODE_SB";
-/// Global: offset of `parent_pid` in the `sched_process_fork` record.
-pub const GLOBAL_FORK_PARENT_OFF: &str = "FORK_PARENT_OFF";
-/// Global: offset of `child_pid` in the `sched_process_fork` record.
-pub const GLOBAL_FORK_CHILD_OFF: &str = "FORK_CHILD_OFF";
-/// Global: offset of `group_dead` in the `sched_process_exit` record (0: the record has none).
-pub const GLOBAL_EXIT_GROUP_DEAD_OFF: &str = "EXIT_GROUP_DEAD_OFF";
+/// Global: 1 when `sched_process_exit` has `group_dead` (its record's field, its raw
+/// tracepoint's second argument).
+pub const GLOBAL_EXIT_HAS_GROUP_DEAD: &str = "EXIT_HAS_GROUP_DEAD";
 /// Global: `offsetof(struct file, private_data)` (the `struct socket` of a socket file).
 pub const GLOBAL_OFF_FILE_PRIVATE: &str = "OFF_FILE_PRIVATE";
 /// Global: `offsetof(struct socket, sk)`.

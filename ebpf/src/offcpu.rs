@@ -55,7 +55,7 @@ static WAKERS: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(W
 static SCHED_TOTALS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_SCHED_SLOTS, 0);
 
 #[unsafe(no_mangle)]
-static OFF_TASK_PID: u32 = 0;
+pub(crate) static OFF_TASK_PID: u32 = 0;
 #[unsafe(no_mangle)]
 static OFF_TASK_TGID: u32 = 0;
 #[unsafe(no_mangle)]

@@ -3,9 +3,9 @@
 
 use aya_ebpf::{
     helpers::bpf_get_current_pid_tgid,
-    macros::{map, tracepoint},
+    macros::{map, raw_tracepoint},
     maps::{Array, PerCpuArray},
-    programs::TracePointContext,
+    programs::RawTracePointContext,
 };
 use trapdetect_common::{
     TRACED_TARGET,
@@ -13,7 +13,10 @@ use trapdetect_common::{
     process::exit_action,
 };
 
-use crate::kernel::{add, global};
+use crate::{
+    kernel::{add, global, read_u32},
+    offcpu::OFF_TASK_PID,
+};
 
 /// tgid-indexed flags: `TRACED_TARGET` when traced, `TRACED_CLIENT` when a watched client. An
 /// array (sized to pid_max by the loader) because array lookups are inlined by the JIT: this
@@ -24,11 +27,6 @@ pub static TRACED: Array<u8> = Array::with_max_entries(4_194_304, 0);
 /// Self-monitoring counters, see `trapdetect_common::counters`.
 #[map]
 pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_COUNTERS, 0);
-
-#[unsafe(no_mangle)]
-static FORK_PARENT_OFF: u32 = 12;
-#[unsafe(no_mangle)]
-static FORK_CHILD_OFF: u32 = 20;
 
 /// `(tgid, tid)` of the current task when its process is traced.
 #[inline(always)]
@@ -46,14 +44,16 @@ fn flags(pid: u32) -> u8 {
     TRACED.get(pid).copied().unwrap_or(0)
 }
 
-/// sched/sched_process_fork: a traced parent's child is traced. The record layout changed in
-/// 6.x (comm became `__data_loc`), so the loader passes the offsets it read from tracefs.
-#[tracepoint(category = "sched", name = "sched_process_fork")]
-pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
-    // The offsets differ between kernels, so they are not constants: read through
-    // bpf_probe_read (the verifier refuses direct ctx loads at computed offsets). Not hot.
-    let parent: u32 = unsafe { ctx.read_at(global(&FORK_PARENT_OFF)) }.unwrap_or(0);
-    let child: u32 = unsafe { ctx.read_at(global(&FORK_CHILD_OFF)) }.unwrap_or(0);
+/// raw_tp/sched_process_fork(struct task_struct *parent, struct task_struct *child): a traced
+/// parent's child is traced. A raw tracepoint: the kernel fills no record (both comms) for
+/// every fork of the host, and it detaches without a grace period; the two tasks' `pid`s (the
+/// record's parent_pid and child_pid: thread ids) are read at the BTF offset.
+#[raw_tracepoint(tracepoint = "sched_process_fork")]
+pub fn sched_process_fork(ctx: RawTracePointContext) -> i32 {
+    let parent_task: u64 = ctx.arg(0);
+    let child_task: u64 = ctx.arg(1);
+    let parent = read_u32(parent_task, global(&OFF_TASK_PID)).unwrap_or(0);
+    let child = read_u32(child_task, global(&OFF_TASK_PID)).unwrap_or(0);
     if child == 0 {
         return 0;
     }
@@ -76,24 +76,25 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// Offset of `group_dead` in the `sched_process_exit` record, 0 where the kernel's record has
-/// no such field (it ends at `prio` on 5.10, 6.1 and 6.12): the loader reads it from tracefs.
+/// 1 where the tracepoint has `group_dead` (its second argument; the record's field, which
+/// tracefs shows on 6.18 and not on 5.10, 6.1 or 6.12): the loader reads that from tracefs.
+/// When 0 the verifier prunes the read, so the program never touches an argument the
+/// tracepoint does not have (an attach would refuse it).
 #[unsafe(no_mangle)]
-static EXIT_GROUP_DEAD_OFF: u32 = 0;
+static EXIT_HAS_GROUP_DEAD: u32 = 0;
 
-/// sched/sched_process_exit: forget exited processes (pid numbers are reused).
-#[tracepoint(category = "sched", name = "sched_process_exit")]
-pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
+/// raw_tp/sched_process_exit(struct task_struct *p[, bool group_dead]), in the exiting task:
+/// forget exited processes (pid numbers are reused).
+#[raw_tracepoint(tracepoint = "sched_process_exit")]
+pub fn sched_process_exit(ctx: RawTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
-    let off = global(&EXIT_GROUP_DEAD_OFF);
-    // Never read past the record: only where tracefs said the field exists (a computed
-    // offset, so through bpf_probe_read like the fork probe). Not hot.
-    let group_dead = if off == 0 {
+    let group_dead = if global(&EXIT_HAS_GROUP_DEAD) == 0 {
         None
     } else {
-        Some(unsafe { ctx.read_at::<u8>(off) }.unwrap_or(0) != 0)
+        let dead: u64 = ctx.arg(1);
+        Some(dead & 0xff != 0)
     };
     let act = exit_action(tgid, tid, group_dead);
     if act.forget_thread {

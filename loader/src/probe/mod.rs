@@ -90,15 +90,15 @@ fn table() -> Vec<Entry> {
         },
         Entry {
             program: PROG_SCHED_PROCESS_FORK.into(),
-            attach: vec![("sched", "sched_process_fork".into())],
+            attach: vec![(offcpu::RAW_TP, "sched_process_fork".into())],
             required: true,
-            purpose: "follow processes the target forks (php-fpm workers)",
+            purpose: "follow processes the target forks (php-fpm workers; raw tracepoint: no record filled for the host's other forks)",
         },
         Entry {
             program: PROG_SCHED_PROCESS_EXIT.into(),
-            attach: vec![("sched", "sched_process_exit".into())],
+            attach: vec![(offcpu::RAW_TP, "sched_process_exit".into())],
             required: true,
-            purpose: "forget exited processes (pids are reused)",
+            purpose: "forget exited processes (pids are reused; raw tracepoint)",
         },
         Entry {
             program: PROG_SYS_EXIT_ACCEPT.into(),
@@ -638,17 +638,16 @@ impl Probes {
         }
         let dispatch =
             dispatch_globals(&btf, want).map_err(|e| Error::Kernel(format!("kernel BTF: {e}")))?;
-        let fork_parent = tracefs
-            .field_offset("sched", "sched_process_fork", "parent_pid")
-            .unwrap_or(12);
-        let fork_child = tracefs
-            .field_offset("sched", "sched_process_fork", "child_pid")
-            .unwrap_or(20);
         let served = served_offsets(&btf);
         let tcp_state = tcp_state_offsets(&btf);
+        // The fork probe reads both tasks' pid (the off-CPU globals carry the offset).
+        btf.offset("task_struct", "pid")
+            .map_err(|e| Error::Kernel(format!("kernel BTF: {e}")))?;
+        // The record's group_dead field is the raw tracepoint's second argument.
         let exit_group_dead = tracefs
             .format("sched", "sched_process_exit")
             .map_or(0, |f| tracefs::exit_group_dead_offset(&f));
+        let has_group_dead = u32::from(exit_group_dead != 0);
         let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
             .ok()
             .and_then(|s| s.trim().parse().ok())
@@ -663,12 +662,10 @@ impl Probes {
             loader.override_global(name, v, true);
         }
         loader.override_global(GLOBAL_REG_ARG_OFF, &dispatch.args, true);
-        loader.override_global(GLOBAL_FORK_PARENT_OFF, &fork_parent, true);
-        loader.override_global(GLOBAL_FORK_CHILD_OFF, &fork_child, true);
         for (name, v) in served.iter().chain(&tcp_state).flatten() {
             loader.override_global(name, v, true);
         }
-        loader.override_global(GLOBAL_EXIT_GROUP_DEAD_OFF, &exit_group_dead, true);
+        loader.override_global(GLOBAL_EXIT_HAS_GROUP_DEAD, &has_group_dead, true);
         loader.map_max_entries(MAP_TRACED, pid_max + 1);
         let ebpf = loader.load(OBJECT).map_err(|e| load_error(&e))?;
         let mut probes = Probes {
