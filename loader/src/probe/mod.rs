@@ -1130,20 +1130,20 @@ mod tests {
     /// there.
     #[test]
     fn syscall_argument_indices_match_tracefs() {
-        let root = std::path::Path::new("/sys/kernel/tracing/events/syscalls");
-        if !root.is_dir() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "tracefs not mounted under CI"
-            );
-            eprintln!("SKIP: tracefs not mounted");
-            return;
-        }
+        // Found, or mounted the way `trace` does (this test thread's own mount namespace).
+        let fs = match Tracefs::ensure() {
+            Ok(fs) => fs,
+            Err(e) => {
+                assert!(std::env::var_os("CI").is_none(), "tracefs under CI: {e}");
+                eprintln!("SKIP: {e}");
+                return;
+            }
+        };
         let mut checked = 0;
         for s in trapdetect_common::syscalls::on_arch(trapdetect_common::offcpu::host_arch()) {
-            let text =
-                std::fs::read_to_string(root.join(format!("sys_enter_{}", s.name)).join("format"))
-                    .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+            let text = fs
+                .format("syscalls", &format!("sys_enter_{}", s.name))
+                .unwrap_or_else(|| panic!("no tracefs format for {}", s.name));
             let at = |i: u8| 16 + 8 * i as u32;
             if s.path_arg != NO_ARG {
                 let off = ["filename", "path", "pathname"]
