@@ -28,13 +28,19 @@ pub static TRACED: Array<u8> = Array::with_max_entries(4_194_304, 0);
 #[map]
 pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_COUNTERS, 0);
 
+/// The traced flags (`TRACED_*`) of the current process, with its tgid and tid.
+#[inline(always)]
+pub fn current_flags() -> (u8, u32, u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    (flags(tgid), tgid, pid_tgid as u32)
+}
+
 /// `(tgid, tid)` of the current task when its process is traced.
 #[inline(always)]
 pub fn current_traced() -> Option<(u32, u32)> {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let tgid = (pid_tgid >> 32) as u32;
-    match TRACED.get(tgid) {
-        Some(v) if *v & TRACED_TARGET != 0 => Some((tgid, pid_tgid as u32)),
+    match current_flags() {
+        (f, tgid, tid) if f & TRACED_TARGET != 0 => Some((tgid, tid)),
         _ => None,
     }
 }

@@ -6,7 +6,7 @@
 //! array lookup (exit); see `trapdetect_common::syscalls` for why raw tracepoints.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, generated::bpf_probe_read_user_str},
+    helpers::{bpf_ktime_get_ns, generated::bpf_probe_read_user_str},
     macros::{map, raw_tracepoint},
     maps::{Array, LruPerCpuHashMap, PerCpuArray, RingBuf},
     programs::RawTracePointContext,
@@ -29,7 +29,7 @@ use crate::{
     connect::{connect_enter, connect_exit},
     kernel::{add, cwd_dev, fd_dev, global, read_u64},
     offcpu::SYSCALL_ARCH,
-    process::{COUNTERS, TRACED},
+    process::{COUNTERS, current_flags},
 };
 
 /// `struct pt_regs` offsets of the first four arguments (x86_64 `di`, `si`, `dx`, `r10`;
@@ -238,15 +238,6 @@ fn is_compat(regs: u64) -> bool {
     mask != 0
         && read_u64(regs, global(&REG_COMPAT_OFF))
             .is_some_and(|v| v & mask == global(&COMPAT_VALUE) as u64)
-}
-
-/// The traced flags (`TRACED_*`) of the current process, with its tgid and tid.
-#[inline(always)]
-fn current_flags() -> (u8, u32, u32) {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let tgid = (pid_tgid >> 32) as u32;
-    let flags = TRACED.get(tgid).copied().unwrap_or(0);
-    (flags, tgid, pid_tgid as u32)
 }
 
 /// raw_tp/sys_enter(struct pt_regs *regs, long id), for every syscall of the host: the

@@ -5,7 +5,9 @@
 use std::{os::unix::process::CommandExt, process::Command, time::Duration};
 
 use serde_json::Value;
-use trapdetect_e2e::{TempDir, Tracer, pathload::PathLoad, require_root, run_bounded, trapdetect};
+use trapdetect_e2e::{
+    TempDir, Tracer, pathload::PathLoad, require_root, run_bounded, trapdetect, wait_until,
+};
 
 fn json(out: &std::process::Output) -> Value {
     trapdetect_e2e::trace_report(out)
@@ -105,14 +107,10 @@ impl Loaded {
                 .filter(|i| self.0.contains(i))
                 .collect()
         };
-        let start = std::time::Instant::now();
-        while !still().is_empty() && start.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert_eq!(
-            still(),
-            Vec::<u32>::new(),
-            "programs left loaded 5 s after trapdetect exited"
+        wait_until(
+            "trapdetect's programs to leave bpftool after it exited",
+            Duration::from_secs(5),
+            || still().is_empty(),
         );
     }
 }

@@ -929,12 +929,7 @@ impl Probes {
 
     /// Adds `flag` to each pid's flags (the kernel's fork probe may have set others already).
     fn mark(&mut self, pids: &[u32], flag: u8) -> Result<()> {
-        let mut traced: Array<&mut MapData, u8> = Array::try_from(
-            self.ebpf
-                .map_mut(MAP_TRACED)
-                .ok_or_else(|| map_err(MAP_TRACED, "missing"))?,
-        )
-        .map_err(|e| map_err(MAP_TRACED, e))?;
+        let mut traced: Array<&mut MapData, u8> = self.array_mut(MAP_TRACED)?;
         for &p in pids {
             let old = traced.get(&p, 0).unwrap_or(0);
             traced

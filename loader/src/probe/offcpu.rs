@@ -141,7 +141,7 @@ pub fn method_override() -> Option<u32> {
 
 /// The `struct pt_regs` fields holding the syscall number and its first two arguments on
 /// this architecture: `(field, extra bytes)`.
-pub(super) fn reg_fields() -> [(&'static str, u32); 3] {
+fn reg_fields() -> [(&'static str, u32); 3] {
     if cfg!(target_arch = "aarch64") {
         [("syscallno", 0), ("orig_x0", 0), ("regs", 8)]
     } else {
