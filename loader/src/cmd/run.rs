@@ -15,8 +15,13 @@ use crate::{
 #[command(mut_arg("url", |a| a.required(false).default_value("")))]
 pub struct RunArgs {
     /// Server to trace, with every process it forks (php-fpm's master covers its workers).
-    #[arg(long, short = 'p', value_name = "PID")]
-    pub pid: u32,
+    #[arg(
+        long,
+        short = 'p',
+        value_name = "PID",
+        required_unless_present = "from_strace"
+    )]
+    pub pid: Option<u32>,
     /// Kernel BTF to read struct offsets from, instead of /sys/kernel/btf/vmlinux.
     #[arg(long, value_name = "FILE")]
     pub btf: Option<PathBuf>,
@@ -37,6 +42,14 @@ pub struct RunArgs {
     /// --backend and --sample-hz.
     #[command(flatten)]
     pub backend: crate::sample::BackendArgs,
+    /// Judge an `strace -f -tt -T -y` log (or the `-ff` set FILE.PID) instead of tracing: the
+    /// threads' time split, rules and verdict from their calls, no eBPF, no load, no privilege.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["pid", "load_results", "command", "btf"])]
+    pub from_strace: Option<PathBuf>,
+    /// The target's mount table saved with the strace log (a copy of /proc/PID/mountinfo);
+    /// default: trapdetect's own.
+    #[arg(long, value_name = "FILE", requires = "from_strace")]
+    pub mountinfo: Option<PathBuf>,
 }
 
 /// Runs the command; returns the exit code.
@@ -47,6 +60,12 @@ pub fn run(args: RunArgs) -> Result<i32> {
         ));
     }
     crate::cmd::check_ignore(&args.load.verdict.ignore)?;
+    if let Some(log) = &args.from_strace {
+        return from_strace(&args, log);
+    }
+    let Some(pid) = args.pid else {
+        return Err(Error::usage("--pid is required (or --from-strace FILE)"));
+    };
     let external = !args.command.is_empty() || args.load_results.is_some();
     if external && (!args.load.url.is_empty() || args.load.rate.is_some()) {
         return Err(Error::usage(
@@ -78,7 +97,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
     ])?;
     crate::output::check_all(&args.load.output.export.paths())?;
     let opts = trace::Options {
-        pid: args.pid,
+        pid,
         duration: args.load.duration,
         top: 12,
         loss_budget_pct: 1.0,
@@ -90,14 +109,35 @@ pub fn run(args: RunArgs) -> Result<i32> {
     };
     let other = if external {
         Some(ExternalDriver::new(
-            args.pid,
+            pid,
             args.command.clone(),
             args.load_results.clone(),
         )?)
     } else {
         None
     };
-    let mut report = trace::run::driver::measure(&opts, &args.backend, plan, other)?;
+    let report = trace::run::driver::measure(&opts, &args.backend, plan, other)?;
+    finish(&args, report)
+}
+
+/// `run --from-strace FILE`: the log judged; the load's flags have nothing to drive.
+fn from_strace(args: &RunArgs, log: &std::path::Path) -> Result<i32> {
+    if !args.load.url.is_empty() || args.load.rate.is_some() || args.load.samples_out.is_some() {
+        return Err(Error::usage(
+            "--from-strace judges a log: drop --url, --rate and --samples-out (nothing is driven)",
+        ));
+    }
+    crate::output::check_all(&[
+        ("--json-out", args.load.output.json_out.as_deref()),
+        ("--html", args.load.output.html.as_deref()),
+    ])?;
+    crate::output::check_all(&args.load.output.export.paths())?;
+    let report = crate::strace::run_report(log, args.mountinfo.as_deref(), 12)?;
+    finish(args, report)
+}
+
+/// Judges, prints and exports a run's report; its exit code.
+fn finish(args: &RunArgs, mut report: crate::report::Report) -> Result<i32> {
     report.finish(&args.load.verdict.ignore, args.load.verdict.strict);
     crate::cmd::trace::emit(
         &report,
@@ -137,7 +177,7 @@ mod tests {
         .unwrap();
         match cli.command {
             Some(Command::Run(r)) => {
-                assert_eq!(r.pid, 42);
+                assert_eq!(r.pid, Some(42));
                 assert_eq!(r.load.rate.map(|r| (r.from, r.to)), Some((800.0, None)));
                 assert_eq!(r.load.duration, std::time::Duration::from_secs(60));
             }
@@ -162,6 +202,37 @@ mod tests {
             ],
         ] {
             assert_eq!(Cli::try_parse_from(&bad).unwrap_err().exit_code(), 2);
+        }
+    }
+
+    /// `run --from-strace FILE` takes no pid and drives nothing: a pid, a URL or a rate beside
+    /// it is refused (exit 2), as is a log that does not exist.
+    #[test]
+    fn from_strace_takes_a_log_instead_of_a_pid_and_a_load() {
+        let parse = |a: &[&str]| {
+            let mut all = vec!["trapdetect", "run"];
+            all.extend(a);
+            Cli::try_parse_from(&all)
+        };
+        assert_eq!(
+            parse(&["--from-strace", "x", "--pid", "1"])
+                .unwrap_err()
+                .exit_code(),
+            2
+        );
+        assert_eq!(parse(&["--mountinfo", "m"]).unwrap_err().exit_code(), 2);
+        for extra in [
+            vec!["--url", "http://127.0.0.1:1/"],
+            vec!["--rate", "5"],
+            vec![],
+        ] {
+            let mut a = vec!["--from-strace", "/nonexistent/trapdetect.strace"];
+            a.extend(extra.iter().copied());
+            let Some(Command::Run(r)) = parse(&a).unwrap().command else {
+                panic!("{a:?}");
+            };
+            let e = super::run(*r).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{a:?}: {e}");
         }
     }
 

@@ -5,7 +5,9 @@
 //! (live, or `--mountinfo FILE` saved with the log); the same rules judge it. strace slows the
 //! server: figures per request hold, rates and ceilings from the log do not.
 
+pub mod names;
 pub mod parse;
+pub mod run;
 
 use std::{
     collections::HashMap,
@@ -66,6 +68,8 @@ pub struct Model {
     calls: HashMap<CallKey, CallObs>,
     /// Working directory of each pid, where the log told it.
     cwd: HashMap<Option<u32>, Vec<u8>>,
+    /// The first working directory the log told for each pid.
+    first_cwd: HashMap<Option<u32>, Vec<u8>>,
     /// Relative calls whose starting directory the log never told.
     pub unknown_calls: u64,
     /// Connections accepted.
@@ -85,6 +89,8 @@ pub struct Model {
     /// Time workers held a connection (from an accept's return to their next accept), s, and
     /// how many.
     held: (f64, u64),
+    /// Every call on its thread's timeline (`run --from-strace` only).
+    pub timeline: Option<run::Timeline>,
 }
 
 /// Where a call's walk starts, the path it shows, the mount it starts on, and its lookups
@@ -129,6 +135,9 @@ impl Model {
         let ok = c.ret.is_some_and(|r| r >= 0);
         self.note_lifecycle(c, &args, ok);
         let Some((name, dirfd_i, path_i)) = path_call(&c.name) else {
+            if let Some(t) = &mut self.timeline {
+                t.record(c, &args, None, mounts);
+            }
             return;
         };
         // Where relative walks start: AT_FDCWD's `-y` annotation (strace 6), else the cwd
@@ -137,7 +146,7 @@ impl Model {
             .and_then(|i| args.get(i))
             .and_then(|a| parse::fd_arg(a));
         if let Some((AT_FDCWD, Some(d))) = &dirfd {
-            self.cwd.insert(c.pid, normalize(d));
+            self.set_cwd(c.pid, normalize(d));
         }
         let path = path_i
             .and_then(|i| args.get(i))
@@ -145,9 +154,18 @@ impl Model {
         let nofollow =
             name == "newlstat" || (dirfd_i.is_some() && c.args.contains("AT_SYMLINK_NOFOLLOW"));
         let (base, shown, target, walk) = if name == "getcwd" || name == "fchdir" {
-            self.cwd_call(c, name, ok, &args, mounts)
+            let w = self.cwd_call(c, name, ok, &args, mounts);
+            if let Some(t) = &mut self.timeline {
+                t.record(c, &args, Some((w.2, w.3.as_slice())), mounts);
+            }
+            w
         } else {
-            let Some(w) = self.path_walk(c, &path, &dirfd, mounts) else {
+            let w = self.path_walk(c, &path, &dirfd, mounts);
+            if let Some(t) = &mut self.timeline {
+                let walk = w.as_ref().map(|w| (w.2, w.3.as_slice()));
+                t.record(c, &args, walk, mounts);
+            }
+            let Some(w) = w else {
                 return;
             };
             w
@@ -222,8 +240,10 @@ impl Model {
             }
             // A child starts where its parent is.
             "clone" | "clone3" | "fork" | "vfork" if ok => {
-                if let (Some(r), Some(d)) = (c.ret, self.cwd.get(&c.pid).cloned()) {
-                    self.cwd.entry(Some(r as u32)).or_insert(d);
+                if let (Some(r), Some(d)) = (c.ret, self.cwd.get(&c.pid).cloned())
+                    && !self.cwd.contains_key(&Some(r as u32))
+                {
+                    self.set_cwd(Some(r as u32), d);
                 }
             }
             _ => {}
@@ -241,7 +261,7 @@ impl Model {
     ) -> Walk {
         if name == "getcwd" {
             if ok && let Some(p) = args.first().and_then(|a| parse::string_arg(a)) {
-                self.cwd.insert(c.pid, normalize(&p));
+                self.set_cwd(c.pid, normalize(&p));
             }
             (Base::None, None, None, vec![])
         } else {
@@ -251,7 +271,7 @@ impl Model {
                 .and_then(|f| f.1);
             let m = d.as_ref().and_then(|d| mounts.mount_of(&normalize(d)));
             if ok && let Some(d) = d {
-                self.cwd.insert(c.pid, normalize(&d));
+                self.set_cwd(c.pid, normalize(&d));
             }
             (Base::Dirfd, None, m, vec![])
         }
@@ -319,6 +339,13 @@ impl Model {
         })
     }
 
+    /// `pid`'s working directory is now `dir` (the first one told is where it sat: a worker
+    /// visits its docroot per request and comes back).
+    fn set_cwd(&mut self, pid: Option<u32>, dir: Vec<u8>) {
+        self.first_cwd.entry(pid).or_insert_with(|| dir.clone());
+        self.cwd.insert(pid, dir);
+    }
+
     /// A successful chdir to `p`: the pid's new working directory, when it can be told.
     fn note_chdir(&mut self, pid: Option<u32>, p: &[u8]) {
         let next = if p.first() == Some(&b'/') {
@@ -327,14 +354,15 @@ impl Model {
             self.cwd.get(&pid).map(|d| join(d, p))
         };
         if let Some(n) = next {
-            self.cwd.insert(pid, n);
+            self.set_cwd(pid, n);
         }
     }
 
-    /// The working directories the log told, by how many pids sat in each at the end.
+    /// The working directories the log told, by how many pids sat in each when first told
+    /// (a log cut while workers were in their docroot mid-request ends with them there).
     fn cwds(&self) -> Vec<CwdObs> {
         let mut by: HashMap<&[u8], usize> = HashMap::new();
-        for d in self.cwd.values() {
+        for d in self.first_cwd.values() {
             *by.entry(d.as_slice()).or_default() += 1;
         }
         let mut out: Vec<CwdObs> = by
@@ -399,12 +427,26 @@ pub fn report(
     pid: Option<u32>,
     top: usize,
 ) -> Result<Report> {
+    let (model, mounts) = read(path, mountinfo, pid, false)?;
+    Ok(judge(model, mounts, top))
+}
+
+/// Reads a log (one file or an `-ff` set) against the target's mount table.
+fn read(
+    path: &Path,
+    mountinfo: Option<&Path>,
+    pid: Option<u32>,
+    timeline: bool,
+) -> Result<(Model, MountTable)> {
     let mounts = match (mountinfo, pid) {
         (Some(m), _) => MountTable::read(m)?,
         (None, Some(p)) => MountTable::of_pid(p)?,
         (None, None) => MountTable::of_pid(std::process::id())?,
     };
-    let mut model = Model::default();
+    let mut model = Model {
+        timeline: timeline.then(run::Timeline::default),
+        ..Default::default()
+    };
     for (file, file_pid) in log_files(path)? {
         let bytes = crate::input::read_capped("--from-strace", &file, STRACE_CAP)?;
         model.feed(&String::from_utf8_lossy(&bytes), file_pid, &mounts);
@@ -415,8 +457,78 @@ pub fn report(
             escape::text(&path.display().to_string())
         )));
     }
-    Ok(judge(model, mounts, top))
+    Ok((model, mounts))
 }
+
+/// `run --from-strace FILE`: the trace's tables and fs findings, then `run`'s time split,
+/// rules and verdict from every thread's calls.
+pub fn run_report(path: &Path, mountinfo: Option<&Path>, top: usize) -> Result<Report> {
+    let (mut model, mounts) = read(path, mountinfo, None, true)?;
+    let timeline = model.timeline.take().unwrap_or_default();
+    let start_cwd = model.cwds().first().map(|c| c.path.clone());
+    let untimed = timeline.untimed;
+    let mut report = judge(model, mounts.clone(), top);
+    report.command = "run";
+    let cx = run::Context {
+        mounts: &mounts,
+        rows: &report.filesystems,
+        start_cwd: start_cwd.as_deref(),
+        exe: report
+            .target
+            .as_ref()
+            .map(|t| t.exe.clone())
+            .unwrap_or_default(),
+    };
+    let Some((obs, stops)) = run::observe(&timeline, &cx) else {
+        return Err(Error::usage(format!(
+            "--from-strace {}: no call with a time and a duration: run needs `strace -f -tt -T -y`",
+            escape::text(&path.display().to_string())
+        )));
+    };
+    let m = &mut report.measurement;
+    m.notes.push(RUN_NOTE.into());
+    m.notes.push(format!(
+        "strace's own stops between two calls of a thread, {:.0} µs (the shortest such gap in this log), are taken out of the time between calls: {:.3} thread-seconds",
+        stops.per_gap_us, stops.total_s
+    ));
+    m.counters.insert(
+        "strace_stop_ns".into(),
+        ((stops.per_gap_us * 1e3).round() as u64).into(),
+    );
+    if untimed > 0 {
+        m.notes.push(format!(
+            "{untimed} calls without a time or a duration (strace -tt -T) are not in the time split"
+        ));
+    }
+    report.findings.extend(traps::run::rules(&obs));
+    let inputs = traps::run::VerdictInputs {
+        delivered_basis: DELIVERED_BASIS.into(),
+        timeouts: 0,
+    };
+    let v = traps::run::verdict(&obs, &mut report.findings, &inputs);
+    if !v.trusted {
+        report.measurement.trusted = false;
+        report.measurement.problems.push(format!(
+            "the verdict is that the log measured something other than the server: {}",
+            v.summary
+        ));
+    }
+    report.verdict = Some(v);
+    report.add(&crate::trace::run::section::RunSection::of(
+        &obs,
+        0,
+        &traps::run::LOAD_COLUMNS,
+        DELIVERED_BASIS,
+        crate::trace::run::section::METHOD_STRACE,
+    ));
+    Ok(report)
+}
+
+/// What a run from a log delivered: the connections its threads accepted.
+const DELIVERED_BASIS: &str = "accepted-connections";
+
+/// How a run from a log splits the threads' time, said in every such report.
+const RUN_NOTE: &str = "run from an strace log: a thread's time inside a call is in the call's class (a call the kernel ran without blocking counts too), its time between calls is on-CPU less strace's own stops (strace cannot tell a thread waiting for a CPU: run_queue is 0); no generator, so no offered rate: whether the load found a ceiling is judged from the threads (workers busy, a resource queued); strace slows the server, so shares and figures per request hold and rates do not; context switches are not in a log (0)";
 
 /// The rules and tables from a model.
 pub fn judge(model: Model, mounts: MountTable, top: usize) -> Report {

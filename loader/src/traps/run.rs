@@ -288,6 +288,10 @@ pub struct RunObs {
     pub accept_emfile: u64,
     /// The built-in generator's own limits, when one of them held arrivals back.
     pub generator: Option<GeneratorLimits>,
+    /// The threads' CPU time is not known apart from the tracer's own cost (an strace log:
+    /// the time between a thread's calls holds strace's stops, which also take the threads
+    /// one at a time): no CPU verdict is drawn from it.
+    pub cpu_unknown: bool,
 }
 
 /// A process and the CPU it used on the target's CPUs.
@@ -427,7 +431,9 @@ impl RunObs {
 
     /// The target's CPUs were 85 % busy or more over the loaded seconds (anyone's work).
     fn cpus_saturated(&self) -> bool {
-        self.allowed() > 0.0 && self.mean(|s| s.target_cpus_busy) >= SATURATED * self.allowed()
+        !self.cpu_unknown
+            && self.allowed() > 0.0
+            && self.mean(|s| s.target_cpus_busy) >= SATURATED * self.allowed()
     }
 
     /// Mean cores that processes outside the benchmark took on the target's CPUs.
@@ -474,6 +480,12 @@ impl RunObs {
         if self.cpus_saturated() {
             v.push("cpus-saturated");
         }
+        // Where no accept queue was read (a log, a listener not found), the workers' own time
+        // says it: a pool whose every worker was busy 90 % of the window had none free when
+        // the next request came.
+        if !self.seconds.iter().any(|s| s.accept_queue.is_some()) && self.workers_saturated() {
+            v.push("workers-busy");
+        }
         let queued = self
             .filesystems
             .iter()
@@ -486,6 +498,12 @@ impl RunObs {
             v.push("serialized-resource");
         }
         v
+    }
+
+    /// Every worker busy (not waiting for work, not parked) 90 % of the window or more.
+    fn workers_saturated(&self) -> bool {
+        let busy_workers = (self.work_s() / self.window_s.max(1e-9)).min(self.workers as f64);
+        self.workers > 0 && busy_workers >= 0.9 * self.workers as f64
     }
 
     /// The load found a ceiling ([`RunObs::capped_by`]).
@@ -1222,7 +1240,7 @@ fn one_core(o: &RunObs) -> Option<Finding> {
     let demand = (o.on_cpu_s + o.runq_s) / o.window_s;
     // Without an offered rate (a closed loop), the one core 90 % busy is the cap itself.
     let capped = o.capped() || (o.offered_rate == 0.0 && target_cores >= 0.9);
-    if !capped || o.allowed() < 2.0 {
+    if !capped || o.allowed() < 2.0 || o.cpu_unknown {
         return None;
     }
     if !(0.8..=1.25).contains(&demand) || target_cores < 0.5 {
@@ -1431,10 +1449,9 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
 /// busy. A generator budget that held arrivals back while none of these held capped the run
 /// itself.
 fn server_saturated(o: &RunObs) -> bool {
-    let busy_workers = (o.work_s() / o.window_s.max(1e-9)).min(o.workers as f64);
     o.accept_queue_sustained()
         || o.cpus_saturated()
-        || (o.workers > 0 && busy_workers >= 0.9 * o.workers as f64)
+        || o.workers_saturated()
         || o.filesystems
             .iter()
             .any(|fs| fs_queue(o, fs).is_some_and(|q| q.serialized && q.waiters >= 1.0))
@@ -1616,7 +1633,7 @@ pub struct Verdict {
     /// The load found a ceiling.
     pub capped: bool,
     /// How that was seen: `offered-above-delivered` (an open loop's offered rate),
-    /// `accept-queue`, `cpus-saturated`, `serialized-resource` (from the kernel, for a closed
+    /// `accept-queue`, `cpus-saturated`, `workers-busy`, `serialized-resource` (from the kernel, for a closed
     /// loop).
     pub capped_by: Vec<String>,
     /// Share of the traced threads' wall time the cause explains, %.

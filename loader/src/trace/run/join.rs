@@ -164,6 +164,7 @@ pub fn observe(
             }),
         accept_emfile: k.seconds.iter().map(|x| x.accept_emfile).sum(),
         generator: s.generator.clone(),
+        cpu_unknown: false,
     }
 }
 

@@ -19,6 +19,9 @@ use crate::{
 /// `classes_method` when the blocked syscall was sampled from /proc.
 pub const METHOD_SAMPLED: &str = "sampled";
 
+/// `classes_method` of a run judged from an strace log (`run --from-strace`).
+pub const METHOD_STRACE: &str = "strace";
+
 /// The `run` section.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunSection {
@@ -162,6 +165,8 @@ impl RunSection {
                 "exact" => "exact, the blocked syscall read from its registers",
                 "syscall-entry" => "from syscall entry",
                 METHOD_SAMPLED => "sampled from /proc (see SAMPLE for the samples behind them)",
+                METHOD_STRACE =>
+                    "the call each thread was in, from an strace log (its whole time, blocked or not)",
                 _ => "unknown on this kernel",
             }
         );
@@ -191,7 +196,12 @@ impl Section for RunSection {
         let missing = &self.load_columns_missing;
         let _ = writeln!(
             out,
-            "\nPer second (off-CPU columns: threads blocked, on average; `served`: requests the server received, counted in the kernel{}):",
+            "\nPer second (off-CPU columns: threads blocked, on average; `served`: {}{}):",
+            if self.classes_method == METHOD_STRACE {
+                "connections the threads accepted, from the log"
+            } else {
+                "requests the server received, counted in the kernel"
+            },
             if missing.is_empty() {
                 String::new()
             } else {

@@ -1,0 +1,674 @@
+//! `trapdetect run --from-strace FILE`: `run`'s time split, rules and verdict from an `strace
+//! -f -tt -T -y` log. Every thread's time is in the log: inside a call (its start and `-T`
+//! duration) it is in the call's class, the same classes the off-CPU probes use (a read on a
+//! socket or pipe is waiting for work; `fcntl` is a lock wait only for `F_SETLKW`); between two
+//! of its calls it ran (or waited for a CPU: strace cannot tell, and its own stops are in that
+//! time). Path calls are charged to the mount their walk ends on, file I/O and locks to the
+//! file their descriptor names (`-y`). Requests are the connections accepted; there is no
+//! offered rate, so whether the load found a ceiling is judged from the threads, as for a
+//! closed-loop generator.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use trapdetect_common::offcpu::{
+    ARCH_X86_64, ARG_FCNTL, ARG_FD, CLASS_FILE_IO, CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_NAMES,
+    CLASS_OTHER, CLASS_PATH, CLASS_WAIT_WORK, NUM_CLASSES, class_of_x86_64, is_read,
+};
+
+use super::{names, parse};
+use crate::{
+    escape,
+    host::mounts::{MountTable, normalize},
+    report::FsRow,
+    traps::{
+        self,
+        run::{FsLoad, LockLoad, RunObs, RunSecond},
+    },
+};
+
+/// One call of one thread.
+struct Ev {
+    tid: u32,
+    start: f64,
+    end: f64,
+    class: u32,
+    /// The mount the call's time is charged to (its walk's end, its descriptor's file).
+    mount: Option<usize>,
+    /// Lookups by mount (a path call's walk) or one operation on `mount` (file I/O).
+    ops: Vec<(usize, u32)>,
+    /// An accepted connection.
+    accepted: bool,
+    /// The file a lock call waited on (an index into `Timeline::lock_names`).
+    lock: Option<usize>,
+}
+
+/// The calls of a log as a timeline of each thread.
+#[derive(Default)]
+pub struct Timeline {
+    evs: Vec<Ev>,
+    /// The files lock calls named (escaped).
+    lock_names: Vec<String>,
+    /// accept() calls refused for descriptors (EMFILE, ENFILE).
+    accept_emfile: u64,
+    /// Calls without a time or a duration (no -tt or -T): not on the timeline.
+    pub untimed: u64,
+}
+
+/// The class of a call from its name and arguments, and the file its descriptor names.
+fn class_of_call(name: &str, args: &[&str]) -> (u32, Option<Vec<u8>>) {
+    let Some(nr) = names::number(name) else {
+        return (CLASS_OTHER, None);
+    };
+    let (class, shape) = class_of_x86_64(nr);
+    let file = if shape == ARG_FD || shape == ARG_FCNTL {
+        args.first()
+            .and_then(|a| parse::fd_arg(a))
+            .and_then(|(_, p)| p)
+    } else {
+        None
+    };
+    // A descriptor strace names by something other than a path: a socket, a pipe.
+    let peer = file.as_ref().is_some_and(|p| p.first() != Some(&b'/'));
+    let class = match class {
+        CLASS_FILE_IO if peer && is_read(ARCH_X86_64, nr) => CLASS_WAIT_WORK,
+        CLASS_FILE_LOCK if shape == ARG_FCNTL => {
+            let cmd = args.get(1).copied().unwrap_or("");
+            if cmd == "F_SETLKW" || cmd == "F_OFD_SETLKW" {
+                CLASS_FILE_LOCK
+            } else {
+                CLASS_OTHER
+            }
+        }
+        c => c,
+    };
+    (class, file.filter(|p| p.first() == Some(&b'/')))
+}
+
+/// A path call's walk: the mount it ends on, and its lookups by mount.
+pub type Walked<'a> = (Option<usize>, &'a [(usize, u32)]);
+
+impl Timeline {
+    /// Puts one call on its thread's timeline; `walk` is a path call's (mount it ends on,
+    /// lookups by mount).
+    pub fn record(
+        &mut self,
+        c: &parse::Call,
+        args: &[&str],
+        walk: Option<Walked>,
+        mounts: &MountTable,
+    ) {
+        let (Some(start), Some(dur)) = (c.time_s, c.dur_s) else {
+            self.untimed += 1;
+            return;
+        };
+        let (class, file) = class_of_call(&c.name, args);
+        let file_mount = file.as_ref().and_then(|p| mounts.mount_of(&normalize(p)));
+        let (mount, ops) = match (class, walk) {
+            (CLASS_PATH, Some((m, w))) => (m, w.to_vec()),
+            (CLASS_FILE_IO, _) => (
+                file_mount,
+                file_mount.map(|m| vec![(m, 1)]).unwrap_or_default(),
+            ),
+            _ => (None, vec![]),
+        };
+        let lock = (class == CLASS_FILE_LOCK).then(|| {
+            let object = match &file {
+                Some(p) => escape::bytes(p),
+                None => "a file strace did not name (capture with -y)".to_string(),
+            };
+            match self.lock_names.iter().position(|n| *n == object) {
+                Some(i) => i,
+                None => {
+                    self.lock_names.push(object);
+                    self.lock_names.len() - 1
+                }
+            }
+        });
+        let accepted = matches!(c.name.as_str(), "accept" | "accept4");
+        if accepted && matches!(c.errno.as_deref(), Some("EMFILE" | "ENFILE")) {
+            self.accept_emfile += 1;
+        }
+        self.evs.push(Ev {
+            tid: c.pid.unwrap_or(0),
+            start,
+            end: start + dur,
+            class,
+            mount,
+            ops,
+            accepted: accepted && c.ret.is_some_and(|r| r >= 0),
+            lock,
+        });
+    }
+}
+
+/// A second of the replay.
+#[derive(Default)]
+struct Sec {
+    off: [f64; NUM_CLASSES as usize],
+    on: f64,
+    /// Thread-seconds not waiting for work nor parked on a futex.
+    busy: f64,
+    tids: BTreeSet<u32>,
+    served: u64,
+    path_calls: u64,
+    ops: BTreeMap<usize, u64>,
+}
+
+/// Adds `[a, b)` (s from the window's start) to the seconds it covers.
+fn spread(secs: &mut [Sec], a: f64, b: f64, mut f: impl FnMut(&mut Sec, f64)) {
+    let mut t = a.max(0.0);
+    while t < b {
+        let i = t.floor() as usize;
+        let end = (i as f64 + 1.0).min(b);
+        if let Some(s) = secs.get_mut(i) {
+            f(s, end - t);
+        }
+        t = end;
+    }
+}
+
+/// Idle: waiting for work or parked on a futex (as the sampler's worker count has it).
+fn idle(class: u32) -> bool {
+    class == CLASS_WAIT_WORK || class == CLASS_FUTEX
+}
+
+/// What the trace part of the report knew about each mount.
+pub struct Context<'a> {
+    pub mounts: &'a MountTable,
+    /// The trace's filesystem rows (type, slow kind).
+    pub rows: &'a [FsRow],
+    /// The directory the server sits in (the log's most common working directory).
+    pub start_cwd: Option<&'a [u8]>,
+    /// The target's executable (escaped).
+    pub exe: String,
+}
+
+/// The replay's sums over the window.
+struct Replay {
+    t0: f64,
+    t1: f64,
+    /// The requests served are the connections accepted after `t0` (the load's span).
+    by_accepts: bool,
+    /// strace's own stop between two calls of a thread, s.
+    stop_s: f64,
+    secs: Vec<Sec>,
+    off_s: Vec<f64>,
+    on_s: f64,
+    /// Time between calls that was strace's stops, thread-seconds.
+    stopped_s: f64,
+    /// Per mount: (time, operations, operations per second).
+    fs: BTreeMap<usize, (f64, u64, Vec<u64>)>,
+    locks: BTreeMap<usize, (f64, u64)>,
+    futex: (f64, u64),
+    /// Per thread: (busy, observed) seconds.
+    share: Vec<(f64, f64)>,
+}
+
+/// strace's own cost between two calls of one thread: the shortest gap between one call's
+/// return and the thread's next call in the log. Between two calls a traced thread stops
+/// twice (the exit, then the next entry) while strace writes the line; user code between
+/// back-to-back calls takes next to nothing, so the shortest gap is those stops (16-21 µs in
+/// the logs of tests/tests/strace.rs, whose median gaps were 31-42 µs).
+fn stop_cost(by_tid: &HashMap<u32, Vec<&Ev>>) -> f64 {
+    by_tid
+        .values()
+        .flat_map(|evs| evs.windows(2).map(|w| w[1].start - w[0].end))
+        .filter(|g| *g > 0.0)
+        .reduce(f64::min)
+        .unwrap_or(0.0)
+}
+
+impl Replay {
+    /// One thread's calls, in order.
+    fn thread(&mut self, tid: u32, evs: &[&Ev]) {
+        let (t0, t1) = (self.t0, self.t1);
+        let (mut busy, mut prev_end) = (0.0, None::<f64>);
+        for e in evs {
+            if e.end < t0 || e.start > t1 {
+                continue;
+            }
+            let (a, b) = (e.start.max(t0) - t0, e.end.min(t1) - t0);
+            // Between its calls the thread ran (or waited for a CPU), after strace's stops.
+            if let Some(p) = prev_end.filter(|p| *p < a) {
+                let ran_from = (p + self.stop_s).min(a);
+                self.stopped_s += ran_from - p;
+                spread(&mut self.secs, ran_from, a, |s, d| {
+                    s.on += d;
+                    s.busy += d;
+                    s.tids.insert(tid);
+                });
+                self.on_s += a - ran_from;
+                busy += a - ran_from;
+            }
+            self.call(tid, e, a, b);
+            if !idle(e.class) {
+                busy += b - a;
+            }
+            prev_end = Some(prev_end.map_or(b, |p| p.max(b)));
+        }
+        let observed = evs.last().map_or(0.0, |l| l.end.min(t1))
+            - evs.first().map_or(0.0, |f| f.start.max(t0));
+        self.share.push((busy, observed));
+    }
+
+    /// One call, `[a, b)` of the window.
+    fn call(&mut self, tid: u32, e: &Ev, a: f64, b: f64) {
+        let c = e.class as usize;
+        spread(&mut self.secs, a, b, |s, d| {
+            s.off[c] += d;
+            if !idle(e.class) {
+                s.busy += d;
+            }
+            s.tids.insert(tid);
+        });
+        self.off_s[c] += b - a;
+        let n = self.secs.len();
+        let i = (b.floor() as usize).min(n.saturating_sub(1));
+        if e.accepted && (e.end > self.t0 || !self.by_accepts) {
+            self.secs[i].served += 1;
+        }
+        if e.class == CLASS_PATH {
+            self.secs[i].path_calls += 1;
+        }
+        if let Some(l) = e.lock {
+            let w = self.locks.entry(l).or_default();
+            w.0 += b - a;
+            w.1 += 1;
+        }
+        if e.class == CLASS_FUTEX {
+            self.futex.0 += b - a;
+            self.futex.1 += 1;
+        }
+        if let Some(m) = e.mount {
+            self.fs.entry(m).or_insert_with(|| (0.0, 0, vec![0; n])).0 += b - a;
+        }
+        for (m, k) in &e.ops {
+            let f = self.fs.entry(*m).or_insert_with(|| (0.0, 0, vec![0; n]));
+            f.1 += *k as u64;
+            f.2[i] += *k as u64;
+            *self.secs[i].ops.entry(*m).or_default() += *k as u64;
+        }
+    }
+}
+
+/// What strace's stops took out of the time between calls.
+pub struct Stops {
+    /// The stop between two calls, µs.
+    pub per_gap_us: f64,
+    /// Thread-seconds of the window.
+    pub total_s: f64,
+}
+
+/// The run's observation from the timeline (None without a timed call), and what strace's
+/// stops took.
+pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
+    let (t0, t1, by_accepts) = window(tl)?;
+    let window_s = (t1 - t0).max(1e-3);
+    let mut by_tid: HashMap<u32, Vec<&Ev>> = HashMap::new();
+    for e in &tl.evs {
+        by_tid.entry(e.tid).or_default().push(e);
+    }
+    for evs in by_tid.values_mut() {
+        evs.sort_by(|a, b| a.start.total_cmp(&b.start));
+    }
+    let mut r = Replay {
+        t0,
+        t1,
+        by_accepts,
+        stop_s: stop_cost(&by_tid),
+        secs: (0..window_s.ceil() as usize)
+            .map(|_| Sec::default())
+            .collect(),
+        off_s: vec![0.0; NUM_CLASSES as usize],
+        on_s: 0.0,
+        stopped_s: 0.0,
+        fs: BTreeMap::new(),
+        locks: BTreeMap::new(),
+        futex: (0.0, 0),
+        share: vec![],
+    };
+    let mut tids: Vec<u32> = by_tid.keys().copied().collect();
+    tids.sort();
+    for tid in tids {
+        r.thread(tid, &by_tid[&tid]);
+    }
+    let workers = r
+        .share
+        .iter()
+        .filter(|(busy, seen)| *seen > 0.0 && busy * 2.0 >= *seen)
+        .count();
+    let answered: u64 = r.secs.iter().map(|s| s.served).sum();
+    let obs = RunObs {
+        seconds: r
+            .secs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| second(i, s, window_s, cx.mounts))
+            .collect(),
+        window_s,
+        cores: crate::util::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN).max(1) as f64,
+        offered_rate: 0.0,
+        delivered_rate: answered as f64 / window_s,
+        answered,
+        off_s: r.off_s.clone(),
+        on_cpu_s: r.on_s,
+        charged_cpu_s: 0.0,
+        runq_s: 0.0,
+        workers,
+        filesystems: filesystems(&r.fs, window_s, cx),
+        locks: lock_loads(tl, &r.locks, r.futex),
+        classified: true,
+        quota: None,
+        exe: cx.exe.clone(),
+        allowed_cpus: vec![],
+        noise: vec![],
+        peers: vec![],
+        fd_peak: None,
+        accept_emfile: tl.accept_emfile,
+        generator: None,
+        cpu_unknown: true,
+    };
+    let stops = Stops {
+        per_gap_us: r.stop_s * 1e6,
+        total_s: r.stopped_s,
+    };
+    Some((obs, stops))
+}
+
+/// The window judged: from the first connection accepted to the last (the load's span, as a
+/// live run's window is the load's), else the whole log.
+/// Whether it was the load's span: then the first connection only marks its start, and the
+/// requests served in it are the ones accepted after it.
+fn window(tl: &Timeline) -> Option<(f64, f64, bool)> {
+    let accepted = tl.evs.iter().filter(|e| e.accepted).map(|e| e.end);
+    let first = accepted.clone().reduce(f64::min);
+    let last = accepted.reduce(f64::max);
+    match (first, last) {
+        (Some(a), Some(b)) if b - a >= 1.0 => Some((a, b, true)),
+        _ => Some((
+            tl.evs.iter().map(|e| e.start).reduce(f64::min)?,
+            tl.evs.iter().map(|e| e.end).reduce(f64::max)?,
+            false,
+        )),
+    }
+}
+
+/// One row of the timeline: rates over the part of the second the window covers.
+fn second(i: usize, s: &Sec, window_s: f64, mounts: &MountTable) -> RunSecond {
+    let dt = (window_s - i as f64).clamp(1e-3, 1.0);
+    let r = |v: f64| traps::round(v / dt, 2);
+    RunSecond {
+        t_s: i as u64,
+        served: Some(s.served),
+        cores_busy: r(s.on),
+        target_cpus_busy: r(s.on),
+        target_cores: r(s.on),
+        off_cpu: CLASS_NAMES
+            .iter()
+            .zip(s.off.iter())
+            .filter(|(_, v)| **v > 0.0)
+            .map(|(c, v)| (*c, r(*v)))
+            .collect(),
+        threads: s.tids.len(),
+        busy_threads: (s.busy / dt).round() as usize,
+        path_calls: (s.path_calls as f64 / dt).round() as u64,
+        fs_ops: s
+            .ops
+            .iter()
+            .map(|(m, n)| {
+                (
+                    mounts.mounts[*m].mount_point_display(),
+                    (*n as f64 / dt).round() as u64,
+                )
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// The mounts the threads spent time on or walked.
+fn filesystems(
+    fs: &BTreeMap<usize, (f64, u64, Vec<u64>)>,
+    window_s: f64,
+    cx: &Context,
+) -> Vec<FsLoad> {
+    let start_mount = cx.start_cwd.and_then(|c| cx.mounts.mount_of(c));
+    fs.iter()
+        .map(|(m, (time_s, ops, per_s))| {
+            let mount = &cx.mounts.mounts[*m];
+            let name = mount.mount_point_display();
+            let row = cx.rows.iter().find(|r| r.mount_point == name);
+            let n = per_s.len();
+            FsLoad {
+                fs_type: mount.fs_type.clone(),
+                slow: row
+                    .and_then(|r| r.slow)
+                    .or_else(|| mount.slow_kind())
+                    .map(|k| k.describe().to_string()),
+                syscall_s: *time_s,
+                ops: *ops,
+                ops_kind: "lookups and file I/O calls",
+                ops_per_s: per_s
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        let dt = if i + 1 == n {
+                            (window_s - i as f64).clamp(1e-3, 1.0)
+                        } else {
+                            1.0
+                        };
+                        (*v as f64 / dt).round() as u64
+                    })
+                    .collect(),
+                holds_start_cwd: start_mount == Some(*m),
+                latency_by_ahead: vec![],
+                mount: name,
+            }
+        })
+        .collect()
+}
+
+/// File locks by file, futexes together: the waits inside the window.
+fn lock_loads(
+    tl: &Timeline,
+    files: &BTreeMap<usize, (f64, u64)>,
+    futex: (f64, u64),
+) -> Vec<LockLoad> {
+    let mut out: Vec<LockLoad> = files
+        .iter()
+        .map(|(i, (wait_s, waits))| LockLoad {
+            object: tl.lock_names[*i].clone(),
+            futex: false,
+            wait_s: *wait_s,
+            waits: *waits,
+        })
+        .collect();
+    if futex.1 > 0 {
+        out.push(LockLoad {
+            object: "a futex in user space".into(),
+            futex: true,
+            wait_s: futex.0,
+            waits: futex.1,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strace::Model;
+
+    const MOUNTS: &str = "25 1 8:1 / / rw - ext4 /dev/sda1 rw\n36 25 0:44 / /mnt/slow rw - fuse.slowfs slowfs rw,user_id=0\n";
+
+    /// A log of one php-fpm master (tid 100, in epoll_wait) and its one worker (101): each
+    /// request is accepted, read (4 ms waiting on the socket), slept on (450 ms), with 46 ms
+    /// between calls, every 500 ms; the first accept waited 500 ms for the load.
+    fn one_sleeping_worker() -> String {
+        let mut log = String::from(
+            "100 12:00:00.000000 epoll_wait(5<anon_inode:[eventpoll]>, [], 1, 10000) = 0 <3.000000>\n101 12:00:00.000000 accept4(7<socket:[1]>, NULL, NULL, SOCK_CLOEXEC) = 8<socket:[2]> <0.500000>\n",
+        );
+        for i in 0..5 {
+            let t = 0.5 + 0.5 * i as f64;
+            let at = |dt: f64| format!("12:00:{:09.6}", t + dt);
+            if i > 0 {
+                log += &format!(
+                    "101 {} accept4(7<socket:[1]>, NULL, NULL, SOCK_CLOEXEC) = 8<socket:[{}]> <0.000000>\n",
+                    at(0.0),
+                    i + 2
+                );
+            }
+            log += &format!(
+                "101 {} read(8<socket:[{}]>, \"GET / HTTP/1.0\\r\\n\", 4096) = 16 <0.004000>\n101 {} clock_nanosleep(CLOCK_REALTIME, 0, {{tv_sec=0, tv_nsec=450000000}}, NULL) = 0 <0.450000>\n",
+                at(0.0),
+                i + 2,
+                at(0.01),
+            );
+        }
+        log
+    }
+
+    fn observe_log(log: &str) -> RunObs {
+        let mounts = MountTable::parse(MOUNTS).unwrap();
+        let mut m = Model {
+            timeline: Some(Timeline::default()),
+            ..Default::default()
+        };
+        m.feed(log, None, &mounts);
+        let tl = m.timeline.take().unwrap();
+        let cx = Context {
+            mounts: &mounts,
+            rows: &[],
+            start_cwd: None,
+            exe: String::new(),
+        };
+        observe(&tl, &cx).unwrap().0
+    }
+
+    /// The window is the load's (first accepted connection to last: 0.5-2.5 s); each thread's
+    /// time in it is split exactly: the master waited for work throughout, the worker slept
+    /// 4 × 450 ms, read 4 × 4 ms, and had 6 ms and 40 ms between its calls, of which the
+    /// shortest gap (6 ms: strace's stops, as far as the log can tell) is taken out of each:
+    /// 4 × 34 ms on-CPU; four requests were served after the first, at 2 a second, by one
+    /// worker busy 97 % of the window.
+    #[test]
+    fn a_log_splits_each_thread_s_time_over_the_load_s_window() {
+        let o = observe_log(&one_sleeping_worker());
+        assert!((o.window_s - 2.0).abs() < 1e-9, "{}", o.window_s);
+        let class = |c: &str| o.off_s[CLASS_NAMES.iter().position(|n| *n == c).unwrap()];
+        assert!((class("sleep") - 1.8).abs() < 1e-9, "{:?}", o.off_s);
+        // The master's 2 s in epoll_wait and the worker's 4 reads of its socket.
+        assert!((class("wait_work") - 2.016).abs() < 1e-9, "{:?}", o.off_s);
+        assert!((o.on_cpu_s - 0.136).abs() < 1e-9, "{}", o.on_cpu_s);
+        assert_eq!(o.runq_s, 0.0);
+        assert_eq!(o.answered, 4);
+        assert!((o.delivered_rate - 2.0).abs() < 1e-9);
+        assert_eq!(o.workers, 1);
+        assert_eq!(o.seconds.len(), 2);
+        assert_eq!(
+            o.seconds.iter().map(|s| s.served).collect::<Vec<_>>(),
+            [Some(1), Some(3)]
+        );
+        assert_eq!(o.seconds[0].threads, 2);
+        assert_eq!(o.seconds[0].off_cpu["wait_work"], 1.01);
+        assert!(o.cpu_unknown);
+        // No accept queue was read: all workers busy is what says the load found a ceiling.
+        assert_eq!(o.capped_by(), ["workers-busy"]);
+    }
+
+    /// The same log judged: one worker busy 484 ms per request (all but the socket read and
+    /// strace's stops) is the pool's ceiling, 1 ÷ 484 ms ≈ 2.1/s.
+    #[test]
+    fn one_sleeping_worker_is_the_pool_s_ceiling() {
+        let o = observe_log(&one_sleeping_worker());
+        let f = traps::run::rules(&o);
+        assert_eq!(
+            f.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(),
+            ["pool.too-small"]
+        );
+        let e = &f[0].evidence;
+        assert_eq!(e["workers"], 1);
+        assert_eq!(e["busy_ms_per_request"], 484.0);
+        assert_eq!(e["predicted_ceiling_per_s"], 2.1);
+    }
+
+    /// How a call is classed from its name and arguments: reads of a socket wait for work, of
+    /// a file are file I/O; fcntl waits for a lock only with F_SETLKW; flock names its file; a
+    /// name the table lacks is `other`.
+    #[test]
+    fn calls_are_classed_as_the_probes_class_them() {
+        let c = |name: &str, args: &[&str]| class_of_call(name, args);
+        assert_eq!(
+            c("read", &["8<socket:[12]>", "\"x\"", "10"]).0,
+            CLASS_WAIT_WORK
+        );
+        assert_eq!(
+            c("read", &["8<pipe:[12]>", "\"x\"", "10"]).0,
+            CLASS_WAIT_WORK
+        );
+        let (class, file) = c("read", &["9</srv/a.php>", "\"x\"", "10"]);
+        assert_eq!(
+            (class, file.as_deref()),
+            (CLASS_FILE_IO, Some(&b"/srv/a.php"[..]))
+        );
+        assert_eq!(
+            c("write", &["8<socket:[12]>", "\"x\"", "10"]).0,
+            CLASS_FILE_IO
+        );
+        assert_eq!(
+            c("fcntl", &["9</var/lock/a>", "F_SETLKW", "{l_type=F_WRLCK}"]).0,
+            CLASS_FILE_LOCK
+        );
+        assert_eq!(c("fcntl", &["9</var/lock/a>", "F_GETFL"]).0, CLASS_OTHER);
+        let (class, file) = c("flock", &["9</var/lock/a b>", "LOCK_EX"]);
+        assert_eq!(
+            (class, file.as_deref()),
+            (CLASS_FILE_LOCK, Some(&b"/var/lock/a b"[..]))
+        );
+        assert_eq!(
+            c("futex", &["0x7f", "FUTEX_WAIT_PRIVATE", "2", "NULL"]).0,
+            CLASS_FUTEX
+        );
+        assert_eq!(c("newfstatat", &["AT_FDCWD</srv>", "\"a\""]).0, CLASS_PATH);
+        assert_eq!(
+            c(
+                "epoll_wait",
+                &["5<anon_inode:[eventpoll]>", "[]", "1", "10"]
+            )
+            .0,
+            CLASS_WAIT_WORK
+        );
+        assert_eq!(
+            c("clock_nanosleep", &["CLOCK_REALTIME", "0"]).0,
+            trapdetect_common::offcpu::CLASS_SLEEP
+        );
+        assert_eq!(c("getrandom", &["\"\"", "16", "0"]).0, CLASS_OTHER);
+    }
+
+    /// Two workers on one flock: the waits inside the window, by file; the log's untimed call
+    /// (no -T) is counted apart.
+    #[test]
+    fn lock_waits_are_by_file_and_inside_the_window() {
+        let log = "\
+101 12:00:00.000000 accept4(7<socket:[1]>, NULL, NULL, SOCK_CLOEXEC) = 8<socket:[2]> <0.000100>
+102 12:00:00.000000 accept4(7<socket:[1]>, NULL, NULL, SOCK_CLOEXEC) = 9<socket:[3]> <0.000100>
+101 12:00:00.000200 flock(10</srv/app.lock>, LOCK_EX) = 0 <0.000010>
+102 12:00:00.000200 flock(11</srv/app.lock>, LOCK_EX) = 0 <0.600000>
+101 12:00:00.600000 flock(10</srv/app.lock>, LOCK_UN) = 0 <0.000010>
+101 12:00:00.700000 accept4(7<socket:[1]>, NULL, NULL, SOCK_CLOEXEC) = 8<socket:[4]> <0.400000>
+101 12:00:01.200000 getpid() = 101
+102 12:00:01.200000 flock(11</srv/app.lock>, LOCK_EX) = 0 <0.500000>
+";
+        let o = observe_log(log);
+        // Window: the first accept's return (0.0001) to the last (1.1).
+        assert!((o.window_s - 1.0999).abs() < 1e-9, "{}", o.window_s);
+        assert_eq!(o.locks.len(), 1);
+        let l = &o.locks[0];
+        assert_eq!(l.object, "/srv/app.lock");
+        // 0.6 s by 102 and 2 × 10 µs by 101 (LOCK_UN is a flock call too); 102's second wait
+        // starts after the window.
+        assert_eq!(l.waits, 3);
+        assert!((l.wait_s - 0.60002).abs() < 1e-9, "{}", l.wait_s);
+        assert!(!l.futex);
+    }
+}
