@@ -9,7 +9,9 @@ use std::{process::Command, time::Duration};
 
 use serde_json::Value;
 use trapdetect_e2e::{
-    IGNORE_NET, TempDir, bin, json, require_root, run_bounded, servers::PhpStack, slowfs::SlowFs,
+    IGNORE_NET, TempDir, bin, json, require_root, run_bounded,
+    servers::{PhpOptions, PhpStack},
+    slowfs::SlowFs,
 };
 
 /// `trapdetect run` under `setpriv`: no capability but CAP_SYS_PTRACE, none inheritable.
@@ -157,6 +159,72 @@ fn sampled_cwd_deep_in_fuse_is_the_mount_verdict() {
     assert_eq!(
         code,
         if r["measurement"]["trusted"] == true {
+            1
+        } else {
+            3
+        }
+    );
+}
+
+/// php-fpm started on ext4 with its code (the docroot) on the serialized 200 µs FUSE mount:
+/// sampled, the verdict is the mount, with the files the requests use as the cause (not the
+/// working directory), as under eBPF (run.rs); and `--backend auto` with every capability
+/// picks eBPF, says so, and gives the same cause with the FUSE requests counted.
+#[test]
+fn sampled_code_on_fuse_is_the_mount_verdict_and_auto_with_cap_bpf_traces() {
+    if !require_root("sampled_code_on_fuse_is_the_mount_verdict_and_auto_with_cap_bpf_traces") {
+        return;
+    }
+    let fs = SlowFs::mount(200, |b| {
+        std::fs::create_dir_all(b.join("www")).unwrap();
+        std::fs::write(b.join("www/tpl.html"), "<p>hello</p>\n").unwrap();
+        std::fs::write(
+            b.join("www/index.php"),
+            "<?php echo strlen(file_get_contents(__DIR__ . '/tpl.html')), \"\\n\";",
+        )
+        .unwrap();
+    });
+    let cwd = TempDir::new("sample-code");
+    let stack = PhpStack::start_with(
+        cwd.path(),
+        4,
+        "",
+        PhpOptions {
+            docroot: Some(fs.mount.join("www")),
+            ..Default::default()
+        },
+    );
+    let mount = fs.mount.to_str().unwrap();
+    let (s, code) = run_without_bpf(stack.fpm.pid(), &stack.url(), "400", "sample");
+    let (e, _) = run_with(stack.fpm.pid(), &stack.url(), "400", "auto", false, &[]);
+    assert_sampled(&s);
+    let b = &e["measurement"]["backend"];
+    assert_eq!(b["name"], "ebpf", "{b}");
+    assert_eq!(e["run"]["classes_method"], "exact");
+    for (r, what) in [(&s, "sampled"), (&e, "auto")] {
+        let cause = r["verdict"]["cause"].as_str().unwrap_or("");
+        assert!(
+            cause == "fs.slow-ops" || cause == "fs.serialized",
+            "{what}: {cause}: {:?}",
+            ids(r)
+        );
+        let ev = &finding(r, cause).unwrap()["evidence"];
+        assert_eq!(ev["mount"], mount, "{what}");
+        assert_eq!(ev["cause"], "files the requests use", "{what}");
+        assert!(finding(r, "fs.cwd-slow").is_none(), "{what}: {:?}", ids(r));
+    }
+    assert!(
+        finding(&s, s["verdict"]["cause"].as_str().unwrap()).unwrap()["evidence"]
+            ["ops_per_request"]
+            .as_str()
+            .unwrap()
+            .starts_with("unavailable")
+    );
+    let ev = &finding(&e, e["verdict"]["cause"].as_str().unwrap()).unwrap()["evidence"];
+    assert_eq!(ev["ops_kind"], "FUSE requests");
+    assert_eq!(
+        code,
+        if s["measurement"]["trusted"] == true {
             1
         } else {
             3

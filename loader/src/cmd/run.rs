@@ -44,10 +44,10 @@ pub struct RunArgs {
     pub backend: crate::sample::BackendArgs,
     /// Judge an `strace -f -tt -T -y` log (or the `-ff` set FILE.PID) instead of tracing: the
     /// threads' time split, rules and verdict from their calls, no eBPF, no load, no privilege.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["pid", "load_results", "command", "btf"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["load_results", "command", "btf"])]
     pub from_strace: Option<PathBuf>,
     /// The target's mount table saved with the strace log (a copy of /proc/PID/mountinfo);
-    /// default: trapdetect's own.
+    /// default: the live one of --pid, else trapdetect's own.
     #[arg(long, value_name = "FILE", requires = "from_strace")]
     pub mountinfo: Option<PathBuf>,
 }
@@ -132,7 +132,7 @@ fn from_strace(args: &RunArgs, log: &std::path::Path) -> Result<i32> {
         ("--html", args.load.output.html.as_deref()),
     ])?;
     crate::output::check_all(&args.load.output.export.paths())?;
-    let report = crate::strace::run_report(log, args.mountinfo.as_deref(), 12)?;
+    let report = crate::strace::run_report(log, args.mountinfo.as_deref(), args.pid, 12)?;
     finish(args, report)
 }
 
@@ -205,8 +205,9 @@ mod tests {
         }
     }
 
-    /// `run --from-strace FILE` takes no pid and drives nothing: a pid, a URL or a rate beside
-    /// it is refused (exit 2), as is a log that does not exist.
+    /// `run --from-strace FILE` needs no pid (one names the live mount table) and drives
+    /// nothing: a URL, a rate or another generator beside it is refused (exit 2), as is a log
+    /// that does not exist.
     #[test]
     fn from_strace_takes_a_log_instead_of_a_pid_and_a_load() {
         let parse = |a: &[&str]| {
@@ -215,7 +216,7 @@ mod tests {
             Cli::try_parse_from(&all)
         };
         assert_eq!(
-            parse(&["--from-strace", "x", "--pid", "1"])
+            parse(&["--from-strace", "x", "--load-results", "y"])
                 .unwrap_err()
                 .exit_code(),
             2

@@ -462,8 +462,13 @@ fn read(
 
 /// `run --from-strace FILE`: the trace's tables and fs findings, then `run`'s time split,
 /// rules and verdict from every thread's calls.
-pub fn run_report(path: &Path, mountinfo: Option<&Path>, top: usize) -> Result<Report> {
-    let (mut model, mounts) = read(path, mountinfo, None, true)?;
+pub fn run_report(
+    path: &Path,
+    mountinfo: Option<&Path>,
+    pid: Option<u32>,
+    top: usize,
+) -> Result<Report> {
+    let (mut model, mounts) = read(path, mountinfo, pid, true)?;
     let timeline = model.timeline.take().unwrap_or_default();
     let start_cwd = model.cwds().first().map(|c| c.path.clone());
     let untimed = timeline.untimed;
