@@ -249,32 +249,37 @@ pub fn run(
         note: None,
         served: None,
     });
-    let m = &mut report.measurement;
-    m.notes.push(
-        "sampled: lookups and operations per request, FUSE requests and accepted connections need exact counts (eBPF, or --from-strace for path lookups) and are not reported".into(),
-    );
-    if stats.unreadable > 0 {
-        m.notes.push(format!(
-            "{} of {} thread samples could not read the blocked thread's syscall (another user's process without CAP_SYS_PTRACE): their blocked time is `unknown`",
-            stats.unreadable, stats.thread_samples
-        ));
-    }
-    if stats.late * 10 > stats.rounds.max(1) {
-        m.notes.push(format!(
-            "{} of {} sampling rounds started late (the sampler waited for a CPU): fewer samples than asked",
-            stats.late, stats.rounds
-        ));
-    }
-    if let Some(s) = exited_after {
-        m.notes.push(format!(
-            "the target exited {s:.1} s into the window; figures cover what was gathered until then"
-        ));
-    }
+    notes(&mut report.measurement.notes, &stats, exited_after);
     report.add(&SampleSection::of(&stats, &mounts));
     if let Ok(v) = serde_json::to_value(crate::host::fingerprint::gather(Some(opts.pid))) {
         report.sections.insert("fingerprint".into(), v);
     }
     Ok((report, Sampled { stats, lock_names }))
+}
+
+/// What limits a sampled session's figures: what sampling cannot count, unreadable threads,
+/// late rounds, a target that exited.
+fn notes(notes: &mut Vec<String>, stats: &SampleStats, exited_after: Option<f64>) {
+    notes.push(
+        "sampled: lookups and operations per request, FUSE requests and accepted connections need exact counts (eBPF, or --from-strace for path lookups) and are not reported".into(),
+    );
+    if stats.unreadable > 0 {
+        notes.push(format!(
+            "{} of {} thread samples could not read the blocked thread's syscall (another user's process without CAP_SYS_PTRACE): their blocked time is `unknown`",
+            stats.unreadable, stats.thread_samples
+        ));
+    }
+    if stats.late * 10 > stats.rounds.max(1) {
+        notes.push(format!(
+            "{} of {} sampling rounds started late (the sampler waited for a CPU): fewer samples than asked",
+            stats.late, stats.rounds
+        ));
+    }
+    if let Some(s) = exited_after {
+        notes.push(format!(
+            "the target exited {s:.1} s into the window; figures cover what was gathered until then"
+        ));
+    }
 }
 
 /// 95 % interval half-width, in points, of a share estimated from `n` samples of which `k`

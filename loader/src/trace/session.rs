@@ -271,7 +271,7 @@ impl Session {
     ) -> Result<(Observations, LoadOutcome)> {
         let Session {
             target,
-            mut mounts,
+            mounts,
             net_start,
             mut probes,
             reader,
@@ -287,29 +287,17 @@ impl Session {
         let Window {
             window_s,
             exited_after,
-            mut cwds,
+            cwds,
             cpu_before,
         } = window;
         // Stop the probe load first (in-flight requests finish) so its last requests'
         // syscalls are in the counts read next.
-        let (outcome, sent_bytes_max, request_ms) = match load {
-            Some(l) => (l.finish()?, l.sent_bytes_max(), l.request_ms()),
-            None => (LoadOutcome::default(), None, None),
-        };
+        let (outcome, sent_bytes_max, request_ms) = finish_load(load)?;
         let request_basis = outcome.count;
         let readings = net::stop(&mut armed);
         let counts = probes.read()?;
         let served = if served_on {
-            probes
-                .served()?
-                .map(|[payload_bytes, data_segments, reqs]| requests::Served {
-                    ports: own_ports.iter().chain(&front_ports).copied().collect(),
-                    own_ports: own_ports.clone(),
-                    payload_bytes,
-                    data_segments,
-                    requests: (!own_ports.is_empty()).then_some(reqs),
-                    probe_bytes_max: sent_bytes_max,
-                })
+            served_of(&probes, &own_ports, &front_ports, sent_bytes_max)?
         } else {
             None
         };
@@ -325,55 +313,21 @@ impl Session {
             .filter(|k| k.flags & PF_TRUNCATED != 0)
             .count() as u64;
         let fuse_measured = probes.is_attached(PROG_FUSE_REQUEST_SEND);
-        let cost = super::cost::Measured {
-            programs: probes.run_stats(),
-            window_s: stats_since.elapsed().as_secs_f64(),
-            on_s: stats.borrow().on_s(),
-            sampled: stats.borrow().sampled(),
-            refused: stats.borrow().refused.clone(),
-            process_cpu_s: cpu_since
-                .zip(super::cost::process_cpu_s())
-                .map(|(a, b)| (b - a).max(0.0)),
-        };
+        let cost = cost_of(&probes, &stats.borrow(), stats_since, cpu_since);
         let probe_rows = std::mem::take(&mut probes.rows);
         let missing_required = std::mem::take(&mut probes.missing_required);
         // Detach now: everything below is user-space work. Statistics off with them (the
         // host's setting is back as it was).
         drop(probes);
         stats.into_inner().finish();
-
         // Refresh what may have changed during the window (mounts, cwds), while the target
         // lives.
-        if exited_after.is_none()
-            && let Ok(m) = MountTable::of_pid(opts.pid)
-        {
-            mounts = m;
-        }
-        cwds.rescan(opts.pid);
-        cwds.sample();
-        let processes = cwds.tree.len().max(1);
-        if let Some(c) = &target.cwd {
-            cwds.seen.entry(normalize(c)).or_insert(1);
-        }
-        let mut cwds: Vec<CwdObs> = cwds
-            .seen
-            .into_iter()
-            .map(|(path, processes)| CwdObs {
-                path,
-                processes,
-                visited: false,
-            })
-            .collect();
-        cwds.sort_by(|a, b| {
-            b.processes
-                .cmp(&a.processes)
-                .then_with(|| a.path.cmp(&b.path))
-        });
-        let not_tcp = counts
-            .counters
-            .get(C_CONNECT_NOT_TCP as usize)
-            .copied()
-            .unwrap_or(0);
+        let mounts = match exited_after {
+            None => MountTable::of_pid(opts.pid).unwrap_or(mounts),
+            Some(_) => mounts,
+        };
+        let (cwds, processes) = final_cwds(cwds, opts.pid, &target);
+        let not_tcp = counts.counters.get(C_CONNECT_NOT_TCP as usize).copied();
         Ok((
             Observations {
                 target,
@@ -397,10 +351,10 @@ impl Session {
                 net_start,
                 armed,
                 net: net::Measured {
+                    not_tcp: not_tcp.unwrap_or(0),
                     readings,
                     connect,
                     missed,
-                    not_tcp,
                     upstream,
                 },
                 cost,
@@ -408,4 +362,79 @@ impl Session {
             outcome,
         ))
     }
+}
+
+/// The load's outcome, the largest request it sent and its request time (nothing without a
+/// load).
+fn finish_load(
+    load: Option<&mut dyn LoadDriver>,
+) -> Result<(LoadOutcome, Option<u64>, Option<f64>)> {
+    Ok(match load {
+        Some(l) => (l.finish()?, l.sent_bytes_max(), l.request_ms()),
+        None => (LoadOutcome::default(), None, None),
+    })
+}
+
+/// The requests the target's ports received, counted in the kernel (`tcp_probe`).
+fn served_of(
+    probes: &Probes,
+    own_ports: &[u16],
+    front_ports: &[u16],
+    sent_bytes_max: Option<u64>,
+) -> Result<Option<requests::Served>> {
+    Ok(probes
+        .served()?
+        .map(|[payload_bytes, data_segments, reqs]| requests::Served {
+            ports: own_ports.iter().chain(front_ports).copied().collect(),
+            own_ports: own_ports.to_vec(),
+            payload_bytes,
+            data_segments,
+            requests: (!own_ports.is_empty()).then_some(reqs),
+            probe_bytes_max: sent_bytes_max,
+        }))
+}
+
+/// The tracer's own cost: its programs' run time and its process's CPU since the attach.
+fn cost_of(
+    probes: &Probes,
+    stats: &crate::probe::stats::StatsOn,
+    since: Instant,
+    cpu_since: Option<f64>,
+) -> super::cost::Measured {
+    super::cost::Measured {
+        programs: probes.run_stats(),
+        window_s: since.elapsed().as_secs_f64(),
+        on_s: stats.on_s(),
+        sampled: stats.sampled(),
+        refused: stats.refused.clone(),
+        process_cpu_s: cpu_since
+            .zip(super::cost::process_cpu_s())
+            .map(|(a, b)| (b - a).max(0.0)),
+    }
+}
+
+/// The working directories of the tree at the end (the target's own first seen counted
+/// once), most processes first; and how many processes the tree had.
+fn final_cwds(mut cwds: CwdSampler, pid: u32, target: &Process) -> (Vec<CwdObs>, usize) {
+    cwds.rescan(pid);
+    cwds.sample();
+    let processes = cwds.tree.len().max(1);
+    if let Some(c) = &target.cwd {
+        cwds.seen.entry(normalize(c)).or_insert(1);
+    }
+    let mut out: Vec<CwdObs> = cwds
+        .seen
+        .into_iter()
+        .map(|(path, processes)| CwdObs {
+            path,
+            processes,
+            visited: false,
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.processes
+            .cmp(&a.processes)
+            .then_with(|| a.path.cmp(&b.path))
+    });
+    (out, processes)
 }
