@@ -261,13 +261,13 @@ unsafe impl aya::Pod for ThreadSlot {}
 
 /// Program: `tp_btf/sched_switch`, closes and opens intervals.
 pub const PROG_OFFCPU_SWITCH: &str = "offcpu_sched_switch";
-/// Program: `tp_btf/sched_wakeup`, a blocked thread becomes runnable.
+/// Program: `tp_btf/sched_waking`, a blocked thread is woken (in the waker's context).
 pub const PROG_OFFCPU_WAKEUP: &str = "offcpu_sched_wakeup";
 /// Program: `tp_btf/sched_wakeup_new`, a new thread becomes runnable.
 pub const PROG_OFFCPU_WAKEUP_NEW: &str = "offcpu_sched_wakeup_new";
 /// Program: `raw_tp/sched_switch`, where `tp_btf` cannot load (no kernel BTF, Linux < 5.5).
 pub const PROG_OFFCPU_SWITCH_RAW: &str = "offcpu_sched_switch_raw";
-/// Program: `raw_tp/sched_wakeup`.
+/// Program: `raw_tp/sched_waking`.
 pub const PROG_OFFCPU_WAKEUP_RAW: &str = "offcpu_sched_wakeup_raw";
 /// Program: `raw_tp/sched_wakeup_new`.
 pub const PROG_OFFCPU_WAKEUP_NEW_RAW: &str = "offcpu_sched_wakeup_new_raw";

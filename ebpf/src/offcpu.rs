@@ -352,8 +352,9 @@ fn count_waker<const REGS: bool>() {
     }
 }
 
-/// tp_btf/sched_wakeup(struct task_struct *p).
-#[btf_tracepoint(function = "sched_wakeup")]
+/// tp_btf/sched_waking(struct task_struct *p): in the waker's context (sched_wakeup fires on the
+/// woken thread's CPU when the wakeup is queued there, from the idle task).
+#[btf_tracepoint(function = "sched_waking")]
 pub fn offcpu_sched_wakeup(ctx: BtfTracePointContext) -> i32 {
     on_wakeup::<true>(ctx.arg(0), false);
     0
@@ -366,8 +367,8 @@ pub fn offcpu_sched_wakeup_new(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// raw_tp/sched_wakeup(struct task_struct *p).
-#[raw_tracepoint(tracepoint = "sched_wakeup")]
+/// raw_tp/sched_waking(struct task_struct *p).
+#[raw_tracepoint(tracepoint = "sched_waking")]
 pub fn offcpu_sched_wakeup_raw(ctx: RawTracePointContext) -> i32 {
     on_wakeup::<false>(ctx.arg(0), false);
     0

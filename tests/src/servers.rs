@@ -324,6 +324,9 @@ pub struct StaticOptions {
     pub worker_rlimit_nofile: Option<u32>,
     /// `worker_processes` (default 1).
     pub workers: u32,
+    /// A reverse proxy to `http://127.0.0.1:PORT` (a new upstream connection per request)
+    /// instead of serving files.
+    pub proxy_to: Option<u16>,
 }
 
 impl StaticNginx {
@@ -363,10 +366,13 @@ impl StaticNginx {
                  http {{\n  access_log off;\n  keepalive_requests 1000000;\n  client_body_temp_path {d}/nginx-tmp/body;\n\
                    fastcgi_temp_path {d}/nginx-tmp/fcgi;\n  proxy_temp_path {d}/nginx-tmp/proxy;\n\
                    uwsgi_temp_path {d}/nginx-tmp/uwsgi;\n  scgi_temp_path {d}/nginx-tmp/scgi;\n\
-                   server {{\n    listen 127.0.0.1:{port} backlog=1024;\n    root {root};\n  }}\n}}\n",
+                   server {{\n    listen 127.0.0.1:{port} backlog=1024;\n    {serve}\n  }}\n}}\n",
                 workers = opts.workers.max(1),
                 d = d.display(),
-                root = docroot.display()
+                serve = match opts.proxy_to {
+                    Some(p) => format!("location / {{ proxy_pass http://127.0.0.1:{p}; }}"),
+                    None => format!("root {};", docroot.display()),
+                }
             ),
         )
         .unwrap();

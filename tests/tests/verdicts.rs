@@ -548,6 +548,50 @@ fn a_slow_mount_that_answers_side_by_side_leaves_the_pool_as_the_ceiling() {
     );
 }
 
+/// nginx proxying to two gunicorn sync workers that take one flock for 50 ms per request (the
+/// upstream serves 20/s), flooded at twice that through nginx, with nginx traced: no rule of
+/// nginx's own threads explains the cap (they wait for work), so the verdict names no cause,
+/// says what caps it lies outside the traced processes, and names the processes that woke
+/// them: the gunicorn workers (the ground truth: their pids).
+#[test]
+fn a_proxy_waiting_on_its_upstream_points_past_itself_to_the_workers() {
+    if !require_root("a_proxy_waiting_on_its_upstream_points_past_itself_to_the_workers") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-proxy");
+    let g = Gunicorn::start(cwd.path(), 2, Work::Flock(cwd.path().join("up.lock"), 50));
+    let proxy = StaticNginx::start_with(
+        &[],
+        StaticOptions {
+            proxy_to: Some(g.port),
+            ..Default::default()
+        },
+    );
+    let r = builtin(proxy.nginx.pid(), &proxy.url("/"), 40.0, &[]);
+    assert_eq!(r.cause(), None, "{}\n{:?}", r.verdict(), r.ids());
+    assert_eq!(r.verdict()["capped"], true, "{}", r.verdict());
+    near("delivered", r.delivered(), 20.0);
+    let summary = r.verdict()["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("waited for work") && summary.contains("outside the traced processes"),
+        "{summary}"
+    );
+    for w in g.workers() {
+        assert!(
+            summary.contains(&format!("(pid {w})")),
+            "gunicorn worker {w} not named: {summary}"
+        );
+    }
+    assert!(
+        r.ids()
+            .iter()
+            .all(|i| !i.starts_with("cpu.") && !i.starts_with("fs.")),
+        "{:?}",
+        r.ids()
+    );
+}
+
 /// One gunicorn sync worker that spends 40 ms per request off the CPU (an uncontended flock
 /// held 40 ms): the pool of one is the ceiling, 25/s by construction, whichever generator
 /// drives it — the built-in open loop, `-- wrk`, or hey's CSV.

@@ -1,4 +1,4 @@
-//! The off-CPU probes (`tp_btf` on `sched_switch`, `sched_wakeup`, `sched_wakeup_new`, their
+//! The off-CPU probes (`tp_btf` on `sched_switch`, `sched_waking`, `sched_wakeup_new`, their
 //! `raw_tp` twins where `tp_btf` cannot load, and `raw_tp` on `sys_enter`/`sys_exit` where the
 //! blocked syscall cannot be read from registers): their rows of the compatibility table, the
 //! kernel offsets they need, which method names the blocked syscall, and reading their sums.
@@ -32,9 +32,9 @@ pub(super) fn entries() -> Vec<Entry> {
         },
         Entry {
             program: PROG_OFFCPU_WAKEUP.into(),
-            attach: vec![(TP_BTF, "sched_wakeup".into())],
+            attach: vec![(TP_BTF, "sched_waking".into())],
             required: false,
-            purpose: "a blocked traced thread becomes runnable: its off-CPU interval ends, its run-queue wait begins",
+            purpose: "a blocked traced thread is woken: its off-CPU interval ends, its run-queue wait begins; sched_waking runs in the waker's context (sched_wakeup runs on the woken thread's CPU when the wakeup is queued there, where the waker is the idle task), so the process that woke it is counted",
         },
         Entry {
             program: PROG_OFFCPU_WAKEUP_NEW.into(),
@@ -50,7 +50,7 @@ pub(super) fn entries() -> Vec<Entry> {
         },
         Entry {
             program: PROG_OFFCPU_WAKEUP_RAW.into(),
-            attach: vec![(RAW_TP, "sched_wakeup".into())],
+            attach: vec![(RAW_TP, "sched_waking".into())],
             required: false,
             purpose: "the wakeup program as a raw tracepoint, where tp_btf cannot load",
         },
