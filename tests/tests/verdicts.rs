@@ -548,11 +548,13 @@ fn a_slow_mount_that_answers_side_by_side_leaves_the_pool_as_the_ceiling() {
     );
 }
 
-/// nginx proxying to two gunicorn sync workers that take one flock for 50 ms per request (the
-/// upstream serves 20/s), flooded at twice that through nginx, with nginx traced: no rule of
-/// nginx's own threads explains the cap (they wait for work), so the verdict names no cause,
-/// says what caps it lies outside the traced processes, and names the processes that woke
-/// them: the gunicorn workers (the ground truth: their pids).
+/// nginx proxying to one gunicorn sync worker that holds a flock no one else wants for 40 ms
+/// per request (the upstream serves 25/s), flooded at twice that through nginx, with nginx
+/// traced: no rule of nginx's own threads explains the cap (they wait for work), so the
+/// verdict names no cause, says what caps it lies outside the traced processes, and names the
+/// processes that woke them: the gunicorn worker (the ground truth: its pid). One worker, not
+/// two on a shared lock: the lock's holder keeps winning it, and the other worker woke nginx
+/// under the 10 times a second a peer must (CI, stop 37's run: one of two named).
 #[test]
 fn a_proxy_waiting_on_its_upstream_points_past_itself_to_the_workers() {
     if !require_root("a_proxy_waiting_on_its_upstream_points_past_itself_to_the_workers") {
@@ -560,7 +562,7 @@ fn a_proxy_waiting_on_its_upstream_points_past_itself_to_the_workers() {
     }
     let _s = serial();
     let cwd = TempDir::new("verdict-proxy");
-    let g = Gunicorn::start(cwd.path(), 2, Work::Flock(cwd.path().join("up.lock"), 50));
+    let g = Gunicorn::start(cwd.path(), 1, Work::Flock(cwd.path().join("up.lock"), 40));
     let proxy = StaticNginx::start_with(
         &[],
         StaticOptions {
@@ -568,10 +570,10 @@ fn a_proxy_waiting_on_its_upstream_points_past_itself_to_the_workers() {
             ..Default::default()
         },
     );
-    let r = builtin(proxy.nginx.pid(), &proxy.url("/"), 40.0, &[]);
+    let r = builtin(proxy.nginx.pid(), &proxy.url("/"), 50.0, &[]);
     assert_eq!(r.cause(), None, "{}\n{:?}", r.verdict(), r.ids());
     assert_eq!(r.verdict()["capped"], true, "{}", r.verdict());
-    near("delivered", r.delivered(), 20.0);
+    near("delivered", r.delivered(), 25.0);
     let summary = r.verdict()["summary"].as_str().unwrap();
     assert!(
         summary.contains("waited for work") && summary.contains("outside the traced processes"),
