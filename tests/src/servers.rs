@@ -122,7 +122,33 @@ pub struct PhpOptions {
     pub listen_tcp: bool,
 }
 
+/// A PHP site in `dir/www`: `index.php` reads the template `tpl.html` beside it (by `__DIR__`)
+/// on every request: code and a file it uses, for a docroot on a slow mount.
+pub fn php_site(dir: &Path) {
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::write(dir.join("www/tpl.html"), "<p>hello</p>\n").unwrap();
+    std::fs::write(
+        dir.join("www/index.php"),
+        "<?php echo strlen(file_get_contents(__DIR__ . '/tpl.html')), \"\\n\";",
+    )
+    .unwrap();
+}
+
 impl PhpStack {
+    /// Starts php-fpm with its working directory at `cwd` and its code in `docroot` (which
+    /// holds `index.php`: [`php_site`]).
+    pub fn start_in_docroot(cwd: &Path, workers: u32, docroot: PathBuf) -> PhpStack {
+        PhpStack::start_with(
+            cwd,
+            workers,
+            "",
+            PhpOptions {
+                docroot: Some(docroot),
+                ..Default::default()
+            },
+        )
+    }
+
     /// Starts php-fpm with its working directory at `cwd`, `workers` static children, and an
     /// nginx in front. `index.php` is the script every request runs.
     pub fn start(cwd: &Path, workers: u32, index_php: &str) -> PhpStack {

@@ -10,7 +10,7 @@ use std::{process::Command, time::Duration};
 use serde_json::Value;
 use trapdetect_e2e::{
     IGNORE_NET, TempDir, bin, json, require_root, run_bounded,
-    servers::{PhpOptions, PhpStack},
+    servers::{PhpStack, php_site},
     slowfs::SlowFs,
 };
 
@@ -175,25 +175,9 @@ fn sampled_code_on_fuse_is_the_mount_verdict_and_auto_with_cap_bpf_traces() {
     if !require_root("sampled_code_on_fuse_is_the_mount_verdict_and_auto_with_cap_bpf_traces") {
         return;
     }
-    let fs = SlowFs::mount(200, |b| {
-        std::fs::create_dir_all(b.join("www")).unwrap();
-        std::fs::write(b.join("www/tpl.html"), "<p>hello</p>\n").unwrap();
-        std::fs::write(
-            b.join("www/index.php"),
-            "<?php echo strlen(file_get_contents(__DIR__ . '/tpl.html')), \"\\n\";",
-        )
-        .unwrap();
-    });
+    let fs = SlowFs::mount(200, php_site);
     let cwd = TempDir::new("sample-code");
-    let stack = PhpStack::start_with(
-        cwd.path(),
-        4,
-        "",
-        PhpOptions {
-            docroot: Some(fs.mount.join("www")),
-            ..Default::default()
-        },
-    );
+    let stack = PhpStack::start_in_docroot(cwd.path(), 4, fs.mount.join("www"));
     let mount = fs.mount.to_str().unwrap();
     let (s, code) = run_without_bpf(stack.fpm.pid(), &stack.url(), "400", "sample");
     let (e, _) = run_with(stack.fpm.pid(), &stack.url(), "400", "auto", false, &[]);

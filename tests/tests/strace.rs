@@ -14,7 +14,7 @@ use std::{
 use serde_json::Value;
 use trapdetect_e2e::{
     TempDir, json, require_root,
-    servers::{PhpOptions, PhpStack, http_get},
+    servers::{PhpStack, http_get, php_site},
     slowfs::SlowFs,
     trapdetect, wait_until,
     zoo::{Gunicorn, Work},
@@ -227,6 +227,17 @@ fn assert_from_log(r: &Value, code: i32, cause: Option<&str>) {
     );
 }
 
+/// The verdict is the mount's (`fs.serialized`, or `fs.slow-ops` where its rate was not flat),
+/// from a log; the cause's evidence.
+fn fs_cause<'a>(r: &'a Value, code: i32, mount: &str) -> &'a Value {
+    let cause = r["verdict"]["cause"].as_str().unwrap_or("none");
+    assert!(["fs.serialized", "fs.slow-ops"].contains(&cause), "{cause}");
+    assert_from_log(r, code, Some(cause));
+    let e = &finding(r, cause)["evidence"];
+    assert_eq!(e["mount"], mount);
+    e
+}
+
 /// The share of the threads' time in `class`, of their time not waiting for work.
 fn busy_share(r: &Value, class: &str) -> f64 {
     let t = &r["run"]["thread_seconds"];
@@ -248,15 +259,7 @@ fn a_log_of_php_fpm_on_a_slow_mount_is_the_mount_s_verdict() {
     if !require_root("a_log_of_php_fpm_on_a_slow_mount_is_the_mount_s_verdict") {
         return;
     }
-    let fs = SlowFs::mount(200, |b| {
-        std::fs::create_dir_all(b.join("www")).unwrap();
-        std::fs::write(b.join("www/tpl.html"), "<p>hello</p>\n").unwrap();
-        std::fs::write(
-            b.join("www/index.php"),
-            "<?php echo strlen(file_get_contents(__DIR__ . '/tpl.html')), \"\\n\";",
-        )
-        .unwrap();
-    });
+    let fs = SlowFs::mount(200, php_site);
     let mount = fs.mount.to_str().unwrap();
     let dir = TempDir::new("strace-run-fs");
     {
@@ -264,14 +267,7 @@ fn a_log_of_php_fpm_on_a_slow_mount_is_the_mount_s_verdict() {
         let stack = PhpStack::start(&deep, 4, "<?php echo \"ok\\n\";");
         let (log, mi) = capture(stack.fpm.pid(), &stack.url(), 8, dir.path());
         let (r, code) = run_log(&log, &mi);
-        let cause = r["verdict"]["cause"].as_str().unwrap_or("none").to_string();
-        assert!(
-            ["fs.serialized", "fs.slow-ops"].contains(&cause.as_str()),
-            "{cause}"
-        );
-        assert_from_log(&r, code, Some(&cause));
-        let e = &finding(&r, &cause)["evidence"];
-        assert_eq!(e["mount"], mount);
+        let e = fs_cause(&r, code, mount);
         assert_eq!(e["fs_type"], "fuse.slowfs");
         assert_eq!(e["cause"], "working directory");
         // NTS php-fpm chdirs back into its working directory once per request: 7 lookups
@@ -293,25 +289,10 @@ fn a_log_of_php_fpm_on_a_slow_mount_is_the_mount_s_verdict() {
     }
     {
         let cwd = TempDir::new("strace-run-code");
-        let stack = PhpStack::start_with(
-            cwd.path(),
-            4,
-            "",
-            PhpOptions {
-                docroot: Some(fs.mount.join("www")),
-                ..Default::default()
-            },
-        );
+        let stack = PhpStack::start_in_docroot(cwd.path(), 4, fs.mount.join("www"));
         let (log, mi) = capture(stack.fpm.pid(), &stack.url(), 8, dir.path());
         let (r, code) = run_log(&log, &mi);
-        let cause = r["verdict"]["cause"].as_str().unwrap_or("none").to_string();
-        assert!(
-            ["fs.serialized", "fs.slow-ops"].contains(&cause.as_str()),
-            "{cause}"
-        );
-        assert_from_log(&r, code, Some(&cause));
-        let e = &finding(&r, &cause)["evidence"];
-        assert_eq!(e["mount"], mount);
+        let e = fs_cause(&r, code, mount);
         assert_eq!(e["cause"], "files the requests use");
         // The chdir into the docroot, the script's and the template's lookups, and the file
         // I/O on both (fstat, read, close): more than the lookups alone.

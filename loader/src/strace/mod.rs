@@ -510,15 +510,7 @@ pub fn run_report(
         delivered_basis: DELIVERED_BASIS.into(),
         timeouts: 0,
     };
-    let v = traps::run::verdict(&obs, &mut report.findings, &inputs);
-    if !v.trusted {
-        report.measurement.trusted = false;
-        report.measurement.problems.push(format!(
-            "the verdict is that the log measured something other than the server: {}",
-            v.summary
-        ));
-    }
-    report.verdict = Some(v);
+    crate::trace::run::driver::record_verdict(&mut report, &obs, &inputs, "log");
     report.add(&crate::trace::run::section::RunSection::of(
         &obs,
         0,

@@ -182,11 +182,22 @@ fn judge(report: &mut Report, obs: &RunObs, side: &LoadSide, sampler: &Sampler) 
             .filter_map(|x| x.errors.get("timeout"))
             .sum(),
     };
-    let v = traps::run::verdict(obs, &mut report.findings, &inputs);
+    record_verdict(report, obs, &inputs, "run");
+}
+
+/// The verdict of `obs`, said in the report; the measurement is not trusted when the verdict
+/// is that `what` (the run, the log) measured something other than the server.
+pub fn record_verdict(
+    report: &mut Report,
+    obs: &RunObs,
+    inputs: &traps::run::VerdictInputs,
+    what: &str,
+) {
+    let v = traps::run::verdict(obs, &mut report.findings, inputs);
     if !v.trusted {
         report.measurement.trusted = false;
         report.measurement.problems.push(format!(
-            "the verdict is that the run measured something other than the server: {}",
+            "the verdict is that the {what} measured something other than the server: {}",
             v.summary
         ));
     }
