@@ -2875,6 +2875,40 @@ mod tests {
         assert_eq!(f[0].severity, Severity::Warn);
     }
 
+    /// One worker busy the whole window, no offered rate: where the accept queue was read and
+    /// stayed empty, the worker kept up with what came (no ceiling); where none was read (an
+    /// strace log), the worker's own time is the evidence (`workers-busy`), and a worker busy
+    /// under 90 % of the window is not.
+    #[test]
+    fn all_workers_busy_says_capped_only_where_no_accept_queue_was_read() {
+        let run = |queue: Option<u64>, sleep_s: f64| {
+            RunObs {
+                seconds: secs(4, |t| RunSecond {
+                    t_s: t,
+                    served: Some(25),
+                    threads: 1,
+                    busy_threads: 1,
+                    accept_queue: queue,
+                    ..Default::default()
+                }),
+                window_s: 4.0,
+                cores: 2.0,
+                answered: 100,
+                delivered_rate: 25.0,
+                off_s: off(&[("sleep", sleep_s), ("wait_work", 4.0 - sleep_s - 0.1)]),
+                on_cpu_s: 0.1,
+                workers: 1,
+                classified: true,
+                ..Default::default()
+            }
+            .capped_by()
+        };
+        assert_eq!(run(None, 3.9), ["workers-busy"]);
+        assert!(run(Some(0), 3.9).is_empty());
+        // 3.5 of 4 s busy: 87.5 %.
+        assert!(run(None, 3.4).is_empty());
+    }
+
     /// nginx proxying to two gunicorn sync workers that sleep 50 ms (recorded: 39/s delivered of
     /// 80/s offered, nginx's threads waiting for work 98 % of their time): no rule of the
     /// traced processes explains the cap, and the sentence points at what they wait on and at
