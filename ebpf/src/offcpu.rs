@@ -326,13 +326,14 @@ fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
     }
 }
 
-/// Counts the current task's process as a waker of the traced set, unless it is traced or
-/// was interrupted in user space (a timer or an interrupt that wakes the server while a CPU hog
-/// runs is not the hog's doing: a peer wakes it from a system call, its write or its close).
+/// Counts the current task's process as a waker of the traced set, unless it is traced, is the
+/// idle task (an interrupt on an idle CPU: no process), or was interrupted in user space (a
+/// timer or an interrupt that wakes the server while a CPU hog runs is not the hog's doing: a
+/// peer wakes it from a system call, its write or its close).
 #[inline(always)]
 fn count_waker<const REGS: bool>() {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    if matches!(TRACED.get(tgid), Some(f) if *f & TRACED_TARGET != 0) {
+    if tgid == 0 || matches!(TRACED.get(tgid), Some(f) if *f & TRACED_TARGET != 0) {
         return;
     }
     // Known at load time, as in `why_blocked`: without the helpers (or in a raw_tp program,

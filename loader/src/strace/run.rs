@@ -2,8 +2,8 @@
 //! -f -tt -T -y` log. Every thread's time is in the log: inside a call (its start and `-T`
 //! duration) it is in the call's class, the same classes the off-CPU probes use (a read on a
 //! socket or pipe is waiting for work; `fcntl` is a lock wait only for `F_SETLKW`); between two
-//! of its calls it ran (or waited for a CPU: strace cannot tell, and its own stops are in that
-//! time). Path calls are charged to the mount their walk ends on, file I/O and locks to the
+//! of its calls it ran (or waited for a CPU: strace cannot tell), less strace's own stops (the
+//! shortest gap between two calls of a thread in the log). Path calls are charged to the mount their walk ends on, file I/O and locks to the
 //! file their descriptor names (`-y`). Requests are the connections accepted; there is no
 //! offered rate, so whether the load found a ceiling is judged from the threads, as for a
 //! closed-loop generator.
@@ -34,8 +34,9 @@ struct Ev {
     class: u32,
     /// The mount the call's time is charged to (its walk's end, its descriptor's file).
     mount: Option<usize>,
-    /// Lookups by mount (a path call's walk) or one operation on `mount` (file I/O).
-    ops: Vec<(usize, u32)>,
+    /// Its operations by mount (a path call's lookups, one for file I/O): a range of
+    /// `Timeline::ops`, so no call allocates.
+    ops: std::ops::Range<u32>,
     /// An accepted connection.
     accepted: bool,
     /// The file a lock call waited on (an index into `Timeline::lock_names`).
@@ -46,8 +47,11 @@ struct Ev {
 #[derive(Default)]
 pub struct Timeline {
     evs: Vec<Ev>,
-    /// The files lock calls named (escaped).
+    /// Every call's operations by mount, one after another (`Ev::ops`).
+    ops: Vec<(usize, u32)>,
+    /// The files lock calls named (escaped), and each one's index there.
     lock_names: Vec<String>,
+    lock_index: HashMap<Vec<u8>, usize>,
     /// accept() calls refused for descriptors (EMFILE, ENFILE).
     accept_emfile: u64,
     /// Calls without a time or a duration (no -tt or -T): not on the timeline.
@@ -103,26 +107,29 @@ impl Timeline {
         };
         let (class, file) = class_of_call(&c.name, args);
         let file_mount = file.as_ref().and_then(|p| mounts.mount_of(&normalize(p)));
-        let (mount, ops) = match (class, walk) {
-            (CLASS_PATH, Some((m, w))) => (m, w.to_vec()),
-            (CLASS_FILE_IO, _) => (
-                file_mount,
-                file_mount.map(|m| vec![(m, 1)]).unwrap_or_default(),
-            ),
-            _ => (None, vec![]),
-        };
-        let lock = (class == CLASS_FILE_LOCK).then(|| {
-            let object = match &file {
-                Some(p) => escape::bytes(p),
-                None => "a file strace did not name (capture with -y)".to_string(),
-            };
-            match self.lock_names.iter().position(|n| *n == object) {
-                Some(i) => i,
-                None => {
-                    self.lock_names.push(object);
-                    self.lock_names.len() - 1
-                }
+        let first = self.ops.len() as u32;
+        let mount = match (class, walk) {
+            (CLASS_PATH, Some((m, w))) => {
+                self.ops.extend_from_slice(w);
+                m
             }
+            (CLASS_FILE_IO, _) => {
+                self.ops.extend(file_mount.map(|m| (m, 1)));
+                file_mount
+            }
+            _ => None,
+        };
+        let ops = first..self.ops.len() as u32;
+        let lock = (class == CLASS_FILE_LOCK).then(|| {
+            let key = file.clone().unwrap_or_default();
+            let names = &mut self.lock_names;
+            *self.lock_index.entry(key).or_insert_with(|| {
+                names.push(match &file {
+                    Some(p) => escape::bytes(p),
+                    None => "a file strace did not name (capture with -y)".to_string(),
+                });
+                names.len() - 1
+            })
         });
         let accepted = matches!(c.name.as_str(), "accept" | "accept4");
         if accepted && matches!(c.errno.as_deref(), Some("EMFILE" | "ENFILE")) {
@@ -219,8 +226,8 @@ fn stop_cost(by_tid: &HashMap<u32, Vec<&Ev>>) -> f64 {
 }
 
 impl Replay {
-    /// One thread's calls, in order.
-    fn thread(&mut self, tid: u32, evs: &[&Ev]) {
+    /// One thread's calls, in order (`ops`: the timeline's operations).
+    fn thread(&mut self, tid: u32, evs: &[&Ev], ops: &[(usize, u32)]) {
         let (t0, t1) = (self.t0, self.t1);
         let (mut busy, mut prev_end) = (0.0, None::<f64>);
         for e in evs {
@@ -240,7 +247,7 @@ impl Replay {
                 self.on_s += a - ran_from;
                 busy += a - ran_from;
             }
-            self.call(tid, e, a, b);
+            self.call(tid, e, a, b, &ops[e.ops.start as usize..e.ops.end as usize]);
             if !idle(e.class) {
                 busy += b - a;
             }
@@ -251,8 +258,8 @@ impl Replay {
         self.share.push((busy, observed));
     }
 
-    /// One call, `[a, b)` of the window.
-    fn call(&mut self, tid: u32, e: &Ev, a: f64, b: f64) {
+    /// One call, `[a, b)` of the window, with its operations by mount.
+    fn call(&mut self, tid: u32, e: &Ev, a: f64, b: f64, ops: &[(usize, u32)]) {
         let c = e.class as usize;
         spread(&mut self.secs, a, b, |s, d| {
             s.off[c] += d;
@@ -282,7 +289,7 @@ impl Replay {
         if let Some(m) = e.mount {
             self.fs.entry(m).or_insert_with(|| (0.0, 0, vec![0; n])).0 += b - a;
         }
-        for (m, k) in &e.ops {
+        for (m, k) in ops {
             let f = self.fs.entry(*m).or_insert_with(|| (0.0, 0, vec![0; n]));
             f.1 += *k as u64;
             f.2[i] += *k as u64;
@@ -330,7 +337,7 @@ pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
     let mut tids: Vec<u32> = by_tid.keys().copied().collect();
     tids.sort();
     for tid in tids {
-        r.thread(tid, &by_tid[&tid]);
+        r.thread(tid, &by_tid[&tid], &tl.ops);
     }
     let workers = r
         .share

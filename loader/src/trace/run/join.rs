@@ -178,13 +178,14 @@ struct Others {
 impl Others {
     /// A process that woke the target's threads at least 10 times a second on average and for
     /// 1 % of all such wakeups is a peer: it hands the server work or answers. An interrupt
-    /// that lands on a CPU hog wakes no one from the hog's system calls; one that lands on an
-    /// idle CPU wakes them from the idle task (pid 0), which is no process.
+    /// that lands on a CPU hog wakes no one from the hog's system calls (nor one on an idle
+    /// CPU: the kernel program counts neither).
     fn of(k: &Sampler, client: &[u32]) -> Others {
         let window_s = k.seconds.iter().map(|x| x.dt_s).sum::<f64>().max(1.0);
-        let wakers = || k.wakers.iter().filter(|(p, _)| **p != 0);
-        let total: u64 = wakers().map(|(_, n)| n).sum();
-        let mut stack: std::collections::HashSet<u32> = wakers()
+        let total: u64 = k.wakers.values().sum();
+        let mut stack: std::collections::HashSet<u32> = k
+            .wakers
+            .iter()
             .filter(|(_, n)| **n as f64 >= 10.0 * window_s && **n as f64 >= 0.01 * total as f64)
             .map(|(p, _)| *p)
             .collect();
