@@ -35,6 +35,30 @@ fn tree(master: u32) -> Vec<u32> {
     out
 }
 
+/// The one-line capture docs/sample.md gives (`strace -f -tt -T -y -o LOG -p …`) on `master`
+/// and its running children, returned once the log shows `attached`.
+fn strace_tree(
+    master: u32,
+    log: &std::path::Path,
+    attached: impl Fn(&str) -> bool,
+) -> std::process::Child {
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-tt", "-T", "-y", "-o"]).arg(log);
+    for p in tree(master) {
+        cmd.args(["-p", &p.to_string()]);
+    }
+    let strace = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("strace (cargo xtask setup installs it)");
+    wait_until("strace attached", Duration::from_secs(10), || {
+        std::fs::read_to_string(log).is_ok_and(|t| attached(&t))
+    });
+    strace
+}
+
 #[test]
 fn a_real_strace_log_of_php_fpm_on_fuse_gives_the_exact_lookups() {
     if !require_root("a_real_strace_log_of_php_fpm_on_fuse_gives_the_exact_lookups") {
@@ -47,22 +71,8 @@ fn a_real_strace_log_of_php_fpm_on_fuse_gives_the_exact_lookups() {
     let log = dir.path().join("fpm.strace");
     let mountinfo = dir.path().join("mountinfo");
     std::fs::copy(format!("/proc/{}/mountinfo", stack.fpm.pid()), &mountinfo).unwrap();
-    // The one-line capture docs/sample.md gives, on the master and its running workers.
-    let mut cmd = Command::new("strace");
-    cmd.args(["-f", "-tt", "-T", "-y", "-o"]).arg(&log);
-    for p in tree(stack.fpm.pid()) {
-        cmd.args(["-p", &p.to_string()]);
-    }
-    let mut strace = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("strace (cargo xtask setup installs it)");
     // Attached once the workers' blocked accept shows in the log.
-    wait_until("strace attached", Duration::from_secs(10), || {
-        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("accept"))
-    });
+    let mut strace = strace_tree(stack.fpm.pid(), &log, |t| t.contains("accept"));
     for i in 0..N {
         let (status, _) = http_get(stack.port, "/").unwrap_or_else(|e| panic!("request {i}: {e}"));
         assert_eq!(status, 200);
@@ -129,21 +139,9 @@ fn capture(master: u32, url: &str, conns: u32, dir: &std::path::Path) -> (String
     let log = dir.join("run.strace");
     let mountinfo = dir.join("mountinfo");
     std::fs::copy(format!("/proc/{master}/mountinfo"), &mountinfo).unwrap();
-    let mut cmd = Command::new("strace");
-    cmd.args(["-f", "-tt", "-T", "-y", "-o"]).arg(&log);
-    for p in tree(master) {
-        cmd.args(["-p", &p.to_string()]);
-    }
-    let mut strace = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("strace (cargo xtask setup installs it)");
-    // Attached once every worker's blocked accept (or poll) shows in the log.
-    wait_until("strace attached", Duration::from_secs(10), || {
-        std::fs::read_to_string(&log).is_ok_and(|t| t.lines().count() >= tree(master).len())
-    });
+    // Attached once every process's blocked accept (or poll) shows in the log.
+    let n = tree(master).len();
+    let mut strace = strace_tree(master, &log, |t| t.lines().count() >= n);
     let c = format!("-c{conns}");
     let wrk = Command::new("wrk")
         .args(["-t1", &c, "-d3s", "--timeout", "5s", url])
