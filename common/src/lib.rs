@@ -32,3 +32,9 @@ pub const TRACED_TARGET: u8 = 1;
 /// timed. A second bit of the same byte, so one inlined array lookup answers both and forks
 /// are followed for both.
 pub const TRACED_CLIENT: u8 = 2;
+/// `TRACED` flag: the process is part of the benchmark's stack without being traced (it woke
+/// the traced set, or another such process, from its system calls, often enough: user space
+/// decides and sets it, `run` only): who wakes it is counted too, so a chain of processes
+/// that serves the target (a FUSE daemon and its transport, an upstream's database) is the
+/// stack, not the host's noise. Forks do not inherit it.
+pub const TRACED_STACK: u8 = 4;

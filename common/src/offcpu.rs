@@ -283,7 +283,10 @@ pub const MAP_THREADS: &str = "THREADS";
 pub const MAP_SCHED_TOTALS: &str = "SCHED_TOTALS";
 /// Map: processes outside the traced set that woke traced threads (tgid → wakeups).
 pub const MAP_WAKERS: &str = "WAKERS";
-/// Entries of `WAKERS` (an LRU: the busiest wakers stay).
+/// Map: processes outside the traced set and the stack that woke a stack process
+/// (`TRACED_STACK`) from a system call (tgid → wakeups).
+pub const MAP_STACK_WAKERS: &str = "STACK_WAKERS";
+/// Entries of `WAKERS` and of `STACK_WAKERS` (LRUs: the busiest wakers stay).
 pub const WAKERS_ENTRIES: u32 = 256;
 /// Global: `offsetof(struct task_struct, pid)`.
 pub const GLOBAL_OFF_TASK_PID: &str = "OFF_TASK_PID";

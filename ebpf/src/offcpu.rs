@@ -19,7 +19,7 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 use trapdetect_common::{
-    AT_FDCWD, TRACED_TARGET,
+    AT_FDCWD, TRACED_STACK, TRACED_TARGET,
     offcpu::{
         ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK,
         CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_UNKNOWN, CLASS_WAIT_WORK, F_OFD_SETLKW, F_SETLKW,
@@ -49,6 +49,12 @@ static THREADS: Array<ThreadSlot> = Array::with_max_entries(THREAD_SLOTS, 0);
 /// on its CPU, a few times a second).
 #[map]
 static WAKERS: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(WAKERS_ENTRIES, 0);
+
+/// Processes outside the traced set and the stack that woke a stack process (`TRACED_STACK`,
+/// set by user space), tgid → wakeups: the next link of a chain that serves the target.
+#[map]
+static STACK_WAKERS: LruPerCpuHashMap<u32, u64> =
+    LruPerCpuHashMap::with_max_entries(WAKERS_ENTRIES, 0);
 
 /// On-CPU time, run-queue delay and self-monitoring counters (`S_*`).
 #[map]
@@ -300,7 +306,20 @@ pub fn offcpu_sched_switch_raw(ctx: RawTracePointContext) -> i32 {
 /// A blocked thread becomes runnable: its off-CPU interval ends, its run-queue wait begins.
 #[inline(always)]
 fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
-    let Some(tid) = traced_tid(task) else {
+    let Some(tgid) = read_u32(task, global(&OFF_TASK_TGID)) else {
+        return;
+    };
+    let f = match TRACED.get(tgid) {
+        Some(f) => *f,
+        None => return,
+    };
+    if f & TRACED_TARGET == 0 {
+        if f & TRACED_STACK != 0 && !new {
+            count_waker::<REGS>(&STACK_WAKERS, TRACED_TARGET | TRACED_STACK);
+        }
+        return;
+    }
+    let Some(tid) = read_u32(task, global(&OFF_TASK_PID)) else {
         return;
     };
     let Some(s) = slot(tid) else {
@@ -313,7 +332,7 @@ fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
                 return;
             }
             credit(&(*s).key, now.saturating_sub((*s).ts));
-            count_waker::<REGS>();
+            count_waker::<REGS>(&WAKERS, TRACED_TARGET);
         } else if (*s).tid != tid {
             if (*s).tid != 0 {
                 add(&SCHED_TOTALS, S_SLOT_COLLISIONS, 1);
@@ -326,14 +345,15 @@ fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
     }
 }
 
-/// Counts the current task's process as a waker of the traced set, unless it is traced, is the
-/// idle task (an interrupt on an idle CPU: no process), or was interrupted in user space (a
-/// timer or an interrupt that wakes the server while a CPU hog runs is not the hog's doing: a
-/// peer wakes it from a system call, its write or its close).
+/// Counts the current task's process in `wakers`, unless its flags have one of `skip` (the
+/// traced set; for the stack's wakers, the stack too), it is the idle task (an interrupt on an
+/// idle CPU: no process), or it was interrupted in user space (a timer or an interrupt that
+/// wakes the server while a CPU hog runs is not the hog's doing: a peer wakes it from a system
+/// call, its write or its close).
 #[inline(always)]
-fn count_waker<const REGS: bool>() {
+fn count_waker<const REGS: bool>(wakers: &LruPerCpuHashMap<u32, u64>, skip: u8) {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    if tgid == 0 || matches!(TRACED.get(tgid), Some(f) if *f & TRACED_TARGET != 0) {
+    if tgid == 0 || matches!(TRACED.get(tgid), Some(f) if *f & skip != 0) {
         return;
     }
     // Known at load time, as in `why_blocked`: without the helpers (or in a raw_tp program,
@@ -345,10 +365,10 @@ fn count_waker<const REGS: bool>() {
             return;
         }
     }
-    match WAKERS.get_ptr_mut(&tgid) {
+    match wakers.get_ptr_mut(&tgid) {
         Some(n) => unsafe { *n += 1 },
         None => {
-            let _ = WAKERS.insert(&tgid, &1, 0);
+            let _ = wakers.insert(&tgid, &1, 0);
         }
     }
 }

@@ -8,7 +8,7 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use trapdetect_common::{
-    TRACED_TARGET,
+    TRACED_STACK, TRACED_TARGET,
     counters::{C_EXITS, C_FORKS_FOLLOWED, NUM_COUNTERS},
     process::exit_action,
 };
@@ -64,9 +64,10 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> i32 {
         return 0;
     }
     // The parent may be a thread of a traced process: check its tgid, not its tid. The child
-    // inherits every flag (a watched load generator's worker processes are watched too).
+    // inherits every flag (a watched load generator's worker processes are watched too) but
+    // the stack's, which user space decides process by process.
     let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    let inherit = flags(parent) | flags(parent_tgid);
+    let inherit = (flags(parent) | flags(parent_tgid)) & !TRACED_STACK;
     if inherit == 0 {
         return 0;
     }

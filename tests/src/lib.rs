@@ -12,6 +12,7 @@ pub mod pathload;
 pub mod schema;
 pub mod servers;
 pub mod slowfs;
+pub mod sshfs;
 pub mod zoo;
 
 use std::{

@@ -43,6 +43,9 @@ const APT_TEST: &[&[&str]] = &[
     &["nginx"],
     &["openssl"],
     &["fuse3"],
+    // A remote filesystem on this host (tests/src/sshfs.rs): sshfs over a private sshd.
+    &["sshfs"],
+    &["openssh-server"],
     &["iproute2"],
     &["strace"],
     &["bpftool", "linux-tools-common"],

@@ -306,8 +306,45 @@ impl Probes {
 
     /// Processes outside the traced set that woke traced threads so far: tgid → wakeups.
     pub fn wakers(&self) -> HashMap<u32, u64> {
+        self.wakers_in(MAP_WAKERS)
+    }
+
+    /// Processes outside the traced set and the stack that woke a stack process so far.
+    pub fn stack_wakers(&self) -> HashMap<u32, u64> {
+        self.wakers_in(MAP_STACK_WAKERS)
+    }
+
+    /// Makes `pids` part of the benchmark's stack (`TRACED_STACK`): their wakers are counted
+    /// from now on. Through a second handle on the flags map, so the sampler can do it with
+    /// the probes shared.
+    pub fn mark_stack(&self, pids: &[u32]) -> Result<()> {
+        use std::os::fd::AsFd;
+        use trapdetect_common::{TRACED_STACK, names::MAP_TRACED};
+        let Some(aya::maps::Map::Array(m)) = self.ebpf.map(MAP_TRACED) else {
+            return Err(map_err(MAP_TRACED, "missing"));
+        };
+        let fd = m
+            .fd()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| map_err(MAP_TRACED, e))?;
+        let map = MapData::from_fd(fd)
+            .and_then(aya::maps::Map::from_map_data)
+            .map_err(|e| map_err(MAP_TRACED, e))?;
+        let mut traced: aya::maps::Array<MapData, u8> =
+            aya::maps::Array::try_from(map).map_err(|e| map_err(MAP_TRACED, e))?;
+        for &p in pids {
+            let old = traced.get(&p, 0).unwrap_or(0);
+            traced
+                .set(p, old | TRACED_STACK, 0)
+                .map_err(|e| map_err(MAP_TRACED, e))?;
+        }
+        Ok(())
+    }
+
+    fn wakers_in(&self, name: &str) -> HashMap<u32, u64> {
         let mut out = HashMap::new();
-        let Some(m) = self.ebpf.map(MAP_WAKERS) else {
+        let Some(m) = self.ebpf.map(name) else {
             return out;
         };
         let Ok(h) = PerCpuHashMap::<&MapData, u32, u64>::try_from(m) else {

@@ -12,6 +12,7 @@ pub mod requests;
 pub mod run;
 pub mod seconds;
 mod session;
+pub mod stack;
 
 use std::{
     collections::HashMap,

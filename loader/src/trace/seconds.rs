@@ -40,6 +40,15 @@ pub trait KernelSource {
     fn accept_emfile(&self) -> u64;
     /// Processes outside the traced set that woke its threads: tgid → wakeups.
     fn wakers(&self) -> HashMap<u32, u64>;
+    /// Processes outside the traced set and the stack that woke a stack process (empty: not
+    /// counted).
+    fn stack_wakers(&self) -> HashMap<u32, u64> {
+        HashMap::new()
+    }
+    /// Makes `pids` part of the benchmark's stack: their wakers are counted from now on.
+    fn mark_stack(&self, _pids: &[u32]) -> crate::error::Result<()> {
+        Ok(())
+    }
 }
 
 impl KernelSource for Probes {
@@ -66,6 +75,12 @@ impl KernelSource for Probes {
     }
     fn wakers(&self) -> HashMap<u32, u64> {
         Probes::wakers(self)
+    }
+    fn stack_wakers(&self) -> HashMap<u32, u64> {
+        Probes::stack_wakers(self)
+    }
+    fn mark_stack(&self, pids: &[u32]) -> crate::error::Result<()> {
+        Probes::mark_stack(self, pids)
     }
 }
 
@@ -191,6 +206,11 @@ pub struct Sampler {
     /// Processes outside the traced set that woke its threads from a system call over the
     /// window (read when it ends): tgid → wakeups.
     pub wakers: HashMap<u32, u64>,
+    /// The processes that serve the traced set without being traced, found second by second
+    /// (`trace::stack`), and who woke them (read when the window ends).
+    pub stack: super::stack::Stack,
+    /// See `stack`.
+    pub stack_wakers: HashMap<u32, u64>,
     /// The accept queues' reader (its sock_diag socket opened once).
     backlog: backlog::Reader,
     /// The longest one reading took, ns (its own cost, which makes the next second late).
@@ -426,6 +446,8 @@ impl Sampler {
             nofile: HashMap::new(),
             others_window: HashMap::new(),
             wakers: HashMap::new(),
+            stack: Default::default(),
+            stack_wakers: HashMap::new(),
             backlog: backlog::Reader::new(root),
             slowest_reading_ns: 0,
             latest_start_ns: 0,
@@ -457,6 +479,7 @@ impl Sampler {
         if probes.offcpu_attached() && self.base.is_some() {
             self.sample(probes, true);
             self.wakers = probes.wakers();
+            self.stack_wakers = probes.stack_wakers();
         }
     }
 
@@ -563,6 +586,9 @@ impl Sampler {
         sec.others = self.others_since(&scan, &pids, &allowed, sec.dt_s);
         sec.allowed_cpus = allowed;
         sec.fd_peak = self.fd_peak(&scan, &pids);
+        if !last {
+            self.grow_stack(probes, &pids, at);
+        }
         self.seconds.push(sec);
         self.prev = Some(reading);
         self.credit = credit;
@@ -572,6 +598,23 @@ impl Sampler {
         self.prev_self = me;
         if !last {
             self.next += 1;
+        }
+    }
+
+    /// The wakers that joined the stack this second, marked in the kernel (a process of the
+    /// traced tree never joins: the kernel counts none of its wakeups; a failed mark leaves the
+    /// waker out: its CPU stays counted as noise, and `run` says the stack it found).
+    fn grow_stack(&mut self, probes: &dyn KernelSource, tree: &[u32], at_ns: u64) {
+        let now_s =
+            at_ns.saturating_sub(self.base.as_ref().map_or(at_ns, |b| b.at_ns)) as f64 / 1e9;
+        let mut new = self
+            .stack
+            .promote(&probes.wakers(), &probes.stack_wakers(), now_s);
+        new.retain(|p| !tree.contains(p) && *p != std::process::id());
+        if !new.is_empty() && probes.mark_stack(&new).is_err() {
+            for p in &new {
+                self.stack.members.remove(p);
+            }
         }
     }
 

@@ -295,7 +295,7 @@ pub struct RunObs {
 }
 
 /// A process and the CPU it used on the target's CPUs.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ProcCpu {
     /// Pid.
     pub pid: u32,
@@ -304,7 +304,8 @@ pub struct ProcCpu {
     /// Cores, mean over the window, on the target's CPUs (scaled by how much of its affinity
     /// overlaps them).
     pub cores: f64,
-    /// Times it woke the target's threads (peers only).
+    /// Times it woke the target's threads (peers only; one further along the stack: the
+    /// times it woke the stack's processes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wakeups: Option<u64>,
 }

@@ -169,7 +169,8 @@ pub fn observe(
 }
 
 /// The other processes that ran on the target's CPUs, split into the benchmark's own (the
-/// processes that woke its threads from a system call: its front end, its upstreams; and an
+/// processes that woke its threads from a system call: its front end, its upstreams; the
+/// processes that serve those the same way, found while sampling (`trace::stack`); and an
 /// external generator's tree; trapdetect is not among them) and noise (everything else).
 struct Others {
     stack: std::collections::HashSet<u32>,
@@ -177,18 +178,19 @@ struct Others {
 
 impl Others {
     /// A process that woke the target's threads at least 10 times a second on average and for
-    /// 1 % of all such wakeups is a peer: it hands the server work or answers. An interrupt
-    /// that lands on a CPU hog wakes no one from the hog's system calls (nor one on an idle
-    /// CPU: the kernel program counts neither).
+    /// 1 % of all such wakeups is a peer (`trace::stack::is_peer`): it hands the server work
+    /// or answers. An interrupt that lands on a CPU hog wakes no one from the hog's system
+    /// calls (nor one on an idle CPU: the kernel program counts neither).
     fn of(k: &Sampler, client: &[u32]) -> Others {
         let window_s = k.seconds.iter().map(|x| x.dt_s).sum::<f64>().max(1.0);
         let total: u64 = k.wakers.values().sum();
         let mut stack: std::collections::HashSet<u32> = k
             .wakers
             .iter()
-            .filter(|(_, n)| **n as f64 >= 10.0 * window_s && **n as f64 >= 0.01 * total as f64)
+            .filter(|(_, n)| crate::trace::stack::is_peer(**n, total, window_s))
             .map(|(p, _)| *p)
             .collect();
+        stack.extend(k.stack.members.keys().copied());
         stack.extend(client.iter().copied());
         Others { stack }
     }
@@ -222,13 +224,13 @@ impl Others {
                     .map(|(c, _)| escape::bytes(c))
                     .unwrap_or_default(),
                 cores: traps::round(cs / window_s.max(1e-9), 3),
-                wakeups: stack.then(|| k.wakers.get(&pid).copied()).flatten(),
+                wakeups: stack.then(|| wakeups_of(k, pid)).flatten(),
             })
             .filter(|p| p.cores > 0.0 || stack)
             .collect();
         if stack {
             // Peers that woke the server without using its CPUs are still named.
-            for (pid, n) in &k.wakers {
+            for (pid, n) in k.wakers.iter().chain(&k.stack_wakers) {
                 if self.stack.contains(pid) && !out.iter().any(|p| p.pid == *pid) {
                     out.push(ProcCpu {
                         pid: *pid,
@@ -245,6 +247,14 @@ impl Others {
         out.truncate(10);
         out
     }
+}
+
+/// The wakeups a peer made: of the traced set, or of the stack it serves.
+fn wakeups_of(k: &Sampler, pid: u32) -> Option<u64> {
+    k.wakers
+        .get(&pid)
+        .or_else(|| k.stack_wakers.get(&pid))
+        .copied()
 }
 
 /// The load side's seconds joined with the kernel's, each marked where its figures are

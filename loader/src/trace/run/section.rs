@@ -49,6 +49,11 @@ pub struct RunSection {
     pub delivered_basis: String,
     /// How the blocked syscall was known: `exact`, `syscall-entry`, `sampled` or `unknown`.
     pub classes_method: String,
+    /// The benchmark's processes beside the traced ones (`trace::stack`): those that woke its
+    /// threads from their system calls, and those that woke them, with their cores on the
+    /// target's CPUs; their CPU is not the host's noise. Busiest first, at most 10.
+    #[serde(default)]
+    pub stack: Vec<traps::run::ProcCpu>,
 }
 
 /// Thread-seconds by state.
@@ -138,6 +143,7 @@ impl RunSection {
             load_columns_missing: missing.iter().map(|m| m.to_string()).collect(),
             delivered_basis: delivered_basis.to_string(),
             classes_method: classes_method.to_string(),
+            stack: o.peers.clone(),
         }
     }
 
@@ -179,6 +185,17 @@ impl RunSection {
         }
         for (name, v) in parts.iter().filter(|(_, v)| *v > 0.0) {
             let _ = writeln!(out, "  {name:<22} {v:9.2} s  {:5.1} %", v / wall * 100.0);
+        }
+        if !self.stack.is_empty() {
+            let _ = writeln!(
+                out,
+                "The benchmark's other processes (they woke its threads, or those that did; not noise): {}",
+                self.stack
+                    .iter()
+                    .map(|p| format!("{} (pid {}) {:.2} cores", p.comm, p.pid, p.cores))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
     }
 }
