@@ -252,6 +252,32 @@ pub const S_ENTRY_UNSEEN: u32 = 7;
 /// Number of slots.
 pub const NUM_SCHED_SLOTS: u32 = 8;
 
+/// Key of the `WAKERS` map: a process that woke a traced thread, and the filesystem the thread
+/// was waiting on (`s_dev` when it was blocked in a path or file I/O syscall there, else 0): a
+/// FUSE daemon's answers end waits on its mount.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WakerKey {
+    /// The waker's tgid.
+    pub tgid: u32,
+    /// The filesystem the woken thread waited on, 0 when none.
+    pub dev: u32,
+}
+
+/// Key of the `STACK_WAKERS` map: who woke which process of the stack.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackKey {
+    /// The waker's tgid.
+    pub waker: u32,
+    /// The woken stack process's tgid.
+    pub wakee: u32,
+}
+
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for WakerKey {}
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for StackKey {}
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for OffKey {}
 #[cfg(feature = "user")]
@@ -281,10 +307,10 @@ pub const MAP_OFFCPU: &str = "OFFCPU";
 pub const MAP_THREADS: &str = "THREADS";
 /// Map: `S_*` totals (per-CPU array).
 pub const MAP_SCHED_TOTALS: &str = "SCHED_TOTALS";
-/// Map: processes outside the traced set that woke traced threads (tgid → wakeups).
+/// Map: processes outside the traced set that woke traced threads ([`WakerKey`] → wakeups).
 pub const MAP_WAKERS: &str = "WAKERS";
 /// Map: processes outside the traced set and the stack that woke a stack process
-/// (`TRACED_STACK`) from a system call (tgid → wakeups).
+/// (`TRACED_STACK`) from a system call ([`StackKey`] → wakeups).
 pub const MAP_STACK_WAKERS: &str = "STACK_WAKERS";
 /// Entries of `WAKERS` and of `STACK_WAKERS` (LRUs: the busiest wakers stay).
 pub const WAKERS_ENTRIES: u32 = 256;

@@ -22,11 +22,11 @@ use trapdetect_common::{
     AT_FDCWD, TRACED_STACK, TRACED_TARGET,
     offcpu::{
         ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK,
-        CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_UNKNOWN, CLASS_WAIT_WORK, F_OFD_SETLKW, F_SETLKW,
-        NUM_SCHED_SLOTS, OffKey, OffVal, S_ENTRY_UNSEEN, S_KEY_INSERT_FAILS, S_ONCPU_NS,
+        CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_PATH, CLASS_UNKNOWN, CLASS_WAIT_WORK, F_OFD_SETLKW,
+        F_SETLKW, NUM_SCHED_SLOTS, OffKey, OffVal, S_ENTRY_UNSEEN, S_KEY_INSERT_FAILS, S_ONCPU_NS,
         S_REGS_FAILS, S_RUNQ_COUNT, S_RUNQ_NS, S_SLOT_COLLISIONS, S_SWITCHES, SC_IN, SC_NONE,
-        SC_UNSEEN, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, THREAD_SLOTS, ThreadSlot, WAKERS_ENTRIES,
-        class_of, is_read,
+        SC_UNSEEN, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, StackKey, THREAD_SLOTS, ThreadSlot,
+        WAKERS_ENTRIES, WakerKey, class_of, is_read,
     },
 };
 
@@ -48,12 +48,14 @@ static THREADS: Array<ThreadSlot> = Array::with_max_entries(THREAD_SLOTS, 0);
 /// a CPU hog beside it does not (it appears only when an interrupt that wakes the server lands
 /// on its CPU, a few times a second).
 #[map]
-static WAKERS: LruPerCpuHashMap<u32, u64> = LruPerCpuHashMap::with_max_entries(WAKERS_ENTRIES, 0);
+static WAKERS: LruPerCpuHashMap<WakerKey, u64> =
+    LruPerCpuHashMap::with_max_entries(WAKERS_ENTRIES, 0);
 
 /// Processes outside the traced set and the stack that woke a stack process (`TRACED_STACK`,
-/// set by user space), tgid → wakeups: the next link of a chain that serves the target.
+/// set by user space), by (waker, woken) → wakeups: the next link of a chain that serves the
+/// target, and the link it serves.
 #[map]
-static STACK_WAKERS: LruPerCpuHashMap<u32, u64> =
+static STACK_WAKERS: LruPerCpuHashMap<StackKey, u64> =
     LruPerCpuHashMap::with_max_entries(WAKERS_ENTRIES, 0);
 
 /// On-CPU time, run-queue delay and self-monitoring counters (`S_*`).
@@ -315,7 +317,10 @@ fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
     };
     if f & TRACED_TARGET == 0 {
         if f & TRACED_STACK != 0 && !new {
-            count_waker::<REGS>(&STACK_WAKERS, TRACED_TARGET | TRACED_STACK);
+            let waker = waker::<REGS>(TRACED_TARGET | TRACED_STACK);
+            if waker != 0 {
+                count(&STACK_WAKERS, &StackKey { waker, wakee: tgid });
+            }
         }
         return;
     }
@@ -332,7 +337,12 @@ fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
                 return;
             }
             credit(&(*s).key, now.saturating_sub((*s).ts));
-            count_waker::<REGS>(&WAKERS, TRACED_TARGET);
+            let waker = waker::<REGS>(TRACED_TARGET);
+            if waker != 0 {
+                let on_fs = (*s).key.class == CLASS_PATH || (*s).key.class == CLASS_FILE_IO;
+                let dev = if on_fs { (*s).key.dev } else { 0 };
+                count(&WAKERS, &WakerKey { tgid: waker, dev });
+            }
         } else if (*s).tid != tid {
             if (*s).tid != 0 {
                 add(&SCHED_TOTALS, S_SLOT_COLLISIONS, 1);
@@ -345,16 +355,17 @@ fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
     }
 }
 
-/// Counts the current task's process in `wakers`, unless its flags have one of `skip` (the
-/// traced set; for the stack's wakers, the stack too), it is the idle task (an interrupt on an
-/// idle CPU: no process), or it was interrupted in user space (a timer or an interrupt that
-/// wakes the server while a CPU hog runs is not the hog's doing: a peer wakes it from a system
-/// call, its write or its close).
+/// The current task's process as a waker (its tgid; 0, the idle task's, for none — a plain
+/// integer: the verifier here rejected spilled `Option` payloads): none when its flags have one of `skip` (the traced
+/// set; for the stack's wakers, the stack too), it is the idle task (an interrupt on an idle
+/// CPU: no process), or it was interrupted in user space (a timer or an interrupt that wakes
+/// the server while a CPU hog runs is not the hog's doing: a peer wakes it from a system call,
+/// its write or its close).
 #[inline(always)]
-fn count_waker<const REGS: bool>(wakers: &LruPerCpuHashMap<u32, u64>, skip: u8) {
+fn waker<const REGS: bool>(skip: u8) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if tgid == 0 || matches!(TRACED.get(tgid), Some(f) if *f & skip != 0) {
-        return;
+        return 0;
     }
     // Known at load time, as in `why_blocked`: without the helpers (or in a raw_tp program,
     // where they take no BTF pointer) every waker counts.
@@ -362,13 +373,19 @@ fn count_waker<const REGS: bool>(wakers: &LruPerCpuHashMap<u32, u64>, skip: u8) 
         let task = unsafe { aya_ebpf::helpers::generated::bpf_get_current_task_btf() };
         let regs = unsafe { aya_ebpf::helpers::generated::bpf_task_pt_regs(task) as u64 };
         if regs != 0 && read_u32(regs, global(&REG_NR_OFF)).is_some_and(|nr| (nr as i32) < 0) {
-            return;
+            return 0;
         }
     }
-    match wakers.get_ptr_mut(&tgid) {
+    tgid
+}
+
+/// One more wakeup under `key`.
+#[inline(always)]
+fn count<K>(wakers: &LruPerCpuHashMap<K, u64>, key: &K) {
+    match wakers.get_ptr_mut(key) {
         Some(n) => unsafe { *n += 1 },
         None => {
-            let _ = wakers.insert(&tgid, &1, 0);
+            let _ = wakers.insert(key, &1, 0);
         }
     }
 }

@@ -304,14 +304,13 @@ impl Probes {
             .collect())
     }
 
-    /// Processes outside the traced set that woke traced threads so far: tgid → wakeups.
-    pub fn wakers(&self) -> HashMap<u32, u64> {
-        self.wakers_in(MAP_WAKERS)
-    }
-
-    /// Processes outside the traced set and the stack that woke a stack process so far.
-    pub fn stack_wakers(&self) -> HashMap<u32, u64> {
-        self.wakers_in(MAP_STACK_WAKERS)
+    /// The wakeups counted so far: of traced threads by (waker, filesystem waited on), of the
+    /// stack's processes by (waker, woken).
+    pub fn wakeups(&self) -> Wakeups {
+        Wakeups {
+            of_target: self.pairs::<WakerKey>(MAP_WAKERS, |k| (k.tgid, k.dev)),
+            of_stack: self.pairs::<StackKey>(MAP_STACK_WAKERS, |k| (k.waker, k.wakee)),
+        }
     }
 
     /// Makes `pids` part of the benchmark's stack (`TRACED_STACK`): their wakers are counted
@@ -342,16 +341,20 @@ impl Probes {
         Ok(())
     }
 
-    fn wakers_in(&self, name: &str) -> HashMap<u32, u64> {
+    fn pairs<K: aya::Pod>(
+        &self,
+        name: &str,
+        f: impl Fn(K) -> (u32, u32),
+    ) -> HashMap<(u32, u32), u64> {
         let mut out = HashMap::new();
         let Some(m) = self.ebpf.map(name) else {
             return out;
         };
-        let Ok(h) = PerCpuHashMap::<&MapData, u32, u64>::try_from(m) else {
+        let Ok(h) = PerCpuHashMap::<&MapData, K, u64>::try_from(m) else {
             return out;
         };
         for (k, v) in h.iter().flatten() {
-            *out.entry(k).or_default() += v.iter().sum::<u64>();
+            *out.entry(f(k)).or_default() += v.iter().sum::<u64>();
         }
         out
     }
@@ -370,6 +373,50 @@ impl Probes {
             *out.entry(k.dev).or_default() += v.iter().sum::<u64>();
         }
         out
+    }
+}
+
+/// The wakeups the kernel counted so far: of the traced threads by (waker, the filesystem
+/// the woken thread waited on or 0), of the stack's processes by (waker, woken).
+#[derive(Clone, Debug, Default)]
+pub struct Wakeups {
+    /// (waker tgid, `s_dev` or 0) → wakeups of traced threads.
+    pub of_target: HashMap<(u32, u32), u64>,
+    /// (waker tgid, woken stack tgid) → wakeups.
+    pub of_stack: HashMap<(u32, u32), u64>,
+}
+
+impl Wakeups {
+    /// Wakeups of the traced threads by waker.
+    pub fn target_by_waker(&self) -> HashMap<u32, u64> {
+        let mut out = HashMap::new();
+        for ((w, _), n) in &self.of_target {
+            *out.entry(*w).or_default() += n;
+        }
+        out
+    }
+
+    /// Wakeups of the stack's processes by waker.
+    pub fn stack_by_waker(&self) -> HashMap<u32, u64> {
+        let mut out = HashMap::new();
+        for ((w, _), n) in &self.of_stack {
+            *out.entry(*w).or_default() += n;
+        }
+        out
+    }
+
+    /// Every wakeup counted.
+    pub fn total(&self) -> u64 {
+        self.of_target.values().chain(self.of_stack.values()).sum()
+    }
+
+    /// The process `waker` woke most among the stack's.
+    pub fn woke_most(&self, waker: u32) -> Option<u32> {
+        self.of_stack
+            .iter()
+            .filter(|((w, _), _)| *w == waker)
+            .max_by_key(|((_, wakee), n)| (**n, std::cmp::Reverse(*wakee)))
+            .map(|((_, wakee), _)| *wakee)
     }
 }
 

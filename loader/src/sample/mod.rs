@@ -318,6 +318,8 @@ pub fn filesystems(k: &Sampler, mounts: &MountTable, pid: u32) -> Vec<FsLoad> {
                 syscall_s: s,
                 ops: 0,
                 ops_kind: "unavailable (sampled)",
+                // Who answered the waits is not known from /proc or a log.
+                serving: vec![],
                 ops_per_s: vec![],
                 holds_start_cwd: start_mount
                     .is_some_and(|sm| mounts.mounts[sm].kernel_dev() == dev),

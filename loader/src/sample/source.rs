@@ -187,9 +187,6 @@ impl KernelSource for ProcSource {
     fn accept_emfile(&self) -> u64 {
         0
     }
-    fn wakers(&self) -> HashMap<u32, u64> {
-        HashMap::new()
-    }
 }
 
 /// The sampler thread's state.

@@ -455,6 +455,8 @@ fn filesystems(
                 syscall_s: *time_s,
                 ops: *ops,
                 ops_kind: "lookups and file I/O calls",
+                // Who answered the waits is not known from /proc or a log.
+                serving: vec![],
                 ops_per_s: per_s
                     .iter()
                     .enumerate()

@@ -38,12 +38,9 @@ pub trait KernelSource {
     fn served_now(&self) -> (u64, u64);
     /// accept() calls that failed with EMFILE or ENFILE so far.
     fn accept_emfile(&self) -> u64;
-    /// Processes outside the traced set that woke its threads: tgid → wakeups.
-    fn wakers(&self) -> HashMap<u32, u64>;
-    /// Processes outside the traced set and the stack that woke a stack process (empty: not
-    /// counted).
-    fn stack_wakers(&self) -> HashMap<u32, u64> {
-        HashMap::new()
+    /// Who woke the traced threads and the stack's processes so far (empty: not counted).
+    fn wakeups(&self) -> super::stack::Wakeups {
+        Default::default()
     }
     /// Makes `pids` part of the benchmark's stack: their wakers are counted from now on.
     fn mark_stack(&self, _pids: &[u32]) -> crate::error::Result<()> {
@@ -73,11 +70,8 @@ impl KernelSource for Probes {
     fn accept_emfile(&self) -> u64 {
         counter(self, trapdetect_common::counters::C_ACCEPT_EMFILE)
     }
-    fn wakers(&self) -> HashMap<u32, u64> {
-        Probes::wakers(self)
-    }
-    fn stack_wakers(&self) -> HashMap<u32, u64> {
-        Probes::stack_wakers(self)
+    fn wakeups(&self) -> super::stack::Wakeups {
+        Probes::wakeups(self)
     }
     fn mark_stack(&self, pids: &[u32]) -> crate::error::Result<()> {
         Probes::mark_stack(self, pids)
@@ -203,14 +197,12 @@ pub struct Sampler {
     nofile: HashMap<(u32, u64), Option<u64>>,
     /// Name and CPU of other processes over the window: pid → (comm, ticks).
     pub others_window: HashMap<u32, (Vec<u8>, u64)>,
-    /// Processes outside the traced set that woke its threads from a system call over the
-    /// window (read when it ends): tgid → wakeups.
-    pub wakers: HashMap<u32, u64>,
+    /// Who woke the traced threads, and the stack's processes, from a system call over the
+    /// window (read when it ends).
+    pub wakeups: super::stack::Wakeups,
     /// The processes that serve the traced set without being traced, found second by second
-    /// (`trace::stack`), and who woke them (read when the window ends).
+    /// (`trace::stack`).
     pub stack: super::stack::Stack,
-    /// See `stack`.
-    pub stack_wakers: HashMap<u32, u64>,
     /// The accept queues' reader (its sock_diag socket opened once).
     backlog: backlog::Reader,
     /// The longest one reading took, ns (its own cost, which makes the next second late).
@@ -445,9 +437,8 @@ impl Sampler {
             prev_emfile: 0,
             nofile: HashMap::new(),
             others_window: HashMap::new(),
-            wakers: HashMap::new(),
+            wakeups: Default::default(),
             stack: Default::default(),
-            stack_wakers: HashMap::new(),
             backlog: backlog::Reader::new(root),
             slowest_reading_ns: 0,
             latest_start_ns: 0,
@@ -478,8 +469,7 @@ impl Sampler {
     pub fn finish(&mut self, probes: &dyn KernelSource) {
         if probes.offcpu_attached() && self.base.is_some() {
             self.sample(probes, true);
-            self.wakers = probes.wakers();
-            self.stack_wakers = probes.stack_wakers();
+            self.wakeups = probes.wakeups();
         }
     }
 
@@ -607,9 +597,7 @@ impl Sampler {
     fn grow_stack(&mut self, probes: &dyn KernelSource, tree: &[u32], at_ns: u64) {
         let now_s =
             at_ns.saturating_sub(self.base.as_ref().map_or(at_ns, |b| b.at_ns)) as f64 / 1e9;
-        let mut new = self
-            .stack
-            .promote(&probes.wakers(), &probes.stack_wakers(), now_s);
+        let mut new = self.stack.promote(&probes.wakeups(), now_s);
         new.retain(|p| !tree.contains(p) && *p != std::process::id());
         if !new.is_empty() && probes.mark_stack(&new).is_err() {
             for p in &new {

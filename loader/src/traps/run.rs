@@ -136,6 +136,17 @@ pub struct FsLoad {
     /// The traced processes' requests to it timed one by one, by the requests ahead of each
     /// (FUSE, Linux 6.13+; empty elsewhere).
     pub latency_by_ahead: Vec<AheadLatency>,
+    /// The processes that serve it on this host (`trace::stack`): its daemon, which answered
+    /// the threads' waits on it, and those that serve the daemon (sshfs's ssh, sshd,
+    /// sftp-server), with their cores on the target's CPUs.
+    pub serving: Vec<ProcCpu>,
+}
+
+impl FsLoad {
+    /// Cores its daemon and transport took on the target's CPUs, mean over the window.
+    pub fn serving_cores(&self) -> f64 {
+        self.serving.iter().map(|p| p.cores).sum()
+    }
 }
 
 /// Requests sent with `ahead` others already in flight, and their mean latency.
@@ -867,16 +878,27 @@ fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
     }
     let busy = o.mean(|s| s.target_cpus_busy);
     let pinned = o.allowed() < o.cores;
+    // The server's own: its time on a CPU and its wait for one, less the share of that wait
+    // its filesystems' daemons and transport held the CPUs for (their finding's).
+    let fs_cores: f64 = o.filesystems.iter().map(FsLoad::serving_cores).sum();
+    let own = o.on_cpu_s + o.runq_s * (1.0 - serving_share(o, fs_cores));
     let mut f = cpu_evidence(
         Finding::new(
             Id::CpuSaturated,
             Severity::Info,
             format!(
-                "no trap: the CPUs the server may use are busy ({:.2} of {}{}), the server is at its capacity on them",
+                "no trap: the CPUs the server may use are busy ({:.2} of {}{}{}), the server is at its capacity on them",
                 busy,
                 o.allowed(),
                 if pinned {
                     format!(" allowed by its affinity; the machine has {}", o.cores)
+                } else {
+                    String::new()
+                },
+                if fs_cores >= 0.01 {
+                    format!(
+                        "; {fs_cores:.2} of them the daemons serving its filesystems, whose share of its wait for a CPU is theirs"
+                    )
                 } else {
                     String::new()
                 }
@@ -887,8 +909,11 @@ fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
     .with("cores_busy", round(o.mean(|s| s.cores_busy), 2))
     .with("delivered_per_s", round(o.delivered_rate, 1))
     .with("offered_per_s", round(o.offered_rate, 1))
-    .with("share_of_busy_thread_time_pct", pct(o.on_cpu_s + o.runq_s, o.busy_s()))
-    .with("share_of_thread_wall_time_pct", pct(o.on_cpu_s + o.runq_s, o.wall_s()));
+    .with("share_of_busy_thread_time_pct", pct(own, o.busy_s()))
+    .with("share_of_thread_wall_time_pct", pct(own, o.wall_s()));
+    if fs_cores > 0.0 {
+        f = f.with("filesystem_serving_cores", round(fs_cores, 3));
+    }
     if !o.peers.is_empty() {
         f = f.with(
             "peers",
@@ -1054,12 +1079,49 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
         return None;
     }
     let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
-    let f = with_shares(fs_waits_titled(o, fs, &q), fs.syscall_s, o);
+    // The threads' time on it, and their wait for a CPU that its daemon and transport held.
+    let cpu_s = o.runq_s * serving_share(o, fs.serving_cores());
+    let f = with_shares(fs_waits_titled(o, fs, &q), fs.syscall_s + cpu_s, o).with(
+        "mean_threads",
+        round(fs.syscall_s / o.window_s.max(1e-9), 2),
+    );
+    let f = serving_evidence(f, fs, cpu_s);
     let f = fs_waits_evidence(f, o, fs, &q, per_req).remedy(fs_waits_remedy(fs));
     Some(match per_req.filter(|v| *v > 0.0) {
         Some(pr) => fs_waits_ceiling(f, o, fs, &q, pr),
         None => f,
     })
+}
+
+/// The share of the busy CPUs the target may use that `cores` took (at most all of them): the
+/// same share of the threads' wait for a CPU is theirs. A mount's daemon and transport that run
+/// on those CPUs hold them for the mount's work, so that much of the run-queue wait is the
+/// mount's, not the server's capacity.
+fn serving_share(o: &RunObs, cores: f64) -> f64 {
+    let busy = o.mean(|s| s.target_cpus_busy);
+    if busy > 0.0 {
+        (cores / busy).min(1.0)
+    } else {
+        0.0
+    }
+}
+
+/// The processes that serve a mount on this host, when they took any CPU.
+fn serving_evidence(f: Finding, fs: &FsLoad, cpu_s: f64) -> Finding {
+    let cores = fs.serving_cores();
+    if cores <= 0.0 {
+        return f;
+    }
+    f.with("serving_cores", round(cores, 3))
+        .with(
+            "serving",
+            fs.serving
+                .iter()
+                .map(|p| format!("{} (pid {}) {:.2}", p.comm, p.pid, p.cores))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+        .with("run_queue_for_serving_s", round(cpu_s, 3))
 }
 
 /// fs_waits's finding with its id, severity and title: how many threads wait on the mount, and
@@ -1972,6 +2034,7 @@ mod tests {
                 ops_per_s: vec![4680; 10],
                 holds_start_cwd: true,
                 latency_by_ahead: vec![],
+                serving: vec![],
             }],
             classified: true,
             ..Default::default()
@@ -2196,6 +2259,71 @@ mod tests {
                 r##"{"id":"fs.slow-ops","severity":"fail","title":"0.8 threads on average wait on /mnt/slow (fuse.slowfs, FUSE)","evidence":{"share_of_busy_thread_time_pct":69.6,"share_of_thread_wall_time_pct":36.4,"mean_threads":0.8,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":5850.0,"ops_per_request":9.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"files the requests use","predicted_ceiling_per_s":452.2,"mount_ceiling_per_s":650.0},"predicted":"ceiling ≈ 1 worker ÷ 2.21 ms busy per request ≈ 452 req/s (delivered 520 req/s): each request holds a worker through its 1.54 ms on /mnt/slow (70 % of its busy time); the mount alone could serve 650 req/s","remedy":"move the code and files the requests use (docroot, includes, sessions) off /mnt/slow to a native filesystem, or enable caching on the mount; the server's start directory is not the cause"}"##,
                 r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"working directory"},"remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
             ],
+        );
+    }
+
+    /// The CPUs busy, the threads split between the CPU (on it 8 thread-seconds, waiting for
+    /// it 15) and a FUSE mount (21), as gunicorn on sshfs was: when the mount's daemon and its
+    /// transport (sshfs, ssh, sshd, sftp-server) took 0.72 of the 1.8 busy cores, 40 % of the
+    /// wait for a CPU is the mount's (6 of 15 thread-seconds), and the mount, not "no trap",
+    /// explains the most: 54 % of the threads' time against the server's own 34 %. A daemon
+    /// that takes no CPU (slowfs sleeps) moves nothing: the server's CPU is the verdict.
+    #[test]
+    fn a_mounts_daemons_cpu_is_the_mounts_share_of_the_wait_for_a_cpu() {
+        let mut o = fuse_flood();
+        o.on_cpu_s = 8.0;
+        o.runq_s = 15.0;
+        o.off_s = off(&[("path", 21.0), ("wait_work", 6.0)]);
+        o.filesystems[0].syscall_s = 21.0;
+        o.filesystems[0].latency_by_ahead = by_ahead(EIGHT_AT_A_TIME);
+        for s in &mut o.seconds {
+            s.cores_busy = 1.8;
+            s.target_cpus_busy = 1.8;
+        }
+        let cause = |o: &RunObs| {
+            let mut all = rules(o);
+            let v = verdict_of_the_builtin_load(o, &mut all);
+            (v.cause, all)
+        };
+        let (c, all) = cause(&o);
+        assert_eq!(c.as_deref(), Some("cpu.saturated"), "{all:#?}");
+        let sat = all.iter().find(|f| f.id == "cpu.saturated").unwrap();
+        assert_eq!(sat.evidence["share_of_thread_wall_time_pct"], 46.0);
+        assert!(sat.evidence.get("filesystem_serving_cores").is_none());
+        let fs = all.iter().find(|f| f.id == "fs.slow-ops").unwrap();
+        assert_eq!(fs.evidence["share_of_thread_wall_time_pct"], 42.0);
+        assert!(fs.evidence.get("serving").is_none());
+        let p = |pid, comm: &str, cores| ProcCpu {
+            pid,
+            comm: comm.into(),
+            cores,
+            wakeups: Some(1_000),
+        };
+        o.filesystems[0].serving = vec![
+            p(10, "sshfs", 0.2),
+            p(11, "ssh", 0.2),
+            p(12, "sshd", 0.2),
+            p(13, "sftp-server", 0.12),
+        ];
+        let (c, all) = cause(&o);
+        assert_eq!(c.as_deref(), Some("fs.slow-ops"), "{all:#?}");
+        let fs = all.iter().find(|f| f.id == "fs.slow-ops").unwrap();
+        assert_eq!(fs.evidence["share_of_thread_wall_time_pct"], 54.0);
+        assert_eq!(fs.evidence["mean_threads"], 2.1);
+        assert_eq!(fs.evidence["serving_cores"], 0.72);
+        assert_eq!(fs.evidence["run_queue_for_serving_s"], 6.0);
+        assert_eq!(
+            fs.evidence["serving"],
+            "sshfs (pid 10) 0.20; ssh (pid 11) 0.20; sshd (pid 12) 0.20; sftp-server (pid 13) 0.12"
+        );
+        let sat = all.iter().find(|f| f.id == "cpu.saturated").unwrap();
+        assert_eq!(sat.evidence["share_of_thread_wall_time_pct"], 34.0);
+        assert_eq!(sat.evidence["filesystem_serving_cores"], 0.72);
+        assert!(
+            sat.title
+                .contains("0.72 of them the daemons serving its filesystems"),
+            "{}",
+            sat.title
         );
     }
 
@@ -3081,6 +3209,7 @@ mod tests {
                 ops_per_s: vec![450; 8],
                 holds_start_cwd: true,
                 latency_by_ahead: vec![],
+                serving: vec![],
             }],
             locks: vec![LockLoad {
                 object: "a futex in user space".into(),

@@ -136,7 +136,7 @@ pub fn observe(
         charged_cpu_s: charged,
         runq_s: runq,
         workers: k.workers(),
-        filesystems: filesystems(k, report, mounts, pid, path_off, answered_window),
+        filesystems: filesystems(k, report, mounts, pid, path_off, answered_window, window_s),
         locks: locks(k),
         classified: attached,
         quota: quota_obs(k),
@@ -183,9 +183,9 @@ impl Others {
     /// calls (nor one on an idle CPU: the kernel program counts neither).
     fn of(k: &Sampler, client: &[u32]) -> Others {
         let window_s = k.seconds.iter().map(|x| x.dt_s).sum::<f64>().max(1.0);
-        let total: u64 = k.wakers.values().sum();
-        let mut stack: std::collections::HashSet<u32> = k
-            .wakers
+        let by_waker = k.wakeups.target_by_waker();
+        let total: u64 = by_waker.values().sum();
+        let mut stack: std::collections::HashSet<u32> = by_waker
             .iter()
             .filter(|(_, n)| crate::trace::stack::is_peer(**n, total, window_s))
             .map(|(p, _)| *p)
@@ -206,55 +206,56 @@ impl Others {
 
     /// The peers (`stack`) or the noise, busiest first, with their mean cores over the window.
     fn listed(&self, k: &Sampler, stack: bool, window_s: f64) -> Vec<ProcCpu> {
-        let mut by_pid: BTreeMap<u32, f64> = BTreeMap::new();
-        for ks in &k.seconds {
-            for (p, c) in &ks.others {
-                if self.stack.contains(p) == stack {
-                    *by_pid.entry(*p).or_default() += c * ks.dt_s;
-                }
-            }
-        }
-        let mut out: Vec<ProcCpu> = by_pid
-            .into_iter()
-            .map(|(pid, cs)| ProcCpu {
-                pid,
-                comm: k
-                    .others_window
-                    .get(&pid)
-                    .map(|(c, _)| escape::bytes(c))
-                    .unwrap_or_default(),
-                cores: traps::round(cs / window_s.max(1e-9), 3),
-                wakeups: stack.then(|| wakeups_of(k, pid)).flatten(),
-            })
-            .filter(|p| p.cores > 0.0 || stack)
-            .collect();
-        if stack {
-            // Peers that woke the server without using its CPUs are still named.
-            for (pid, n) in k.wakers.iter().chain(&k.stack_wakers) {
-                if self.stack.contains(pid) && !out.iter().any(|p| p.pid == *pid) {
-                    out.push(ProcCpu {
-                        pid: *pid,
-                        comm: std::fs::read(format!("/proc/{pid}/comm"))
-                            .map(|c| escape::bytes(c.strip_suffix(b"\n").unwrap_or(&c)))
-                            .unwrap_or_default(),
-                        cores: 0.0,
-                        wakeups: Some(*n),
-                    });
-                }
-            }
-        }
-        out.sort_by(|a, b| b.cores.total_cmp(&a.cores).then(a.pid.cmp(&b.pid)));
-        out.truncate(10);
-        out
+        processes(k, |p| self.stack.contains(&p) == stack, stack, window_s)
     }
 }
 
-/// The wakeups a peer made: of the traced set, or of the stack it serves.
-fn wakeups_of(k: &Sampler, pid: u32) -> Option<u64> {
-    k.wakers
-        .get(&pid)
-        .or_else(|| k.stack_wakers.get(&pid))
-        .copied()
+/// The processes `pick` selects among those that ran on the target's CPUs, busiest first, with
+/// their mean cores over the window (at most 10); `peers`: with their wakeups, and those that
+/// woke the server without using its CPUs named too.
+fn processes(k: &Sampler, pick: impl Fn(u32) -> bool, peers: bool, window_s: f64) -> Vec<ProcCpu> {
+    let mut by_pid: BTreeMap<u32, f64> = BTreeMap::new();
+    for ks in &k.seconds {
+        for (p, c) in &ks.others {
+            if pick(*p) {
+                *by_pid.entry(*p).or_default() += c * ks.dt_s;
+            }
+        }
+    }
+    let (target, stack) = (k.wakeups.target_by_waker(), k.wakeups.stack_by_waker());
+    let wakeups_of = |pid: u32| target.get(&pid).or_else(|| stack.get(&pid)).copied();
+    let mut out: Vec<ProcCpu> = by_pid
+        .into_iter()
+        .map(|(pid, cs)| ProcCpu {
+            pid,
+            comm: k
+                .others_window
+                .get(&pid)
+                .map(|(c, _)| escape::bytes(c))
+                .unwrap_or_default(),
+            cores: traps::round(cs / window_s.max(1e-9), 3),
+            wakeups: peers.then(|| wakeups_of(pid)).flatten(),
+        })
+        .filter(|p| p.cores > 0.0 || peers)
+        .collect();
+    if peers {
+        // Peers that woke the server without using its CPUs are still named.
+        for (pid, n) in target.iter().chain(&stack) {
+            if pick(*pid) && !out.iter().any(|p| p.pid == *pid) {
+                out.push(ProcCpu {
+                    pid: *pid,
+                    comm: std::fs::read(format!("/proc/{pid}/comm"))
+                        .map(|c| escape::bytes(c.strip_suffix(b"\n").unwrap_or(&c)))
+                        .unwrap_or_default(),
+                    cores: 0.0,
+                    wakeups: Some(*n),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| b.cores.total_cmp(&a.cores).then(a.pid.cmp(&b.pid)));
+    out.truncate(10);
+    out
 }
 
 /// The load side's seconds joined with the kernel's, each marked where its figures are
@@ -328,7 +329,9 @@ fn filesystems(
     pid: u32,
     path_off: f64,
     answered_window: u64,
+    window_s: f64,
 ) -> Vec<FsLoad> {
+    let serving = k.stack.serving_filesystems(&k.wakeups);
     let requests = report.requests.as_ref().and_then(|q| q.count).unwrap_or(0) as f64;
     let row_s =
         |row: &crate::report::FsRow| row.syscall_ms_per_request.unwrap_or(0.0) * requests / 1e3;
@@ -407,6 +410,10 @@ fn filesystems(
                 ops_kind,
                 ops_per_s,
                 holds_start_cwd: start_mount.as_deref() == Some(row.mount_point.as_str()),
+                serving: match dev {
+                    Some(d) => processes(k, |p| serving.get(&p) == Some(&d), true, window_s),
+                    None => vec![],
+                },
                 latency_by_ahead: row
                     .fuse_queue
                     .iter()
