@@ -665,6 +665,65 @@ fn a_remote_filesystems_daemon_and_its_transport_are_the_benchmark_not_noise() {
     }
 }
 
+/// nginx (traced) in front of php-fpm (4 workers), whose script asks a Node server that spends
+/// its one core per request: flooded at twice the capacity wrk measured, nginx's threads wait
+/// for work and all 512 of the generator's connections are busy. That was `gen.budget` ("the
+/// generator capped the run, not the server ... the server had capacity to spare", exit 3):
+/// nginx had, its stack had not — php-fpm's socket held ~509 connections. Node joins the stack
+/// two links out (it wakes php-fpm, which wakes nginx); php-fpm's listener full every second
+/// says the stack is at its capacity: capped, no cause in nginx, Node and php-fpm named.
+#[test]
+fn a_full_stack_behind_a_proxy_is_not_the_generators_budget() {
+    if !require_root("a_full_stack_behind_a_proxy_is_not_the_generators_budget") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-stack");
+    let node = AppServer::node(cwd.path(), Work::Cpu(400_000));
+    let stack = PhpStack::start(
+        cwd.path(),
+        4,
+        &format!("<?php echo file_get_contents('{}');", node.url()),
+    );
+    let url = format!("http://127.0.0.1:{}/index.php", stack.port);
+    let cap = wrk_capacity(&url, 8, 3).rps;
+    let r = builtin(stack.nginx.pid(), &url, 2.0 * cap, &[]);
+    assert_eq!(r.cause(), None, "{}\n{:?}", r.verdict(), r.ids());
+    assert_eq!(r.verdict()["capped"], true, "{}", r.verdict());
+    assert!(
+        !r.ids()
+            .iter()
+            .any(|i| i == "gen.budget" || i == "host.noise"),
+        "{:?}",
+        r.ids()
+    );
+    let summary = r.verdict()["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("node (pid {})", node.proc.pid()))
+            && summary.contains("that stack is at its capacity"),
+        "{summary}"
+    );
+    let stack_pids: Vec<u64> = r.r["run"]["stack"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect();
+    assert!(
+        stack_pids.contains(&(node.proc.pid() as u64)),
+        "{stack_pids:?}"
+    );
+    for w in tree(stack.fpm.pid())
+        .into_iter()
+        .filter(|p| *p != stack.fpm.pid())
+    {
+        assert!(
+            stack_pids.contains(&(w as u64)),
+            "php-fpm worker {w} not in {stack_pids:?}"
+        );
+    }
+}
+
 /// One gunicorn sync worker that spends 40 ms per request off the CPU (an uncontended flock
 /// held 40 ms): the pool of one is the ceiling, 25/s by construction, whichever generator
 /// drives it — the built-in open loop, `-- wrk`, or hey's CSV.

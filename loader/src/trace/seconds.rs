@@ -113,6 +113,9 @@ pub struct KernelSecond {
     /// Connections waiting in the target's listeners' accept queues at the sample (`None`:
     /// no listener found).
     pub accept_queue: Option<u64>,
+    /// The same for the listeners of the stack's processes (`trace::stack`) that are not the
+    /// target's.
+    pub stack_accept_queue: Option<u64>,
     /// Throttling of the target's binding CPU quota in this second (`None`: no quota).
     pub throttle: Option<ThrottleCounters>,
     /// Requests the target's own TCP ports received in this second (`tcp_probe`).
@@ -544,6 +547,7 @@ impl Sampler {
             threads: tids.len(),
             throttle,
             accept_queue: (queue.listeners > 0).then_some(queue.queued),
+            stack_accept_queue: self.stack_queue(&pids),
             ..Default::default()
         };
         split_time(&mut sec, &prev, &reading, &credit, &self.credit);
@@ -589,6 +593,27 @@ impl Sampler {
         if !last {
             self.next += 1;
         }
+    }
+
+    /// Connections waiting in the listeners of the stack's processes (those the traced tree
+    /// does not hold too); `None` when they have none.
+    fn stack_queue(&mut self, tree: &[u32]) -> Option<u64> {
+        let me = std::process::id();
+        let members: Vec<u32> = self
+            .stack
+            .members
+            .keys()
+            .copied()
+            .filter(|p| *p != me && !tree.contains(p))
+            .collect();
+        if members.is_empty() {
+            return None;
+        }
+        let theirs = backlog::socket_inodes(&members);
+        let ours = backlog::socket_inodes(tree);
+        let only: std::collections::HashSet<u64> = theirs.difference(&ours).copied().collect();
+        let q = self.backlog.sample(&only);
+        (q.listeners > 0).then_some(q.queued)
     }
 
     /// The wakers that joined the stack this second, marked in the kernel (a process of the

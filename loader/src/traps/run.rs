@@ -85,6 +85,10 @@ pub struct RunSecond {
     /// An external generator's threads runnable but not running (thread-seconds per second).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_run_queue: Option<f64>,
+    /// Connections waiting in the accept queues of the benchmark's other processes' listeners
+    /// (`run.stack`: an upstream's php-fpm socket behind a traced nginx), where they have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_accept_queue: Option<u64>,
 }
 
 /// The target's binding cgroup CPU quota and how it throttled during the window.
@@ -463,11 +467,19 @@ impl RunObs {
     /// finds a free worker and the queue is empty at most samples (M/D/1 at 50 % load: 0.25
     /// waiting on average); a sustained queue is the pool's ceiling.
     fn accept_queue_sustained(&self) -> bool {
-        let q: Vec<u64> = self
-            .loaded()
-            .iter()
-            .filter_map(|s| s.accept_queue)
-            .collect();
+        self.queue_sustained(|s| s.accept_queue)
+    }
+
+    /// The listeners of the benchmark's other processes held connections waiting through the
+    /// window (as [`RunObs::accept_queue_sustained`]): the stack behind the traced server is at
+    /// its capacity.
+    fn stack_queue_sustained(&self) -> bool {
+        self.queue_sustained(|s| s.stack_accept_queue)
+    }
+
+    /// A queue of one connection or more on average, non-empty in half the loaded seconds.
+    fn queue_sustained(&self, f: impl Fn(&RunSecond) -> Option<u64>) -> bool {
+        let q: Vec<u64> = self.loaded().iter().filter_map(|s| f(s)).collect();
         !q.is_empty()
             && q.iter().sum::<u64>() as f64 >= q.len() as f64
             && q.iter().filter(|&&n| n > 0).count() * 2 >= q.len()
@@ -1513,6 +1525,7 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
 /// itself.
 fn server_saturated(o: &RunObs) -> bool {
     o.accept_queue_sustained()
+        || o.stack_queue_sustained()
         || o.cpus_saturated()
         || o.workers_saturated()
         || o.filesystems
@@ -1959,16 +1972,34 @@ fn waited_for_work(o: &RunObs) -> Option<String> {
         .take(3)
         .map(|p| format!("{} (pid {})", p.comm, p.pid))
         .collect();
+    let queued: Vec<u64> = o
+        .loaded()
+        .iter()
+        .filter_map(|s| s.stack_accept_queue)
+        .collect();
+    let stack_queue = if o.stack_queue_sustained() {
+        format!(
+            "; the listeners of the processes that serve it held {:.1} connections waiting on average: that stack is at its capacity",
+            queued.iter().sum::<u64>() as f64 / queued.len().max(1) as f64
+        )
+    } else {
+        String::new()
+    };
     Some(format!(
-        "the server's threads waited for work {:.0} % of their time: what caps it is outside the traced processes, in what they wait on (an upstream, a database, the network){}",
+        "the server's threads waited for work {:.0} % of their time: what caps it is outside the traced processes, in what they wait on (an upstream, a database, the network){}{stack_queue}{}",
         share * 100.0,
         if woke.is_empty() {
             String::new()
         } else {
             format!(
-                "; the processes that woke them (its upstreams, its front end or the load generator): {}; trace the one that serves it (trapdetect run --pid PID)",
+                "; the processes that woke them (its upstreams, its front end or the load generator): {}",
                 woke.join(", ")
             )
+        },
+        if woke.is_empty() {
+            ""
+        } else {
+            "; trace the one that serves it (trapdetect run --pid PID)"
         }
     ))
 }
@@ -3428,6 +3459,59 @@ mod tests {
                 .contains("all 64 connections of its budget were busy and 90.0 % of the arrivals waited for one (1337 dropped)"),
             "{}",
             f[0].title
+        );
+    }
+
+    /// nginx (traced) in front of php-fpm, which asks a one-core Node upstream: flooded at
+    /// twice the capacity, all 512 of the generator's connections were busy and nginx's threads
+    /// waited for work. Measured that way, it was `gen.budget` ("the server had capacity to
+    /// spare", exit 3): nginx had, its stack had not. php-fpm's listener held connections
+    /// waiting every second: the stack is at its capacity, the budget caps nothing; no cause
+    /// in the traced processes, the sentence says where. Without that queue it is the budget.
+    #[test]
+    fn a_full_queue_in_the_stack_behind_the_server_is_not_the_generators_budget() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("wait_work", 45.0)]);
+        o.on_cpu_s = 4.0;
+        o.workers = 4;
+        o.offered_rate = 1887.0;
+        o.delivered_rate = 1185.0;
+        o.answered = 11_850;
+        o.generator = Some(GeneratorLimits {
+            max_connections: 512,
+            busy_max: 512,
+            waited_for_slot: 16_400,
+            dropped: 1_755,
+            connect_rate_per_s: Some(2048.0),
+            waited_for_connect: 0,
+            scheduled: 18_870,
+        });
+        o.peers = vec![ProcCpu {
+            pid: 8647,
+            comm: "node".into(),
+            cores: 0.98,
+            wakeups: Some(1_967),
+        }];
+        for s in &mut o.seconds {
+            s.accept_queue = Some(0);
+            s.target_cpus_busy = 1.4;
+        }
+        let f = rules(&o);
+        assert_eq!(f[0].id, "gen.budget", "{f:#?}");
+        for (i, s) in o.seconds.iter_mut().enumerate() {
+            s.stack_accept_queue = Some(if i == 0 { 0 } else { 511 });
+        }
+        let mut f = rules(&o);
+        assert!(f.iter().all(|f| f.id != "gen.budget"), "{f:#?}");
+        let v = verdict(&o, &mut f, &VerdictInputs::default());
+        assert_eq!((v.cause.as_deref(), v.capped), (None, true));
+        assert!(
+            v.summary.contains("node (pid 8647)")
+                && v.summary
+                    .contains("node (pid 8647); the listeners of the processes that serve it held 459.9 connections waiting on average: that stack is at its capacity; trace the one"),
+            "{}",
+            v.summary
         );
     }
 

@@ -295,6 +295,7 @@ fn timeline(s: &LoadSide, k: &Sampler, mounts: &MountTable, attached: bool) -> V
                 .insert(mount_name(mounts, *d), (*n as f64 / dt).round() as u64);
         }
         r.accept_queue = ks.accept_queue;
+        r.stack_accept_queue = ks.stack_accept_queue;
         if let Some(t) = ks.throttle {
             r.throttled_periods = Some(t.nr_throttled);
             r.throttled_ms = Some(traps::round(t.throttled_us as f64 / 1e3, 1));
