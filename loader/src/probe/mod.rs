@@ -450,6 +450,21 @@ pub struct Probes {
     _tracefs: Tracefs,
 }
 
+/// Adds `flag` to each pid's flags in the `TRACED` array.
+pub(crate) fn add_flag<T: std::borrow::BorrowMut<MapData>>(
+    traced: &mut Array<T, u8>,
+    pids: &[u32],
+    flag: u8,
+) -> Result<()> {
+    for &p in pids {
+        let old = traced.get(&p, 0).unwrap_or(0);
+        traced
+            .set(p, old | flag, 0)
+            .map_err(|e| map_err(&format!("{MAP_TRACED}[{p}]"), e))?;
+    }
+    Ok(())
+}
+
 /// Slot `i` of a per-CPU u64 array, summed over CPUs (no 64-bit atomics on the BPF side:
 /// every counter is per CPU).
 pub(crate) fn sum_slot<T: std::borrow::Borrow<MapData>>(
@@ -930,12 +945,7 @@ impl Probes {
     /// Adds `flag` to each pid's flags (the kernel's fork probe may have set others already).
     fn mark(&mut self, pids: &[u32], flag: u8) -> Result<()> {
         let mut traced: Array<&mut MapData, u8> = self.array_mut(MAP_TRACED)?;
-        for &p in pids {
-            let old = traced.get(&p, 0).unwrap_or(0);
-            traced
-                .set(p, old | flag, 0)
-                .map_err(|e| map_err(&format!("{MAP_TRACED}[{p}]"), e))?;
-        }
+        add_flag(&mut traced, pids, flag)?;
         for &p in pids {
             self.mark_in_flight(p, flag)?;
         }

@@ -332,13 +332,7 @@ impl Probes {
             .map_err(|e| map_err(MAP_TRACED, e))?;
         let mut traced: aya::maps::Array<MapData, u8> =
             aya::maps::Array::try_from(map).map_err(|e| map_err(MAP_TRACED, e))?;
-        for &p in pids {
-            let old = traced.get(&p, 0).unwrap_or(0);
-            traced
-                .set(p, old | TRACED_STACK, 0)
-                .map_err(|e| map_err(MAP_TRACED, e))?;
-        }
-        Ok(())
+        super::add_flag(&mut traced, pids, TRACED_STACK)
     }
 
     fn pairs<K: aya::Pod>(
@@ -376,6 +370,15 @@ impl Probes {
     }
 }
 
+/// `(waker, _) → n` summed by waker.
+fn by_waker(pairs: &HashMap<(u32, u32), u64>) -> HashMap<u32, u64> {
+    let mut out = HashMap::new();
+    for ((w, _), n) in pairs {
+        *out.entry(*w).or_default() += n;
+    }
+    out
+}
+
 /// The wakeups the kernel counted so far: of the traced threads by (waker, the filesystem
 /// the woken thread waited on or 0), of the stack's processes by (waker, woken).
 #[derive(Clone, Debug, Default)]
@@ -389,20 +392,12 @@ pub struct Wakeups {
 impl Wakeups {
     /// Wakeups of the traced threads by waker.
     pub fn target_by_waker(&self) -> HashMap<u32, u64> {
-        let mut out = HashMap::new();
-        for ((w, _), n) in &self.of_target {
-            *out.entry(*w).or_default() += n;
-        }
-        out
+        by_waker(&self.of_target)
     }
 
     /// Wakeups of the stack's processes by waker.
     pub fn stack_by_waker(&self) -> HashMap<u32, u64> {
-        let mut out = HashMap::new();
-        for ((w, _), n) in &self.of_stack {
-            *out.entry(*w).or_default() += n;
-        }
-        out
+        by_waker(&self.of_stack)
     }
 
     /// Every wakeup counted.

@@ -525,7 +525,8 @@ impl Sampler {
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);
         let throttle = self.quota.as_mut().and_then(|q| q.tick());
-        let queue = self.backlog.sample(&backlog::socket_inodes(&pids));
+        let tree_sockets = backlog::socket_inodes(&pids);
+        let queue = self.backlog.sample(&tree_sockets);
         let credit = credit_of(&slots, at);
         let Some(prev) = self.prev.take() else {
             self.base = Some(reading.clone());
@@ -547,7 +548,7 @@ impl Sampler {
             threads: tids.len(),
             throttle,
             accept_queue: (queue.listeners > 0).then_some(queue.queued),
-            stack_accept_queue: self.stack_queue(&pids),
+            stack_accept_queue: self.stack_queue(&pids, &tree_sockets),
             ..Default::default()
         };
         split_time(&mut sec, &prev, &reading, &credit, &self.credit);
@@ -597,7 +598,11 @@ impl Sampler {
 
     /// Connections waiting in the listeners of the stack's processes (those the traced tree
     /// does not hold too); `None` when they have none.
-    fn stack_queue(&mut self, tree: &[u32]) -> Option<u64> {
+    fn stack_queue(
+        &mut self,
+        tree: &[u32],
+        tree_sockets: &std::collections::HashSet<u64>,
+    ) -> Option<u64> {
         let me = std::process::id();
         let members: Vec<u32> = self
             .stack
@@ -609,9 +614,10 @@ impl Sampler {
         if members.is_empty() {
             return None;
         }
-        let theirs = backlog::socket_inodes(&members);
-        let ours = backlog::socket_inodes(tree);
-        let only: std::collections::HashSet<u64> = theirs.difference(&ours).copied().collect();
+        let only: std::collections::HashSet<u64> = backlog::socket_inodes(&members)
+            .difference(tree_sockets)
+            .copied()
+            .collect();
         let q = self.backlog.sample(&only);
         (q.listeners > 0).then_some(q.queued)
     }
