@@ -5,17 +5,17 @@
 //! client does on its own. Unmounted and stopped on drop (also when a test panics).
 
 use std::{
-    os::unix::process::CommandExt,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::Duration,
 };
 
-use crate::{TempDir, free_port, slowfs::is_mounted, wait_until};
+use crate::{TempDir, free_port, servers::Proc, slowfs::is_mounted, wait_until};
 
 /// A mounted sshfs and the sshd it talks to.
 pub struct Sshfs {
-    sshd: Option<Child>,
+    /// Stopped on drop, after the unmount (fields drop after `Drop::drop`).
+    _sshd: Proc,
     /// Where it is mounted.
     pub mount: PathBuf,
     /// The directory it serves (on ext4).
@@ -72,22 +72,17 @@ impl Sshfs {
             ),
         )
         .unwrap();
-        let mut sshd = Command::new("/usr/sbin/sshd");
-        sshd.args(["-D", "-e", "-f"])
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: prctl in the child before exec; async-signal-safe.
-        unsafe {
-            sshd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
-        let sshd = sshd.spawn().expect("start /usr/sbin/sshd (openssh-server)");
+        let sshd = Proc::spawn(
+            "/usr/sbin/sshd (openssh-server)",
+            Command::new("/usr/sbin/sshd")
+                .args(["-D", "-e", "-f"])
+                .arg(&config)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
         let fs = Sshfs {
-            sshd: Some(sshd),
+            _sshd: sshd,
             mount,
             backing,
             _dir: dir,
@@ -129,10 +124,6 @@ impl Drop for Sshfs {
             if is_mounted(&self.mount) {
                 let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
             }
-        }
-        if let Some(mut c) = self.sshd.take() {
-            let _ = c.kill();
-            let _ = c.wait();
         }
     }
 }

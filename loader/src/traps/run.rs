@@ -325,6 +325,13 @@ pub struct ProcCpu {
     pub wakeups: Option<u64>,
 }
 
+impl ProcCpu {
+    /// `comm (pid N) cores`, as the findings list them.
+    pub fn brief(&self) -> String {
+        format!("{} (pid {}) {:.2}", self.comm, self.pid, self.cores)
+    }
+}
+
 /// Descriptors of one traced process at its fullest.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FdPeakObs {
@@ -830,12 +837,7 @@ fn host_noise(o: &RunObs, quota_binds: bool) -> Option<Finding> {
     } else {
         Severity::Info
     };
-    let top: Vec<String> = o
-        .noise
-        .iter()
-        .take(3)
-        .map(|p| format!("{} (pid {}) {:.2}", p.comm, p.pid, p.cores))
-        .collect();
+    let top: Vec<String> = o.noise.iter().take(3).map(ProcCpu::brief).collect();
     let f = cpu_evidence(
         Finding::new(
             Id::HostNoise,
@@ -932,7 +934,7 @@ fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
             o.peers
                 .iter()
                 .take(3)
-                .map(|p| format!("{} (pid {}) {:.2}", p.comm, p.pid, p.cores))
+                .map(ProcCpu::brief)
                 .collect::<Vec<_>>()
                 .join("; "),
         );
@@ -1129,7 +1131,7 @@ fn serving_evidence(f: Finding, fs: &FsLoad, cpu_s: f64) -> Finding {
             "serving",
             fs.serving
                 .iter()
-                .map(|p| format!("{} (pid {}) {:.2}", p.comm, p.pid, p.cores))
+                .map(ProcCpu::brief)
                 .collect::<Vec<_>>()
                 .join("; "),
         )
