@@ -399,7 +399,17 @@ fn a_log_of_workers_on_one_flock_names_the_file_and_the_clean_twin_passes() {
     let (log, mi) = capture(stack.fpm.pid(), &stack.url(), 1, dir.path());
     let (r, code) = run_log(&log, &mi);
     assert_from_log(&r, code, None);
-    assert_eq!(r["run"]["workers"], 0);
+    // One connection at a time: at most one worker busy half its time or more, and that one
+    // short of full (how busy depends on how much strace slows it on this machine).
+    let workers = r["run"]["workers"].as_u64().unwrap();
+    assert!(workers <= 1, "{}", r["run"]);
+    if workers == 1 {
+        assert!(
+            r["run"]["workers_busy"].as_f64().unwrap() < 0.9,
+            "{}",
+            r["run"]
+        );
+    }
     assert!(
         r["findings"]
             .as_array()

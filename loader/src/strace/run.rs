@@ -339,11 +339,13 @@ pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
     for tid in tids {
         r.thread(tid, &by_tid[&tid], &tl.ops);
     }
-    let workers = r
+    let counted: Vec<f64> = r
         .share
         .iter()
         .filter(|(busy, seen)| *seen > 0.0 && busy * 2.0 >= *seen)
-        .count();
+        .map(|(busy, seen)| busy / seen)
+        .collect();
+    let workers = counted.len();
     let answered: u64 = r.secs.iter().map(|s| s.served).sum();
     let obs = RunObs {
         seconds: r
@@ -362,6 +364,7 @@ pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
         charged_cpu_s: 0.0,
         runq_s: 0.0,
         workers,
+        workers_busy: Some(counted.iter().sum()),
         filesystems: filesystems(&r.fs, window_s, cx),
         locks: lock_loads(tl, &r.locks, r.futex),
         classified: true,

@@ -278,6 +278,9 @@ pub struct RunObs {
     pub runq_s: f64,
     /// Threads that did work at some sample (workers).
     pub workers: usize,
+    /// How many of those were busy on average (the sum of each one's busy share), where
+    /// measured thread by thread; `None`: from the tree's work time instead.
+    pub workers_busy: Option<f64>,
     /// Per filesystem.
     pub filesystems: Vec<FsLoad>,
     /// Per lock object.
@@ -531,9 +534,15 @@ impl RunObs {
         v
     }
 
-    /// Every worker busy (not waiting for work, not parked) 90 % of the window or more.
+    /// Every worker busy (not waiting for work, not parked) 90 % of the window or more: the
+    /// workers' own busy time, where measured thread by thread. The tree's work time counts
+    /// every thread's, so one worker busy 60 % beside a master and idle workers that each did
+    /// a little read as one saturated worker (a clean php-fpm under one connection at a time).
     fn workers_saturated(&self) -> bool {
-        let busy_workers = (self.work_s() / self.window_s.max(1e-9)).min(self.workers as f64);
+        let busy_workers = self
+            .workers_busy
+            .unwrap_or(self.work_s() / self.window_s.max(1e-9))
+            .min(self.workers as f64);
         self.workers > 0 && busy_workers >= 0.9 * self.workers as f64
     }
 
@@ -3069,6 +3078,45 @@ mod tests {
         assert!(run(Some(0), 3.9).is_empty());
         // 3.5 of 4 s busy: 87.5 %.
         assert!(run(None, 3.4).is_empty());
+    }
+
+    /// A clean php-fpm under one connection at a time, from an strace log (recorded at
+    /// 721/s): one worker busy 62 % of the window, the master and three idle workers 0.8
+    /// thread-seconds more of work between them; the tree's work over the window is 1.03
+    /// threads. The one worker's own share is what says whether the pool was full: it was not.
+    #[test]
+    fn the_workers_own_busy_share_says_whether_the_pool_was_full() {
+        let run = |workers_busy: Option<f64>| {
+            RunObs {
+                seconds: secs(3, |t| RunSecond {
+                    t_s: t,
+                    served: Some(721),
+                    threads: 5,
+                    busy_threads: 1,
+                    ..Default::default()
+                }),
+                window_s: 3.1,
+                cores: 2.0,
+                answered: 2235,
+                delivered_rate: 721.0,
+                off_s: off(&[
+                    ("wait_work", 11.722),
+                    ("other", 0.745),
+                    ("path", 0.138),
+                    ("file_io", 0.19),
+                ]),
+                on_cpu_s: 2.11,
+                workers: 1,
+                workers_busy,
+                classified: true,
+                ..Default::default()
+            }
+            .capped_by()
+        };
+        // The tree's work time: 3.18 thread-seconds over 3.1 s, a full worker.
+        assert_eq!(run(None), ["workers-busy"]);
+        assert!(run(Some(0.62)).is_empty());
+        assert_eq!(run(Some(0.95)), ["workers-busy"]);
     }
 
     /// nginx proxying to two gunicorn sync workers that sleep 50 ms (recorded: 39/s delivered of

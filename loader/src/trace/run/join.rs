@@ -129,6 +129,7 @@ pub fn observe(
         charged_cpu_s: charged,
         runq_s: runq,
         workers: k.workers(),
+        workers_busy: Some(k.workers_busy()),
         filesystems: filesystems(k, report, mounts, pid, path_off, answered_window, window_s),
         locks: locks(k),
         classified: attached,

@@ -31,6 +31,9 @@ pub struct RunSection {
     pub cores: f64,
     /// Threads that did work at some sample.
     pub workers: usize,
+    /// How many of them were busy on average (each one's busy share, summed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers_busy: Option<f64>,
     /// The kernel could say which syscall blocked threads were in.
     pub classified: bool,
     /// The threads' time over the window, thread-seconds.
@@ -110,6 +113,7 @@ impl RunSection {
             window_s: traps::round(o.window_s, 3),
             cores: o.cores,
             workers: o.workers,
+            workers_busy: o.workers_busy.map(|b| traps::round(b, 2)),
             classified: o.classified,
             thread_seconds: ThreadSeconds {
                 on_cpu: traps::round(o.on_cpu_s, 3),
