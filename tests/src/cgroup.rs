@@ -156,3 +156,106 @@ pub fn most_cores(quota_cpus: f64, period_us: f64) -> f64 {
     let ncpu = std::thread::available_parallelism().unwrap().get() as f64;
     quota_cpus + ncpu * slice_us / period_us
 }
+
+/// A cgroup at the name a container runtime or systemd gives its own
+/// (`system.slice/docker-ID.scope`, `system.slice/NAME.service`), made for one test in the
+/// hierarchy systemd keeps (cgroup v1's `name=systemd`, else the cgroup2 mount): processes
+/// moved into it are what `--container`, `--unit` and `--cgroup` find, as they would find the
+/// runtime's. It creates only its own directories; on drop what is still in it goes back to
+/// the hierarchy's root and the directories are removed.
+pub struct NamedCgroup {
+    /// The hierarchy's mount point.
+    pub root: PathBuf,
+    /// The path below it, as /proc/PID/cgroup shows it (`/system.slice/docker-ID.scope`).
+    pub path: String,
+    created: Vec<PathBuf>,
+}
+
+/// The mount point of the hierarchy systemd would use here.
+fn systemd_hierarchy() -> Option<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut v2 = None;
+    for line in info.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = f.iter().position(|x| *x == "-") else {
+            continue;
+        };
+        let (Some(fstype), Some(mp)) = (f.get(sep + 1), f.get(4)) else {
+            continue;
+        };
+        let sopts = f.get(sep + 3).copied().unwrap_or("");
+        if *fstype == "cgroup" && sopts.split(',').any(|o| o == "name=systemd") {
+            return Some(PathBuf::from(mp));
+        }
+        if *fstype == "cgroup2" && v2.is_none() {
+            v2 = Some(PathBuf::from(mp));
+        }
+    }
+    v2
+}
+
+/// A container id as runtimes make them: 64 hex digits, unique to this call.
+pub fn container_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let seed = unique("id");
+    (0..4)
+        .map(|i| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write(seed.as_bytes());
+            h.write_u32(i);
+            format!("{:016x}", h.finish())
+        })
+        .collect()
+}
+
+impl NamedCgroup {
+    /// Creates `rel` (e.g. `system.slice/docker-ID.scope`) and any missing parent.
+    pub fn create(rel: &str) -> NamedCgroup {
+        let root = systemd_hierarchy().expect("a cgroup hierarchy (name=systemd or cgroup2)");
+        let mut created = vec![];
+        let mut dir = root.clone();
+        for part in rel.split('/') {
+            dir = dir.join(part);
+            if !dir.exists() {
+                std::fs::create_dir(&dir)
+                    .unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+                created.push(dir.clone());
+            }
+        }
+        NamedCgroup {
+            root,
+            path: format!("/{rel}"),
+            created,
+        }
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> PathBuf {
+        self.root.join(self.path.trim_start_matches('/'))
+    }
+
+    /// Moves `pid` and its descendants in; returns how many moved.
+    pub fn add_tree(&self, pid: u32) -> usize {
+        let tree = crate::servers::tree_of(pid);
+        for p in &tree {
+            std::fs::write(self.dir().join("cgroup.procs"), p.to_string())
+                .unwrap_or_else(|e| panic!("move {p} into {}: {e}", self.path));
+        }
+        tree.len()
+    }
+}
+
+impl Drop for NamedCgroup {
+    fn drop(&mut self) {
+        // No panics here: this may run while a failed test unwinds.
+        let procs = std::fs::read_to_string(self.dir().join("cgroup.procs")).unwrap_or_default();
+        for p in procs.split_ascii_whitespace() {
+            let _ = std::fs::write(self.root.join("cgroup.procs"), p);
+        }
+        for d in self.created.iter().rev() {
+            if let Err(e) = std::fs::remove_dir(d) {
+                eprintln!("could not remove {}: {e}", d.display());
+            }
+        }
+    }
+}

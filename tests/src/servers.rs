@@ -288,6 +288,18 @@ impl PhpStack {
     }
 }
 
+/// `pid` and its descendants.
+pub fn tree_of(pid: u32) -> Vec<u32> {
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let kids = children_of(tree[i]);
+        tree.extend(kids);
+        i += 1;
+    }
+    tree
+}
+
 /// Direct children of `pid`.
 pub fn children_of(pid: u32) -> Vec<u32> {
     let mut out = vec![];

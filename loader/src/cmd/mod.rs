@@ -30,6 +30,53 @@ pub struct OutputArgs {
     pub export: crate::report::export::ExportArgs,
 }
 
+/// The server named instead of given by pid: one definition, flattened into `trace`, `run`
+/// and `preflight` (host/target.rs resolves it to the root of one process tree).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SelectArgs {
+    /// The server by process name (its comm, as `ps -o comm` shows, 15 bytes at most): the root
+    /// of its tree (nginx's master, php-fpm's); several separate trees are refused.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["pid", "cgroup", "container", "unit"])]
+    pub comm: Option<String>,
+    /// The server by cgroup: its path as /proc/PID/cgroup shows it
+    /// (`/system.slice/nginx.service`) or its directory under /sys/fs/cgroup; its oldest
+    /// process tree is traced.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["pid", "container", "unit"])]
+    pub cgroup: Option<String>,
+    /// The server by container: an id or a unique prefix of one (Docker, containerd, CRI-O,
+    /// Podman; matched through /proc/PID/cgroup), or a Docker or Podman container name.
+    #[arg(long, value_name = "ID|NAME", conflicts_with_all = ["pid", "unit"])]
+    pub container: Option<String>,
+    /// The server by systemd unit (`nginx` means `nginx.service`).
+    #[arg(long, value_name = "NAME", conflicts_with = "pid")]
+    pub unit: Option<String>,
+}
+
+impl SelectArgs {
+    /// What was named, if anything.
+    pub fn selector(&self) -> Option<crate::host::target::Selector> {
+        use crate::host::target::Selector;
+        self.comm
+            .clone()
+            .map(Selector::Comm)
+            .or_else(|| self.cgroup.clone().map(Selector::Cgroup))
+            .or_else(|| self.container.clone().map(Selector::Container))
+            .or_else(|| self.unit.clone().map(Selector::Unit))
+    }
+
+    /// The pid to trace: `--pid` as given, else the root the selector names (said on stderr
+    /// and returned for the report), else none. A selector that names nothing, or several
+    /// separate servers, is a usage error (exit 2).
+    pub fn resolve(&self, pid: Option<u32>) -> crate::error::Result<(Option<u32>, Option<String>)> {
+        let Some(sel) = self.selector() else {
+            return Ok((pid, None));
+        };
+        let r = crate::host::target::resolve(&sel).map_err(crate::error::Error::usage)?;
+        eprintln!("trapdetect: {}", r.how);
+        Ok((Some(r.pid), Some(r.how)))
+    }
+}
+
 /// The flags that turn findings into an exit code, for every command that judges.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct VerdictArgs {

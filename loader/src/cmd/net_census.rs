@@ -100,6 +100,7 @@ pub fn run(a: NetCensusArgs) -> Result<i32> {
             cwd: link("cwd"),
             processes: 1,
             exited_after_s: None,
+            selected_by: None,
         });
     }
     r.findings = c.findings;

@@ -53,6 +53,9 @@ pub struct PreflightArgs {
     /// age and peak memory (give php-fpm's master to cover its pools).
     #[arg(long, short = 'p', value_name = "PID")]
     pub pid: Option<u32>,
+    /// --comm, --cgroup, --container, --unit: the server named instead.
+    #[command(flatten)]
+    pub select: crate::cmd::SelectArgs,
     /// A directory the run uses (run dir, docroot, databases); fails on a slow or remote
     /// filesystem. Repeatable.
     #[arg(long, value_name = "PATH")]
@@ -150,7 +153,14 @@ pub fn run(args: PreflightArgs) -> Result<i32> {
     ])?;
     crate::output::check_all(&args.output.export.paths())?;
     validate(&args)?;
-    let report = crate::preflight::check(&options(&args))?;
+    let (pid, selected_by) = args.select.resolve(args.pid)?;
+    let mut report = crate::preflight::check(&Options {
+        pid,
+        ..options(&args)
+    })?;
+    if let Some(t) = report.target.as_mut() {
+        t.selected_by = selected_by;
+    }
     let j = report.to_json() + "\n";
     let shown = if args.output.json {
         j.clone()

@@ -19,9 +19,12 @@ pub struct RunArgs {
         long,
         short = 'p',
         value_name = "PID",
-        required_unless_present = "from_strace"
+        required_unless_present_any = ["from_strace", "comm", "cgroup", "container", "unit"]
     )]
     pub pid: Option<u32>,
+    /// --comm, --cgroup, --container, --unit: the server named instead.
+    #[command(flatten)]
+    pub select: crate::cmd::SelectArgs,
     /// Kernel BTF to read struct offsets from, instead of /sys/kernel/btf/vmlinux.
     #[arg(long, value_name = "FILE")]
     pub btf: Option<PathBuf>,
@@ -63,9 +66,11 @@ pub fn run(args: RunArgs) -> Result<i32> {
     if let Some(log) = &args.from_strace {
         return from_strace(&args, log);
     }
-    let Some(pid) = args.pid else {
-        return Err(Error::usage("--pid is required (or --from-strace FILE)"));
-    };
+    if args.pid.is_none() && args.select.selector().is_none() {
+        return Err(Error::usage(
+            "--pid is required, or the server named by --comm, --cgroup, --container or --unit (or --from-strace FILE)",
+        ));
+    }
     let external = !args.command.is_empty() || args.load_results.is_some();
     if external && (!args.load.url.is_empty() || args.load.rate.is_some()) {
         return Err(Error::usage(
@@ -96,6 +101,10 @@ pub fn run(args: RunArgs) -> Result<i32> {
         ("--samples-out", args.load.samples_out.as_deref()),
     ])?;
     crate::output::check_all(&args.load.output.export.paths())?;
+    // Named, not given: resolved last, just before anything attaches.
+    let (Some(pid), selected_by) = args.select.resolve(args.pid)? else {
+        return Err(Error::usage("--pid is required"));
+    };
     let opts = trace::Options {
         pid,
         duration: args.load.duration,
@@ -116,7 +125,10 @@ pub fn run(args: RunArgs) -> Result<i32> {
     } else {
         None
     };
-    let report = trace::run::driver::measure(&opts, &args.backend, plan, other)?;
+    let mut report = trace::run::driver::measure(&opts, &args.backend, plan, other)?;
+    if let Some(t) = report.target.as_mut() {
+        t.selected_by = selected_by;
+    }
     finish(&args, report)
 }
 

@@ -18,6 +18,9 @@ pub struct TraceArgs {
     /// php-fpm's master to cover its workers).
     #[arg(long, short = 'p', value_name = "PID")]
     pub pid: Option<u32>,
+    /// --comm, --cgroup, --container, --unit: the server named instead.
+    #[command(flatten)]
+    pub select: crate::cmd::SelectArgs,
     /// Drive a light open-loop probe load at this URL, so per-request figures are exact
     /// (without it: per accepted connection, or per second).
     #[arg(long, value_name = "URL")]
@@ -101,8 +104,11 @@ pub fn run(args: TraceArgs) -> Result<i32> {
             .write(&serde_json::to_value(&report).unwrap_or_default())?;
         return Ok(report.exit_code);
     }
-    let Some(pid) = args.pid else {
-        return Err(Error::usage("--pid is required (try `trapdetect --help`)"));
+    let (pid, selected_by) = args.select.resolve(args.pid)?;
+    let Some(pid) = pid else {
+        return Err(Error::usage(
+            "--pid is required, or the server named by --comm, --cgroup, --container or --unit (try `trapdetect --help`)",
+        ));
     };
     if !(0.0..=100.0).contains(&args.loss_budget) {
         return Err(Error::usage(
@@ -152,6 +158,9 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         &opts,
         probe.as_mut().map(|p| p as &mut dyn trace::LoadDriver),
     )?;
+    if let Some(t) = report.target.as_mut() {
+        t.selected_by = selected_by;
+    }
     report.finish(&args.verdict.ignore, args.verdict.strict);
     emit(
         &report,

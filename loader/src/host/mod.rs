@@ -13,4 +13,5 @@ pub mod net;
 pub mod nginx;
 pub mod process;
 pub mod runtime;
+pub mod target;
 pub mod tuning;

@@ -77,6 +77,7 @@ pub(super) fn cpu_and_target(obs: &Observed, dirs: &[Dir], v: &mut Verdicts) -> 
             .unwrap_or_else(|| "?".into()),
         processes: process::descendants(&obs.scan, t.pid).len(),
         exited_after_s: None,
+        selected_by: None,
     })
 }
 

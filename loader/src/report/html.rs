@@ -438,6 +438,9 @@ fn header(o: &mut String, doc: &Value, is_load: bool) {
             h(t["cwd"].as_str().unwrap_or("?")),
             t["processes"]
         );
+        if let Some(how) = t.get("selected_by").and_then(Value::as_str) {
+            let _ = write!(o, "<p class=\"meta\">target {}</p>", h(how));
+        }
     }
     let mut facts = vec![];
     if let Some(w) = doc.get("window_s").and_then(Value::as_f64) {
@@ -1587,6 +1590,7 @@ mod tests {
             cwd: EVIL.into(),
             processes: 1,
             exited_after_s: None,
+            selected_by: None,
         });
         r.findings.push(
             Finding::new(Id::FsCwdSlow, Severity::Fail, EVIL)

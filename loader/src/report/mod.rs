@@ -46,6 +46,10 @@ pub struct Target {
     /// Set when the target exited before the end of the window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exited_after_s: Option<f64>,
+    /// How the target was chosen when it was named rather than given by pid (`--comm`,
+    /// `--cgroup`, `--container`, `--unit`): the root traced and what else matched (escaped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected_by: Option<String>,
 }
 
 /// What "per request" means in this report.

@@ -379,6 +379,9 @@ pub fn render_text(r: &Report, verbose: bool) -> String {
     }
     out.push_str(&head);
     out.push('\n');
+    if let Some(how) = r.target.as_ref().and_then(|t| t.selected_by.as_ref()) {
+        out.push_str(&format!("  target {how}\n"));
+    }
     let incomplete: Vec<&str> = r
         .sections
         .get("preflight")

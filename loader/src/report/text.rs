@@ -128,6 +128,9 @@ fn head(out: &mut String, r: &Report) {
             "  exe {}  cwd {}  processes traced {}",
             t.exe, t.cwd, t.processes
         );
+        if let Some(how) = &t.selected_by {
+            let _ = writeln!(out, "  target {how}");
+        }
         if let Some(s) = t.exited_after_s {
             let _ = writeln!(
                 out,

@@ -240,6 +240,7 @@ pub fn run(
         cwd: target.cwd.as_deref().map(escape::bytes).unwrap_or_default(),
         processes,
         exited_after_s: exited_after.map(|s| round(s, 2)),
+        selected_by: None,
     });
     report.window_s = Some(round(window_s, 3));
     report.requests = Some(Requests {

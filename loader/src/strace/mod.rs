@@ -582,6 +582,7 @@ pub fn judge(model: Model, mounts: MountTable, top: usize) -> Report {
             .unwrap_or_default(),
         processes: model.pids.len().max(1),
         exited_after_s: None,
+        selected_by: None,
     });
     report.window_s = Some(round(window_s, 3));
     report.requests = Some(Requests {

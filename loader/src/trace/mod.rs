@@ -418,6 +418,7 @@ fn target_section(
         cwd: target.cwd.as_deref().map(escape::bytes).unwrap_or_default(),
         processes,
         exited_after_s: exited_after.map(|s| round(s, 2)),
+        selected_by: None,
     }
 }
 
