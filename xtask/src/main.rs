@@ -50,6 +50,10 @@ enum Cmd {
         /// the build tree's by default.
         #[arg(long, value_name = "PATH")]
         bin: Option<std::path::PathBuf>,
+        /// The target the guests' test executables are built for (`test` uses the static
+        /// musl one; default: the host's).
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
     },
     /// setup, build, then trace a php-fpm whose working directory is deep in a slow FUSE
     /// mount, and the same server started from a native directory, side by side.
@@ -107,9 +111,17 @@ fn main() -> Result<()> {
             util::cargo(&["build", "--release"])
         }
         Cmd::Test { args } => test(&args),
-        Cmd::Kernels { names, table, bin } => {
+        Cmd::Kernels {
+            names,
+            table,
+            bin,
+            target,
+        } => {
             setup::run(setup::Scope::All)?;
-            util::cargo(&["build", "--release"])?;
+            match &target {
+                Some(t) => util::cargo(&["build", "--release", "--target", t])?,
+                None => util::cargo(&["build", "--release"])?,
+            }
             if table {
                 vm::table_from_last_run()
             } else {
@@ -119,7 +131,7 @@ fn main() -> Result<()> {
                         std::fs::canonicalize(&b).with_context(|| format!("--bin {}", b.display()))
                     })
                     .transpose()?;
-                vm::run(&names, bin.as_deref(), None)
+                vm::run(&names, bin.as_deref(), target.as_deref())
             }
         }
         Cmd::Fuzz {

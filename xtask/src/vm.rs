@@ -577,7 +577,10 @@ pub fn run(filter: &[String], bin: Option<&Path>, target: Option<&str>) -> Resul
     // One guest at a time. Side by side they took about half the time here (274-322 s against
     // 578 s under the same load), but with three TCG guests on two cores php-fpm's start over
     // 9p exceeded 90 s and one TIME_WAIT entry in 1009 went uncounted once: a matrix must not
-    // be flaky, so the guests run in turn.
+    // be flaky, so the guests run in turn. Two at a time (2026-12-04: two lanes, each taking
+    // the next kernel) was no better: the 5.10 guest's two vCPUs, starved, soft-locked for
+    // 180 s under `run`'s flock test (RCU stall, "CPU#0 stuck for 22s") and its retry made
+    // the matrix 515 s, as long as in turn.
     let mut results = vec![];
     for k in &kernels {
         let initrd = initramfs(k)?;
