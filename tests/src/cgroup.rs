@@ -27,28 +27,46 @@ pub struct CpuCgroup {
     pub version: Version,
 }
 
+/// The cgroup mounts of this mount namespace: (filesystem type, mount point, super options),
+/// from /proc/self/mountinfo.
+fn cgroup_mounts() -> Vec<(String, PathBuf, String)> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            let sep = f.iter().position(|x| *x == "-")?;
+            let (fstype, mp) = (*f.get(sep + 1)?, *f.get(4)?);
+            let sopts = f.get(sep + 3).copied().unwrap_or("");
+            matches!(fstype, "cgroup" | "cgroup2")
+                .then(|| (fstype.to_string(), PathBuf::from(mp), sopts.to_string()))
+        })
+        .collect()
+}
+
+/// The mount point of the v1 hierarchy that carries `option` (`cpu`, `name=systemd`).
+fn v1_hierarchy(mounts: &[(String, PathBuf, String)], option: &str) -> Option<PathBuf> {
+    mounts
+        .iter()
+        .find(|(fs, _, sopts)| fs == "cgroup" && sopts.split(',').any(|o| o == option))
+        .map(|(_, mp, _)| mp.clone())
+}
+
+/// The cgroup2 mount.
+fn v2_mount(mounts: &[(String, PathBuf, String)]) -> Option<PathBuf> {
+    mounts
+        .iter()
+        .find(|(fs, _, _)| fs == "cgroup2")
+        .map(|(_, mp, _)| mp.clone())
+}
+
 /// Where the cpu controller can be used: the v1 hierarchy that carries it, else the cgroup2
 /// mount if its root already delegates `cpu` to children.
 pub fn cpu_controller() -> Option<(PathBuf, Version)> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut v2 = None;
-    for line in info.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        let Some(sep) = f.iter().position(|x| *x == "-") else {
-            continue;
-        };
-        let (Some(fstype), Some(mp)) = (f.get(sep + 1), f.get(4)) else {
-            continue;
-        };
-        let sopts = f.get(sep + 3).copied().unwrap_or("");
-        if *fstype == "cgroup" && sopts.split(',').any(|o| o == "cpu") {
-            return Some((PathBuf::from(mp), Version::V1));
-        }
-        if *fstype == "cgroup2" {
-            v2 = Some(PathBuf::from(mp));
-        }
+    let mounts = cgroup_mounts();
+    if let Some(v1) = v1_hierarchy(&mounts, "cpu") {
+        return Some((v1, Version::V1));
     }
-    let root = v2?;
+    let root = v2_mount(&mounts)?;
     let delegated = std::fs::read_to_string(root.join("cgroup.subtree_control")).ok()?;
     delegated
         .split_ascii_whitespace()
@@ -173,25 +191,8 @@ pub struct NamedCgroup {
 
 /// The mount point of the hierarchy systemd would use here.
 fn systemd_hierarchy() -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut v2 = None;
-    for line in info.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        let Some(sep) = f.iter().position(|x| *x == "-") else {
-            continue;
-        };
-        let (Some(fstype), Some(mp)) = (f.get(sep + 1), f.get(4)) else {
-            continue;
-        };
-        let sopts = f.get(sep + 3).copied().unwrap_or("");
-        if *fstype == "cgroup" && sopts.split(',').any(|o| o == "name=systemd") {
-            return Some(PathBuf::from(mp));
-        }
-        if *fstype == "cgroup2" && v2.is_none() {
-            v2 = Some(PathBuf::from(mp));
-        }
-    }
-    v2
+    let mounts = cgroup_mounts();
+    v1_hierarchy(&mounts, "name=systemd").or_else(|| v2_mount(&mounts))
 }
 
 /// A container id as runtimes make them: 64 hex digits, unique to this call.

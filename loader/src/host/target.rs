@@ -303,41 +303,34 @@ fn resolve_as(
                 })
                 .collect()
         }
-        Selector::Container(arg) => {
-            let ids = container_ids(arg, scan, named);
-            match ids.as_slice() {
-                [] => what = "in a container with that id or name".to_string(),
-                [id] => {
-                    what = format!("in container {}", &id[..12]);
-                    let id = id.as_str();
-                    return pick(
-                        flag,
-                        &what,
-                        scan.iter()
-                            .filter(|c| {
-                                c.cgroups.iter().any(|p| {
-                                    p.split('/').any(|comp| container_id(comp) == Some(id))
-                                })
-                            })
-                            .filter(|c| c.pid != me)
-                            .collect(),
-                        false,
-                    );
-                }
-                many => {
-                    return Err(format!(
-                        "{flag}: names {} containers ({}): give more of the id",
-                        many.len(),
-                        many.iter()
-                            .take(5)
-                            .map(|id| &id[..12])
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
-                }
+        Selector::Container(arg) => match container_ids(arg, scan, named).as_slice() {
+            [] => {
+                what = "in a container with that id or name".to_string();
+                vec![]
             }
-            vec![]
-        }
+            [id] => {
+                what = format!("in container {}", &id[..12]);
+                scan.iter()
+                    .filter(|c| {
+                        c.cgroups.iter().any(|p| {
+                            p.split('/')
+                                .any(|comp| container_id(comp) == Some(id.as_str()))
+                        })
+                    })
+                    .collect()
+            }
+            many => {
+                return Err(format!(
+                    "{flag}: names {} containers ({}): give more of the id",
+                    many.len(),
+                    many.iter()
+                        .take(5)
+                        .map(|id| &id[..12])
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        },
     };
     let members: Vec<&Candidate> = members.into_iter().filter(|c| c.pid != me).collect();
     pick(flag, &what, members, matches!(sel, Selector::Comm(_)))
@@ -356,7 +349,8 @@ fn pick(
     if members.is_empty() {
         return Err(format!("{flag}: no process is running {what}"));
     }
-    let is_member = |pid: u32| members.iter().any(|m| m.pid == pid);
+    let pids: std::collections::HashSet<u32> = members.iter().map(|m| m.pid).collect();
+    let is_member = |pid: u32| pids.contains(&pid);
     let mut roots: Vec<&Candidate> = members
         .iter()
         .copied()
