@@ -686,7 +686,13 @@ fn a_full_stack_behind_a_proxy_is_not_the_generators_budget() {
         &format!("<?php echo file_get_contents('{}');", node.url()),
     );
     let url = format!("http://127.0.0.1:{}/index.php", stack.port);
-    let cap = wrk_capacity(&url, 8, 3).rps;
+    // The better of two readings: the first of a cold stack (Node's JIT, PHP's opcache) read
+    // 511/s once, and the stack then delivered all of twice that (CI at d53585f: "no
+    // ceiling, the server kept up"), so the flood was no flood.
+    let cap = wrk_capacity(&url, 8, 3)
+        .rps
+        .max(wrk_capacity(&url, 8, 3).rps);
+    eprintln!("the stack's capacity: {cap:.0}/s");
     let r = builtin(stack.nginx.pid(), &url, 2.0 * cap, &[]);
     assert_eq!(r.cause(), None, "{}\n{:?}", r.verdict(), r.ids());
     assert_eq!(r.verdict()["capped"], true, "{}", r.verdict());
