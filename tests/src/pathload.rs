@@ -1,4 +1,5 @@
-//! The exact path-syscall workload (`fixtures/pathload.py`): a process that makes a known
+//! The exact path-syscall workload (`src/bin/pathload.rs`, a static executable of this crate,
+//! so it also runs in the arm64 guests, which have no Python): a process that makes a known
 //! number of path syscalls when told to, so a trace of it can be checked count for count.
 
 use std::{
@@ -16,27 +17,23 @@ pub struct PathLoad {
 }
 
 impl PathLoad {
-    /// Starts `pathload.py ARGS` and waits for its "ready".
+    /// Starts `pathload ARGS` and waits for its "ready".
     pub fn start(args: &[&str]) -> PathLoad {
         Self::start_in(Path::new("."), args)
     }
 
     /// [`PathLoad::start`] with its working directory at `cwd` (relative paths stay there).
     pub fn start_in(cwd: &Path, args: &[&str]) -> PathLoad {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pathload.py");
-        let mut cmd = Command::new("python3");
+        let mut cmd = Command::new(crate::target_file("pathload"));
         cmd.current_dir(cwd);
-        cmd.arg(script)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
+        cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped());
         unsafe {
             cmd.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().expect("python3");
+        let mut child = cmd.spawn().expect("pathload");
         let stdin = child.stdin.take().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
