@@ -89,7 +89,9 @@ static SCRATCH: PerCpuArray<PathBuf> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static ZERO_STAT: Array<PathStat> = Array::with_max_entries(1, 0);
 
-/// Reads the path at `uptr` into scratch and hashes it; returns (hash, flags).
+/// Reads the path at `uptr` into scratch and hashes it; returns (hash, flags). A string in a
+/// page the process has not touched yet cannot be read here (the helper does not fault pages
+/// in): `PF_UNREADABLE`, and the exit reads it again once the kernel's own copy faulted it in.
 #[inline(always)]
 fn hash_user_path(uptr: u64) -> (u64, u16) {
     let Some(buf) = SCRATCH.get_ptr_mut(0) else {
@@ -103,7 +105,6 @@ fn hash_user_path(uptr: u64) -> (u64, u16) {
         )
     };
     let Some(len) = user_str_len(n) else {
-        add(&COUNTERS, C_PATH_READ_FAILS, 1);
         return (0, PF_UNREADABLE);
     };
     let mut flags = 0u16;
@@ -157,7 +158,8 @@ fn on_enter(
     if at_flags & AT_SYMLINK_NOFOLLOW != 0 {
         flags |= PF_NOFOLLOW;
     }
-    let base_dev = if flags & PF_ABSOLUTE != 0 || flags & PF_UNREADABLE != 0 {
+    // An unreadable path gets the base a relative one would have: the exit may read it.
+    let base_dev = if flags & PF_ABSOLUTE != 0 {
         0
     } else if let Some(fd) = fd {
         fd_dev(fd)
@@ -359,6 +361,28 @@ fn target_exit(tgid: u32, tid: u32, ret: i64) {
 /// Counts a completed path call under its key.
 #[inline(always)]
 fn path_exit(tgid: u32, key: PathKey, ts: u64, uptr: u64, ret: i64) {
+    let mut key = key;
+    if key.flags & PF_UNREADABLE != 0 {
+        // Unreadable at entry (its page not yet touched): the kernel's copy of the string
+        // faulted the page in, so read it now.
+        let (hash, f) = if uptr != 0 {
+            hash_user_path(uptr)
+        } else {
+            (0, PF_UNREADABLE)
+        };
+        if f & PF_UNREADABLE == 0 {
+            key.hash = hash;
+            key.flags = (key.flags & !PF_UNREADABLE) | f;
+            if f & PF_ABSOLUTE != 0 {
+                key.base_dev = 0;
+                key.flags &= !PF_DIRFD;
+            }
+        } else {
+            add(&COUNTERS, C_PATH_READ_FAILS, 1);
+            key.base_dev = 0;
+            key.flags &= !PF_DIRFD;
+        }
+    }
     let now = unsafe { bpf_ktime_get_ns() };
     let failed = ret < 0;
     let lat = now.saturating_sub(ts);
