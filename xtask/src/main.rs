@@ -10,7 +10,7 @@ mod soak;
 mod util;
 mod vm;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -51,9 +51,13 @@ enum Cmd {
         #[arg(long, value_name = "PATH")]
         bin: Option<std::path::PathBuf>,
         /// The target the guests' test executables are built for (`test` uses the static
-        /// musl one; default: the host's).
+        /// musl one; default: the host's, and aarch64-unknown-linux-musl with --arch arm64).
         #[arg(long, value_name = "TRIPLE")]
         target: Option<String>,
+        /// The guests' CPU: amd64 (the matrix `test` runs) or arm64 (qemu-system-aarch64,
+        /// static aarch64 executables, the reduced set; not part of `test`).
+        #[arg(long, value_name = "ARCH", default_value = "amd64")]
+        arch: String,
     },
     /// setup, build, then trace a php-fpm whose working directory is deep in a slow FUSE
     /// mount, and the same server started from a native directory, side by side.
@@ -116,10 +120,35 @@ fn main() -> Result<()> {
             table,
             bin,
             target,
+            arch,
         } => {
+            let arch = match arch.as_str() {
+                "amd64" | "x86_64" => vm::Arch::X86_64,
+                "arm64" | "aarch64" => vm::Arch::Arm64,
+                other => bail!("--arch {other}: amd64 or arm64"),
+            };
             setup::run(setup::Scope::All)?;
+            let target = match (target, arch) {
+                (None, vm::Arch::Arm64) => {
+                    setup::install_arm64_guest_tools()?;
+                    Some(arch.rust_target().to_string())
+                }
+                (t, _) => t,
+            };
             match &target {
-                Some(t) => util::cargo(&["build", "--release", "--target", t])?,
+                Some(t) => {
+                    dist::add_target(t)?;
+                    let mut c = util::cargo_cmd();
+                    c.envs(dist::cross_env(t)).args([
+                        "build",
+                        "--release",
+                        "-p",
+                        "trapdetect",
+                        "--target",
+                        t,
+                    ]);
+                    util::run(&mut c)?;
+                }
                 None => util::cargo(&["build", "--release"])?,
             }
             if table {
@@ -131,7 +160,7 @@ fn main() -> Result<()> {
                         std::fs::canonicalize(&b).with_context(|| format!("--bin {}", b.display()))
                     })
                     .transpose()?;
-                vm::run(&names, bin.as_deref(), target.as_deref())
+                vm::run(arch, &names, bin.as_deref(), target.as_deref())
             }
         }
         Cmd::Fuzz {
@@ -264,7 +293,9 @@ fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
             })
         })?;
         // A filtered run is someone narrowing down one test: the matrix only runs in full.
-        clock.time("kernel matrix", || vm::run(&[], Some(&bin), Some(target)))?;
+        clock.time("kernel matrix", || {
+            vm::run(vm::Arch::X86_64, &[], Some(&bin), Some(target))
+        })?;
     }
     Ok(())
 }

@@ -68,8 +68,10 @@ const APT_TEST: &[&[&str]] = &[
     // initramfs, xz for compressed modules, the archive keys for the older suites.
     &["qemu-system-x86"],
     // `cargo xtask dist --target aarch64-unknown-linux-musl`: ring's C for aarch64
-    // (xtask/src/dist.rs cross_env).
+    // (xtask/src/dist.rs cross_env), and the C library headers it includes (only recommended
+    // by the compiler: a fresh machine lacked them, `bits/libc-header-start.h`).
     &["gcc-aarch64-linux-gnu"],
+    &["libc6-dev-arm64-cross"],
     // The syscall tables' unit test reads both architectures' numbers from these headers.
     &["linux-libc-dev"],
     &["busybox-static"],
@@ -227,6 +229,14 @@ fn disable_xdebug() -> Result<()> {
 /// The packages only the tests need, installed with apt's output in `log` (`cargo xtask
 /// test` runs this beside its builds: no build needs them). `run(Scope::All)` afterwards
 /// finds nothing left to install.
+/// What `cargo xtask kernels --arch arm64` needs beyond the test packages: qemu for arm64.
+pub fn install_arm64_guest_tools() -> Result<()> {
+    if util::has("qemu-system-aarch64") {
+        return Ok(());
+    }
+    apt_install(&["qemu-system-arm"], None)
+}
+
 pub fn install_test_packages(log: &Path) -> Result<()> {
     let _ = std::fs::remove_file(log);
     let missing = missing_packages(Scope::All);
