@@ -109,16 +109,26 @@ pub const KERNELS: &[Kernel] = &[
 ];
 
 /// arm64 guests (issue 26), booted by `cargo xtask kernels --arch arm64`, not by `cargo xtask
-/// test`: TCG emulating arm64 costs CI more than its 30 minutes have left. bookworm's 6.1, the
-/// kernel of Debian's arm64 cloud images.
-pub const ARM64_KERNELS: &[Kernel] = &[Kernel {
-    name: "6.1-arm64",
-    suite: "bookworm",
-    package: "linux-image-6.1.0-50-arm64-unsigned",
-    version: "6.1.176-1",
-    release: "6.1.0-50-arm64",
-    arch: Arch::Arm64,
-}];
+/// test`: TCG emulating arm64 costs CI more than its 30 minutes have left. bookworm's 6.1 (the
+/// kernel of Debian's arm64 cloud images) and bookworm-backports' 6.12.
+pub const ARM64_KERNELS: &[Kernel] = &[
+    Kernel {
+        name: "6.1-arm64",
+        suite: "bookworm",
+        package: "linux-image-6.1.0-50-arm64-unsigned",
+        version: "6.1.176-1",
+        release: "6.1.0-50-arm64",
+        arch: Arch::Arm64,
+    },
+    Kernel {
+        name: "6.12-arm64",
+        suite: "bookworm-backports",
+        package: "linux-image-6.12.95+deb12-arm64-unsigned",
+        version: "6.12.95-1~bpo12+1",
+        release: "6.12.95+deb12-arm64",
+        arch: Arch::Arm64,
+    },
+];
 
 /// Modules the guest loads, in dependency order of need: virtio and 9p for the root, FUSE for
 /// slowfs, the socket diagnostics for the census, veth and overlay for the fixtures. Their
@@ -207,12 +217,18 @@ fn fetch_arch(arch: Arch, missing: &[&Kernel]) -> Result<()> {
         std::fs::create_dir_all(apt.join(d))?;
     }
     let mirror = debian_mirror();
+    // A backports kernel's guest takes busybox from the release it backports to.
+    let mut suites: Vec<&str> = missing
+        .iter()
+        .flat_map(|k| [k.suite, k.suite.trim_end_matches("-backports")])
+        .collect();
+    suites.sort();
+    suites.dedup();
     let mut list = String::new();
-    for k in missing {
+    for suite in suites {
         list.push_str(&format!(
-            "deb [arch={} signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {mirror} {} main\n",
+            "deb [arch={} signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {mirror} {suite} main\n",
             arch.debian(),
-            k.suite
         ));
     }
     std::fs::write(apt.join("sources.list"), list)?;
