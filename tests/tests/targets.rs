@@ -108,6 +108,18 @@ fn a_server_named_by_comm_unit_cgroup_or_container_is_its_tree() {
         r["target"]["selected_by"],
         container_how(&format!("--container {short}")).as_str()
     );
+    // By the name of what its interpreter runs: no process's comm is gunicorn (python3 -m
+    // gunicorn), its command line says it.
+    let (code, r, err) = json_run(&["trace", "--comm", "gunicorn", "-d", "1s", "--json", "-q"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(r["target"]["pid"], arbiter);
+    assert_eq!(
+        r["target"]["selected_by"],
+        format!(
+            "--comm gunicorn: pid {arbiter} ({arbiter_comm}), the root of 3 processes named gunicorn (on its command line)"
+        )
+        .as_str()
+    );
     // By its cgroup: the directory under the mount, and the path /proc shows.
     let dir = container.dir();
     for arg in [dir.to_str().unwrap(), container.path.as_str()] {

@@ -46,6 +46,26 @@ pub struct Candidate {
     pub start_ticks: u64,
     /// The paths of /proc/PID/cgroup, one per hierarchy line.
     pub cgroups: Vec<String>,
+    /// The file names of its command line's first two words (/proc/PID/cmdline; the second
+    /// unless it is an option): what an interpreter runs (`python3 /usr/bin/gunicorn`).
+    pub argv_names: Vec<Vec<u8>>,
+}
+
+/// [`Candidate::argv_names`] from the bytes of /proc/PID/cmdline: the program's file name and
+/// what it runs, its first argument unless that is an option (`python3 -m MODULE`: MODULE).
+pub fn argv_names(cmdline: &[u8]) -> Vec<Vec<u8>> {
+    let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let base = |w: &[u8]| w.rsplit(|&b| b == b'/').next().unwrap_or(w).to_vec();
+    let mut out = vec![];
+    if let Some(w) = words.first().filter(|w| !w.is_empty()) {
+        out.push(base(w));
+    }
+    match words.get(1) {
+        Some(&b"-m") => out.extend(words.get(2).filter(|w| !w.is_empty()).map(|w| base(w))),
+        Some(w) if !w.is_empty() && w[0] != b'-' => out.push(base(w)),
+        _ => {}
+    }
+    out
 }
 
 /// The process tree a selector names.
@@ -68,6 +88,9 @@ pub fn scan() -> Vec<Candidate> {
             start_ticks: e.stat.start_ticks,
             cgroups: std::fs::read_to_string(format!("/proc/{}/cgroup", e.pid))
                 .map(|t| cgroup_paths(&t))
+                .unwrap_or_default(),
+            argv_names: std::fs::read(format!("/proc/{}/cmdline", e.pid))
+                .map(|b| argv_names(&b))
                 .unwrap_or_default(),
         })
         .collect()
@@ -283,8 +306,31 @@ fn resolve_as(
         Selector::Comm(name) => {
             // The kernel keeps 15 bytes of a name.
             let want = &name.as_bytes()[..name.len().min(15)];
-            what = format!("named {}", crate::escape::text(name));
-            scan.iter().filter(|c| c.comm == want).collect()
+            let by_comm: Vec<&Candidate> = scan
+                .iter()
+                .filter(|c| c.comm == want && c.pid != me)
+                .collect();
+            if by_comm.is_empty() {
+                // No comm: what an interpreter runs (Debian's gunicorn is `python3
+                // /usr/bin/gunicorn`, its comm python3), as `pgrep -f` would find it.
+                let by_argv: Vec<&Candidate> = scan
+                    .iter()
+                    .filter(|c| c.argv_names.iter().any(|a| a == name.as_bytes()))
+                    .collect();
+                what = format!(
+                    "named {}{}",
+                    crate::escape::text(name),
+                    if by_argv.is_empty() {
+                        ""
+                    } else {
+                        " (on its command line)"
+                    }
+                );
+                by_argv
+            } else {
+                what = format!("named {}", crate::escape::text(name));
+                by_comm
+            }
         }
         Selector::Cgroup(dir) => {
             what = format!("in cgroup {}", crate::escape::text(dir));
@@ -434,6 +480,7 @@ mod tests {
             comm: comm.as_bytes().to_vec(),
             start_ticks: start,
             cgroups: cgroup_paths(cgroup_file),
+            argv_names: vec![comm.as_bytes().to_vec()],
         }
     }
 
@@ -502,6 +549,41 @@ mod tests {
             resolve(Selector::Comm("apache2".into())).unwrap_err(),
             "--comm apache2: no process is running named apache2"
         );
+    }
+
+    #[test]
+    fn a_name_no_comm_has_is_what_an_interpreter_runs() {
+        let mut m = machine();
+        for c in m.iter_mut().filter(|c| c.comm == b"gunicorn") {
+            c.comm = b"python3".to_vec();
+            c.argv_names = argv_names(b"/usr/bin/python3\0/usr/bin/gunicorn\0--workers\x002\0");
+        }
+        m.push(Candidate {
+            pid: 1400,
+            ppid: 1,
+            comm: b"python3".to_vec(),
+            start_ticks: 1400,
+            cgroups: vec![],
+            argv_names: argv_names(b"python3\0-m\0http.server\0"),
+        });
+        let r = resolve_in(&Selector::Comm("gunicorn".into()), &m, &[], 4242).unwrap();
+        assert_eq!(r.pid, 1002);
+        assert_eq!(
+            r.how,
+            "--comm gunicorn: pid 1002 (python3), the root of 2 processes named gunicorn (on its command line)"
+        );
+        // An option is not what runs; a comm that matches wins over the command line.
+        assert!(resolve_in(&Selector::Comm("-m".into()), &m, &[], 4242).is_err());
+        assert_eq!(
+            argv_names(b"python3\0-m\0http.server\0"),
+            vec![b"python3".to_vec(), b"http.server".to_vec()]
+        );
+        assert_eq!(
+            argv_names(b"/usr/bin/node\0--max-old-space-size=64\0app.js\0"),
+            vec![b"node".to_vec()]
+        );
+        let r = resolve_in(&Selector::Comm("nginx".into()), &m[..4], &[], 4242).unwrap();
+        assert_eq!(r.pid, 700);
     }
 
     #[test]
