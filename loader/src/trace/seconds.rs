@@ -775,16 +775,6 @@ impl Sampler {
             .count()
     }
 
-    /// How many of the [`workers`](Self::workers) were busy on average: the sum of each one's
-    /// share of samples not waiting for work (the rest of the tree's threads not counted).
-    pub fn workers_busy(&self) -> f64 {
-        self.idle
-            .values()
-            .filter(|(idle, n)| *n > 0 && (n - idle) * 2 >= *n)
-            .map(|(idle, n)| (n - idle) as f64 / *n as f64)
-            .sum()
-    }
-
     /// Names lock objects with time on them while their file is still open somewhere.
     fn name_locks(&mut self, r: &OffcpuReading, pids: &[u32]) {
         let want: Vec<(u32, u64)> = r

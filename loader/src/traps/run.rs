@@ -278,8 +278,10 @@ pub struct RunObs {
     pub runq_s: f64,
     /// Threads that did work at some sample (workers).
     pub workers: usize,
-    /// How many of those were busy on average (the sum of each one's busy share), where
-    /// measured thread by thread; `None`: from the tree's work time instead.
+    /// How many of those were busy on average (the sum of each one's busy share), where each
+    /// thread's busy time is measured (an strace log: every call timed); `None`: from the
+    /// tree's work time instead (the eBPF sampler's once-a-second samples are no time measure
+    /// for one thread).
     pub workers_busy: Option<f64>,
     /// Per filesystem.
     pub filesystems: Vec<FsLoad>,
@@ -535,9 +537,10 @@ impl RunObs {
     }
 
     /// Every worker busy (not waiting for work, not parked) 90 % of the window or more: the
-    /// workers' own busy time, where measured thread by thread. The tree's work time counts
-    /// every thread's, so one worker busy 60 % beside a master and idle workers that each did
-    /// a little read as one saturated worker (a clean php-fpm under one connection at a time).
+    /// workers' own busy time, where measured thread by thread (an strace log). The tree's
+    /// work time counts every thread's, so there one worker busy 60 % beside a master and idle
+    /// workers that each did a little read as one saturated worker (a clean php-fpm under one
+    /// connection at a time).
     fn workers_saturated(&self) -> bool {
         let busy_workers = self
             .workers_busy

@@ -129,7 +129,11 @@ pub fn observe(
         charged_cpu_s: charged,
         runq_s: runq,
         workers: k.workers(),
-        workers_busy: Some(k.workers_busy()),
+        // Once-a-second samples are no time measure for one thread: a thread that lives for
+        // one connection, sampled once while busy, would read as a worker busy all the time
+        // (python's http.server: 663 such threads made its pool "full" and hid gen.budget).
+        // The tree's work time over the window is the figure here.
+        workers_busy: None,
         filesystems: filesystems(k, report, mounts, pid, path_off, answered_window, window_s),
         locks: locks(k),
         classified: attached,
