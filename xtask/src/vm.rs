@@ -269,15 +269,7 @@ fn fetch_arch(arch: Arch, missing: &[&Kernel]) -> Result<()> {
                 k.package, k.version, k.suite
             )
         })?;
-        let deb = std::fs::read_dir(apt.join("debs"))?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&format!("{}_", k.package)))
-            })
-            .context("downloaded .deb not found")?;
+        let deb = downloaded(&apt.join("debs"), k.package)?;
         let dir = kernel_dir(k);
         let unpacked = dir.join("root");
         let _ = std::fs::remove_dir_all(&unpacked);
@@ -294,15 +286,7 @@ fn fetch_arch(arch: Arch, missing: &[&Kernel]) -> Result<()> {
             c.current_dir(apt.join("debs"))
                 .args(["download", "busybox-static"]);
             util::run(&mut c)?;
-            let deb = std::fs::read_dir(apt.join("debs"))?
-                .flatten()
-                .map(|e| e.path())
-                .find(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("busybox-static_"))
-                })
-                .context("busybox-static .deb not found")?;
+            let deb = downloaded(&apt.join("debs"), "busybox-static")?;
             let bb = dir.join("busybox-root");
             let _ = std::fs::remove_dir_all(&bb);
             util::run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&bb))?;
@@ -312,6 +296,19 @@ fn fetch_arch(arch: Arch, missing: &[&Kernel]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The .deb of `package` that `apt-get download` left in `dir`.
+fn downloaded(dir: &Path, package: &str) -> Result<PathBuf> {
+    std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{package}_")))
+        })
+        .with_context(|| format!("the downloaded {package} .deb is not in {}", dir.display()))
 }
 
 fn kernel_dir(k: &Kernel) -> PathBuf {
