@@ -69,6 +69,18 @@ impl ErrorKind {
         self as usize
     }
 
+    /// What an overloaded server does to arrivals beyond what it serves: leaves them
+    /// unanswered past the timeout (queued, or their SYN dropped by a full accept queue),
+    /// resets them (an overflowing accept queue with `tcp_abort_on_overflow`, a proxy's
+    /// upstream gone), or closes connections it will not serve. Not a refusal (nothing
+    /// listening), a malformed answer, TLS, or the generator's own limits.
+    pub fn of_an_overload(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Timeout | ErrorKind::ConnReset | ErrorKind::Eof
+        )
+    }
+
     /// The generator failed, not the server: the run measured the generator.
     pub fn generator_side(self) -> bool {
         matches!(self, ErrorKind::FdLimit | ErrorKind::PortsExhausted)

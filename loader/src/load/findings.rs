@@ -262,7 +262,15 @@ fn errors(s: &Summary) -> Option<Finding> {
     .with("sent", sent)
     .with("errors_total", s.errors_total)
     .with("errors_pct", round(pct, 2))
-    .with("max_errors_pct", s.plan.max_errors_pct);
+    .with("max_errors_pct", s.plan.max_errors_pct)
+    .with(
+        "overload_errors",
+        ErrorKind::ALL
+            .iter()
+            .filter(|k| k.of_an_overload())
+            .map(|k| s.errors.get(*k))
+            .sum::<u64>(),
+    );
     for k in ErrorKind::ALL {
         let n = s.errors.get(k);
         if n > 0 {
@@ -680,6 +688,18 @@ mod tests {
             got.contains(&("load.errors".to_string(), Severity::Fail)),
             "{got:?}"
         );
+        // Resets, timeouts and closes are an overload's; a refusal is not.
+        s.errors.timeout = 4;
+        s.errors.conn_refused = 2;
+        s.errors_total = 21;
+        let f = findings(&s, &p);
+        let e = &f.iter().find(|f| f.id == "load.errors").unwrap().evidence;
+        assert_eq!(e["errors_total"], 21);
+        assert_eq!(e["overload_errors"], 19);
+        assert_eq!(e["conn_refused"], 2);
+        s.errors.timeout = 0;
+        s.errors.conn_refused = 0;
+        s.errors_total = 15;
         s.plan.max_errors_pct = 2.0;
         let got = ids(&s, &p);
         assert!(!got.iter().any(|(id, _)| id == "load.errors"), "{got:?}");

@@ -838,7 +838,7 @@ registry! {
         commands: &[Load, Run],
         mechanism: "arrivals that got no status (timeouts, resets, EOFs, refusals) above the \
                     threshold mean the run measured failures, not service.",
-        evidence: &["errors_total", "errors_pct", "max_errors_pct", "sent"],
+        evidence: &["errors_total", "errors_pct", "max_errors_pct", "sent", "overload_errors"],
         remedy: "lower the rate, fix what the error kinds point at, or raise --max-errors on \
                  purpose.",
         doc: "docs/load.md",

@@ -1850,9 +1850,9 @@ fn pick_cause(findings: &[Finding], capped: bool) -> Option<usize> {
 }
 
 /// Folds what follows from the cause `c` (at `cause_ix`) under it: the consequence rules, the
-/// tracer's view of the same mount, a rule that yields to the cause (`Rule::yields_to`) and
-/// TIME_WAIT when the generator gave up on requests
-/// (`timeouts`) become warnings at most, with `consequence_of`. Returns their ids.
+/// tracer's view of the same mount, a rule that yields to the cause (`Rule::yields_to`),
+/// TIME_WAIT when the generator gave up on requests (`timeouts`) and errors that are all an
+/// overload's become warnings at most, with `consequence_of`. Returns their ids.
 fn fold_consequences(
     findings: &mut [Finding],
     cause_ix: usize,
@@ -1874,8 +1874,14 @@ fn fold_consequences(
             && (f.id == Id::FsCwdSlow || f.id == Id::FsHotPathSlow)
             && f.evidence.get("mount_point") == fs_mount.as_ref();
         let overload_tw = f.id == Id::NetTimeWait && timeouts > 0;
+        // Errors that are all what an overloaded server does to the arrivals beyond its
+        // ceiling (timeouts, resets, closes) are the cause's, as its TIME_WAIT is; a refusal
+        // or a malformed answer among them is a failure of its own and stays one.
+        let overload_errors = f.id == Id::LoadErrors
+            && f.evidence.get("overload_errors").is_some()
+            && f.evidence.get("overload_errors") == f.evidence.get("errors_total");
         let yields = f.id.rule().yields_to.contains(&c.id);
-        if f.id.rule().consequence || same_mount || overload_tw || yields {
+        if f.id.rule().consequence || same_mount || overload_tw || overload_errors || yields {
             if f.severity == Severity::Fail {
                 f.severity = Severity::Warn;
             }
@@ -3380,6 +3386,42 @@ mod tests {
             "{}",
             v.summary
         );
+    }
+
+    /// Errors that are all an overload's (the arrivals beyond the ceiling timed out, were
+    /// reset or closed) are the cause's consequence, a warning under it; one refusal among
+    /// them (nothing listening: the server went away) keeps load.errors a failure of its own.
+    #[test]
+    fn an_overloads_errors_are_the_causes_and_a_refusal_is_not() {
+        let o = fuse_flood();
+        let errors = |refused: u64| {
+            finding_with(
+                "load.errors",
+                Severity::Fail,
+                &[
+                    ("errors_total", (315 + refused).into()),
+                    ("timeout", 300.into()),
+                    ("eof", 15.into()),
+                    ("conn_refused", refused.into()),
+                    ("overload_errors", 315.into()),
+                ],
+            )
+        };
+        let mut all = rules(&o);
+        all.push(errors(0));
+        let v = verdict_of_the_builtin_load(&o, &mut all);
+        assert_eq!(v.cause.as_deref(), Some("fs.serialized"));
+        assert_eq!(v.consequences, ["load.errors"]);
+        let e = all.iter().find(|f| f.id == "load.errors").unwrap();
+        assert_eq!(e.severity, Severity::Warn);
+        assert_eq!(e.evidence["consequence_of"], "fs.serialized");
+        let mut all = rules(&o);
+        all.push(errors(1));
+        let v = verdict_of_the_builtin_load(&o, &mut all);
+        assert!(v.consequences.is_empty(), "{:?}", v.consequences);
+        let e = all.iter().find(|f| f.id == "load.errors").unwrap();
+        assert_eq!(e.severity, Severity::Fail);
+        assert!(!e.evidence.contains_key("consequence_of"));
     }
 
     /// nginx in front of php-fpm at 0.7 of its capacity: the generator's 512 connections were
