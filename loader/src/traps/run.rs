@@ -132,7 +132,8 @@ pub struct FsLoad {
     pub ops: u64,
     /// What `ops` counts.
     pub ops_kind: &'static str,
-    /// Operations per second, per second of the window (empty when only a total is known).
+    /// Operations per second, per second of the window: counted (FUSE), else the requests
+    /// completed each second × the lookups per request; empty when neither is known.
     pub ops_per_s: Vec<u64>,
     /// The directory the server was started in (and returns to) is on this mount: the remedy
     /// is to start it elsewhere; otherwise what requests touch lives here and must move.
@@ -1214,7 +1215,7 @@ fn fs_waits_evidence(
             }),
         )
         .with_opt("queue_growth", q.growth.as_ref().map(|g| round(g.index, 2)))
-        .with("serialized_basis", serialized_basis(q))
+        .with("serialized_basis", serialized_basis(q, fs))
         .with(
             "cause",
             if fs.holds_start_cwd {
@@ -1226,8 +1227,9 @@ fn fs_waits_evidence(
 }
 
 /// What decided fs.serialized against fs.slow-ops: the FUSE requests' latency by requests
-/// ahead where each was timed, else the per-second rate against the threads waiting.
-fn serialized_basis(q: &FsQueue) -> String {
+/// ahead where each was timed, else the per-second rate against the threads waiting (counted
+/// where FUSE is, else the requests completed each second × the lookups per request).
+fn serialized_basis(q: &FsQueue, fs: &FsLoad) -> String {
     match &q.growth {
         Some(g) if !g.queued() && !g.side_by_side() => format!(
             "its per-second rate against the threads waiting (the FUSE requests timed one by one grew {:.2} departure intervals per request ahead by least squares, {:.2} from {} ahead to {}: neither a queue nor side by side)",
@@ -1243,7 +1245,8 @@ fn serialized_basis(q: &FsQueue) -> String {
             g.interval_us,
             q.window_rate,
         ),
-        None => "its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)".to_string(),
+        None if fs.ops_kind.starts_with("FUSE") => "its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)".to_string(),
+        None => "its per-second rate against the threads waiting (no FUSE counts here, Linux 6.13+: each second's rate is the requests completed that second × the lookups per request)".to_string(),
     }
 }
 
@@ -2275,6 +2278,27 @@ mod tests {
         // 47 of 49.5 busy thread-seconds.
         assert_eq!(x.evidence["share_of_busy_thread_time_pct"], 94.9);
         assert!(x.predicted.as_ref().unwrap().contains("≈ 520 req/s"));
+    }
+
+    /// A kernel without FUSE counts (before 6.13): the mount's rate each second is estimated
+    /// from the requests completed (9 lookups each, flat at 520/s while 4.7 threads wait), and
+    /// that flat rate decides fs.serialized as counted FUSE requests would, the basis saying
+    /// so; with no per-second rate at all nothing can say the rate stayed flat: fs.slow-ops.
+    #[test]
+    fn without_fuse_counts_the_served_rate_decides_serialized() {
+        let mut o = fuse_flood();
+        o.filesystems[0].ops_kind = "lookups";
+        let f = rules(&o);
+        let x = &f[0];
+        assert_eq!(x.id, "fs.serialized");
+        assert_eq!(x.evidence["predicted_ceiling_per_s"], 520.0);
+        assert_eq!(
+            x.evidence["serialized_basis"],
+            "its per-second rate against the threads waiting (no FUSE counts here, Linux 6.13+: \
+             each second's rate is the requests completed that second × the lookups per request)"
+        );
+        o.filesystems[0].ops_per_s.clear();
+        assert_eq!(rules(&o)[0].id, "fs.slow-ops");
     }
 
     /// fs_waits's finding pinned whole (title, evidence in order, prediction, remedy): a flat

@@ -114,6 +114,19 @@ pub fn observe(
     } else {
         k.seconds.iter().map(|x| served_of(x, by_requests)).sum()
     };
+    // Requests completed in each sampled second, on the same basis (a rate).
+    let completed: Vec<f64> = k
+        .seconds
+        .iter()
+        .map(|ks| {
+            if s.per_second_2xx {
+                let r = seconds.iter().find(|r| r.t_s == ks.t_s);
+                r.map_or(0.0, |r| r.ok_2xx as f64)
+            } else {
+                served_of(ks, by_requests) as f64 / ks.dt_s.max(1e-3)
+            }
+        })
+        .collect();
     let path_off = off_s[trapdetect_common::offcpu::CLASS_PATH as usize];
     RunObs {
         seconds,
@@ -134,7 +147,15 @@ pub fn observe(
         // (python's http.server: 663 such threads made its pool "full" and hid gen.budget).
         // The tree's work time over the window is the figure here.
         workers_busy: None,
-        filesystems: filesystems(k, report, mounts, pid, path_off, answered_window, window_s),
+        filesystems: filesystems(
+            k,
+            report,
+            mounts,
+            pid,
+            path_off,
+            (answered_window, &completed),
+            window_s,
+        ),
         locks: locks(k),
         classified: attached,
         quota: quota_obs(k),
@@ -340,7 +361,7 @@ fn filesystems(
     mounts: &MountTable,
     pid: u32,
     path_off: f64,
-    answered_window: u64,
+    (answered_window, completed): (u64, &[f64]),
     window_s: f64,
 ) -> Vec<FsLoad> {
     let serving = k.stack.serving_filesystems(&k.wakeups);
@@ -349,7 +370,6 @@ fn filesystems(
         |row: &crate::report::FsRow| row.syscall_ms_per_request.unwrap_or(0.0) * requests / 1e3;
     let all_rows_s: f64 = report.filesystems.iter().map(row_s).sum();
     let window_keys = k.window_keys();
-    let in_window: Vec<&crate::trace::seconds::KernelSecond> = k.seconds.iter().collect();
     // The directory the server was started in and stays in (its root process's; PHP's
     // workers visit the docroot per request and come back).
     let start_mount = std::fs::read_link(format!("/proc/{pid}/cwd"))
@@ -381,38 +401,13 @@ fn filesystems(
             } else {
                 0.0
             };
-            let counts: Vec<(u64, f64)> = match dev {
-                Some(d) => in_window
-                    .iter()
-                    .map(|x| (x.fuse_ops.get(&d).copied().unwrap_or(0), x.dt_s.max(1e-3)))
-                    .collect(),
-                None => vec![],
-            };
-            let fuse: u64 = counts.iter().map(|c| c.0).sum();
-            // Rates, not counts: the last second is partial.
-            let ops_per_s: Vec<u64> = counts
-                .iter()
-                .map(|(n, dt)| (*n as f64 / dt).round() as u64)
-                .collect();
-            let (ops, ops_kind, ops_per_s) = if fuse > 0 {
-                (fuse, "FUSE requests", ops_per_s)
-            } else {
-                // Lookups are only known for the whole trace: scale them to this window.
-                let scale = if requests > 0.0 {
-                    answered_window as f64 / requests
-                } else {
-                    0.0
-                };
-                (
-                    (row.lookups as f64 * scale).round() as u64 + file_io_waits,
-                    if file_io_waits > 0 {
-                        "lookups and blocked file I/O"
-                    } else {
-                        "lookups"
-                    },
-                    vec![],
-                )
-            };
+            let (ops, ops_kind, ops_per_s) = mount_ops(
+                k,
+                dev,
+                row,
+                (requests, answered_window, completed),
+                file_io_waits,
+            );
             FsLoad {
                 mount: row.mount_point.clone(),
                 fs_type: row.fs_type.clone(),
@@ -438,6 +433,55 @@ fn filesystems(
             }
         })
         .collect()
+}
+
+/// The operations on a mount over the window, what they count, and their rate each second.
+/// FUSE requests where the kernel counts them (its tracepoint, Linux 6.13+). Elsewhere the path
+/// lookups, known for the whole trace and scaled to the window (`requests` in the trace,
+/// answered in the window), plus the file I/O on its files that blocked; their rate each
+/// second estimated as the requests completed that second (`completed`: 2xx, or served where
+/// the generator gave no seconds) × the lookups per request (a server's requests walk the same
+/// paths), so whether the mount's rate stayed flat while threads queued on it is known on
+/// every kernel, not only where FUSE is counted.
+fn mount_ops(
+    k: &Sampler,
+    dev: Option<u32>,
+    row: &crate::report::FsRow,
+    (requests, answered_window, completed): (f64, u64, &[f64]),
+    file_io_waits: u64,
+) -> (u64, &'static str, Vec<u64>) {
+    let counts: Vec<(u64, f64)> = match dev {
+        Some(d) => k
+            .seconds
+            .iter()
+            .map(|x| (x.fuse_ops.get(&d).copied().unwrap_or(0), x.dt_s.max(1e-3)))
+            .collect(),
+        None => vec![],
+    };
+    let fuse: u64 = counts.iter().map(|c| c.0).sum();
+    if fuse > 0 {
+        // Rates, not counts: the last second is partial.
+        let per_s = counts
+            .iter()
+            .map(|(n, dt)| (*n as f64 / dt).round() as u64)
+            .collect();
+        return (fuse, "FUSE requests", per_s);
+    }
+    let kind = if file_io_waits > 0 {
+        "lookups and blocked file I/O"
+    } else {
+        "lookups"
+    };
+    if requests <= 0.0 {
+        return (file_io_waits, kind, vec![]);
+    }
+    let per_request = row.lookups as f64 / requests;
+    let per_s = completed
+        .iter()
+        .map(|c| (c * per_request).round() as u64)
+        .collect();
+    let lookups = (row.lookups as f64 * answered_window as f64 / requests).round() as u64;
+    (lookups + file_io_waits, kind, per_s)
 }
 
 /// The lock objects waited on: flock/fcntl locks by file, futexes together.
