@@ -56,6 +56,20 @@ fn linux_version_in(note: &str) -> Option<(u32, u32)> {
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
+/// `--btf FILE` where the guest's kernel has no BTF of its own (the BTF-less guest of `cargo
+/// xtask kernels --no-btf` passes its file as `TD_BTF`); nothing elsewhere.
+fn btf_args() -> Vec<String> {
+    match std::env::var("TD_BTF") {
+        Ok(f) if !f.is_empty() => vec!["--btf".into(), f],
+        _ => vec![],
+    }
+}
+
+/// Whether this kernel publishes its own BTF.
+fn kernel_has_btf() -> bool {
+    Path::new("/sys/kernel/btf/vmlinux").exists()
+}
+
 fn counter(r: &Value, name: &str) -> u64 {
     r["measurement"]["counters"][name]
         .as_u64()
@@ -80,8 +94,10 @@ fn trace_pathload(mode: &str, dir: &Path) -> (Value, std::process::Output) {
     std::fs::create_dir_all(dir.join("sub")).expect("sub dir");
     let mut load = PathLoad::start_in(dir, &[mode, &n, "sub"]);
     let pid = load.pid().to_string();
+    let btf = btf_args();
     let mut args = vec!["--pid", &pid, "--duration", "300s", "--json", "--quiet"];
     args.extend(IGNORE_NET);
+    args.extend(btf.iter().map(String::as_str));
     let t = Tracer::start(&args);
     load.go();
     let out = t.interrupt();
@@ -288,8 +304,10 @@ fn server_started_on_9p_is_named_with_its_ceiling() {
         http_get(port, "/").is_ok()
     });
     let pid = server.pid().to_string();
+    let btf = btf_args();
     let mut args = vec!["--pid", &pid, "--duration", "300s", "--json", "--quiet"];
     args.extend(IGNORE_NET);
+    args.extend(btf.iter().map(String::as_str));
     let t = Tracer::start(&args);
     for i in 0..N {
         let (status, _) = http_get(port, "/").unwrap_or_else(|e| panic!("request {i}: {e}"));
@@ -327,7 +345,7 @@ fn server_started_on_9p_is_named_with_its_ceiling() {
     // server, whose every request includes that walk, cannot exceed it.
     let ceiling = e["predicted_ceiling_rps_if_serialized"]
         .as_f64()
-        .expect("ceiling");
+        .unwrap_or_else(|| panic!("ceiling: {e}"));
     let start = Instant::now();
     let mut n = 0u32;
     while start.elapsed() < Duration::from_secs(2) {
@@ -341,4 +359,278 @@ fn server_started_on_9p_is_named_with_its_ceiling() {
         "flood {rps:.0} req/s above the predicted ceiling {ceiling}"
     );
     println!("9p walk: ceiling {ceiling} req/s, flood {rps:.0} req/s, evidence {e}");
+}
+
+/// A `workserver` (the workspace's own static prefork server, so it runs in every guest,
+/// arm64's busybox included) with `workers` processes doing `work` per request, started in
+/// `cwd`, answering on its port.
+fn workserver(cwd: &Path, workers: u32, work: &[&str]) -> (Proc, u16) {
+    let port = free_port();
+    let server = Proc::spawn(
+        "workserver",
+        Command::new(trapdetect_e2e::target_file("workserver"))
+            .arg(port.to_string())
+            .arg(workers.to_string())
+            .args(work)
+            .current_dir(cwd),
+    );
+    wait_until("workserver to answer", Duration::from_secs(60), || {
+        http_get(port, "/").is_ok()
+    });
+    (server, port)
+}
+
+/// `trapdetect run` on `pid` at `rate` for 6 s: its report and exit code.
+fn run_on(pid: u32, port: u16, rate: &str) -> (Value, i32) {
+    let pid = pid.to_string();
+    let url = format!("http://127.0.0.1:{port}/");
+    let mut args = vec![
+        "run",
+        "--pid",
+        &pid,
+        "--url",
+        &url,
+        "--rate",
+        rate,
+        "--duration",
+        "6s",
+        "--timeout",
+        "10s",
+        "--json",
+        "--quiet",
+    ];
+    args.extend(IGNORE_NET);
+    let btf = btf_args();
+    args.extend(btf.iter().map(String::as_str));
+    let out = trapdetect_e2e::trapdetect(&args, Duration::from_secs(180));
+    let r = trapdetect_e2e::json(&out);
+    eprintln!(
+        "verdict: {}\nthread seconds: {}",
+        r["verdict"], r["run"]["thread_seconds"]
+    );
+    for t in r["run"]["timeline"].as_array().into_iter().flatten() {
+        eprintln!(
+            "t={} offered={} 2xx={} cores={} runq={} off={} fs={} busy={}",
+            t["t_s"],
+            t["offered"],
+            t["ok_2xx"],
+            t["target_cores"],
+            t["run_queue"],
+            t["off_cpu"],
+            t["fs_ops"],
+            t["busy_threads"]
+        );
+    }
+    (r, out.status.code().unwrap_or(-1))
+}
+
+/// A `fail` verdict exits 1, or 3 where the generator could not keep its schedule (a TCG
+/// guest's CPUs).
+fn fail_code(r: &Value) -> i32 {
+    if r["measurement"]["trusted"] == true {
+        1
+    } else {
+        3
+    }
+}
+
+/// Each off-CPU class's share of the traced threads' time (on CPU, in the run queue and off
+/// CPU), in percent.
+fn class_shares(r: &Value) -> serde_json::Map<String, Value> {
+    let ts = &r["run"]["thread_seconds"];
+    let off = ts["off_cpu"].as_object().expect("off_cpu classes");
+    let total = ts["on_cpu"].as_f64().unwrap()
+        + ts["run_queue"].as_f64().unwrap()
+        + off.values().map(|v| v.as_f64().unwrap()).sum::<f64>();
+    assert!(total > 0.0, "{ts}");
+    off.iter()
+        .map(|(k, v)| {
+            let pct = (v.as_f64().unwrap() / total * 1000.0).round() / 10.0;
+            (k.clone(), json!(pct))
+        })
+        .collect()
+}
+
+/// How the blocked syscall is known on this kernel: from the registers where it has
+/// `bpf_task_pt_regs` (5.15) on a task the scheduler program got as BTF (a `tp_btf` program:
+/// the kernel's own BTF), else kept from syscall entry.
+fn want_method() -> &'static str {
+    if kernel_version() >= (5, 15) && kernel_has_btf() {
+        "exact"
+    } else {
+        "syscall-entry"
+    }
+}
+
+/// Prints the `TD-KERNEL-RUN {json}` row the matrix compares with the host's (issue 26: the
+/// class shares within 10 points of the host kernel's).
+fn print_run_row(test: &str, r: &Value, shares: &serde_json::Map<String, Value>) {
+    println!(
+        "TD-KERNEL-RUN {}",
+        json!({
+            "kernel": kernel_release(),
+            "test": test,
+            "cause": r["verdict"]["cause"],
+            "method": r["run"]["classes_method"],
+            "shares_pct": shares,
+        })
+    );
+}
+
+/// `run` on a kernel: four workers whose working directory is five levels deep in a slow FUSE
+/// mount that answers one request at a time (5 ms each, nothing cached; its daemon real-time,
+/// so its rate does not depend on what else the guest's CPUs do), offered more than twice
+/// what the mount can serve. Every request's chdir walks the five components there, so the
+/// workers spend their time blocked in that walk: fs.serialized caps the run at most
+/// 1 ÷ (5 × 5 ms) = 40 req/s, and the off-CPU class of their waits is the path walk, on every
+/// kernel.
+///
+/// The waits planted here are long beside a request's own CPU time even under TCG, which
+/// runs the guests' CPU work 50-60 times slower than the host (4.5 ms of CPU per request in
+/// the arm64 guests against 74 µs here): the shares compare how each kernel attributes the
+/// waits, not how fast the emulator computes.
+#[test]
+fn run_names_a_serialized_fuse_cwd_on_this_kernel() {
+    const TEST: &str = "run_names_a_serialized_fuse_cwd_on_this_kernel";
+    if !require_root(TEST) {
+        return;
+    }
+    let _g = serial();
+    let fs = trapdetect_e2e::slowfs::SlowFs::mount_remote(5000, |_| {});
+    let deep = trapdetect_e2e::slowfs::SlowFs::deep_dir(&fs.backing, &fs.mount, 5);
+    let (server, port) = workserver(&deep, 4, &["walk"]);
+    let (r, code) = run_on(server.pid(), port, "100");
+    assert_eq!(code, fail_code(&r), "{}", r["findings"]);
+    let v = &r["verdict"];
+    assert_eq!(v["cause"], "fs.serialized", "{v}\n{}", r["findings"]);
+    let f = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "fs.serialized")
+        .unwrap();
+    let e = &f["evidence"];
+    assert_eq!(e["mount"], fs.mount.to_str().unwrap(), "{e}");
+    assert_eq!(e["fs_type"], "fuse.slowfs", "{e}");
+    assert_eq!(e["cause"], "working directory", "{e}");
+    // All four workers queue on the one daemon thread.
+    let threads = e["mean_threads"].as_f64().unwrap();
+    assert!(threads >= 3.0, "mean threads waiting {threads}: {e}");
+    // Delivered at most what five 5 ms requests in turn allow, and the ceiling predicted from
+    // the mount's rate within 30 % of it.
+    let d = v["delivered_per_s"].as_f64().unwrap();
+    assert!(d <= 40.5, "delivered {d}");
+    let p = v["predicted_ceiling_per_s"].as_f64().unwrap();
+    assert!((p - d).abs() <= 0.3 * d, "predicted {p} vs delivered {d}");
+    assert_eq!(r["run"]["classes_method"], want_method(), "{}", r["run"]);
+    // The mechanism's shares: the workers' whole time is the walk's wait (within 10 points).
+    let shares = class_shares(&r);
+    let share = |c: &str| shares[c].as_f64().unwrap();
+    assert!(share("path") >= 90.0, "{shares:?}");
+    assert!(share("unknown") <= 1.0, "{shares:?}");
+    print_run_row(TEST, &r, &shares);
+}
+
+/// `run` on a kernel: four workers that each hold one file's flock for 50 ms per request,
+/// offered three times the 20 req/s that allows. At any moment one worker sleeps holding the
+/// lock and three wait for it: lock.contention names the file, and the off-CPU shares are
+/// the mechanism's 75 % file_lock and 25 % sleep (within 10 points), on every kernel (the
+/// hold long beside a request's CPU under TCG, as above).
+#[test]
+fn run_names_the_flocked_file_on_this_kernel() {
+    const TEST: &str = "run_names_the_flocked_file_on_this_kernel";
+    if !require_root(TEST) {
+        return;
+    }
+    let _g = serial();
+    let dir = trapdetect_e2e::TempDir::new("kernels-flock");
+    let lock = dir.path().join("session.lock");
+    let (server, port) = workserver(dir.path(), 4, &["flock", lock.to_str().unwrap(), "50"]);
+    let (r, code) = run_on(server.pid(), port, "60");
+    assert_eq!(code, fail_code(&r), "{}", r["findings"]);
+    let v = &r["verdict"];
+    assert_eq!(v["cause"], "lock.contention", "{v}\n{}", r["findings"]);
+    let f = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "lock.contention")
+        .unwrap();
+    assert_eq!(f["evidence"]["object"], lock.to_str().unwrap());
+    let t = f["evidence"]["mean_threads"].as_f64().unwrap();
+    assert!((2.5..=3.5).contains(&t), "mean waiting threads {t}");
+    let d = v["delivered_per_s"].as_f64().unwrap();
+    assert!(d <= 20.5, "50 ms under the lock: at most 20 req/s, got {d}");
+    assert_eq!(r["run"]["classes_method"], want_method(), "{}", r["run"]);
+    let shares = class_shares(&r);
+    let share = |c: &str| shares[c].as_f64().unwrap();
+    assert!((65.0..=85.0).contains(&share("file_lock")), "{shares:?}");
+    assert!((15.0..=35.0).contains(&share("sleep")), "{shares:?}");
+    assert!(share("unknown") <= 1.0, "{shares:?}");
+    print_run_row(TEST, &r, &shares);
+}
+
+/// A kernel without BTF of its own (the BTF-less guest, `cargo xtask kernels --no-btf`):
+/// without `--btf`, `--backend ebpf` stops before attaching anything, exit 4, with one line
+/// that names what it needs and the option that gives it; the default (`auto`) says the same
+/// and samples /proc instead (docs/sample.md), its report naming that backend and why. The
+/// other tests here give `--btf` and get their exact counts and verdicts. Runs where the
+/// kernel has no BTF; elsewhere says why not, and fails in a guest that was given a BTF file
+/// for a kernel that has its own.
+#[test]
+fn without_btf_the_tracer_names_what_it_needs() {
+    const TEST: &str = "without_btf_the_tracer_names_what_it_needs";
+    if !require_root(TEST) {
+        return;
+    }
+    if kernel_has_btf() {
+        assert!(
+            btf_args().is_empty(),
+            "TD_BTF is set, but this kernel has its own BTF"
+        );
+        eprintln!("SKIP {TEST}: this kernel has BTF (runs in cargo xtask kernels --no-btf)");
+        return;
+    }
+    assert!(
+        !btf_args().is_empty(),
+        "a kernel without BTF: TD_BTF must give its file"
+    );
+    let _g = serial();
+    let dir = trapdetect_e2e::TempDir::new("kernels-nobtf");
+    let load = PathLoad::start_in(dir.path(), &["stat", "1", "."]);
+    let pid = load.pid().to_string();
+    let names_the_need =
+        |l: &str| l.contains("no kernel BTF at /sys/kernel/btf/vmlinux") && l.contains("--btf");
+    let args = ["--pid", &pid, "--duration", "1s", "--quiet", "--json"];
+    let mut ebpf = vec!["trace", "--backend", "ebpf"];
+    ebpf.extend(args);
+    let out = trapdetect_e2e::trapdetect(&ebpf, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {err}");
+    assert!(names_the_need(lines[0]), "{err}");
+    assert!(out.stdout.is_empty(), "nothing measured, no report");
+
+    let mut auto = vec!["trace"];
+    auto.extend(args);
+    let out = trapdetect_e2e::trapdetect(&auto, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines()
+            .any(|l| names_the_need(l) && l.ends_with("sampling /proc instead")),
+        "{err}"
+    );
+    // A sampled trace has no network section (no TCP probes): the report schema, not the
+    // traced one's.
+    let r = trapdetect_e2e::json(&out);
+    let clean = if r["measurement"]["trusted"] == true {
+        0
+    } else {
+        3
+    };
+    assert_eq!(out.status.code(), Some(clean), "{err}");
+    let b = &r["measurement"]["backend"];
+    assert_eq!(b["name"], "sample", "{b}");
+    assert!(names_the_need(b["reason"].as_str().unwrap()), "{b}");
 }

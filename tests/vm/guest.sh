@@ -26,6 +26,12 @@ if [ -n "$2" ]; then
     export TRAPDETECT_BIN="$2"
     echo "TD-VM-BIN $2"
 fi
+# $3: the kernel's BTF file where the kernel has none (the BTF-less guest): kernels.rs gives
+# it to trapdetect with --btf.
+if [ -n "$3" ]; then
+    export TD_BTF="$3"
+    echo "TD-VM-BTF $3"
+fi
 # $1: comma-separated test executables, each optionally "@test_name" (run exactly that one).
 # --nocapture: the focused tests print the "TD-KERNEL-ROW" lines the host collects.
 rc=0

@@ -58,6 +58,11 @@ enum Cmd {
         /// static aarch64 executables, the reduced set; not part of `test`).
         #[arg(long, value_name = "ARCH", default_value = "amd64")]
         arch: String,
+        /// Boot the BTF-less guest instead: Debian's 6.1 source built here without
+        /// CONFIG_DEBUG_INFO_BTF (6-7 minutes the first time, then cached), its tests given
+        /// `--btf` with the BTF file pahole makes from its DWARF; not part of `test`.
+        #[arg(long)]
+        no_btf: bool,
     },
     /// setup, build, then trace a php-fpm whose working directory is deep in a slow FUSE
     /// mount, and the same server started from a native directory, side by side.
@@ -121,6 +126,7 @@ fn main() -> Result<()> {
             bin,
             target,
             arch,
+            no_btf,
         } => {
             let arch = match arch.as_str() {
                 "amd64" | "x86_64" => vm::Arch::X86_64,
@@ -128,6 +134,9 @@ fn main() -> Result<()> {
                 other => bail!("--arch {other}: amd64 or arm64"),
             };
             setup::run(setup::Scope::All)?;
+            if no_btf {
+                setup::install_kernel_build_tools()?;
+            }
             let target = match (target, arch) {
                 (None, vm::Arch::Arm64) => {
                     setup::install_arm64_guest_tools()?;
@@ -160,7 +169,7 @@ fn main() -> Result<()> {
                         std::fs::canonicalize(&b).with_context(|| format!("--bin {}", b.display()))
                     })
                     .transpose()?;
-                vm::run(arch, &names, bin.as_deref(), target.as_deref())
+                vm::run(arch, no_btf, &names, bin.as_deref(), target.as_deref())
             }
         }
         Cmd::Fuzz {
@@ -294,7 +303,7 @@ fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
         })?;
         // A filtered run is someone narrowing down one test: the matrix only runs in full.
         clock.time("kernel matrix", || {
-            vm::run(vm::Arch::X86_64, &[], Some(&bin), Some(target))
+            vm::run(vm::Arch::X86_64, false, &[], Some(&bin), Some(target))
         })?;
     }
     Ok(())

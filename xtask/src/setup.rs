@@ -226,9 +226,6 @@ fn disable_xdebug() -> Result<()> {
     Ok(())
 }
 
-/// The packages only the tests need, installed with apt's output in `log` (`cargo xtask
-/// test` runs this beside its builds: no build needs them). `run(Scope::All)` afterwards
-/// finds nothing left to install.
 /// What `cargo xtask kernels --arch arm64` needs beyond the test packages: qemu for arm64.
 pub fn install_arm64_guest_tools() -> Result<()> {
     if util::has("qemu-system-aarch64") {
@@ -237,6 +234,29 @@ pub fn install_arm64_guest_tools() -> Result<()> {
     apt_install(&["qemu-system-arm"], None)
 }
 
+/// What `cargo xtask kernels --no-btf` needs to build its kernel and the BTF file: the
+/// kernel's build tools and pahole (dwarves).
+pub fn install_kernel_build_tools() -> Result<()> {
+    let want = [
+        "flex",
+        "bison",
+        "bc",
+        "libelf-dev",
+        "dwarves",
+        "make",
+        "gcc",
+        "xz-utils",
+    ];
+    let missing: Vec<&str> = want.into_iter().filter(|p| !installed(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    apt_install(&missing, None)
+}
+
+/// The packages only the tests need, installed with apt's output in `log` (`cargo xtask
+/// test` runs this beside its builds: no build needs them). `run(Scope::All)` afterwards
+/// finds nothing left to install.
 pub fn install_test_packages(log: &Path) -> Result<()> {
     let _ = std::fs::remove_file(log);
     let missing = missing_packages(Scope::All);

@@ -33,6 +33,10 @@ pub struct Kernel {
     pub release: &'static str,
     /// The CPU it runs on.
     pub arch: Arch,
+    /// Built here from `package`, Debian's linux-source, with tests/vm/nobtf.config (no BTF
+    /// in the kernel; the BTF file the tests give with `--btf` made by pahole from its
+    /// DWARF), instead of Debian's own binary kernel.
+    pub built: bool,
 }
 
 /// A guest's CPU architecture: what qemu emulates, which Debian packages it takes, and which
@@ -89,6 +93,7 @@ pub const KERNELS: &[Kernel] = &[
         version: "5.10.223-1",
         release: "5.10.0-32-amd64",
         arch: Arch::X86_64,
+        built: false,
     },
     Kernel {
         name: "6.1",
@@ -97,6 +102,7 @@ pub const KERNELS: &[Kernel] = &[
         version: "6.1.176-1",
         release: "6.1.0-50-amd64",
         arch: Arch::X86_64,
+        built: false,
     },
     Kernel {
         name: "6.12",
@@ -105,6 +111,7 @@ pub const KERNELS: &[Kernel] = &[
         version: "6.12.95-1~bpo12+1",
         release: "6.12.95+deb12-amd64",
         arch: Arch::X86_64,
+        built: false,
     },
 ];
 
@@ -119,6 +126,7 @@ pub const ARM64_KERNELS: &[Kernel] = &[
         version: "6.1.176-1",
         release: "6.1.0-50-arm64",
         arch: Arch::Arm64,
+        built: false,
     },
     Kernel {
         name: "6.12-arm64",
@@ -127,8 +135,23 @@ pub const ARM64_KERNELS: &[Kernel] = &[
         version: "6.12.95-1~bpo12+1",
         release: "6.12.95+deb12-arm64",
         arch: Arch::Arm64,
+        built: false,
     },
 ];
+
+/// The BTF-less guest (issue 26), booted by `cargo xtask kernels --no-btf`, not by `cargo
+/// xtask test` (building the kernel takes 6-7 minutes of this 2-core machine's CI time):
+/// bookworm's 6.1 built without CONFIG_DEBUG_INFO_BTF, as RHEL 8's first kernels, CentOS 7's
+/// and Ubuntu 18.04's were shipped; the tests give trapdetect `--btf` with its BTF file.
+pub const NOBTF_KERNELS: &[Kernel] = &[Kernel {
+    name: "6.1-nobtf",
+    suite: "bookworm",
+    package: "linux-source-6.1",
+    version: "6.1.176-1",
+    release: "6.1.176-nobtf",
+    arch: Arch::X86_64,
+    built: true,
+}];
 
 /// Modules the guest loads, in dependency order of need: virtio and 9p for the root, FUSE for
 /// slowfs, the socket diagnostics for the census, veth and overlay for the fixtures. Their
@@ -270,6 +293,11 @@ fn fetch_arch(arch: Arch, missing: &[&Kernel]) -> Result<()> {
             )
         })?;
         let deb = downloaded(&apt.join("debs"), k.package)?;
+        if k.built {
+            build_kernel(k, &deb)?;
+            std::fs::remove_file(&deb)?;
+            continue;
+        }
         let dir = kernel_dir(k);
         let unpacked = dir.join("root");
         let _ = std::fs::remove_dir_all(&unpacked);
@@ -295,6 +323,85 @@ fn fetch_arch(arch: Arch, missing: &[&Kernel]) -> Result<()> {
             let _ = std::fs::remove_dir_all(&bb);
         }
     }
+    Ok(())
+}
+
+/// The kernel options of a built guest kernel (`Kernel::built`).
+const NOBTF_CONFIG: &str = include_str!("../../tests/vm/nobtf.config");
+
+/// Builds a `built` kernel from Debian's linux-source `deb`: tinyconfig, the options of
+/// [`NOBTF_CONFIG`] (each checked to have survived olddefconfig), bzImage; then its BTF file
+/// from the DWARF by pahole, as a user of a kernel without BTF makes one (README "Kernels
+/// without BTF"). Leaves `vmlinuz` and `vmlinux.btf` in the kernel's directory, not the tree.
+fn build_kernel(k: &Kernel, deb: &Path) -> Result<()> {
+    let dir = kernel_dir(k);
+    let src = dir.join("src");
+    let _ = std::fs::remove_dir_all(&src);
+    std::fs::create_dir_all(&src)?;
+    util::run(
+        Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(deb)
+            .arg(src.join("deb")),
+    )?;
+    let tarball = src.join(format!("deb/usr/src/{}.tar.xz", k.package));
+    util::run(
+        Command::new("tar")
+            .arg("xJf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&src),
+    )?;
+    std::fs::remove_dir_all(src.join("deb"))?;
+    let tree = src.join(k.package);
+    let make = |args: &[&str]| -> Result<()> {
+        util::run(Command::new("make").args(args).current_dir(&tree))
+    };
+    eprintln!(
+        "xtask: building kernel {} ({} {})",
+        k.name, k.package, k.version
+    );
+    make(&["tinyconfig"])?;
+    std::fs::write(tree.join("td.config"), NOBTF_CONFIG)?;
+    util::run(
+        Command::new("scripts/kconfig/merge_config.sh")
+            .args(["-m", ".config", "td.config"])
+            .current_dir(&tree),
+    )?;
+    make(&["olddefconfig"])?;
+    let config = std::fs::read_to_string(tree.join(".config"))?;
+    for want in NOBTF_CONFIG.lines().filter(|l| l.starts_with("CONFIG_")) {
+        if !config.lines().any(|l| l == want) {
+            bail!("kernel {}: {want} did not survive olddefconfig", k.name);
+        }
+    }
+    if config.lines().any(|l| l == "CONFIG_DEBUG_INFO_BTF=y") {
+        bail!("kernel {}: CONFIG_DEBUG_INFO_BTF is on", k.name);
+    }
+    let jobs = format!(
+        "-j{}",
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    );
+    make(&[&jobs, "bzImage"])?;
+    let release = std::fs::read_to_string(tree.join("include/config/kernel.release"))?;
+    if release.trim() != k.release {
+        bail!(
+            "kernel {}: built {} (want {})",
+            k.name,
+            release.trim(),
+            k.release
+        );
+    }
+    util::run(
+        Command::new("pahole")
+            .arg(format!(
+                "--btf_encode_detached={}",
+                dir.join("vmlinux.btf").display()
+            ))
+            .arg(tree.join("vmlinux")),
+    )?;
+    std::fs::copy(tree.join("arch/x86/boot/bzImage"), dir.join("vmlinuz"))?;
+    std::fs::remove_dir_all(&src)?;
     Ok(())
 }
 
@@ -336,7 +443,9 @@ fn module_depends(ko: &[u8]) -> Vec<String> {
 fn read_module(modroot: &Path, name: &str) -> Result<Option<Vec<u8>>> {
     let want = [format!("{name}.ko"), format!("{name}.ko.xz")];
     let alt: Vec<String> = want.iter().map(|w| w.replace('_', "-")).collect();
-    let mut stack = vec![modroot.join("kernel")];
+    // A built kernel has everything built in and no module tree.
+    let mut stack: Vec<PathBuf> = vec![modroot.join("kernel")];
+    stack.retain(|d| d.is_dir());
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d)?.flatten() {
             let p = e.path();
@@ -480,6 +589,9 @@ fn boot(
     if let Some(b) = bin {
         append += &format!(" td.bin={}", b.display());
     }
+    if k.built {
+        append += &format!(" td.btf={}", kernel_dir(k).join("vmlinux.btf").display());
+    }
     let mut child = Command::new(k.arch.qemu())
         .args(machine)
         .args(["-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "1024"])
@@ -590,10 +702,9 @@ const GUEST_TESTS: &[(&str, &str)] = &[
         "preflight",
         "clock_reads_that_enter_the_kernel_are_named_with_the_clocksource",
     ),
-    // `run`'s off-CPU classes on every kernel (issue 26): the blocked syscall from the
-    // registers from 5.15, else from the syscall-entry pair (5.10): four php-fpm workers on one
-    // flock, the file named and the waiting threads counted.
-    ("run", "workers_serialized_on_one_flock_name_the_file"),
+    // `run`'s verdicts and off-CPU classes on every kernel (issue 26) are kernels.rs's
+    // run_names_* tests, run above with the rest of it: a serialized FUSE cwd and one flocked
+    // file, on the workspace's own static server, so the arm64 guests run them too.
 ];
 
 /// The focused set an arm64 guest runs: its userland is busybox, so only the tests whose
@@ -605,14 +716,24 @@ const ARM64_GUEST_TESTS: &[(&str, &str)] = &[
         "chdir_stat_fstat_loop_is_counted_exactly_and_trusted",
     ),
     ("kernels", "forks_are_followed_and_every_exit_is_seen"),
+    ("kernels", RUN_TESTS[0]),
+    ("kernels", RUN_TESTS[1]),
 ];
 
-fn guest_tests(arch: Arch) -> &'static [(&'static str, &'static str)] {
-    match arch {
-        Arch::X86_64 => GUEST_TESTS,
-        Arch::Arm64 => ARM64_GUEST_TESTS,
-    }
-}
+/// The tests that print a `TD-KERNEL-RUN` row: `run`'s verdict and class shares, compared
+/// with the host kernel's (issue 26: within [`SHARE_POINTS`]).
+const RUN_TESTS: [&str; 2] = [
+    "run_names_a_serialized_fuse_cwd_on_this_kernel",
+    "run_names_the_flocked_file_on_this_kernel",
+];
+
+/// How far a guest's off-CPU class share may be from the host kernel's, in percentage points.
+const SHARE_POINTS: f64 = 10.0;
+
+/// The set the BTF-less guest runs: kernels.rs, whose tests give `--btf` the guest's BTF
+/// file (`TD_BTF`): exact counts, forks and exits, the 9p root, `run`'s two verdicts, and
+/// what trapdetect says without `--btf` there.
+const NOBTF_GUEST_TESTS: &[(&str, &str)] = &[("kernels", "")];
 
 /// Builds the test executables the guests run (for `target`, the host's by default); returns
 /// the `td.run=` list for guest.sh.
@@ -687,7 +808,13 @@ fn qemu_unavailable(arch: Arch) -> Option<String> {
 /// `bin`: the trapdetect binary the guests' tests run (`TRAPDETECT_BIN`); the build tree's
 /// when `None`. `target`: the Rust target the test executables are built for (`cargo xtask
 /// test` builds everything for the static musl one); the host's when `None`.
-pub fn run(arch: Arch, filter: &[String], bin: Option<&Path>, target: Option<&str>) -> Result<()> {
+pub fn run(
+    arch: Arch,
+    no_btf: bool,
+    filter: &[String],
+    bin: Option<&Path>,
+    target: Option<&str>,
+) -> Result<()> {
     if let Some(why) = qemu_unavailable(arch) {
         let line = format!("SKIP kernel matrix: {why}");
         if std::env::var_os("CI").is_some() {
@@ -696,9 +823,11 @@ pub fn run(arch: Arch, filter: &[String], bin: Option<&Path>, target: Option<&st
         eprintln!("{line}");
         return Ok(());
     }
-    let all = match arch {
-        Arch::X86_64 => KERNELS,
-        Arch::Arm64 => ARM64_KERNELS,
+    let (all, tests, suffix) = match (arch, no_btf) {
+        (Arch::X86_64, false) => (KERNELS, GUEST_TESTS, ""),
+        (Arch::Arm64, false) => (ARM64_KERNELS, ARM64_GUEST_TESTS, "-arm64"),
+        (Arch::X86_64, true) => (NOBTF_KERNELS, NOBTF_GUEST_TESTS, "-nobtf"),
+        (_, true) => bail!("--no-btf: the BTF-less guest is amd64"),
     };
     let kernels: Vec<&Kernel> = all
         .iter()
@@ -711,7 +840,7 @@ pub fn run(arch: Arch, filter: &[String], bin: Option<&Path>, target: Option<&st
         );
     }
     fetch(&kernels)?;
-    let run_list = test_binaries(target, guest_tests(arch))?;
+    let run_list = test_binaries(target, tests)?;
     let started = Instant::now();
     let mut failed = vec![];
     let mut rows = vec![];
@@ -732,7 +861,7 @@ pub fn run(arch: Arch, filter: &[String], bin: Option<&Path>, target: Option<&st
         match result {
             None => {
                 eprintln!("xtask: kernel {}: FAILED: hung {ATTEMPTS} times", k.name);
-                failed.push(k.name);
+                failed.push(k.name.to_string());
             }
             Some((rc, console)) => {
                 let out: String = console
@@ -742,6 +871,7 @@ pub fn run(arch: Arch, filter: &[String], bin: Option<&Path>, target: Option<&st
                     .collect();
                 std::io::stderr().write_all(out.as_bytes())?;
                 rows.extend(kernel_rows(&console));
+                rows.extend(tagged_rows(&console, RUN_TAG));
                 save_formats(k, &console)?;
                 eprintln!(
                     "xtask: kernel {}: {} in {secs:.0} s",
@@ -749,26 +879,33 @@ pub fn run(arch: Arch, filter: &[String], bin: Option<&Path>, target: Option<&st
                     if rc == 0 { "ok" } else { "FAILED" }
                 );
                 if rc != 0 {
-                    failed.push(k.name);
+                    failed.push(k.name.to_string());
                 }
             }
         }
     }
-    // The host kernel's row, from the same test run here.
-    if filter.is_empty() && arch == Arch::X86_64 {
-        match host_row(&run_list) {
-            Ok(Some(r)) => rows.insert(0, r),
-            Ok(None) => failed.push("host (no row)"),
-            Err(e) => {
-                eprintln!("xtask: host kernel: {e:#}");
-                failed.push("host");
+    // The host kernel's rows, from the same tests run here (built for the host's CPU).
+    let host_exe = match arch {
+        Arch::X86_64 => run_list.split(',').next().unwrap_or_default().to_string(),
+        _ => {
+            let host_target = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
+            test_binaries(Some(&host_target), &[("kernels", "")])?
+        }
+    };
+    match host_rows(&host_exe) {
+        Ok((Some(r), run)) => {
+            if arch == Arch::X86_64 {
+                rows.insert(0, r);
             }
+            failed.extend(compare_run_rows(&run, &rows));
+            rows.extend(run);
+        }
+        Ok((None, _)) => failed.push("host (no row)".into()),
+        Err(e) => {
+            eprintln!("xtask: host kernel: {e:#}");
+            failed.push("host".into());
         }
     }
-    let suffix = match arch {
-        Arch::X86_64 => String::new(),
-        other => format!("-{}", other.debian()),
-    };
     std::fs::write(
         vm_dir().join(format!("matrix{suffix}.jsonl")),
         rows.join("\n") + "\n",
@@ -813,35 +950,84 @@ fn guest(k: &Kernel, initrd: &Path, run_list: &str, bin: Option<&Path>) -> Resul
     Ok((None, t0.elapsed().as_secs_f64()))
 }
 
-/// Runs the focused test that prints the kernel row on the host kernel.
-fn host_row(run_list: &str) -> Result<Option<String>> {
-    let exe = run_list.split(',').next().context("kernels executable")?;
+/// Runs the focused tests that print rows on the host kernel: its `TD-KERNEL-ROW` and its
+/// `TD-KERNEL-RUN` rows.
+fn host_rows(exe: &str) -> Result<(Option<String>, Vec<String>)> {
     let out = Command::new(exe)
         .args([
             "--exact",
             "chdir_stat_fstat_loop_is_counted_exactly_and_trusted",
+            RUN_TESTS[0],
+            RUN_TESTS[1],
+            "--test-threads=1",
             "--nocapture",
         ])
         .output()?;
     if !out.status.success() {
         bail!(
-            "the focused test failed on the host kernel:\n{}{}",
+            "the focused tests failed on the host kernel:\n{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| kernel_rows(l).into_iter().next()))
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Ok((
+        kernel_rows(&stdout).into_iter().next(),
+        tagged_rows(&stdout, RUN_TAG),
+    ))
+}
+
+/// The tag of a `run` row (kernels.rs `print_run_row`).
+const RUN_TAG: &str = "TD-KERNEL-RUN ";
+
+/// Each guest's `run` rows against the host's: the same cause, and every off-CPU class share
+/// within [`SHARE_POINTS`]. Returns what failed.
+fn compare_run_rows(host: &[String], rows: &[String]) -> Vec<String> {
+    let parse = |r: &String| serde_json::from_str::<serde_json::Value>(r).ok();
+    let host: Vec<serde_json::Value> = host.iter().filter_map(parse).collect();
+    let mut failed = vec![];
+    for g in rows
+        .iter()
+        .filter_map(parse)
+        .filter(|g| g.get("test").is_some())
+    {
+        let name = format!("{} {}", g["kernel"].as_str().unwrap_or("?"), g["test"]);
+        let Some(h) = host.iter().find(|h| h["test"] == g["test"]) else {
+            failed.push(format!("{name}: no host row to compare with"));
+            continue;
+        };
+        if g["cause"] != h["cause"] {
+            failed.push(format!(
+                "{name}: cause {} (host {})",
+                g["cause"], h["cause"]
+            ));
+        }
+        let classes = h["shares_pct"].as_object().into_iter().flatten();
+        for (class, hv) in classes {
+            let (hv, gv) = (hv.as_f64().unwrap_or(0.0), g["shares_pct"][class].as_f64());
+            match gv {
+                Some(gv) if (gv - hv).abs() <= SHARE_POINTS => {}
+                _ => failed.push(format!("{name}: {class} {gv:?} % (host {hv} %)")),
+            }
+        }
+    }
+    for f in &failed {
+        eprintln!("xtask: run shares: {f}");
+    }
+    failed
 }
 
 /// The `TD-KERNEL-ROW {json}` lines of a test run (with --nocapture a row follows its test's
 /// name on the same line).
 fn kernel_rows(console: &str) -> Vec<String> {
-    const TAG: &str = "TD-KERNEL-ROW ";
+    tagged_rows(console, "TD-KERNEL-ROW ")
+}
+
+/// The `{json}` after each `tag` in a console.
+fn tagged_rows(console: &str, tag: &str) -> Vec<String> {
     console
         .lines()
-        .filter_map(|l| l.find(TAG).map(|i| l[i + TAG.len()..].trim().to_string()))
+        .filter_map(|l| l.find(tag).map(|i| l[i + tag.len()..].trim().to_string()))
         .collect()
 }
 
@@ -850,7 +1036,9 @@ fn kernel_rows(console: &str) -> Vec<String> {
 pub fn table_from_last_run() -> Result<()> {
     let mut rows = vec![];
     let run_list = test_binaries(None, GUEST_TESTS)?;
-    rows.extend(host_row(&run_list)?);
+    let (host, host_run) = host_rows(run_list.split(',').next().unwrap_or_default())?;
+    rows.extend(host);
+    rows.extend(host_run);
     for k in KERNELS {
         let last = (1..=ATTEMPTS)
             .rev()
@@ -866,6 +1054,7 @@ pub fn table_from_last_run() -> Result<()> {
             );
         }
         rows.extend(kernel_rows(&console));
+        rows.extend(tagged_rows(&console, RUN_TAG));
     }
     let table = render_table(&rows);
     std::fs::write(vm_dir().join("kernels.md"), &table)?;
@@ -873,25 +1062,22 @@ pub fn table_from_last_run() -> Result<()> {
     Ok(())
 }
 
-/// README's "Kernels" table from the rows the guests (and the host) printed.
+/// README's "Kernels" table from the rows the guests (and the host) printed: a kernel's
+/// `TD-KERNEL-ROW`, with its `TD-KERNEL-RUN` rows in the `run` column.
 fn render_table(rows: &[String]) -> String {
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .filter_map(|r| serde_json::from_str(r).ok())
+        .collect();
     let mut t = String::from(
-        "| kernel | probes attached | not attached (why) | degraded | trusted | exit |\n\
-         | --- | --- | --- | --- | --- | --- |\n",
+        "| kernel | probes attached | not attached (why) | degraded | trusted | exit | run: cause, off-CPU shares (classes from) |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
     );
-    for r in rows {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(r) else {
-            continue;
-        };
+    for v in rows.iter().filter(|v| v.get("test").is_none()) {
         let list = |k: &str| {
-            let items: Vec<String> = v[k]
+            let items: Vec<&str> = v[k]
                 .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str())
-                        .map(str::to_string)
-                        .collect()
-                })
+                .map(|a| a.iter().filter_map(|x| x.as_str()).collect())
                 .unwrap_or_default();
             if items.is_empty() {
                 "none".to_string()
@@ -899,18 +1085,48 @@ fn render_table(rows: &[String]) -> String {
                 items.join("; ")
             }
         };
+        let run: Vec<String> = rows
+            .iter()
+            .filter(|r| r.get("test").is_some() && r["kernel"] == v["kernel"])
+            .map(run_cell)
+            .collect();
         t.push_str(&format!(
-            "| {} | {} of {} | {} | {} | {} | {} |\n",
+            "| {} | {} of {} | {} | {} | {} | {} | {} |\n",
             v["kernel"].as_str().unwrap_or("?"),
             v["probes_attached"],
             v["probes_listed"],
             list("not_attached"),
             list("degraded"),
             if v["trusted"] == true { "yes" } else { "no" },
-            v["exit_code"]
+            v["exit_code"],
+            if run.is_empty() {
+                "not run".to_string()
+            } else {
+                run.join("; ")
+            }
         ));
     }
     t
+}
+
+/// One `run` row as a table cell: "fs.serialized: path 99.7 % (exact)", the classes of 1 %
+/// or more, largest first.
+fn run_cell(r: &serde_json::Value) -> String {
+    let mut shares: Vec<(&String, f64)> = r["shares_pct"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(c, v)| Some((c, v.as_f64()?)))
+        .filter(|(_, v)| *v >= 1.0)
+        .collect();
+    shares.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let shares: Vec<String> = shares.iter().map(|(c, v)| format!("{c} {v} %")).collect();
+    format!(
+        "{}: {} ({})",
+        r["cause"].as_str().unwrap_or("?"),
+        shares.join(", "),
+        r["method"].as_str().unwrap_or("?")
+    )
 }
 
 /// Keeps the tracepoint formats the guest printed (fixtures for the loader's unit tests come
@@ -953,6 +1169,35 @@ mod tests {
         assert_eq!(
             super::guest_output_len(&test),
             base + "[ok] test a ... ok\n".len() + "[1] x\n".len()
+        );
+    }
+
+    /// A guest's class share 10 points from the host's passes, 10.1 fails, and so does another
+    /// cause; the table shows the classes of 1 % or more, largest first.
+    #[test]
+    fn run_rows_are_compared_with_the_hosts_and_tabled() {
+        let row = |kernel: &str, cause: &str, lock: f64, sleep: f64| {
+            format!(
+                r#"{{"kernel":"{kernel}","test":"t","cause":"{cause}","method":"exact","shares_pct":{{"file_lock":{lock},"sleep":{sleep},"unknown":0.0}}}}"#
+            )
+        };
+        let host = vec![row("6.18", "lock.contention", 74.9, 24.9)];
+        let near = vec![row("5.10", "lock.contention", 64.9, 34.9)];
+        assert!(super::compare_run_rows(&host, &near).is_empty());
+        let far = vec![row("5.10", "lock.contention", 64.8, 24.9)];
+        assert_eq!(
+            super::compare_run_rows(&host, &far),
+            ["5.10 \"t\": file_lock Some(64.8) % (host 74.9 %)"]
+        );
+        let other = vec![row("6.1", "fs.serialized", 74.9, 24.9)];
+        assert_eq!(super::compare_run_rows(&host, &other).len(), 1);
+        let kernel = r#"{"kernel":"5.10","probes_attached":11,"probes_listed":19,"not_attached":[],"degraded":[],"trusted":true,"exit_code":0}"#;
+        let table = super::render_table(&[kernel.to_string(), near[0].clone()]);
+        assert!(
+            table.ends_with(
+                "| 5.10 | 11 of 19 | none | none | yes | 0 | lock.contention: file_lock 64.9 %, sleep 34.9 % (exact) |\n"
+            ),
+            "{table}"
         );
     }
 }
