@@ -440,9 +440,9 @@ fn filesystems(
 /// lookups, known for the whole trace and scaled to the window (`requests` in the trace,
 /// answered in the window), plus the file I/O on its files that blocked; their rate each
 /// second estimated as the requests completed that second (`completed`: 2xx, or served where
-/// the generator gave no seconds) × the lookups per request (a server's requests walk the same
-/// paths), so whether the mount's rate stayed flat while threads queued on it is known on
-/// every kernel, not only where FUSE is counted.
+/// the generator gave no seconds) × those operations per request completed (a server's
+/// requests walk the same paths), so whether the mount's rate stayed flat while threads
+/// queued on it is known on every kernel, not only where FUSE is counted.
 fn mount_ops(
     k: &Sampler,
     dev: Option<u32>,
@@ -475,13 +475,15 @@ fn mount_ops(
     if requests <= 0.0 {
         return (file_io_waits, kind, vec![]);
     }
-    let per_request = row.lookups as f64 / requests;
+    let lookups = (row.lookups as f64 * answered_window as f64 / requests).round() as u64;
+    let ops = lookups + file_io_waits;
+    // Per request completed in the window, so the seconds' mean is the window's rate.
+    let per_request = ops as f64 / answered_window.max(1) as f64;
     let per_s = completed
         .iter()
         .map(|c| (c * per_request).round() as u64)
         .collect();
-    let lookups = (row.lookups as f64 * answered_window as f64 / requests).round() as u64;
-    (lookups + file_io_waits, kind, per_s)
+    (ops, kind, per_s)
 }
 
 /// The lock objects waited on: flock/fcntl locks by file, futexes together.
