@@ -140,7 +140,8 @@ pub const ARM64_KERNELS: &[Kernel] = &[
 ];
 
 /// The BTF-less guest (issue 26), booted by `cargo xtask kernels --no-btf`, not by `cargo
-/// xtask test` (building the kernel takes 6-7 minutes of this 2-core machine's CI time):
+/// xtask test` (fetching and building the kernel takes about 8 minutes of this 2-core
+/// machine's CI time):
 /// bookworm's 6.1 built without CONFIG_DEBUG_INFO_BTF, as RHEL 8's first kernels, CentOS 7's
 /// and Ubuntu 18.04's were shipped; the tests give trapdetect `--btf` with its BTF file.
 pub const NOBTF_KERNELS: &[Kernel] = &[Kernel {
