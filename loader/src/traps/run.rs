@@ -132,8 +132,8 @@ pub struct FsLoad {
     pub ops: u64,
     /// What `ops` counts.
     pub ops_kind: &'static str,
-    /// Operations per second, per second of the window: counted (FUSE), else the requests
-    /// completed each second × the lookups per request; empty when neither is known.
+    /// Operations per second, per second of the window: counted (FUSE), else the traced
+    /// threads' path calls each second × the operations per call; empty when neither is known.
     pub ops_per_s: Vec<u64>,
     /// The directory the server was started in (and returns to) is on this mount: the remedy
     /// is to start it elsewhere; otherwise what requests touch lives here and must move.
@@ -1228,7 +1228,7 @@ fn fs_waits_evidence(
 
 /// What decided fs.serialized against fs.slow-ops: the FUSE requests' latency by requests
 /// ahead where each was timed, else the per-second rate against the threads waiting (counted
-/// where FUSE is, else the requests completed each second × the lookups per request).
+/// where FUSE is, else the traced threads' path calls each second × the lookups per call).
 fn serialized_basis(q: &FsQueue, fs: &FsLoad) -> String {
     match &q.growth {
         Some(g) if !g.queued() && !g.side_by_side() => format!(
@@ -1246,7 +1246,7 @@ fn serialized_basis(q: &FsQueue, fs: &FsLoad) -> String {
             q.window_rate,
         ),
         None if fs.ops_kind.starts_with("FUSE") => "its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)".to_string(),
-        None => "its per-second rate against the threads waiting (no FUSE counts here, Linux 6.13+: each second's rate is the requests completed that second × the lookups per request)".to_string(),
+        None => "its per-second rate against the threads waiting (no FUSE counts here, Linux 6.13+: each second's rate is the traced threads' path calls that second × the lookups per call)".to_string(),
     }
 }
 
@@ -2281,11 +2281,11 @@ mod tests {
     }
 
     /// A kernel without FUSE counts (before 6.13): the mount's rate each second is estimated
-    /// from the requests completed (9 lookups each, flat at 520/s while 4.7 threads wait), and
-    /// that flat rate decides fs.serialized as counted FUSE requests would, the basis saying
-    /// so; with no per-second rate at all nothing can say the rate stayed flat: fs.slow-ops.
+    /// from the traced threads' path calls (flat while 4.7 threads wait), and that flat rate
+    /// decides fs.serialized as counted FUSE requests would, the basis saying so; with no
+    /// per-second rate at all nothing can say the rate stayed flat: fs.slow-ops.
     #[test]
-    fn without_fuse_counts_the_served_rate_decides_serialized() {
+    fn without_fuse_counts_the_path_call_rate_decides_serialized() {
         let mut o = fuse_flood();
         o.filesystems[0].ops_kind = "lookups";
         let f = rules(&o);
@@ -2295,7 +2295,7 @@ mod tests {
         assert_eq!(
             x.evidence["serialized_basis"],
             "its per-second rate against the threads waiting (no FUSE counts here, Linux 6.13+: \
-             each second's rate is the requests completed that second × the lookups per request)"
+             each second's rate is the traced threads' path calls that second × the lookups per call)"
         );
         o.filesystems[0].ops_per_s.clear();
         assert_eq!(rules(&o)[0].id, "fs.slow-ops");

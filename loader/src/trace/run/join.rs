@@ -114,19 +114,6 @@ pub fn observe(
     } else {
         k.seconds.iter().map(|x| served_of(x, by_requests)).sum()
     };
-    // Requests completed in each sampled second, on the same basis (a rate).
-    let completed: Vec<f64> = k
-        .seconds
-        .iter()
-        .map(|ks| {
-            if s.per_second_2xx {
-                let r = seconds.iter().find(|r| r.t_s == ks.t_s);
-                r.map_or(0.0, |r| r.ok_2xx as f64)
-            } else {
-                served_of(ks, by_requests) as f64 / ks.dt_s.max(1e-3)
-            }
-        })
-        .collect();
     let path_off = off_s[trapdetect_common::offcpu::CLASS_PATH as usize];
     RunObs {
         seconds,
@@ -147,15 +134,7 @@ pub fn observe(
         // (python's http.server: 663 such threads made its pool "full" and hid gen.budget).
         // The tree's work time over the window is the figure here.
         workers_busy: None,
-        filesystems: filesystems(
-            k,
-            report,
-            mounts,
-            pid,
-            path_off,
-            (answered_window, &completed),
-            window_s,
-        ),
+        filesystems: filesystems(k, report, mounts, pid, path_off, answered_window, window_s),
         locks: locks(k),
         classified: attached,
         quota: quota_obs(k),
@@ -361,7 +340,7 @@ fn filesystems(
     mounts: &MountTable,
     pid: u32,
     path_off: f64,
-    (answered_window, completed): (u64, &[f64]),
+    answered_window: u64,
     window_s: f64,
 ) -> Vec<FsLoad> {
     let serving = k.stack.serving_filesystems(&k.wakeups);
@@ -401,13 +380,8 @@ fn filesystems(
             } else {
                 0.0
             };
-            let (ops, ops_kind, ops_per_s) = mount_ops(
-                k,
-                dev,
-                row,
-                (requests, answered_window, completed),
-                file_io_waits,
-            );
+            let (ops, ops_kind, ops_per_s) =
+                mount_ops(k, dev, row, (requests, answered_window), file_io_waits);
             FsLoad {
                 mount: row.mount_point.clone(),
                 fs_type: row.fs_type.clone(),
@@ -439,15 +413,16 @@ fn filesystems(
 /// FUSE requests where the kernel counts them (its tracepoint, Linux 6.13+). Elsewhere the path
 /// lookups, known for the whole trace and scaled to the window (`requests` in the trace,
 /// answered in the window), plus the file I/O on its files that blocked; their rate each
-/// second estimated as the requests completed that second (`completed`: 2xx, or served where
-/// the generator gave no seconds) × those operations per request completed (a server's
-/// requests walk the same paths), so whether the mount's rate stayed flat while threads
-/// queued on it is known on every kernel, not only where FUSE is counted.
+/// second estimated as the traced threads' path calls that second × those operations per
+/// path call: the work done that second (also for requests whose client had given up, which
+/// no 2xx count holds; a server's requests make the same calls), so whether the mount's rate
+/// stayed flat while threads queued on it is known on every kernel, not only where FUSE is
+/// counted.
 fn mount_ops(
     k: &Sampler,
     dev: Option<u32>,
     row: &crate::report::FsRow,
-    (requests, answered_window, completed): (f64, u64, &[f64]),
+    (requests, answered_window): (f64, u64),
     file_io_waits: u64,
 ) -> (u64, &'static str, Vec<u64>) {
     let counts: Vec<(u64, f64)> = match dev {
@@ -477,11 +452,15 @@ fn mount_ops(
     }
     let lookups = (row.lookups as f64 * answered_window as f64 / requests).round() as u64;
     let ops = lookups + file_io_waits;
-    // Per request completed in the window, so the seconds' mean is the window's rate.
-    let per_request = ops as f64 / answered_window.max(1) as f64;
-    let per_s = completed
+    let calls: u64 = k.seconds.iter().map(|x| x.path_calls).sum();
+    if calls == 0 {
+        return (ops, kind, vec![]);
+    }
+    let per_call = ops as f64 / calls as f64;
+    let per_s = k
+        .seconds
         .iter()
-        .map(|c| (c * per_request).round() as u64)
+        .map(|x| (x.path_calls as f64 * per_call / x.dt_s.max(1e-3)).round() as u64)
         .collect();
     (ops, kind, per_s)
 }
