@@ -537,6 +537,44 @@ fn run_names_a_serialized_fuse_cwd_on_this_kernel() {
     print_run_row(TEST, &r, &shares);
 }
 
+/// The same trap on a second server family, Debian's php-fpm behind nginx (the x86 guests run
+/// the host's userland; the arm64 busybox guests have no php-fpm, so their set leaves it out):
+/// four workers whose cwd is five levels deep in the serialized 5 ms mount, walked by PHP's
+/// per-request chdir. Before 6.13 no FUSE request is counted and the mount's rate each second
+/// comes from the workers' path calls (abbbba2, eaec026): `fs.serialized` on every kernel,
+/// delivered at most what the mount allows, the waits on the mount most of the threads' busy
+/// time (PHP's own CPU per request is larger than workserver's, and 50-60 times larger under
+/// TCG: no host comparison row here).
+#[test]
+fn run_names_a_serialized_fuse_cwd_for_php_fpm_on_this_kernel() {
+    const TEST: &str = "run_names_a_serialized_fuse_cwd_for_php_fpm_on_this_kernel";
+    if !require_root(TEST) {
+        return;
+    }
+    let _g = serial();
+    let fs = trapdetect_e2e::slowfs::SlowFs::mount(5000, |_| {});
+    let deep = trapdetect_e2e::slowfs::SlowFs::deep_dir(&fs.backing, &fs.mount, 5);
+    let stack = trapdetect_e2e::servers::PhpStack::start(&deep, 4, "<?php echo \"ok\\n\";");
+    let (r, code) = run_on(stack.fpm.pid(), stack.port, "100");
+    let f = the_cause(&r, code, "fs.serialized");
+    let v = &r["verdict"];
+    let e = &f["evidence"];
+    assert_eq!(e["mount"], fs.mount.to_str().unwrap(), "{e}");
+    assert_eq!(e["fs_type"], "fuse.slowfs", "{e}");
+    assert_eq!(e["cause"], "working directory", "{e}");
+    assert!(e["mean_threads"].as_f64().unwrap() >= 3.0, "{e}");
+    // At least the five components of the cwd per request, 5 ms each, one at a time.
+    let d = v["delivered_per_s"].as_f64().unwrap();
+    assert!(d <= 40.5, "delivered {d}");
+    let p = v["predicted_ceiling_per_s"].as_f64().unwrap();
+    assert!((p - d).abs() <= 0.3 * d, "predicted {p} vs delivered {d}");
+    assert_eq!(r["run"]["classes_method"], want_method(), "{}", r["run"]);
+    // Of the threads' busy time (the master's wait for work is not), the mount's waits.
+    let busy = e["share_of_busy_thread_time_pct"].as_f64().unwrap();
+    assert!(busy >= 85.0, "{e}");
+    assert!(class_shares(&r)["unknown"].as_f64().unwrap() <= 1.0);
+}
+
 /// `run` on a kernel: four workers that each hold one file's flock for 50 ms per request,
 /// offered three times the 20 req/s that allows. At any moment one worker sleeps holding the
 /// lock and three wait for it: lock.contention names the file, and the off-CPU shares are
