@@ -247,6 +247,10 @@ fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
     // musl one (cold here: 317 s for the glibc build, 280 s for the musl one on top).
     let target = dist::HOST_TARGET;
     let mut a: Vec<&str> = vec!["test", "--release", "--target", target];
+    if full {
+        // One CI run names every failing test, not only those of the first failing binary.
+        a.push("--no-fail-fast");
+    }
     a.extend(args.iter().map(String::as_str));
     let builds = (|| -> Result<()> {
         dist::add_target(target)?;
