@@ -302,13 +302,15 @@ fn non_php_server_that_chdirs_per_request_is_detected_too() {
     let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
     let (server, port) = walkserver("chdir", &deep);
     let (r, _) = trace_json(server.pid(), || drive_exactly(port, N));
-    // No --url, a TCP port of its own: the requests that port received, exactly.
+    // No --url, a TCP port of its own, a connection per request: the accepts are the
+    // requests, exactly, and the per-segment counter stayed held back (issue 28).
     assert_eq!(
-        r["requests"]["basis"], "served-requests",
+        r["requests"]["basis"], "accepted-connections",
         "{}",
         r["requests"]
     );
     assert_eq!(r["requests"]["count"], N);
+    assert_held_back(&r);
     let f = finding(&r, "fs.cwd-slow").expect("fs.cwd-slow");
     assert_eq!(f["severity"], "fail");
     assert_eq!(f["evidence"]["lookups_per_request"], 7.0);
@@ -392,6 +394,143 @@ fn probe_load_gives_exact_per_request_figures() {
     assert_eq!(f["severity"], "fail");
     assert_eq!(f["evidence"]["lookups_per_request"], 7.0);
     assert_eq!(r["measurement"]["trusted"], true, "{}", r["measurement"]);
+}
+
+/// tcp_probe was held back for the whole window (no connection on the target's ports stayed
+/// open), and the count says so.
+fn assert_held_back(r: &Value) {
+    let row = probe_row(r, "tcp_probe");
+    assert_eq!(row["attached"], false, "{row}");
+    assert!(
+        row["note"].as_str().unwrap().starts_with("held back:"),
+        "{row}"
+    );
+    let note = r["requests"]["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("one request per accepted connection: no connection on the target's port"),
+        "{note}"
+    );
+    assert!(r["requests"]["served"].is_null(), "{}", r["requests"]);
+}
+
+fn probe_row<'a>(r: &'a Value, program: &str) -> &'a Value {
+    r["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["program"] == program)
+        .unwrap_or_else(|| panic!("{program} row: {}", r["probes"]))
+}
+
+/// `n` HTTP/1.1 requests for `path` on one connection kept alive, `gap` apart.
+fn keep_alive_requests(port: u16, path: &str, n: u32, gap: Duration) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let mut buf = vec![0u8; 4096];
+    for i in 0..n {
+        c.write_all(req.as_bytes()).expect("write");
+        // One response: headers, then Content-Length bytes.
+        let mut got: Vec<u8> = vec![];
+        loop {
+            let k = c
+                .read(&mut buf)
+                .unwrap_or_else(|e| panic!("request {i}: {e}"));
+            assert!(k > 0, "request {i}: closed");
+            got.extend_from_slice(&buf[..k]);
+            let text = String::from_utf8_lossy(&got).to_string();
+            if let Some(end) = text.find("\r\n\r\n") {
+                assert!(text.starts_with("HTTP/1.1 200"), "request {i}: {text}");
+                let len: usize = text
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .expect("content-length");
+                if got.len() >= end + 4 + len {
+                    break;
+                }
+            }
+        }
+        std::thread::sleep(gap);
+    }
+}
+
+/// No load of trapdetect's (`trapdetect --pid`, as a user runs it beside a benchmark):
+/// tcp_probe, which runs for every TCP segment of the host, is held back while each
+/// connection carries one request (the accepts count them), and attached the moment a
+/// connection on the target's port stays open (issue 28). nginx serving a static file: 20
+/// requests on their own connections, then 100 on one kept-alive connection, 10 ms apart.
+/// Truth: 120 requests. The counter attaches within two looks (0.1 s apart) of the kept-alive
+/// connection's start; what that connection carried before counts as one request (its
+/// accept): at 100/s, at most 0.25 s of it (two looks and the loop's 50 ms), 25 requests.
+/// Then a keep-alive load running before the trace: attached before the window, nothing
+/// counted late.
+#[test]
+fn the_request_counter_attaches_when_a_connection_stays_open() {
+    if !require_root("the_request_counter_attaches_when_a_connection_stays_open") {
+        return;
+    }
+    let nginx = StaticNginx::start(&[("f.txt", b"hello\n")]);
+    let (r, _) = trace_json(nginx.nginx.pid(), || {
+        for i in 0..20 {
+            let (status, _) = http_get(nginx.port, "/f.txt").unwrap_or_else(|e| panic!("{i}: {e}"));
+            assert_eq!(status, 200);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        keep_alive_requests(nginx.port, "/f.txt", 100, Duration::from_millis(10));
+    });
+    let q = &r["requests"];
+    println!("{q}");
+    assert_eq!(q["basis"], "served-requests", "{q}");
+    let late = &q["served"]["counted_late"];
+    // The 20 one-shot connections and the kept-alive one were accepted before the attach.
+    assert_eq!(late["accepted_before"], 21, "{q}");
+    let why = late["why"].as_str().unwrap();
+    assert!(
+        why.contains(&format!(
+            "when a connection on port {} (from 127.0.0.1:",
+            nginx.port
+        )) && why.ends_with(") stayed open"),
+        "{why}"
+    );
+    let n = q["count"].as_u64().unwrap();
+    assert!(
+        (95..=120).contains(&n),
+        "120 requests, up to 25 before the attach: {q}"
+    );
+    let row = probe_row(&r, "tcp_probe");
+    assert_eq!(row["attached"], true, "{row}");
+    assert!(
+        row["note"].as_str().unwrap().contains("stayed open"),
+        "{row}"
+    );
+    // nginx opens the file once per request: what tcp_probe counted after the attach is
+    // every request, so per request it is at least 1 and at most 120 ÷ 95.
+    let per = openat_per_request(&r).unwrap();
+    assert!((1.0..=120.0 / 95.0 + 1e-9).contains(&per), "{per}");
+
+    // Connections kept alive from before the trace: two looks before the window see them,
+    // the counter runs from the start.
+    let url = format!("http://127.0.0.1:{}/f.txt", nginx.port);
+    let _wrk = wrk_flood(&url, 2, 8);
+    std::thread::sleep(Duration::from_millis(500));
+    let (r, _) = trace_json(nginx.nginx.pid(), || {
+        std::thread::sleep(Duration::from_secs(1))
+    });
+    let q = &r["requests"];
+    println!("{q}");
+    assert_eq!(q["basis"], "served-requests", "{q}");
+    assert!(q["served"]["counted_late"].is_null(), "{q}");
+    assert_eq!(probe_row(&r, "tcp_probe")["attached"], true);
+    let per = openat_per_request(&r).unwrap();
+    assert!(
+        (0.9..=1.1).contains(&per),
+        "openat per request {per}, truth 1"
+    );
 }
 
 /// Traces `pid` for 3 s with a 25/s probe load on `url`.

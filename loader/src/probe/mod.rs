@@ -239,7 +239,14 @@ pub struct AttachOptions {
     /// names one, e.g. php-fpm on a unix socket): it is left out, since it would run for every
     /// TCP segment of the host and count nothing.
     pub no_served_ports: bool,
+    /// Hold `tcp_probe` back until [`Probes::attach_held_served`]: the caller watches the
+    /// target's ports for a connection that stays open (`trace::keepalive`); until then the
+    /// target's accepts are its requests.
+    pub served_held: bool,
 }
+
+/// The note of a `tcp_probe` held back by [`AttachOptions::served_held`].
+pub const SERVED_HELD: &str = "held back: attached when a connection on the target's ports stays open between two looks 0.1 s apart (keep-alive); until then each accepted connection is one request, and the program does not run for the host's segments";
 
 /// Offsets the socket probes use, from BTF; a missing one degrades them (the netns filter, the
 /// TCP-only check of connect()) instead of failing the trace. Returns the values (0 where
@@ -446,6 +453,8 @@ pub struct Probes {
     offcpu_missing: Option<String>,
     /// The `tp_btf` switch program reads the blocked syscall from the task's registers.
     offcpu_regs: bool,
+    /// `tcp_probe` is held back (`AttachOptions::served_held`) and attachable.
+    served_held: bool,
     /// Kept alive so tracefs stays mounted while attached.
     _tracefs: Tracefs,
 }
@@ -692,6 +701,7 @@ impl Probes {
             btf_path: path.to_path_buf(),
             offcpu_missing,
             offcpu_regs,
+            served_held: false,
             _tracefs: tracefs,
         };
         probes.attach_table(want, served.err().as_deref(), tcp_state.err().as_deref())?;
@@ -713,7 +723,10 @@ impl Probes {
         entries.sort_by_key(|e| !e.program.starts_with("sys_exit"));
         for e in entries {
             match self.why_not(&e, want, served_missing, tcp_state_missing) {
-                Some(note) => self.not_attached(&e, note),
+                Some(note) => {
+                    self.served_held |= note == SERVED_HELD;
+                    self.not_attached(&e, note)
+                }
                 None => self.attach_entry(&e)?,
             }
         }
@@ -754,6 +767,8 @@ impl Probes {
             )
         } else if e.program == PROG_TCP_PROBE && served_missing.is_some() {
             served_missing
+        } else if e.program == PROG_TCP_PROBE && want.served_held {
+            Some(SERVED_HELD)
         } else if e.program == PROG_INET_SOCK_SET_STATE && tcp_state_missing.is_some() {
             tcp_state_missing
         } else {
@@ -790,6 +805,28 @@ impl Probes {
         if e.required {
             self.missing_required.push(e.program.clone());
         }
+    }
+
+    /// Attaches the held-back `tcp_probe` now and points it at the ports; `Ok(true)` when it
+    /// counts from here on, `Ok(false)` when nothing was held or it did not attach (its row
+    /// says why).
+    pub fn attach_held_served(&mut self, own: &[u16], front: &[u16], note: &str) -> Result<bool> {
+        if !std::mem::take(&mut self.served_held) {
+            return Ok(false);
+        }
+        let Some(e) = table().into_iter().find(|e| e.program == PROG_TCP_PROBE) else {
+            return Ok(false);
+        };
+        self.rows.retain(|r| r.program != PROG_TCP_PROBE);
+        self.attach_entry(&e)?;
+        if let Some(r) = self
+            .rows
+            .iter_mut()
+            .find(|r| r.program == PROG_TCP_PROBE && r.attached)
+        {
+            r.note = format!("{}; {note}", e.purpose);
+        }
+        self.watch_served_ports(own, front)
     }
 
     /// Whether `program` is attached.

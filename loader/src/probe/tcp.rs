@@ -280,7 +280,7 @@ pub fn parse_recursion_misses(fdinfo: &str) -> Option<u64> {
 }
 
 /// What the server's ports received in the window (`tcp_probe`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Served {
     /// Every watched port: the target's listening ports and the probe URL's.
     pub ports: Vec<u16>,
@@ -296,6 +296,33 @@ pub struct Served {
     /// Most the probe load can have sent (`None`: no probe load).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probe_bytes_max: Option<u64>,
+    /// `tcp_probe` was held back and attached during the window (`trace::keepalive`):
+    /// `requests` adds the connections accepted before it, one request each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_late: Option<LateCount>,
+}
+
+/// When and why a held-back `tcp_probe` was attached during the window.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LateCount {
+    /// Seconds into the window.
+    pub after_s: f64,
+    /// Connections the target had accepted before (each counted as one request).
+    pub accepted_before: u64,
+    /// What made it attach.
+    pub why: String,
+}
+
+impl Served {
+    /// With the count of a `tcp_probe` attached late: the connections accepted before it
+    /// join the requests, one each.
+    pub fn counted_late(mut self, late: Option<LateCount>) -> Served {
+        if let Some(l) = &late {
+            self.requests = self.requests.map(|r| r + l.accepted_before);
+        }
+        self.counted_late = late;
+        self
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod backlog;
 pub mod census;
 pub mod cost;
+pub mod keepalive;
 pub mod net;
 pub mod probe_load;
 pub mod quota;
@@ -272,7 +273,7 @@ fn work_between(
 pub fn run(opts: &Options, mut load: Option<&mut dyn LoadDriver>) -> Result<Report> {
     // First: a Ctrl-C during setup must end the window, not be lost.
     install_signal_handlers();
-    let session = Session::attach(opts, load.as_deref())?;
+    let mut session = Session::attach(opts, load.as_deref())?;
     let window = session.hold(opts, &mut load)?;
     let (obs, outcome) = session.gather(opts, window, load)?;
     let mut report = Report::new("trace");
@@ -304,6 +305,7 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
         sent_bytes_max,
         request_ms,
         served,
+        served_watched,
         cpu_before,
         cpu_after,
         net_start,
@@ -325,7 +327,7 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
         sent_bytes_max,
         basis,
     });
-    let denominator = requests::decide(probe, accepts, served.as_ref());
+    let denominator = requests::decide(probe, accepts, served.as_ref(), served_watched.as_deref());
     let requests = denominator.count;
     let resolved = aggregate::resolve(&counts.paths, &strings, &mounts, &hints);
     let fuse = aggregate::fuse_obs(&counts.fuse, &mounts);

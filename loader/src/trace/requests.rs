@@ -24,7 +24,7 @@ pub struct ProbeCount {
     pub basis: &'static str,
 }
 
-pub use crate::probe::tcp::Served;
+pub use crate::probe::tcp::{LateCount, Served};
 
 /// The decision: the count, its basis, and what the report says about it.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,27 +51,47 @@ const ACCEPTS_ASSUMED: &str = "one request per accepted connection assumed (true
 
 /// Decides the denominator from the probe load's count (if any), the accepted connections of
 /// the traced processes, and what the server's ports received (`None`: `tcp_probe` is not
-/// attached, or no port to watch).
-pub fn decide(probe: Option<ProbeCount>, accepts: u64, served: Option<&Served>) -> Denominator {
+/// attached, or no port to watch). `watched`: the target's ports were watched for a
+/// connection that stays open and none did, so `tcp_probe` stayed held back (issue 28).
+pub fn decide(
+    probe: Option<ProbeCount>,
+    accepts: u64,
+    served: Option<&Served>,
+    watched: Option<&[u16]>,
+) -> Denominator {
     let served_requests = served.and_then(|s| s.requests).filter(|&n| n > 0);
     // Without a TCP port of its own, a target's accepts are its requests (FastCGI).
     let accepts_count = served.is_none_or(|s| s.own_ports.is_empty()) && accepts > 0;
     let Some(p) = probe else {
         if let (Some(n), Some(s)) = (served_requests, served) {
+            let late = s.counted_late.as_ref().map(|l| {
+                format!(
+                    "; the per-segment counter (tcp_probe) was held back and {}: the {} connections accepted before count one request each, and what a connection carried before that attach is not counted",
+                    l.why, l.accepted_before
+                )
+            });
             return Denominator {
                 count: Some(n),
                 basis: "served-requests",
                 note: Some(format!(
-                    "requests the server's {} received in the window, whatever client sent them (a request starts with the first data a connection sends after a response); pass --url for exact figures",
-                    ports(&s.own_ports)
+                    "requests the server's {} received in the window, whatever client sent them (a request starts with the first data a connection sends after a response){}; pass --url for exact figures",
+                    ports(&s.own_ports),
+                    late.unwrap_or_default()
                 )),
             };
         }
         if accepts > 0 {
+            let why = match watched {
+                Some(p) => format!(
+                    "one request per accepted connection: no connection on the target's {} stayed open between two looks 0.1 s apart in the window (no keep-alive), so the per-segment counter (tcp_probe) was not attached",
+                    ports(p)
+                ),
+                None => ACCEPTS_ASSUMED.to_string(),
+            };
             return Denominator {
                 count: Some(accepts),
                 basis: "accepted-connections",
-                note: Some(format!("{ACCEPTS_ASSUMED}; pass --url for exact figures")),
+                note: Some(format!("{why}; pass --url for exact figures")),
             };
         }
         return Denominator {
@@ -154,6 +174,7 @@ mod tests {
             data_segments: bytes / 80,
             requests,
             probe_bytes_max: probe,
+            counted_late: None,
         }
     }
 
@@ -169,6 +190,7 @@ mod tests {
             Some(PROBE),
             0,
             Some(&served(61 * 80, Some(61), Some(61 * 80))),
+            None,
         );
         assert_eq!((d.count, d.basis, d.note), (Some(61), "probe-load", None));
         // `run`'s load is named as such, not as a probe (issue 22: a 1,500/s flood was
@@ -181,6 +203,7 @@ mod tests {
             Some(run),
             0,
             Some(&served(61 * 80, Some(61), Some(61 * 80))),
+            None,
         );
         assert_eq!(d.basis, "run-load");
     }
@@ -192,6 +215,7 @@ mod tests {
             Some(PROBE),
             0,
             Some(&served(4_000_000, Some(50_061), Some(4880))),
+            None,
         );
         assert_eq!((d.count, d.basis), (Some(50_061), "served-requests"));
         let n = d.note.unwrap();
@@ -205,7 +229,12 @@ mod tests {
     #[test]
     fn a_front_end_flood_on_php_fpm_divides_by_its_accepts() {
         // php-fpm on a unix socket: the flood shows on nginx's port and in the FastCGI accepts.
-        let d = decide(Some(PROBE), 5000, Some(&served(400_000, None, Some(4880))));
+        let d = decide(
+            Some(PROBE),
+            5000,
+            Some(&served(400_000, None, Some(4880))),
+            None,
+        );
         assert_eq!((d.count, d.basis), (Some(5000), "accepted-connections"));
         assert!(d.note.unwrap().contains("another client's traffic"));
         // Without the payload count, the extra accepts alone tell.
@@ -214,7 +243,7 @@ mod tests {
             sent_bytes_max: None,
             basis: "probe-load",
         };
-        let d = decide(Some(p), 500, None);
+        let d = decide(Some(p), 500, None, None);
         assert_eq!((d.count, d.basis), (Some(500), "accepted-connections"));
         assert!(
             d.note
@@ -222,9 +251,9 @@ mod tests {
                 .contains("accepted 500 connections for the probe load's 20")
         );
         // Within the tolerance (a health check, a reconnect): the probe's count.
-        assert_eq!(decide(Some(p), 23, None).count, Some(20));
+        assert_eq!(decide(Some(p), 23, None, None).count, Some(20));
         assert!(
-            decide(Some(p), 20, None)
+            decide(Some(p), 20, None, None)
                 .note
                 .unwrap()
                 .contains("keep-alive traffic would go unnoticed")
@@ -236,7 +265,7 @@ mod tests {
         // A target with a TCP port whose requests could not be counted (0) and no accepts.
         let mut s = served(400_000, Some(0), Some(4880));
         s.own_ports = vec![8080];
-        let d = decide(Some(PROBE), 0, Some(&s));
+        let d = decide(Some(PROBE), 0, Some(&s), None);
         assert_eq!((d.count, d.basis), (None, "declined"));
         let n = d.note.unwrap();
         assert!(
@@ -248,11 +277,47 @@ mod tests {
 
     #[test]
     fn without_a_probe_served_requests_then_accepts_then_none() {
-        let d = decide(None, 4, Some(&served(90_000, Some(1000), None)));
+        let d = decide(None, 4, Some(&served(90_000, Some(1000), None)), None);
         assert_eq!((d.count, d.basis), (Some(1000), "served-requests"));
         // php-fpm: no TCP port, the FastCGI accepts are the count.
-        let d = decide(None, 37, None);
+        let d = decide(None, 37, None, None);
         assert_eq!((d.count, d.basis), (Some(37), "accepted-connections"));
-        assert_eq!(decide(None, 0, None).basis, "none");
+        assert!(d.note.unwrap().starts_with(ACCEPTS_ASSUMED));
+        assert_eq!(decide(None, 0, None, None).basis, "none");
+    }
+
+    #[test]
+    fn a_held_back_counter_counts_accepts_until_a_connection_stays_open() {
+        // php-fpm on TCP port 9000 behind nginx, a connection per request: the watch saw none
+        // stay open, tcp_probe never ran; the accepts are the requests.
+        let d = decide(None, 7_300, None, Some(&[9000]));
+        assert_eq!((d.count, d.basis), (Some(7_300), "accepted-connections"));
+        let n = d.note.unwrap();
+        assert!(
+            n.starts_with("one request per accepted connection: no connection on the target's port 9000 stayed open"),
+            "{n}"
+        );
+        // A keep-alive client came 1.2 s in: 40 connections accepted before (one request
+        // each), 12,000 requests counted by tcp_probe after.
+        let late = LateCount {
+            after_s: 1.2,
+            accepted_before: 40,
+            why: "attached 1.2 s into the window, when a connection on port 8080 (from 127.0.0.1:5000) stayed open".into(),
+        };
+        let s = served(900_000, Some(12_000), None).counted_late(Some(late.clone()));
+        assert_eq!(s.requests, Some(12_040));
+        assert_eq!(s.counted_late, Some(late));
+        let d = decide(None, 48, Some(&s), None);
+        assert_eq!((d.count, d.basis), (Some(12_040), "served-requests"));
+        let n = d.note.unwrap();
+        assert!(
+            n.contains("tcp_probe) was held back and attached 1.2 s into the window, when a connection on port 8080 (from 127.0.0.1:5000) stayed open: the 40 connections accepted before count one request each"),
+            "{n}"
+        );
+        // Not attached late: the same served count, unchanged.
+        assert_eq!(
+            served(1, Some(5), None).counted_late(None).requests,
+            Some(5)
+        );
     }
 }

@@ -13,14 +13,15 @@ use std::{
 };
 
 use trapdetect_common::{
-    counters::C_CONNECT_NOT_TCP,
+    counters::{C_ACCEPTS, C_CONNECT_NOT_TCP},
     names::{PROG_FUSE_REQUEST_SEND, PROG_INET_SOCK_SET_STATE},
     paths::{PF_TRUNCATED, PathKey},
 };
 
 use super::{
-    CwdSampler, LoadDriver, LoadOutcome, Options, STOP, net, requests, spawn_ring_reader,
-    thread_cpu_ns,
+    CwdSampler, LoadDriver, LoadOutcome, Options, STOP,
+    keepalive::{self, KeepAliveWatch},
+    net, requests, spawn_ring_reader, thread_cpu_ns,
 };
 use crate::{
     error::Result,
@@ -46,6 +47,11 @@ pub(super) struct Session {
     own_ports: Vec<u16>,
     front_ports: Vec<u16>,
     served_on: bool,
+    /// Watches the target's ports while `tcp_probe` is held back (no load of trapdetect's:
+    /// issue 28); `None` once it is attached, or when it never was held.
+    keepalive: Option<KeepAliveWatch>,
+    /// When the held-back `tcp_probe` was attached.
+    served_late: Option<requests::LateCount>,
     /// The kernel's run time statistics, on until detach; when they and the process's CPU
     /// count started.
     stats: std::cell::RefCell<crate::probe::stats::StatsOn>,
@@ -95,6 +101,9 @@ pub(super) struct Observations {
     pub request_ms: Option<f64>,
     /// What the server's ports received.
     pub served: Option<requests::Served>,
+    /// The ports watched for a connection that stays open, when none did and `tcp_probe`
+    /// stayed held back (the accepts are the requests).
+    pub served_watched: Option<Vec<u16>>,
     /// On-CPU ns by thread at the start and the end of the window.
     pub cpu_before: Option<HashMap<u32, u64>>,
     /// See `cpu_before`.
@@ -130,6 +139,20 @@ impl Session {
             .filter(|p| !own_ports.contains(p))
             .into_iter()
             .collect();
+        // Without a load of trapdetect's, a target with ports of its own gets the per-segment
+        // request counter only once a connection on them stays open (keep-alive); a
+        // connection per request is counted by the accepts. Two looks before the window: a
+        // benchmark's connections opened before the trace attach it from the start.
+        let mut keepalive = (load.is_none() && front_ports.is_empty())
+            .then(|| KeepAliveWatch::open(opts.pid, &own_ports))
+            .flatten();
+        let stayed_before = keepalive.as_mut().map(|w| {
+            std::thread::sleep(keepalive::LOOK_EVERY);
+            w.look()
+        });
+        if matches!(stayed_before, Some(Ok(Some(_)) | Err(_))) {
+            keepalive = None;
+        }
         let mut probes = Probes::attach(
             opts.btf.as_deref(),
             &AttachOptions {
@@ -137,6 +160,7 @@ impl Session {
                 watch_clients: !opts.watch_clients.is_empty(),
                 offcpu: opts.offcpu,
                 no_served_ports: own_ports.is_empty() && front_ports.is_empty(),
+                served_held: keepalive.is_some(),
             },
         )?;
         // Mark the target first: from here on its forks are followed in the kernel. Then walk
@@ -174,12 +198,55 @@ impl Session {
             own_ports,
             front_ports,
             served_on,
+            keepalive,
+            served_late: None,
         })
+    }
+
+    /// One look at the target's ports while `tcp_probe` is held back; attaches it at the first
+    /// connection that stayed open (or when the watch fails: it can no longer tell).
+    fn watch_keepalive(&mut self, since: Instant) -> Result<()> {
+        let Some(w) = self.keepalive.as_mut() else {
+            return Ok(());
+        };
+        let why = match w.look() {
+            Ok(None) => return Ok(()),
+            Ok(Some(s)) => format!(
+                "attached {:.1} s into the window, when a connection on port {} (from {}) stayed open",
+                since.elapsed().as_secs_f64(),
+                s.port,
+                escape::text(&s.remote)
+            ),
+            Err(e) => format!(
+                "attached {:.1} s into the window, when the watch of the target's ports failed ({e})",
+                since.elapsed().as_secs_f64()
+            ),
+        };
+        self.keepalive = None;
+        let accepted_before = self
+            .probes
+            .counters()?
+            .get(C_ACCEPTS as usize)
+            .copied()
+            .unwrap_or(0);
+        let after_s = since.elapsed().as_secs_f64();
+        if self
+            .probes
+            .attach_held_served(&self.own_ports, &self.front_ports, &why)?
+        {
+            self.served_on = true;
+            self.served_late = Some(requests::LateCount {
+                after_s: crate::traps::round(after_s, 2),
+                accepted_before,
+                why,
+            });
+        }
+        Ok(())
     }
 
     /// Holds the window: until its end, Ctrl-C, the load's end or the target's exit.
     pub(super) fn hold(
-        &self,
+        &mut self,
         opts: &Options,
         load: &mut Option<&mut dyn LoadDriver>,
     ) -> Result<Window> {
@@ -201,7 +268,12 @@ impl Session {
         let cpu_before = thread_cpu_ns(&cwds.tree);
         let mut last_sample = Instant::now();
         let mut last_rescan = Instant::now();
+        let mut last_look = Instant::now();
         while start.elapsed() < opts.duration && !STOP.load(Ordering::SeqCst) {
+            if self.keepalive.is_some() && last_look.elapsed() >= keepalive::LOOK_EVERY {
+                last_look = Instant::now();
+                self.watch_keepalive(start)?;
+            }
             self.stats.borrow_mut().tick();
             if last_rescan.elapsed() >= Duration::from_secs(1) {
                 last_rescan = Instant::now();
@@ -280,6 +352,8 @@ impl Session {
             own_ports,
             front_ports,
             served_on,
+            keepalive,
+            served_late,
             stats,
             stats_since,
             cpu_since,
@@ -298,9 +372,12 @@ impl Session {
         let counts = probes.read()?;
         let served = if served_on {
             served_of(&probes, &own_ports, &front_ports, sent_bytes_max)?
+                .map(|s| s.counted_late(served_late))
         } else {
             None
         };
+        // Held back to the end: no connection stayed open, each accept was one request.
+        let served_watched = keepalive.as_ref().map(|w| w.ports().to_vec());
         let cpu_after = thread_cpu_ns(&process::tree_now(opts.pid));
         let connect = probes.connect_counts()?;
         let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
@@ -346,6 +423,7 @@ impl Session {
                 sent_bytes_max,
                 request_ms,
                 served,
+                served_watched,
                 cpu_before,
                 cpu_after,
                 net_start,
@@ -391,6 +469,7 @@ fn served_of(
             data_segments,
             requests: (!own_ports.is_empty()).then_some(reqs),
             probe_bytes_max: sent_bytes_max,
+            counted_late: None,
         }))
 }
 

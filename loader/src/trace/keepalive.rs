@@ -1,0 +1,173 @@
+//! Whether the target's ports carry connections that stay open, watched from user space so
+//! the per-segment request counter (`tcp_probe`, which runs for every TCP segment of the
+//! host) is attached only where it is needed (issue 28).
+//!
+//! A server that accepts one connection per request (php-fpm or php-cgi behind nginx over
+//! TCP, the classic deployment) needs no counter: its accepts are its requests, exactly. A
+//! connection that carries several requests (keep-alive, a benchmark opened before the
+//! trace) is one accept for many requests, and only the counter tells them. Such a
+//! connection stays open: the watch lists the ESTABLISHED server-side sockets of the target's
+//! ports with sock_diag every [`LOOK_EVERY`] and reports the first one seen in two looks in a
+//! row. That also catches one request served slower than the interval (a slow request, or one
+//! queued for a worker): the counter is then attached though not needed, which costs what it
+//! always cost and counts the same requests.
+
+use std::{collections::HashSet, time::Duration};
+
+use crate::host::net::{SockRec, diag::Diag};
+
+/// How often the watch looks while the counter is held back.
+pub const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// ESTABLISHED, as a sock_diag state mask.
+const ESTABLISHED: u32 = 1 << 1;
+
+/// The first connection seen open in two looks in a row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StayedOpen {
+    /// The target's port it is on.
+    pub port: u16,
+    /// The client's address, as the report shows it.
+    pub remote: String,
+}
+
+/// The watch: a sock_diag socket in the target's network namespace and the server-side
+/// sockets the last look found.
+pub struct KeepAliveWatch {
+    diag: Diag,
+    ports: Vec<u16>,
+    last: HashSet<u64>,
+}
+
+impl KeepAliveWatch {
+    /// A watch over `ports` of `root`'s network namespace; `None` when sock_diag cannot be
+    /// opened there (the counter is then attached from the start, as without a watch).
+    pub fn open(root: u32, ports: &[u16]) -> Option<KeepAliveWatch> {
+        use crate::host::net::netns;
+        if ports.is_empty() {
+            return None;
+        }
+        let ns = std::path::PathBuf::from(format!("/proc/{root}/ns/net"));
+        let same = matches!(
+            (netns::identity(&ns), netns::own_identity()),
+            (Ok(a), Ok(b)) if a == b
+        );
+        let diag = if same {
+            Diag::open().ok()?
+        } else {
+            netns::run_in(&ns, Diag::open).ok()?.ok()?
+        };
+        let mut w = KeepAliveWatch {
+            diag,
+            ports: ports.to_vec(),
+            last: HashSet::new(),
+        };
+        // The first look: a connection open before the trace (a benchmark's keep-alive
+        // connections) is reported at the next one.
+        w.look().ok()?;
+        Some(w)
+    }
+
+    /// The ports watched.
+    pub fn ports(&self) -> &[u16] {
+        &self.ports
+    }
+
+    /// Looks once; the first connection also open at the previous look, if any.
+    pub fn look(&mut self) -> std::io::Result<Option<StayedOpen>> {
+        let mut now = vec![];
+        self.diag.dump_tcp(ESTABLISHED, &mut |r| now.push(r))?;
+        let (seen, stayed) = stayed_open(&self.last, &now, &self.ports);
+        self.last = seen;
+        Ok(stayed)
+    }
+}
+
+/// The server-side sockets of `ports` among `now` (by inode), and the first of them that was
+/// in `before` too.
+pub fn stayed_open(
+    before: &HashSet<u64>,
+    now: &[SockRec],
+    ports: &[u16],
+) -> (HashSet<u64>, Option<StayedOpen>) {
+    let mut seen = HashSet::new();
+    let mut stayed: Option<&SockRec> = None;
+    for r in now {
+        if r.state != 1 || r.inode == 0 || !ports.contains(&r.local.port()) {
+            continue;
+        }
+        seen.insert(r.inode);
+        if stayed.is_none() && before.contains(&r.inode) {
+            stayed = Some(r);
+        }
+    }
+    let stayed = stayed.map(|r| StayedOpen {
+        port: r.local.port(),
+        remote: r.remote.to_string(),
+    });
+    (seen, stayed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(state: u8, local: &str, remote: &str, inode: u64) -> SockRec {
+        SockRec {
+            state,
+            local: local.parse().unwrap(),
+            remote: remote.parse().unwrap(),
+            timer: 0,
+            expires_ms: 0,
+            rqueue: 0,
+            backlog: None,
+            inode,
+        }
+    }
+
+    #[test]
+    fn a_server_side_connection_in_two_looks_stayed_open() {
+        let ports = [9000];
+        // php-fpm's port behind nginx: a connection per request, none in two looks.
+        let a = [
+            rec(1, "127.0.0.1:9000", "127.0.0.1:40001", 11),
+            // nginx's own end of the same connection (client side): not the target's.
+            rec(1, "127.0.0.1:40001", "127.0.0.1:9000", 12),
+            // Another server on the host.
+            rec(1, "127.0.0.1:8080", "127.0.0.1:40002", 13),
+        ];
+        let (seen, stayed) = stayed_open(&HashSet::new(), &a, &ports);
+        assert_eq!(seen, HashSet::from([11]));
+        assert_eq!(stayed, None);
+        let b = [
+            rec(1, "127.0.0.1:9000", "127.0.0.1:40003", 14),
+            rec(1, "127.0.0.1:40003", "127.0.0.1:9000", 12),
+            rec(1, "127.0.0.1:8080", "127.0.0.1:40002", 13),
+        ];
+        let (seen, stayed) = stayed_open(&seen, &b, &ports);
+        assert_eq!(seen, HashSet::from([14]));
+        assert_eq!(stayed, None);
+        // Inode 14 again (and one on IPv6): it stayed open; the first one is named.
+        let c = [
+            rec(1, "[::1]:9000", "[::1]:40010", 15),
+            rec(1, "127.0.0.1:9000", "127.0.0.1:40003", 14),
+        ];
+        let (seen, stayed) = stayed_open(&seen, &c, &ports);
+        assert_eq!(seen, HashSet::from([14, 15]));
+        assert_eq!(
+            stayed,
+            Some(StayedOpen {
+                port: 9000,
+                remote: "127.0.0.1:40003".into()
+            })
+        );
+        // A socket without an inode (orphaned) or in another state is not one.
+        let d = [
+            rec(1, "127.0.0.1:9000", "127.0.0.1:40020", 0),
+            rec(8, "127.0.0.1:9000", "127.0.0.1:40003", 14),
+        ];
+        let (seen, stayed) = stayed_open(&HashSet::from([14]), &d, &ports);
+        assert!(seen.is_empty());
+        assert_eq!(stayed, None);
+    }
+}
