@@ -533,6 +533,58 @@ fn the_request_counter_attaches_when_a_connection_stays_open() {
     );
 }
 
+/// The deployment issue 28 measured: php-fpm listening on TCP behind nginx, which opens one
+/// FastCGI connection per request, traced without --url while wrk saturates it. No connection
+/// on port 9000's twin stays open, so tcp_probe never runs (it would for each of the ~7
+/// segments a request puts on the host); the accepts are the requests: wrk's count, plus at
+/// most the 8 it had in flight when it stopped. The TRACER section lists no tcp_probe.
+#[test]
+fn php_fpm_over_tcp_behind_nginx_is_counted_without_the_segment_probe() {
+    if !require_root("php_fpm_over_tcp_behind_nginx_is_counted_without_the_segment_probe") {
+        return;
+    }
+    let cwd = trapdetect_e2e::TempDir::new("php-tcp");
+    let stack = PhpStack::start_with(
+        cwd.path(),
+        4,
+        "<?php echo \"ok\\n\";",
+        trapdetect_e2e::servers::PhpOptions {
+            listen_tcp: true,
+            ..Default::default()
+        },
+    );
+    let url = stack.url();
+    let mut wrk = None;
+    let (r, _) = trace_json(stack.fpm.pid(), || {
+        wrk = Some(trapdetect_e2e::zoo::wrk_capacity(&url, 8, 2));
+    });
+    let wrk = wrk.unwrap();
+    let q = &r["requests"];
+    println!("{q}\n{}", r["tracer"]);
+    assert_eq!(q["basis"], "accepted-connections", "{q}");
+    let n = q["count"].as_u64().unwrap();
+    assert!(
+        (wrk.requests..=wrk.requests + 8).contains(&n),
+        "wrk {} requests, {n} accepted",
+        wrk.requests
+    );
+    assert!(wrk.requests > 1000, "{}", wrk.output);
+    assert_held_back(&r);
+    let note = q["note"].as_str().unwrap();
+    assert!(
+        note.contains(&format!("port {}", stack.fpm_port.unwrap())),
+        "{note}"
+    );
+    let ran: Vec<&str> = r["tracer"]["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["program"].as_str().unwrap())
+        .collect();
+    assert!(!ran.contains(&"tcp_probe"), "{ran:?}");
+    assert!(ran.contains(&"sys_exit_path"), "{ran:?}");
+}
+
 /// Traces `pid` for 3 s with a 25/s probe load on `url`.
 fn trace_with_probe(pid: u32, url: &str) -> Value {
     trace_with_probe_at(pid, url, "25")

@@ -455,6 +455,9 @@ pub struct Probes {
     offcpu_regs: bool,
     /// `tcp_probe` is held back (`AttachOptions::served_held`) and attachable.
     served_held: bool,
+    /// Connections the target had accepted when a held-back `tcp_probe` was attached: its
+    /// request count starts there.
+    served_base: Option<u64>,
     /// Kept alive so tracefs stays mounted while attached.
     _tracefs: Tracefs,
 }
@@ -702,6 +705,7 @@ impl Probes {
             offcpu_missing,
             offcpu_regs,
             served_held: false,
+            served_base: None,
             _tracefs: tracefs,
         };
         probes.attach_table(want, served.err().as_deref(), tcp_state.err().as_deref())?;
@@ -817,8 +821,14 @@ impl Probes {
         let Some(e) = table().into_iter().find(|e| e.program == PROG_TCP_PROBE) else {
             return Ok(false);
         };
+        let accepts = self
+            .counters()?
+            .get(trapdetect_common::counters::C_ACCEPTS as usize)
+            .copied()
+            .unwrap_or(0);
         self.rows.retain(|r| r.program != PROG_TCP_PROBE);
         self.attach_entry(&e)?;
+        self.served_base = self.is_attached(PROG_TCP_PROBE).then_some(accepts);
         if let Some(r) = self
             .rows
             .iter_mut()
@@ -827,6 +837,27 @@ impl Probes {
             r.note = format!("{}; {note}", e.purpose);
         }
         self.watch_served_ports(own, front)
+    }
+
+    /// `tcp_probe` is held back: the target's accepts are its requests.
+    pub fn served_held(&self) -> bool {
+        self.served_held
+    }
+
+    /// When a held-back `tcp_probe` was attached: the connections accepted before it.
+    pub fn served_base(&self) -> Option<u64> {
+        self.served_base
+    }
+
+    /// Requests the target received so far, given its `accepts`: those while `tcp_probe` is
+    /// held back, then the accepts before its attach plus what it counted (`None`: no count
+    /// of requests, only accepts).
+    pub fn requests_so_far(&self, accepts: u64) -> Option<u64> {
+        if self.served_held {
+            return Some(accepts);
+        }
+        let served = self.served().ok().flatten()?;
+        Some(served[2] + self.served_base.unwrap_or(0))
     }
 
     /// Whether `program` is attached.

@@ -190,6 +190,14 @@ pub trait LoadDriver {
     fn done(&self) -> bool {
         false
     }
+    /// Whether the report needs what the server's ports receive from the window's start
+    /// (`tcp_probe` attached at once), given the target's own listening ports: the probe load
+    /// compares it with what it sent, and an external generator's delivered rate may be the
+    /// kernel's count. A load that counts its own answers lets it wait for a connection that
+    /// stays open (`trace::keepalive`).
+    fn served_from_start(&self, _own_ports: &[u16]) -> bool {
+        true
+    }
 }
 
 /// Working directories of the traced processes, sampled through the window: a PHP worker

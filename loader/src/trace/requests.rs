@@ -123,7 +123,7 @@ pub fn decide(
         return Denominator {
             count: Some(p.answered),
             basis: p.basis,
-            note: served.is_none().then(|| {
+            note: (served.is_none() && watched.is_none()).then(|| {
                 "no payload count on the server's ports (tcp_probe not attached, or no TCP port): other clients' keep-alive traffic would go unnoticed".to_string()
             }),
         };

@@ -264,7 +264,6 @@ fn self_ticks() -> u64 {
 
 /// Requests received on the target's own TCP ports and connections it accepted, so far.
 fn served_now(probes: &Probes) -> (u64, u64) {
-    let served = probes.served().ok().flatten().map(|a| a[2]).unwrap_or(0);
     let accepts = probes
         .counters()
         .ok()
@@ -273,7 +272,8 @@ fn served_now(probes: &Probes) -> (u64, u64) {
                 .copied()
         })
         .unwrap_or(0);
-    (served, accepts)
+    // A held-back tcp_probe (`trace::keepalive`): the accepts until it attaches, then it.
+    (probes.requests_so_far(accepts).unwrap_or(0), accepts)
 }
 
 /// Of the traced processes' CPU ticks since the last sample (pid, ticks), the processes that did

@@ -13,7 +13,7 @@ use std::{
 };
 
 use trapdetect_common::{
-    counters::{C_ACCEPTS, C_CONNECT_NOT_TCP},
+    counters::C_CONNECT_NOT_TCP,
     names::{PROG_FUSE_REQUEST_SEND, PROG_INET_SOCK_SET_STATE},
     paths::{PF_TRUNCATED, PathKey},
 };
@@ -134,16 +134,19 @@ impl Session {
         let mut own_ports = net::listening_ports(&net_start);
         own_ports.sort_unstable();
         own_ports.dedup();
+        let from_start = load.is_some_and(|l| l.served_from_start(&own_ports));
         let front_ports: Vec<u16> = load
+            .filter(|_| from_start)
             .and_then(|l| l.server_port())
             .filter(|p| !own_ports.contains(p))
             .into_iter()
             .collect();
-        // Without a load of trapdetect's, a target with ports of its own gets the per-segment
-        // request counter only once a connection on them stays open (keep-alive); a
-        // connection per request is counted by the accepts. Two looks before the window: a
-        // benchmark's connections opened before the trace attach it from the start.
-        let mut keepalive = (load.is_none() && front_ports.is_empty())
+        // Unless the load needs it from the start, a target with ports of its own gets the
+        // per-segment request counter only once a connection on them stays open
+        // (keep-alive); a connection per request is counted by the accepts. Two looks before
+        // the window: a benchmark's connections opened before the trace attach it from the
+        // start.
+        let mut keepalive = (!from_start)
             .then(|| KeepAliveWatch::open(opts.pid, &own_ports))
             .flatten();
         let stayed_before = keepalive.as_mut().map(|w| {
@@ -223,12 +226,6 @@ impl Session {
             ),
         };
         self.keepalive = None;
-        let accepted_before = self
-            .probes
-            .counters()?
-            .get(C_ACCEPTS as usize)
-            .copied()
-            .unwrap_or(0);
         let after_s = since.elapsed().as_secs_f64();
         if self
             .probes
@@ -237,7 +234,7 @@ impl Session {
             self.served_on = true;
             self.served_late = Some(requests::LateCount {
                 after_s: crate::traps::round(after_s, 2),
-                accepted_before,
+                accepted_before: self.probes.served_base().unwrap_or(0),
                 why,
             });
         }

@@ -43,6 +43,16 @@ impl LoadDriver for RunDriver {
         self.running.as_ref().map(|r| r.live().completed)
     }
 
+    /// Its answers per second are the delivered rate; the kernel's count of the target's
+    /// requests is the timeline's cross-check. Sent to the target's own port, its kept-alive
+    /// connections need the counter from the first second; sent to a front end (nginx before
+    /// php-fpm over TCP), the accepts count the target's requests until a connection on its
+    /// ports stays open, and the front end's port is not watched (only the probe load compares
+    /// its bytes).
+    fn served_from_start(&self, own_ports: &[u16]) -> bool {
+        own_ports.contains(&self.plan.target.port)
+    }
+
     fn tick(&mut self, probes: &dyn KernelSource) {
         if let Some(s) = self.sampler.as_mut() {
             s.tick(probes);
