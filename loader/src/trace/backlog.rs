@@ -182,18 +182,10 @@ pub struct Reader {
 impl Reader {
     /// A reader for the listeners of `root`'s network namespace.
     pub fn new(root: u32) -> Self {
-        use crate::host::net::{diag::Diag, netns};
-        let ns = std::path::PathBuf::from(format!("/proc/{root}/ns/net"));
-        let same = matches!(
-            (netns::identity(&ns), netns::own_identity()),
-            (Ok(a), Ok(b)) if a == b
-        );
-        let diag = if same {
-            Diag::open().ok()
-        } else {
-            netns::run_in(&ns, Diag::open).ok().and_then(|r| r.ok())
-        };
-        Reader { root, diag }
+        Reader {
+            root,
+            diag: crate::host::net::diag::Diag::open_in_netns_of(root),
+        }
     }
 
     /// Whether TCP listeners are read from sock_diag (else from /proc/PID/net/tcp).

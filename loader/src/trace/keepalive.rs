@@ -43,20 +43,10 @@ impl KeepAliveWatch {
     /// A watch over `ports` of `root`'s network namespace; `None` when sock_diag cannot be
     /// opened there (the counter is then attached from the start, as without a watch).
     pub fn open(root: u32, ports: &[u16]) -> Option<KeepAliveWatch> {
-        use crate::host::net::netns;
         if ports.is_empty() {
             return None;
         }
-        let ns = std::path::PathBuf::from(format!("/proc/{root}/ns/net"));
-        let same = matches!(
-            (netns::identity(&ns), netns::own_identity()),
-            (Ok(a), Ok(b)) if a == b
-        );
-        let diag = if same {
-            Diag::open().ok()?
-        } else {
-            netns::run_in(&ns, Diag::open).ok()?.ok()?
-        };
+        let diag = Diag::open_in_netns_of(root)?;
         let mut w = KeepAliveWatch {
             diag,
             ports: ports.to_vec(),

@@ -73,6 +73,22 @@ pub fn sock_diag_socket() -> io::Result<std::os::fd::OwnedFd> {
 }
 
 impl Diag {
+    /// Opens a sock_diag socket in `pid`'s network namespace (entering it on a helper thread
+    /// when it is not ours); `None` when that cannot be done.
+    pub fn open_in_netns_of(pid: u32) -> Option<Self> {
+        use super::netns;
+        let ns = std::path::PathBuf::from(format!("/proc/{pid}/ns/net"));
+        let same = matches!(
+            (netns::identity(&ns), netns::own_identity()),
+            (Ok(a), Ok(b)) if a == b
+        );
+        if same {
+            Diag::open().ok()
+        } else {
+            netns::run_in(&ns, Diag::open).ok().and_then(|r| r.ok())
+        }
+    }
+
     /// Opens a sock_diag socket in the calling thread's network namespace.
     pub fn open() -> io::Result<Self> {
         let fd = sock_diag_socket()?;
