@@ -453,7 +453,8 @@ pub struct Probes {
     offcpu_missing: Option<String>,
     /// The `tp_btf` switch program reads the blocked syscall from the task's registers.
     offcpu_regs: bool,
-    /// `tcp_probe` is held back (`AttachOptions::served_held`) and attachable.
+    /// `tcp_probe` is held back (`AttachOptions::served_held`), or its late attach failed: the
+    /// accepts are the requests.
     served_held: bool,
     /// Connections the target had accepted when a held-back `tcp_probe` was attached: its
     /// request count starts there.
@@ -813,9 +814,9 @@ impl Probes {
 
     /// Attaches the held-back `tcp_probe` now and points it at the ports; `Ok(true)` when it
     /// counts from here on, `Ok(false)` when nothing was held or it did not attach (its row
-    /// says why).
+    /// says why, and the accepts stay the requests: the window goes on).
     pub fn attach_held_served(&mut self, own: &[u16], front: &[u16], note: &str) -> Result<bool> {
-        if !std::mem::take(&mut self.served_held) {
+        if !self.served_held {
             return Ok(false);
         }
         let Some(e) = table().into_iter().find(|e| e.program == PROG_TCP_PROBE) else {
@@ -827,13 +828,31 @@ impl Probes {
             .copied()
             .unwrap_or(0);
         self.rows.retain(|r| r.program != PROG_TCP_PROBE);
-        self.attach_entry(&e)?;
-        self.served_base = self.is_attached(PROG_TCP_PROBE).then_some(accepts);
-        if let Some(r) = self
-            .rows
-            .iter_mut()
-            .find(|r| r.program == PROG_TCP_PROBE && r.attached)
-        {
+        // Loaded only now: what the verifier or the kernel says is the row's note, and a
+        // failure here must not end a window already half measured.
+        let failed = self.attach_entry(&e).err().map(|err| err.to_string());
+        if !self.is_attached(PROG_TCP_PROBE) {
+            let why = match failed {
+                Some(f) => f,
+                None => self
+                    .rows
+                    .iter()
+                    .find(|r| r.program == PROG_TCP_PROBE)
+                    .map(|r| r.note.clone())
+                    .unwrap_or_default(),
+            };
+            self.rows.retain(|r| r.program != PROG_TCP_PROBE);
+            self.not_attached(
+                &e,
+                &format!(
+                    "held back, then not attached ({note}): {why}; the accepts stayed the requests"
+                ),
+            );
+            return Ok(false);
+        }
+        self.served_held = false;
+        self.served_base = Some(accepts);
+        if let Some(r) = self.rows.iter_mut().find(|r| r.program == PROG_TCP_PROBE) {
             r.note = format!("{}; {note}", e.purpose);
         }
         self.watch_served_ports(own, front)
