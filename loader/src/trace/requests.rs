@@ -63,45 +63,7 @@ pub fn decide(
     // Without a TCP port of its own, a target's accepts are its requests (FastCGI).
     let accepts_count = served.is_none_or(|s| s.own_ports.is_empty()) && accepts > 0;
     let Some(p) = probe else {
-        if let (Some(n), Some(s)) = (served_requests, served) {
-            let late = s.counted_late.as_ref().map(|l| {
-                format!(
-                    "; the per-segment counter (tcp_probe) was held back and {}: the {} connections accepted before count one request each, and what a connection carried before that attach is not counted",
-                    l.why, l.accepted_before
-                )
-            });
-            return Denominator {
-                count: Some(n),
-                basis: "served-requests",
-                note: Some(format!(
-                    "requests the server's {} received in the window, whatever client sent them (a request starts with the first data a connection sends after a response){}; pass --url for exact figures",
-                    ports(&s.own_ports),
-                    late.unwrap_or_default()
-                )),
-            };
-        }
-        if accepts > 0 {
-            let why = match watched {
-                Some(p) => format!(
-                    "one request per accepted connection: no connection on the target's {} stayed open between two looks 0.1 s apart in the window (no keep-alive), so the per-segment counter (tcp_probe) was not attached",
-                    ports(p)
-                ),
-                None => ACCEPTS_ASSUMED.to_string(),
-            };
-            return Denominator {
-                count: Some(accepts),
-                basis: "accepted-connections",
-                note: Some(format!("{why}; pass --url for exact figures")),
-            };
-        }
-        return Denominator {
-            count: None,
-            basis: "none",
-            note: Some(
-                "no --url, no accepted connections and no requests on a TCP port of the target: pass --url to drive a light probe load"
-                    .into(),
-            ),
-        };
+        return without_probe(accepts, served, watched);
     };
     // Other traffic: more payload on the ports than the probe can have sent, or more accepts
     // than its requests (another client through the front end of a php-fpm target).
@@ -155,6 +117,52 @@ pub fn decide(
         note: Some(format!(
             "per-request figures declined: {why}, and the server's own requests cannot be counted here (no TCP port of its own, no accepts); figures are per second"
         )),
+    }
+}
+
+/// Without a load of trapdetect's: the requests the target's own ports received, else its
+/// accepts (saying whether its ports were watched for a connection that stays open), else
+/// none.
+fn without_probe(accepts: u64, served: Option<&Served>, watched: Option<&[u16]>) -> Denominator {
+    let served_requests = served.and_then(|s| s.requests).filter(|&n| n > 0);
+    if let (Some(n), Some(s)) = (served_requests, served) {
+        let late = s.counted_late.as_ref().map(|l| {
+            format!(
+                "; the per-segment counter (tcp_probe) was held back and {}: the {} connections accepted before count one request each, and what a connection carried before that attach is not counted",
+                l.why, l.accepted_before
+            )
+        });
+        return Denominator {
+            count: Some(n),
+            basis: "served-requests",
+            note: Some(format!(
+                "requests the server's {} received in the window, whatever client sent them (a request starts with the first data a connection sends after a response){}; pass --url for exact figures",
+                ports(&s.own_ports),
+                late.unwrap_or_default()
+            )),
+        };
+    }
+    if accepts > 0 {
+        let why = match watched {
+            Some(p) => format!(
+                "one request per accepted connection: no connection on the target's {} stayed open between two looks 0.1 s apart in the window (no keep-alive), so the per-segment counter (tcp_probe) was not attached",
+                ports(p)
+            ),
+            None => ACCEPTS_ASSUMED.to_string(),
+        };
+        return Denominator {
+            count: Some(accepts),
+            basis: "accepted-connections",
+            note: Some(format!("{why}; pass --url for exact figures")),
+        };
+    }
+    Denominator {
+        count: None,
+        basis: "none",
+        note: Some(
+            "no --url, no accepted connections and no requests on a TCP port of the target: pass --url to drive a light probe load"
+                .into(),
+        ),
     }
 }
 

@@ -367,25 +367,18 @@ impl Session {
         let request_basis = outcome.count;
         let readings = net::stop(&mut armed);
         let counts = probes.read()?;
-        let served = if served_on {
-            served_of(&probes, &own_ports, &front_ports, sent_bytes_max)?
-                .map(|s| s.counted_late(served_late))
-        } else {
-            None
-        };
+        let served = served_on
+            .then(|| served_of(&probes, &own_ports, &front_ports, sent_bytes_max))
+            .transpose()?
+            .flatten()
+            .map(|s| s.counted_late(served_late));
         // Held back to the end: no connection stayed open, each accept was one request.
         let served_watched = keepalive.as_ref().map(|w| w.ports().to_vec());
         let cpu_after = thread_cpu_ns(&process::tree_now(opts.pid));
         let connect = probes.connect_counts()?;
         let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
         let upstream = probes.upstream_ports();
-        done.store(true, Ordering::SeqCst);
-        let strings = reader.join().unwrap_or_default();
-        // Each truncated path arrived once, flagged in its key.
-        let truncated = strings
-            .keys()
-            .filter(|k| k.flags & PF_TRUNCATED != 0)
-            .count() as u64;
+        let (strings, truncated) = path_strings(&done, reader);
         let fuse_measured = probes.is_attached(PROG_FUSE_REQUEST_SEND);
         let cost = cost_of(&probes, &stats.borrow(), stats_since, cpu_since);
         let probe_rows = std::mem::take(&mut probes.rows);
@@ -448,6 +441,21 @@ fn finish_load(
         Some(l) => (l.finish()?, l.sent_bytes_max(), l.request_ms()),
         None => (LoadOutcome::default(), None, None),
     })
+}
+
+/// Ends the ring reader and takes the path strings it gathered, with how many distinct paths
+/// were truncated (each arrived once, flagged in its key).
+fn path_strings(
+    done: &AtomicBool,
+    reader: JoinHandle<HashMap<PathKey, Vec<u8>>>,
+) -> (HashMap<PathKey, Vec<u8>>, u64) {
+    done.store(true, Ordering::SeqCst);
+    let strings = reader.join().unwrap_or_default();
+    let truncated = strings
+        .keys()
+        .filter(|k| k.flags & PF_TRUNCATED != 0)
+        .count() as u64;
+    (strings, truncated)
 }
 
 /// The requests the target's ports received, counted in the kernel (`tcp_probe`).
