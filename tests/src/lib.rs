@@ -352,6 +352,16 @@ impl Drop for Tracer {
     }
 }
 
+/// The report's row for `program` in its `probes` list (panics with the list when absent).
+pub fn probe_row<'a>(r: &'a serde_json::Value, program: &str) -> &'a serde_json::Value {
+    r["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["program"] == program)
+        .unwrap_or_else(|| panic!("{program} row: {}", r["probes"]))
+}
+
 /// Parses a trace report (`--json` on stdout) and validates it, and its `network` section,
 /// against the checked-in schemas.
 pub fn trace_report(out: &Output) -> serde_json::Value {

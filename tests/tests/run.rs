@@ -8,7 +8,7 @@ use serde_json::Value;
 use trapdetect_e2e::{
     IGNORE_NET, TempDir,
     cgroup::{CpuCgroup, Version},
-    json, kernel_version, require_root,
+    json, kernel_version, probe_row, require_root,
     servers::{PhpOptions, PhpStack},
     skip,
     slowfs::SlowFs,
@@ -568,13 +568,4 @@ fn served_and_2xx(r: &Value) -> (i64, i64) {
         .collect();
     println!("served, 2xx per second: {pairs:?}");
     pairs.iter().fold((0, 0), |(a, b), (s, o)| (a + s, b + o))
-}
-
-fn probe_row<'a>(r: &'a Value, program: &str) -> &'a Value {
-    r["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["program"] == program)
-        .unwrap_or_else(|| panic!("{program} row: {}", r["probes"]))
 }

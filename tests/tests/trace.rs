@@ -7,7 +7,7 @@ use std::{path::Path, process::Command, time::Duration};
 
 use serde_json::Value;
 use trapdetect_e2e::{
-    Tracer, free_port, require_root,
+    Tracer, free_port, probe_row, require_root,
     servers::{PhpStack, Proc, StaticNginx, http_get, wrk_flood},
     slowfs::SlowFs,
     wait_until,
@@ -411,15 +411,6 @@ fn assert_held_back(r: &Value) {
         "{note}"
     );
     assert!(r["requests"]["served"].is_null(), "{}", r["requests"]);
-}
-
-fn probe_row<'a>(r: &'a Value, program: &str) -> &'a Value {
-    r["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["program"] == program)
-        .unwrap_or_else(|| panic!("{program} row: {}", r["probes"]))
 }
 
 /// `n` HTTP/1.1 requests for `path` on one connection kept alive, `gap` apart.
