@@ -14,13 +14,13 @@
 
 use std::{collections::HashSet, time::Duration};
 
-use crate::host::net::{SockRec, diag::Diag};
+use crate::host::net::{
+    SockRec,
+    diag::{Diag, TCP_ESTABLISHED},
+};
 
 /// How often the watch looks while the counter is held back.
 pub const LOOK_EVERY: Duration = Duration::from_millis(100);
-
-/// ESTABLISHED, as a sock_diag state mask.
-const ESTABLISHED: u32 = 1 << 1;
 
 /// The first connection seen open in two looks in a row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,7 +66,8 @@ impl KeepAliveWatch {
     /// Looks once; the first connection also open at the previous look, if any.
     pub fn look(&mut self) -> std::io::Result<Option<StayedOpen>> {
         let mut now = vec![];
-        self.diag.dump_tcp(ESTABLISHED, &mut |r| now.push(r))?;
+        self.diag
+            .dump_tcp(1 << TCP_ESTABLISHED, &mut |r| now.push(r))?;
         let (seen, stayed) = stayed_open(&self.last, &now, &self.ports);
         self.last = seen;
         Ok(stayed)
@@ -83,7 +84,7 @@ pub fn stayed_open(
     let mut seen = HashSet::new();
     let mut stayed: Option<&SockRec> = None;
     for r in now {
-        if r.state != 1 || r.inode == 0 || !ports.contains(&r.local.port()) {
+        if r.state != TCP_ESTABLISHED || r.inode == 0 || !ports.contains(&r.local.port()) {
             continue;
         }
         seen.insert(r.inode);

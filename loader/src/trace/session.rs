@@ -212,21 +212,20 @@ impl Session {
         let Some(w) = self.keepalive.as_mut() else {
             return Ok(());
         };
-        let why = match w.look() {
+        let look = w.look();
+        let after_s = since.elapsed().as_secs_f64();
+        let why = match look {
             Ok(None) => return Ok(()),
             Ok(Some(s)) => format!(
-                "attached {:.1} s into the window, when a connection on port {} (from {}) stayed open",
-                since.elapsed().as_secs_f64(),
+                "attached {after_s:.1} s into the window, when a connection on port {} (from {}) stayed open",
                 s.port,
                 escape::text(&s.remote)
             ),
             Err(e) => format!(
-                "attached {:.1} s into the window, when the watch of the target's ports failed ({e})",
-                since.elapsed().as_secs_f64()
+                "attached {after_s:.1} s into the window, when the watch of the target's ports failed ({e})"
             ),
         };
         self.keepalive = None;
-        let after_s = since.elapsed().as_secs_f64();
         if self
             .probes
             .attach_held_served(&self.own_ports, &self.front_ports, &why)?

@@ -1228,7 +1228,8 @@ fn fs_waits_evidence(
 
 /// What decided fs.serialized against fs.slow-ops: the FUSE requests' latency by requests
 /// ahead where each was timed, else the per-second rate against the threads waiting (counted
-/// where FUSE is, else the traced threads' path calls each second × the lookups per call).
+/// where FUSE is, else the traced threads' path calls each second × the mount's operations per
+/// call).
 fn serialized_basis(q: &FsQueue, fs: &FsLoad) -> String {
     match &q.growth {
         Some(g) if !g.queued() && !g.side_by_side() => format!(
@@ -1246,7 +1247,7 @@ fn serialized_basis(q: &FsQueue, fs: &FsLoad) -> String {
             q.window_rate,
         ),
         None if fs.ops_kind.starts_with("FUSE") => "its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)".to_string(),
-        None => "its per-second rate against the threads waiting (no FUSE counts here, Linux 6.13+: each second's rate is the traced threads' path calls that second × the lookups per call)".to_string(),
+        None => "its per-second rate against the threads waiting (no FUSE counts here, Linux 6.13+: each second's rate is the traced threads' path calls that second × the mount's operations per call)".to_string(),
     }
 }
 
@@ -2295,7 +2296,7 @@ mod tests {
         assert_eq!(
             x.evidence["serialized_basis"],
             "its per-second rate against the threads waiting (no FUSE counts here, Linux 6.13+: \
-             each second's rate is the traced threads' path calls that second × the lookups per call)"
+             each second's rate is the traced threads' path calls that second × the mount's operations per call)"
         );
         o.filesystems[0].ops_per_s.clear();
         assert_eq!(rules(&o)[0].id, "fs.slow-ops");

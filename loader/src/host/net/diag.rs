@@ -47,6 +47,8 @@ const MSG_LEN: usize = 72;
 const BUF_LEN: usize = 64 * 1024;
 
 /// TCP state numbers (include/net/tcp_states.h).
+pub const TCP_ESTABLISHED: u8 = 1;
+/// Closed by the peer and this side, waiting out 2 MSL.
 pub const TCP_TIME_WAIT: u8 = 6;
 /// Listening.
 pub const TCP_LISTEN: u8 = 10;
