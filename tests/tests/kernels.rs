@@ -509,32 +509,49 @@ fn run_names_a_serialized_fuse_cwd_on_this_kernel() {
         return;
     }
     let _g = serial();
-    let fs = trapdetect_e2e::slowfs::SlowFs::mount(5000, |_| {});
-    let deep = trapdetect_e2e::slowfs::SlowFs::deep_dir(&fs.backing, &fs.mount, 5);
+    let (fs, deep) = serialized_cwd_mount();
     let (server, port) = workserver(&deep, 4, &["walk"]);
     let (r, code) = run_on(server.pid(), port, "100");
-    let f = the_cause(&r, code, "fs.serialized");
-    let v = &r["verdict"];
-    let e = &f["evidence"];
-    assert_eq!(e["mount"], fs.mount.to_str().unwrap(), "{e}");
-    assert_eq!(e["fs_type"], "fuse.slowfs", "{e}");
-    assert_eq!(e["cause"], "working directory", "{e}");
-    // All four workers queue on the one daemon thread.
-    let threads = e["mean_threads"].as_f64().unwrap();
-    assert!(threads >= 3.0, "mean threads waiting {threads}: {e}");
-    // Delivered at most what five 5 ms requests in turn allow, and the ceiling predicted from
-    // the mount's rate within 30 % of it.
-    let d = v["delivered_per_s"].as_f64().unwrap();
-    assert!(d <= 40.5, "delivered {d}");
-    let p = v["predicted_ceiling_per_s"].as_f64().unwrap();
-    assert!((p - d).abs() <= 0.3 * d, "predicted {p} vs delivered {d}");
-    assert_eq!(r["run"]["classes_method"], want_method(), "{}", r["run"]);
+    assert_serialized_cwd(&r, code, &fs);
     // The mechanism's shares: the workers' whole time is the walk's wait (within 10 points).
     let shares = class_shares(&r);
     let share = |c: &str| shares[c].as_f64().unwrap();
     assert!(share("path") >= 90.0, "{shares:?}");
     assert!(share("unknown") <= 1.0, "{shares:?}");
     print_run_row(TEST, &r, &shares);
+}
+
+/// A FUSE mount that answers one request at a time, 5 ms each, and a directory five levels
+/// deep in it (the two serialized-cwd tests' working directory).
+fn serialized_cwd_mount() -> (trapdetect_e2e::slowfs::SlowFs, std::path::PathBuf) {
+    let fs = trapdetect_e2e::slowfs::SlowFs::mount(5000, |_| {});
+    let deep = trapdetect_e2e::slowfs::SlowFs::deep_dir(&fs.backing, &fs.mount, 5);
+    (fs, deep)
+}
+
+/// The serialized-cwd verdict both server families must get: `fs.serialized` on `fs` as the
+/// working directory, four workers queued on the one daemon thread (≥ 3 waiting), delivered at
+/// most what five 5 ms lookups in turn allow (40/s) and the ceiling predicted from the mount's
+/// rate within 30 % of it, with the method this kernel allows. Returns the finding.
+fn assert_serialized_cwd<'a>(
+    r: &'a Value,
+    code: i32,
+    fs: &trapdetect_e2e::slowfs::SlowFs,
+) -> &'a Value {
+    let f = the_cause(r, code, "fs.serialized");
+    let v = &r["verdict"];
+    let e = &f["evidence"];
+    assert_eq!(e["mount"], fs.mount.to_str().unwrap(), "{e}");
+    assert_eq!(e["fs_type"], "fuse.slowfs", "{e}");
+    assert_eq!(e["cause"], "working directory", "{e}");
+    let threads = e["mean_threads"].as_f64().unwrap();
+    assert!(threads >= 3.0, "mean threads waiting {threads}: {e}");
+    let d = v["delivered_per_s"].as_f64().unwrap();
+    assert!(d <= 40.5, "delivered {d}");
+    let p = v["predicted_ceiling_per_s"].as_f64().unwrap();
+    assert!((p - d).abs() <= 0.3 * d, "predicted {p} vs delivered {d}");
+    assert_eq!(r["run"]["classes_method"], want_method(), "{}", r["run"]);
+    f
 }
 
 /// The same trap on a second server family, Debian's php-fpm behind nginx (the x86 guests run
@@ -552,23 +569,10 @@ fn run_names_a_serialized_fuse_cwd_for_php_fpm_on_this_kernel() {
         return;
     }
     let _g = serial();
-    let fs = trapdetect_e2e::slowfs::SlowFs::mount(5000, |_| {});
-    let deep = trapdetect_e2e::slowfs::SlowFs::deep_dir(&fs.backing, &fs.mount, 5);
+    let (fs, deep) = serialized_cwd_mount();
     let stack = trapdetect_e2e::servers::PhpStack::start(&deep, 4, "<?php echo \"ok\\n\";");
     let (r, code) = run_on(stack.fpm.pid(), stack.port, "100");
-    let f = the_cause(&r, code, "fs.serialized");
-    let v = &r["verdict"];
-    let e = &f["evidence"];
-    assert_eq!(e["mount"], fs.mount.to_str().unwrap(), "{e}");
-    assert_eq!(e["fs_type"], "fuse.slowfs", "{e}");
-    assert_eq!(e["cause"], "working directory", "{e}");
-    assert!(e["mean_threads"].as_f64().unwrap() >= 3.0, "{e}");
-    // At least the five components of the cwd per request, 5 ms each, one at a time.
-    let d = v["delivered_per_s"].as_f64().unwrap();
-    assert!(d <= 40.5, "delivered {d}");
-    let p = v["predicted_ceiling_per_s"].as_f64().unwrap();
-    assert!((p - d).abs() <= 0.3 * d, "predicted {p} vs delivered {d}");
-    assert_eq!(r["run"]["classes_method"], want_method(), "{}", r["run"]);
+    let e = &assert_serialized_cwd(&r, code, &fs)["evidence"];
     // Of the threads' busy time (the master's wait for work is not), the mount's waits.
     let busy = e["share_of_busy_thread_time_pct"].as_f64().unwrap();
     assert!(busy >= 85.0, "{e}");
