@@ -497,7 +497,7 @@ fn lock_loads(
         .collect();
     if futex.1 > 0 {
         out.push(LockLoad {
-            object: "a futex in user space".into(),
+            object: crate::traps::run::FUTEX_OBJECT.into(),
             futex: true,
             wait_s: futex.0,
             waits: futex.1,

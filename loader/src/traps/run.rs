@@ -239,10 +239,17 @@ fn queue_growth(by_ahead: &[AheadLatency], rate: f64) -> Option<QueueGrowth> {
     })
 }
 
+/// What futex waits are, as a lock object: all of a run's futex waits together. The kernel
+/// keys a wait by its address, but one address is not one lock: glibc's mutexes and CPython's
+/// locks wait on the lock's own word, while parking-lot runtimes (the JVM, Go's idle threads,
+/// Rust's parking_lot) park each waiter on a futex of its own, and a pool's idle threads wait
+/// on their condition variable. So futex waits are never called one lock.
+pub const FUTEX_OBJECT: &str = "futexes in user space (one lock or several: not told apart)";
+
 /// A lock object and the time spent waiting for it.
 #[derive(Clone, Debug, Default)]
 pub struct LockLoad {
-    /// What is locked: a file path, or "a futex in user space".
+    /// What is locked: a file path, or [`FUTEX_OBJECT`].
     pub object: String,
     /// A futex (a mutex or condition variable in user space), not a file lock.
     pub futex: bool,
@@ -1436,10 +1443,6 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
         .futex
         .then(|| Runtime::of(&o.exe).and_then(|r| r.lock))
         .flatten();
-    let object = match interpreter {
-        Some((name, _)) => format!("{} (in this interpreter, most likely {name})", lock.object),
-        None => lock.object.clone(),
-    };
     let remedy = match (lock.futex, interpreter) {
         (true, Some((_, remedy))) => remedy,
         (true, None) => {
@@ -1449,16 +1452,38 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
             "shorten or remove the critical section (e.g. PHP: session_write_close() early, a non-locking session handler, distinct session ids per client)"
         }
     };
+    let threads = lock.wait_s / o.window_s;
+    let (title, predict) = if lock.futex {
+        (
+            format!(
+                "{threads:.1} threads on average wait on {}",
+                match interpreter {
+                    Some((name, _)) => format!(
+                        "futexes in user space (a lock or condition variable; in this interpreter, most likely {name})"
+                    ),
+                    None => "futexes in user space (a lock or condition variable of the server or its runtime)".into(),
+                }
+            ),
+            format!(
+                "if these waits are one lock, requests holding it run one at a time: throughput stays near {:.0} req/s whatever the workers or cores (which lock, and whether one, is in the threads' stacks)",
+                o.delivered_rate
+            ),
+        )
+    } else {
+        (
+            format!(
+                "{threads:.1} threads on average wait for one lock: {}",
+                lock.object
+            ),
+            format!(
+                "requests holding {} run one at a time: throughput stays near {:.0} req/s whatever the workers or cores",
+                lock.object, o.delivered_rate
+            ),
+        )
+    };
     Some(
         with_shares(
-            Finding::new(
-                Id::LockContention,
-                ceiling_severity(o),
-                format!(
-                    "{:.1} threads on average wait for one lock: {object}",
-                    lock.wait_s / o.window_s,
-                ),
-            ),
+            Finding::new(Id::LockContention, ceiling_severity(o), title),
             lock.wait_s,
             o,
         )
@@ -1470,10 +1495,7 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
             round(lock.wait_s / lock.waits.max(1) as f64 * 1e3, 3),
         )
         .with("delivered_per_s", round(o.delivered_rate, 1))
-        .predict(format!(
-            "requests holding {} run one at a time: throughput stays near {:.0} req/s whatever the workers or cores",
-            lock.object, o.delivered_rate
-        ))
+        .predict(predict)
         .remedy(remedy),
     )
 }
@@ -2504,7 +2526,7 @@ mod tests {
         o.off_s = off(&[("futex", 35.0), ("wait_work", 5.0)]);
         o.on_cpu_s = 6.0;
         o.locks = vec![LockLoad {
-            object: "a futex in user space".into(),
+            object: FUTEX_OBJECT.into(),
             futex: true,
             wait_s: 35.0,
             waits: 57_493,
@@ -2528,7 +2550,7 @@ mod tests {
         // Capped with the server's CPUs saturated: the waits may be idle pool threads beside a
         // busy event loop; no futex verdict.
         o.locks[0].futex = true;
-        o.locks[0].object = "a futex in user space".into();
+        o.locks[0].object = FUTEX_OBJECT.into();
         o.offered_rate = 30_000.0;
         o.delivered_rate = 14_000.0;
         for s in &mut o.seconds {
@@ -2565,7 +2587,7 @@ mod tests {
         o.runq_s = 0.3;
         o.off_s = off(&[("futex", 70.0), ("wait_work", 9.0)]);
         o.locks = vec![LockLoad {
-            object: "a futex in user space".into(),
+            object: FUTEX_OBJECT.into(),
             futex: true,
             wait_s: 70.0,
             waits: 90_000,
@@ -2792,7 +2814,7 @@ mod tests {
         o.filesystems.clear();
         o.off_s = off(&[("futex", 38.0), ("wait_work", 10.0)]);
         o.locks = vec![LockLoad {
-            object: "a futex in user space".into(),
+            object: FUTEX_OBJECT.into(),
             futex: true,
             wait_s: 38.0,
             waits: 4000,
@@ -2802,7 +2824,7 @@ mod tests {
         assert_eq!(f[0].id, "lock.contention", "{f:#?}");
         assert_eq!(
             f[0].title,
-            "3.8 threads on average wait for one lock: a futex in user space"
+            "3.8 threads on average wait on futexes in user space (a lock or condition variable of the server or its runtime)"
         );
         assert!(
             f[0].remedy.starts_with("a futex is a mutex"),
@@ -2813,7 +2835,7 @@ mod tests {
         o.exe = "/root/.pyenv/versions/3.11.7/bin/python3.11".into();
         let f = rules(&o);
         assert!(
-            f[0].title.ends_with("a futex in user space (in this interpreter, most likely CPython's global interpreter lock (GIL))"),
+            f[0].title.ends_with("futexes in user space (a lock or condition variable; in this interpreter, most likely CPython's global interpreter lock (GIL))"),
             "{}",
             f[0].title
         );
@@ -2826,7 +2848,7 @@ mod tests {
             "{}",
             f[0].remedy
         );
-        assert_eq!(f[0].evidence["object"], "a futex in user space");
+        assert_eq!(f[0].evidence["object"], FUTEX_OBJECT);
         // A file lock in a Python server is still the file.
         o.locks[0].futex = false;
         o.locks[0].object = "/srv/app/db.lock".into();
@@ -3245,7 +3267,7 @@ mod tests {
         let mut o = fuse_flood();
         o.off_s = off(&[("path", 46.0), ("wait_work", 10.5), ("futex", 60.0)]);
         o.locks = vec![LockLoad {
-            object: "a futex in user space".into(),
+            object: FUTEX_OBJECT.into(),
             futex: true,
             wait_s: 60.0,
             waits: 600,
@@ -3327,7 +3349,7 @@ mod tests {
                 serving: vec![],
             }],
             locks: vec![LockLoad {
-                object: "a futex in user space".into(),
+                object: FUTEX_OBJECT.into(),
                 futex: true,
                 wait_s: 60.0,
                 waits: 480,

@@ -479,7 +479,7 @@ fn locks(k: &Sampler) -> Vec<LockLoad> {
                     key.dev & 0xfffff
                 ),
             },
-            CLASS_FUTEX => "a futex in user space".to_string(),
+            CLASS_FUTEX => crate::traps::run::FUTEX_OBJECT.to_string(),
             _ => continue,
         };
         let e = locks.entry(object.clone()).or_insert(LockLoad {
