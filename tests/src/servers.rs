@@ -120,6 +120,10 @@ pub struct PhpOptions {
     /// php-fpm listens on 127.0.0.1 (a free port) instead of a unix socket, and nginx passes
     /// to it over TCP with a new connection per request (no upstream keep-alive).
     pub listen_tcp: bool,
+    /// `pm = dynamic` starting this many children (and keeping one spare) up to the workers
+    /// given, instead of `pm = static`: the pool grows under load, php-fpm spawning 1, 2, 4…
+    /// children a second while none is idle.
+    pub dynamic_start: Option<u32>,
 }
 
 /// A PHP site in `dir/www`: `index.php` reads the template `tpl.html` beside it (by `__DIR__`)
@@ -184,10 +188,16 @@ impl PhpStack {
             format!(
                 "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\n\
                  [www]\nuser = root\ngroup = root\nlisten = {listen}\nlisten.mode = 0666\n\
-                 pm = static\npm.max_children = {workers}\npm.max_requests = {max_requests}\n\
+                 {pm}\npm.max_children = {workers}\npm.max_requests = {max_requests}\n\
                  catch_workers_output = yes\nclear_env = no\n",
                 d = d.display(),
-                max_requests = opts.max_requests
+                max_requests = opts.max_requests,
+                pm = match opts.dynamic_start {
+                    None => "pm = static".to_string(),
+                    Some(n) => format!(
+                        "pm = dynamic\npm.start_servers = {n}\npm.min_spare_servers = 1\npm.max_spare_servers = {n}"
+                    ),
+                }
             ),
         )
         .unwrap();
@@ -608,5 +618,90 @@ impl Nginx {
                 && TcpStream::connect(("127.0.0.1", tls_port)).is_ok()
         });
         n
+    }
+}
+
+/// Debian's Apache with the prefork MPM and mod_php (`libapache2-mod-php`): the other classic
+/// PHP deployment, PHP running inside the web server's own pre-forked children. Its pool
+/// grows under load from `start` children to `max` (`MaxRequestWorkers`), Apache spawning 1,
+/// 2, 4… a second while none is idle. The children run as `www-data` (Apache will not serve as
+/// root), so the docroot and the directories above it are world-readable.
+pub struct ApachePhp {
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The Apache parent.
+    pub apache: Proc,
+    /// Config, logs and docroot.
+    pub dir: TempDir,
+}
+
+impl ApachePhp {
+    /// Starts Apache serving `index_php` as `/index.php` from a fresh docroot.
+    pub fn start(index_php: &str, start: u32, max: u32) -> ApachePhp {
+        let dir = TempDir::new("apache");
+        let d = dir.path().to_path_buf();
+        let docroot = d.join("www");
+        std::fs::create_dir_all(&docroot).unwrap();
+        std::fs::write(docroot.join("index.php"), index_php).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        for p in [&d, &docroot] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let port = free_port();
+        let conf = d.join("httpd.conf");
+        let modules = "/usr/lib/apache2/modules";
+        std::fs::write(
+            &conf,
+            format!(
+                "ServerRoot /etc/apache2\nServerName localhost\nListen 127.0.0.1:{port}\n\
+                 PidFile {d}/httpd.pid\nErrorLog {d}/error.log\n\
+                 LoadModule mpm_prefork_module {modules}/mod_mpm_prefork.so\n\
+                 LoadModule authz_core_module {modules}/mod_authz_core.so\n\
+                 LoadModule dir_module {modules}/mod_dir.so\n\
+                 LoadModule mime_module {modules}/mod_mime.so\n\
+                 LoadModule php_module {modules}/libphp8.2.so\n\
+                 User www-data\nGroup www-data\n\
+                 StartServers {start}\nMinSpareServers 1\nMaxSpareServers {start}\n\
+                 ServerLimit {max}\nMaxRequestWorkers {max}\nListenBacklog 1024\n\
+                 DocumentRoot {root}\n<Directory {root}>\n  Require all granted\n</Directory>\n\
+                 DirectoryIndex index.php\nAddHandler application/x-httpd-php .php\n\
+                 TypesConfig /etc/mime.types\n",
+                d = d.display(),
+                root = docroot.display(),
+            ),
+        )
+        .unwrap();
+        // Its own process group: stopping, Apache signals its whole group (prefork's
+        // `unixd_killpg`), which would otherwise be the test's.
+        let mut apache = Proc::spawn(
+            "apache2",
+            Command::new("/usr/sbin/apache2")
+                .process_group(0)
+                .arg("-f")
+                .arg(&conf)
+                .arg("-DFOREGROUND")
+                .env("APACHE_RUN_DIR", &d)
+                .env("APACHE_LOCK_DIR", &d)
+                .env("APACHE_LOG_DIR", &d)
+                .current_dir(&d)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        let log = d.join("error.log");
+        wait_until("apache to answer 200", Duration::from_secs(20), || {
+            assert!(
+                apache.running(),
+                "apache2 exited: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            matches!(http_get(port, "/index.php"), Ok((200, _)))
+        });
+        ApachePhp { port, apache, dir }
+    }
+
+    /// The URL of `path` (starting with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
     }
 }

@@ -20,7 +20,7 @@ use trapdetect_e2e::{
     TempDir,
     cgroup::CpuCgroup,
     json, require_root,
-    servers::{PhpStack, StaticNginx, StaticOptions},
+    servers::{ApachePhp, PhpOptions, PhpStack, StaticNginx, StaticOptions},
     slowfs::SlowFs,
     sshfs::Sshfs,
     trapdetect, url_port,
@@ -774,6 +774,76 @@ fn a_pool_of_one_is_the_cause_under_the_builtin_load_wrk_and_hey() {
             by(r)
         );
     }
+}
+
+/// A pool that grows under load: Apache's prefork children running mod_php and php-fpm's
+/// `pm = dynamic` children behind nginx, each starting with a few and spawning children while
+/// none is idle, up to 8; every request sleeps 20 ms, so N workers serve N ÷ 20 ms, at
+/// 700/s offered. Judged over the whole window against its final size, a pool that was full
+/// every second read part idle (Apache growing from 4 to 8: 7.1 busy of 8, under the 90 % a
+/// full pool is held to; php-fpm from 2 to 7: 5 of 7) and the run had no cause; judged at the
+/// size it had each second, it is the pool.
+#[test]
+fn a_pool_that_grows_under_load_is_judged_at_its_full_size() {
+    if !require_root("a_pool_that_grows_under_load_is_judged_at_its_full_size") {
+        return;
+    }
+    let _s = serial();
+    let script = "<?php usleep(20000); echo \"ok\\n\";";
+    let apache = ApachePhp::start(script, 4, 8);
+    let r = builtin(apache.apache.pid(), &apache.url("/index.php"), 700.0, &[]);
+    assert_grown_pool(&r, "apache");
+    drop(apache);
+    let cwd = TempDir::new("verdict-dynamic");
+    let fpm = PhpStack::start_with(
+        cwd.path(),
+        8,
+        script,
+        PhpOptions {
+            dynamic_start: Some(2),
+            ..Default::default()
+        },
+    );
+    let url = format!("http://127.0.0.1:{}/index.php", fpm.port);
+    let r = builtin(fpm.fpm.pid(), &url, 700.0, &[]);
+    assert_grown_pool(&r, "php-fpm dynamic");
+}
+
+/// pool.too-small over the pool at its largest (its threads less the one parent), grown
+/// inside the window and said so, its ceiling that many workers ÷ 20 ms; what was delivered
+/// over the window, while it grew, is no more.
+fn assert_grown_pool(r: &Run, what: &str) {
+    assert_eq!(
+        r.assert_cause(&["pool.too-small"]),
+        "pool.too-small",
+        "{what}"
+    );
+    let threads: Vec<u64> = r.r["run"]["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["offered"].as_u64() > Some(0))
+        .map(|t| t["threads"].as_u64().unwrap())
+        .collect();
+    let full = *threads.iter().max().unwrap();
+    let e = &r.finding("pool.too-small")["evidence"];
+    assert_eq!(e["workers"], full - 1, "{what}: threads {threads:?}, {e}");
+    assert_eq!(
+        e["pool_grew_from"],
+        threads[0] - 1,
+        "{what}: {threads:?}, {e}"
+    );
+    assert!(
+        threads[0] < full,
+        "{what}: the pool did not grow: {threads:?}"
+    );
+    let ceiling = (full - 1) as f64 / 0.02;
+    near(&format!("{what}: predicted"), r.ceiling(), ceiling);
+    assert!(
+        r.delivered() <= ceiling,
+        "{what}: delivered {}",
+        r.delivered()
+    );
 }
 
 /// Four gunicorn workers taking one exclusive flock held 20 ms per request: the lock is the

@@ -86,6 +86,10 @@ const APT_TEST: &[&[&str]] = &[
     // found through NODE_PATH=/usr/share/nodejs), a Go server (golang-go, above) built with
     // and without -race (the race runtime needs cgo, so gcc).
     &["php8.2-xdebug", "php-xdebug"],
+    // The other classic PHP deployment (verdicts.rs: a pool that grows under load): Apache's
+    // prefork children running mod_php.
+    &["apache2"],
+    &["libapache2-mod-php8.2", "libapache2-mod-php"],
     &["node-express"],
     &["gcc"],
 ];

@@ -552,9 +552,67 @@ impl RunObs {
     fn workers_saturated(&self) -> bool {
         let busy_workers = self
             .workers_busy
-            .unwrap_or(self.work_s() / self.window_s.max(1e-9))
+            .unwrap_or_else(|| self.pool_busy().0)
             .min(self.workers as f64);
         self.workers > 0 && busy_workers >= 0.9 * self.workers as f64
+    }
+
+    /// How busy the pool was, at the size it had each second: (thread-seconds of work — time
+    /// not waiting for work nor parked on a futex, as [`RunObs::work_s`] — per worker-second,
+    /// threads busy at the once-a-second sample per worker), and the fewest workers it had in
+    /// a loaded second. A pool that grows under load (Apache's prefork, php-fpm's `pm =
+    /// dynamic`: a child more each second while none is idle) has all its workers busy every
+    /// second, yet over the window fewer than its final count: judged against that count, a
+    /// full pool read part idle (Apache growing from 4 to 8: 7.1 of 8; php-fpm from 2 to 7 in
+    /// five seconds: 5). Each second's pool is its threads less those that are no worker (a
+    /// master: the threads at the fullest second beyond the workers). `None` where the workers
+    /// are no pool of long-lived threads (more than ever ran at once: a thread per connection)
+    /// or no second has per-second time (a recorded run).
+    fn pool_load(&self) -> Option<(f64, f64, usize)> {
+        let loaded = self.loaded();
+        // Over every sampled second, as the workers were counted.
+        let most = self.seconds.iter().map(|s| s.threads).max()?;
+        if loaded.is_empty() || self.workers == 0 || self.workers > most {
+            return None;
+        }
+        if !loaded
+            .iter()
+            .any(|s| !s.off_cpu.is_empty() || s.target_cores > 0.0)
+        {
+            return None;
+        }
+        let others = most - self.workers;
+        let size = |s: &RunSecond| s.threads.saturating_sub(others).max(1) as f64;
+        let work = |s: &RunSecond| {
+            let off: f64 = s
+                .off_cpu
+                .iter()
+                .filter(|(c, _)| **c != "wait_work" && **c != "futex")
+                .map(|(_, v)| v)
+                .sum();
+            s.target_cores + s.run_queue + off
+        };
+        let worker_s: f64 = loaded.iter().map(|s| size(s)).sum();
+        let work_share = loaded.iter().map(|s| work(s)).sum::<f64>() / worker_s;
+        let sampled_share = loaded.iter().map(|s| s.busy_threads as f64).sum::<f64>() / worker_s;
+        let fewest = loaded
+            .iter()
+            .map(|s| size(s) as usize)
+            .min()
+            .unwrap_or(self.workers);
+        Some((work_share, sampled_share, fewest))
+    }
+
+    /// Busy workers as a count of the pool's (full) size: (from the threads' time, from the
+    /// samples); without a pool's seconds, the window's work time over its length.
+    fn pool_busy(&self) -> (f64, f64) {
+        match self.pool_load() {
+            Some((work, sampled, _)) => (work * self.workers as f64, sampled * self.workers as f64),
+            None => (
+                self.work_s() / self.window_s.max(1e-9),
+                self.mean(|s| s.busy_threads as f64),
+            ),
+        }
     }
 
     /// The load found a ceiling ([`RunObs::capped_by`]).
@@ -1505,12 +1563,17 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
 /// workers' busy time is not CPU time.
 fn pool_too_small(o: &RunObs) -> Option<Finding> {
     let cores_busy = o.mean(|s| s.target_cpus_busy);
-    let busy = o.mean(|s| s.busy_threads as f64);
     let idle_threads_floor = o.mean(|s| s.threads as f64) - o.workers as f64;
     // Busy workers from the threads' time (thread-seconds not waiting for work per second),
     // not from the once-a-second samples alone: one sample that finds the only worker between
-    // two requests would make a saturated pool look 17 % idle over six seconds.
-    let busy_workers = (o.work_s() / o.window_s).max(busy).min(o.workers as f64);
+    // two requests would make a saturated pool look 17 % idle over six seconds. Both at the
+    // pool's full size.
+    let (work, busy) = o.pool_busy();
+    let busy_workers = work.max(busy).min(o.workers as f64);
+    let grew_from = o
+        .pool_load()
+        .map(|(_, _, fewest)| fewest)
+        .filter(|&n| n < o.workers);
     let cpu_part = o.on_cpu_s + o.runq_s;
     if !o.capped()
         || o.workers == 0
@@ -1531,12 +1594,17 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
                 Id::PoolTooSmall,
                 Severity::Fail,
                 format!(
-                    "all {} workers are busy but only {:.0} % of their busy time is CPU: requests queue for a worker",
+                    "all {} workers are busy{} but only {:.0} % of their busy time is CPU: requests queue for a worker",
                     o.workers,
+                    match grew_from {
+                        Some(n) => format!(" (the pool grew from {n} during the run, each new worker busy at once)"),
+                        None => String::new(),
+                    },
                     pct(cpu_part, o.work_s())
                 ),
             )
             .with("workers", o.workers)
+            .with_opt("pool_grew_from", grew_from)
             .with("busy_workers", round(busy_workers, 2))
             .with("busy_workers_sampled", round(busy, 2))
             .with("idle_threads", round(idle_threads_floor.max(0.0), 1))
@@ -2902,6 +2970,85 @@ mod tests {
         }
         let ids: Vec<String> = rules(&o).into_iter().map(|f| f.id.to_string()).collect();
         assert_eq!(ids, ["pool.too-small"]);
+    }
+
+    /// Recorded (verdicts.rs): php-fpm `pm = dynamic` from 2 children up to 8 behind nginx, a
+    /// 20 ms sleep per request, 700/s offered. It spawned a child a second, each busy at once:
+    /// threads 4 → 8 (the master and 3 → 7 workers), every worker busy at every sample.
+    fn growing_pool() -> RunObs {
+        let rec = [
+            (117, 3, 4, 0.01, 0.01, 2.39),
+            (165, 4, 5, 0.02, 0.01, 3.38),
+            (218, 5, 6, 0.02, 0.01, 4.38),
+            (264, 6, 7, 0.03, 0.02, 5.38),
+            (318, 7, 8, 0.03, 0.02, 6.36),
+        ];
+        let mut seconds: Vec<RunSecond> = rec
+            .iter()
+            .enumerate()
+            .map(|(t, &(ok, busy, threads, cores, runq, sleep))| RunSecond {
+                t_s: t as u64,
+                offered: 700,
+                ok_2xx: ok,
+                cores_busy: 0.1,
+                target_cpus_busy: 0.1,
+                target_cores: cores,
+                run_queue: runq,
+                off_cpu: [("sleep", sleep), ("wait_work", 1.0)].into_iter().collect(),
+                threads,
+                busy_threads: busy,
+                accept_queue: Some(506),
+                ..Default::default()
+            })
+            .collect();
+        seconds.push(RunSecond {
+            t_s: 5,
+            ok_2xx: 362,
+            ..Default::default()
+        });
+        RunObs {
+            seconds,
+            window_s: 4.949,
+            cores: 2.0,
+            offered_rate: 700.0,
+            delivered_rate: 214.8,
+            answered: 1063,
+            off_s: off(&[("sleep", 21.651), ("wait_work", 4.924)]),
+            on_cpu_s: 0.113,
+            runq_s: 0.066,
+            workers: 7,
+            classified: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_pool_that_grows_is_judged_at_the_size_it_had_each_second() {
+        let o = growing_pool();
+        let f = rules(&o);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].id, "pool.too-small");
+        assert_eq!(f[0].evidence["workers"], 7);
+        assert_eq!(f[0].evidence["pool_grew_from"], 3);
+        assert_eq!(f[0].evidence["busy_workers"], 7.0);
+        assert!(
+            f[0].title.starts_with(
+                "all 7 workers are busy (the pool grew from 3 during the run, each new worker busy at once)"
+            ),
+            "{}",
+            f[0].title
+        );
+        // Against its final size over the window it read 5 of 7 busy: no cause. The same
+        // seconds from a pool of 7 from the start (threads 8 throughout) are that: part idle.
+        let mut fixed = growing_pool();
+        for s in fixed.seconds.iter_mut().filter(|s| s.threads > 0) {
+            s.threads = 8;
+        }
+        assert!(rules(&fixed).is_empty(), "{:#?}", rules(&fixed));
+        // A thread per connection is no pool: more workers than threads ever alive at once.
+        let mut churn = growing_pool();
+        churn.workers = 663;
+        assert!(churn.pool_load().is_none());
     }
 
     #[test]
