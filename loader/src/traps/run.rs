@@ -1311,6 +1311,20 @@ fn serialized_basis(q: &FsQueue, fs: &FsLoad) -> String {
             g.interval_us,
             q.window_rate,
         ),
+        None if !fs.latency_by_ahead.is_empty() => {
+            // Timed, but (nearly) all with one number ahead: no growth to read.
+            let total: u64 = fs.latency_by_ahead.iter().map(|b| b.count).sum();
+            let top = fs
+                .latency_by_ahead
+                .iter()
+                .max_by_key(|b| b.count)
+                .map(|b| (b.ahead, pct(b.count as f64, total.max(1) as f64)))
+                .unwrap_or((0, 0.0));
+            format!(
+                "its per-second rate against the threads waiting (the FUSE requests timed one by one nearly all had the same number ahead, {} for {:.0} % of {}: too few at other depths to read how latency grows)",
+                top.0, top.1, total
+            )
+        }
         None if fs.ops_kind.starts_with("FUSE") => "its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)".to_string(),
         None => "its per-second rate against the threads waiting (no FUSE counts here, Linux 6.13+: each second's rate is the traced threads' path calls that second × the mount's operations per call)".to_string(),
     }
@@ -2305,6 +2319,33 @@ mod tests {
         assert_eq!(
             f[0].evidence["serialized_basis"],
             "its per-second rate against the threads waiting (the FUSE requests timed one by one grew 0.45 departure intervals per request ahead by least squares, 0.68 from 0 ahead to 3: neither a queue nor side by side)"
+        );
+    }
+
+    /// Seen with lighttpd's four php-cgi children on a serialized FUSE docroot: every request
+    /// timed, 98 % of them with the three others ahead, so no depth but one has the samples
+    /// to read a growth from; the basis said the kernel had no per-request latency (6.18 has).
+    #[test]
+    fn timed_requests_all_at_one_depth_say_so_not_the_kernel() {
+        let mut o = fuse_flood();
+        o.filesystems[0].latency_by_ahead = [
+            (0, 150, 433.2),
+            (1, 160, 691.9),
+            (2, 200, 892.6),
+            (3, 24771, 1114.8),
+        ]
+        .iter()
+        .map(|&(ahead, count, mean_us)| AheadLatency {
+            ahead,
+            count,
+            mean_us,
+        })
+        .collect();
+        let f = rules(&o);
+        assert_eq!(f[0].id, "fs.serialized", "{f:#?}");
+        assert_eq!(
+            f[0].evidence["serialized_basis"],
+            "its per-second rate against the threads waiting (the FUSE requests timed one by one nearly all had the same number ahead, 3 for 98 % of 25281: too few at other depths to read how latency grows)"
         );
     }
 
