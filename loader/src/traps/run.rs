@@ -583,6 +583,12 @@ impl RunObs {
         }
         let others = most - self.workers;
         let size = |s: &RunSecond| s.threads.saturating_sub(others).max(1) as f64;
+        // More threads busy in a second than its pool had: the threads that are no worker
+        // were no fixed set (a runtime that adds threads of its own under load: Go's Ms,
+        // libuv's pool), so there is no pool size to read per second.
+        if loaded.iter().any(|s| s.busy_threads as f64 > size(s)) {
+            return None;
+        }
         let work = |s: &RunSecond| {
             let off: f64 = s
                 .off_cpu
@@ -3090,6 +3096,11 @@ mod tests {
         let mut churn = growing_pool();
         churn.workers = 663;
         assert!(churn.pool_load().is_none());
+        // Nor are threads a runtime adds beside its workers (Go's Ms): a second with more
+        // threads busy than the pool it would have had.
+        let mut runtime = growing_pool();
+        runtime.seconds[0].busy_threads = 4;
+        assert!(runtime.pool_load().is_none());
     }
 
     #[test]
