@@ -42,6 +42,11 @@ pub enum Work {
     /// Open this SQLite database and `SELECT count(*) FROM t` (gunicorn only; see
     /// [`sqlite_db`]).
     Sqlite(PathBuf),
+    /// Hold one process-wide `threading.Lock` this many ms (gunicorn only: its threads wait
+    /// on a futex).
+    Mutex(u64),
+    /// Sleep this many ms (gunicorn only).
+    Sleep(u64),
 }
 
 impl Work {
@@ -54,6 +59,8 @@ impl Work {
             Work::Cpu(n) => ("cpu", n.to_string(), 0),
             Work::Flock(p, ms) => ("flock", p.display().to_string(), *ms),
             Work::Sqlite(p) => ("sqlite", p.display().to_string(), 0),
+            Work::Mutex(ms) => ("mutex", String::new(), *ms),
+            Work::Sleep(ms) => ("sleep", String::new(), *ms),
         };
         [
             ("ZOO_MODE", mode.into()),
@@ -99,11 +106,12 @@ fn wait_200(what: &str, proc: &mut Proc, port: u16, log: &Path, limit: Duration)
 }
 
 /// The WSGI application gunicorn serves: the request's cost from `ZOO_MODE` and `ZOO_ARG`.
-const WSGI_APP: &str = r#"import fcntl, os, sqlite3, time
+const WSGI_APP: &str = r#"import fcntl, os, sqlite3, threading, time
 
 MODE = os.environ.get("ZOO_MODE", "plain")
 ARG = os.environ.get("ZOO_ARG", "")
 MS = int(os.environ.get("ZOO_MS", "0"))
+LOCK = threading.Lock()
 
 
 def app(environ, start_response):
@@ -120,6 +128,13 @@ def app(environ, start_response):
             fcntl.flock(f, fcntl.LOCK_EX)
             time.sleep(MS / 1000.0)
             fcntl.flock(f, fcntl.LOCK_UN)
+        body = b"ok\n"
+    elif MODE == "mutex":
+        with LOCK:
+            time.sleep(MS / 1000.0)
+        body = b"ok\n"
+    elif MODE == "sleep":
+        time.sleep(MS / 1000.0)
         body = b"ok\n"
     elif MODE == "sqlite":
         c = sqlite3.connect(ARG)
@@ -149,14 +164,25 @@ impl Gunicorn {
     /// Starts `workers` sync workers in working directory `cwd` serving `work`; waits until
     /// it answers 200 and all the workers are up.
     pub fn start(cwd: &Path, workers: u32, work: Work) -> Gunicorn {
+        Gunicorn::start_with(cwd, workers, None, work)
+    }
+
+    /// As [`Gunicorn::start`], with `threads` threads in each worker (the `gthread` worker
+    /// class: connections kept alive in the worker's poller while its threads are busy) when
+    /// given.
+    pub fn start_with(cwd: &Path, workers: u32, threads: Option<u32>, work: Work) -> Gunicorn {
         let dir = TempDir::new("gunicorn");
         let d = dir.path();
         std::fs::write(d.join("zooapp.py"), WSGI_APP).unwrap();
         let port = free_port();
         let log = d.join("gunicorn.log");
         let mut cmd = Command::new(PYTHON);
-        cmd.args(["-m", "gunicorn", "--worker-class", "sync"])
-            .args(["--workers", &workers.to_string()])
+        cmd.args(["-m", "gunicorn"]);
+        match threads {
+            Some(n) => cmd.args(["--worker-class", "gthread", "--threads", &n.to_string()]),
+            None => cmd.args(["--worker-class", "sync"]),
+        };
+        cmd.args(["--workers", &workers.to_string()])
             .args(["--bind", &format!("127.0.0.1:{port}")])
             .arg("--chdir")
             .arg(cwd)

@@ -846,6 +846,56 @@ fn assert_grown_pool(r: &Run, what: &str) {
     );
 }
 
+/// gunicorn's gthread worker (one process, four threads) keeps connections in its poller while
+/// its threads are busy: a full server shows no accept queue, and the built-in generator's 512
+/// connections fill with requests the server holds. The verdict was `gen.budget` ("the
+/// generator capped the run ... the server had capacity to spare", exit 3) for both traps here,
+/// though the rate was flat from the first second, long before the budget filled. One
+/// `threading.Lock` held 20 ms: lock.contention on futexes, at most 50/s, and not the GIL (its
+/// waits end every 5 ms; these last about 20); four threads each sleeping 20 ms: the pool,
+/// about 200/s.
+#[test]
+fn a_threaded_worker_holding_its_connections_is_the_ceiling_not_the_generator() {
+    if !require_root("a_threaded_worker_holding_its_connections_is_the_ceiling_not_the_generator") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-gthread");
+    let not_the_budget = |r: &Run| {
+        for f in r.r["findings"].as_array().unwrap() {
+            if f["id"] == "gen.budget" {
+                assert_eq!(f["severity"], "info", "{f}");
+            }
+        }
+    };
+    let g = Gunicorn::start_with(cwd.path(), 1, Some(4), Work::Mutex(20));
+    let r = builtin(g.master.pid(), &g.url(), 150.0, &[]);
+    r.assert_cause(&["lock.contention"]);
+    not_the_budget(&r);
+    let e = &r.finding("lock.contention")["evidence"];
+    assert_eq!(
+        e["object"],
+        "futexes in user space (one lock or several: not told apart)"
+    );
+    assert!(e["runtime_lock"].is_null(), "{e}");
+    assert!(
+        e["runtime_lock_ruled_out"]
+            .as_str()
+            .unwrap()
+            .starts_with("CPython's global interpreter lock (GIL): a wait for it ends within 5 ms"),
+        "{e}"
+    );
+    assert!(r.delivered() <= 50.0 * 1.05, "delivered {}", r.delivered());
+    near("delivered", r.delivered(), 50.0);
+    drop(g);
+    let g = Gunicorn::start_with(cwd.path(), 1, Some(4), Work::Sleep(20));
+    let r = builtin(g.master.pid(), &g.url(), 400.0, &[]);
+    r.assert_cause(&["pool.too-small"]);
+    not_the_budget(&r);
+    near("predicted", r.ceiling(), 4.0 / 0.02);
+    near("delivered", r.delivered(), 4.0 / 0.02);
+}
+
 /// Four gunicorn workers taking one exclusive flock held 20 ms per request: the lock is the
 /// cause, named by its file, 50/s at most by construction.
 #[test]

@@ -1474,30 +1474,38 @@ struct Runtime {
     /// Its global lock, a futex in user space, and the remedy for waits on it (none for Node:
     /// one event-loop thread, no lock).
     lock: Option<(&'static str, &'static str)>,
+    /// The longest a wait for that lock lasts, ms, where the runtime bounds it: CPython's
+    /// threads waiting for the GIL wake at its switch interval (5 ms by default) to ask for it,
+    /// so each futex wait ends within it; waits averaging far longer are another lock's.
+    lock_wait_ms: Option<f64>,
 }
 
 impl Runtime {
     fn of(exe: &str) -> Option<Runtime> {
         let base = exe.rsplit('/').next().unwrap_or(exe);
         let base = base.strip_suffix(" (deleted)").unwrap_or(base);
-        let locked = |lock: &'static str, remedy: &'static str| Runtime {
+        let locked = |lock: &'static str, remedy: &'static str, wait: Option<f64>| Runtime {
             one_thread: lock,
             lock: Some((lock, remedy)),
+            lock_wait_ms: wait,
         };
         if base == "node" || base.starts_with("nodejs") {
             Some(Runtime {
                 one_thread: "Node.js runs JavaScript on one event-loop thread",
                 lock: None,
+                lock_wait_ms: None,
             })
         } else if base.starts_with("python") {
             Some(locked(
                 "CPython's global interpreter lock (GIL)",
                 "threads of one CPython interpreter run Python code one at a time: serve with processes instead of threads (gunicorn or uWSGI workers, multiprocessing), or move the hot path into code that releases the GIL",
+                Some(5.0),
             ))
         } else if base.starts_with("ruby") {
             Some(locked(
                 "Ruby's global VM lock (GVL)",
                 "threads of one Ruby VM run Ruby code one at a time: serve with processes instead of threads (Puma or Unicorn workers)",
+                None,
             ))
         } else {
             None
@@ -1517,10 +1525,15 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
     if lock.futex && (!o.capped() || o.cpus_saturated()) {
         return None;
     }
-    let interpreter = lock
-        .futex
-        .then(|| Runtime::of(&o.exe).and_then(|r| r.lock))
-        .flatten();
+    let mean_wait_ms = lock.wait_s / lock.waits.max(1) as f64 * 1e3;
+    let runtime = lock.futex.then(|| Runtime::of(&o.exe)).flatten();
+    // Waits far longer than the runtime's own lock lets one last (twice its bound: a woken
+    // thread may wait for a CPU) are another lock's: the application's.
+    let ruled_out = runtime
+        .as_ref()
+        .and_then(|r| Some((r.lock?.0, r.lock_wait_ms?)))
+        .filter(|&(_, bound)| mean_wait_ms > 2.0 * bound);
+    let interpreter = runtime.and_then(|r| r.lock).filter(|_| ruled_out.is_none());
     let remedy = match (lock.futex, interpreter) {
         (true, Some((_, remedy))) => remedy,
         (true, None) => {
@@ -1567,11 +1580,16 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
         )
         .with("object", lock.object.clone())
         .with_opt("runtime_lock", interpreter.map(|(name, _)| name))
-        .with("waits", lock.waits)
-        .with(
-            "mean_wait_ms",
-            round(lock.wait_s / lock.waits.max(1) as f64 * 1e3, 3),
+        .with_opt(
+            "runtime_lock_ruled_out",
+            ruled_out.map(|(name, bound)| {
+                format!(
+                    "{name}: a wait for it ends within {bound:.0} ms; these averaged {mean_wait_ms:.1} ms, a lock of the application's"
+                )
+            }),
         )
+        .with("waits", lock.waits)
+        .with("mean_wait_ms", round(mean_wait_ms, 3))
         .with("delivered_per_s", round(o.delivered_rate, 1))
         .predict(predict)
         .remedy(remedy),
@@ -1682,6 +1700,9 @@ fn generator_bound(o: &RunObs) -> Option<Finding> {
     if !(by_slots || by_connects) || server_saturated(o) {
         return None;
     }
+    if !by_connects && capped_before_the_budget_bound(o, g.max_connections) {
+        return None;
+    }
     // A connection waiting for its paced connect holds a slot of the budget: where the pacing
     // delayed arrivals, a full budget follows from it (one in ten runs against a server that
     // closes every connection had more arrivals wait for a slot than for the pacing), and the
@@ -1750,6 +1771,38 @@ fn generator_bound(o: &RunObs) -> Option<Finding> {
             "raise {flag} (trapdetect load --help) and run again; against a server that closes every connection, each request needs a new one"
         )),
     )
+}
+
+/// Whether the server's ceiling came before the generator's connections ran out: in the
+/// loaded seconds in which the budget still had free connections all second (in flight below
+/// it), the delivered rate already fell short of the offered one, and once the budget was full
+/// it delivered no more (within 10 %). A budget that binds only after the delivered rate
+/// flattened did not lower it: the connections filled because the server held its requests
+/// (gunicorn's gthread worker on one lock, 49/s from the first second with 102 in flight,
+/// the budget of 512 full from the fifth, still 49/s, read "the generator capped the run").
+/// A server slow to start that delivers more once the budget is full was capped by it.
+fn capped_before_the_budget_bound(o: &RunObs, max_connections: u64) -> bool {
+    let loaded = o.loaded();
+    // No second's in-flight count recorded: nothing to tell when the budget bound.
+    if loaded.iter().all(|s| s.in_flight == 0) {
+        return false;
+    }
+    let delivered = |s: &&RunSecond| (s.ok_2xx + s.non_2xx) as f64;
+    let free: Vec<f64> = loaded
+        .iter()
+        .filter(|s| s.in_flight < max_connections && delivered(s) < 0.9 * s.offered as f64)
+        .map(delivered)
+        .collect();
+    if free.is_empty() {
+        return false;
+    }
+    let full: Vec<f64> = loaded
+        .iter()
+        .filter(|s| s.in_flight >= max_connections)
+        .map(delivered)
+        .collect();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    full.is_empty() || mean(&full) <= 1.1 * mean(&free)
 }
 
 /// A gen.budget finding that capped the run (not the info of a budget full for a moment).
@@ -2964,6 +3017,25 @@ mod tests {
             f[0].remedy
         );
         assert_eq!(f[0].evidence["object"], FUTEX_OBJECT);
+        // Waits of 24 ms each (gunicorn's gthread worker on one `threading.Lock` held 20 ms:
+        // 726 waits, 17.7 thread-seconds) are not the GIL's, whose waits end every 5 ms.
+        o.locks[0].wait_s = 17.7;
+        o.locks[0].waits = 726;
+        let f = rules(&o);
+        assert!(
+            f[0].title.ends_with(
+                "futexes in user space (a lock or condition variable of the server or its runtime)"
+            ),
+            "{}",
+            f[0].title
+        );
+        assert!(!f[0].evidence.contains_key("runtime_lock"));
+        assert_eq!(
+            f[0].evidence["runtime_lock_ruled_out"],
+            "CPython's global interpreter lock (GIL): a wait for it ends within 5 ms; these averaged 24.4 ms, a lock of the application's"
+        );
+        o.locks[0].wait_s = 38.0;
+        o.locks[0].waits = 4000;
         // A file lock in a Python server is still the file.
         o.locks[0].futex = false;
         o.locks[0].object = "/srv/app/db.lock".into();
@@ -3695,6 +3767,55 @@ mod tests {
             v.summary,
             "no ceiling: the server kept up (5261 req/s delivered of 5294/s offered)"
         );
+    }
+
+    /// Recorded: gunicorn's gthread worker (4 threads) on one `threading.Lock` held 20 ms,
+    /// 150/s offered. 49/s from the first second with 102 in flight; the 512 connections full
+    /// from the fifth second on, still 49/s: the connections filled because the server held
+    /// the requests, so the budget capped nothing. The same budget against a server slow to
+    /// start, which delivers more once the budget is full, did cap it.
+    #[test]
+    fn a_budget_full_only_after_the_rate_flattened_is_not_the_ceiling() {
+        let gthread = |ok: [u64; 6]| {
+            let in_flight = [102, 203, 304, 404, 505, 607];
+            let mut o = fuse_flood();
+            o.filesystems.clear();
+            o.off_s = off(&[("sleep", 5.9), ("wait_work", 10.9)]);
+            o.window_s = 6.0;
+            o.offered_rate = 150.0;
+            o.delivered_rate = ok.iter().sum::<u64>() as f64 / 6.0;
+            o.seconds = (0..6)
+                .map(|t| RunSecond {
+                    t_s: t as u64,
+                    offered: 150,
+                    ok_2xx: ok[t],
+                    in_flight: in_flight[t],
+                    cores_busy: 0.1,
+                    target_cpus_busy: 0.1,
+                    threads: 6,
+                    busy_threads: 1,
+                    accept_queue: Some(0),
+                    ..Default::default()
+                })
+                .collect();
+            o.generator = Some(GeneratorLimits {
+                max_connections: 512,
+                busy_max: 512,
+                waited_for_slot: 140,
+                dropped: 46,
+                connect_rate_per_s: Some(2048.0),
+                waited_for_connect: 0,
+                scheduled: 900,
+            });
+            o
+        };
+        let o = gthread([49; 6]);
+        assert!(capped_before_the_budget_bound(&o, 512));
+        assert!(generator_bound(&o).is_none());
+        // Slow to start: 20/s while the budget had room, 140/s once it was full.
+        let o = gthread([20, 20, 20, 20, 20, 140]);
+        assert!(!capped_before_the_budget_bound(&o, 512));
+        assert_eq!(generator_bound(&o).unwrap().id, "gen.budget");
     }
 
     /// The generator's connect pacing held 30 % of the arrivals back while the server had
