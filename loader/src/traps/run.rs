@@ -552,7 +552,7 @@ impl RunObs {
     fn workers_saturated(&self) -> bool {
         let busy_workers = self
             .workers_busy
-            .unwrap_or_else(|| self.pool_busy().0)
+            .unwrap_or_else(|| self.pool_busy().work)
             .min(self.workers as f64);
         self.workers > 0 && busy_workers >= 0.9 * self.workers as f64
     }
@@ -609,15 +609,20 @@ impl RunObs {
         Some((work_share, sampled_share, fewest))
     }
 
-    /// Busy workers as a count of the pool's (full) size: (from the threads' time, from the
-    /// samples); without a pool's seconds, the window's work time over its length.
-    fn pool_busy(&self) -> (f64, f64) {
+    /// Busy workers as a count of the pool's (full) size; without a pool's seconds, from the
+    /// window's work time over its length.
+    fn pool_busy(&self) -> PoolBusy {
         match self.pool_load() {
-            Some((work, sampled, _)) => (work * self.workers as f64, sampled * self.workers as f64),
-            None => (
-                self.work_s() / self.window_s.max(1e-9),
-                self.mean(|s| s.busy_threads as f64),
-            ),
+            Some((work, sampled, fewest)) => PoolBusy {
+                work: work * self.workers as f64,
+                sampled: sampled * self.workers as f64,
+                grew_from: Some(fewest).filter(|&n| n < self.workers),
+            },
+            None => PoolBusy {
+                work: self.work_s() / self.window_s.max(1e-9),
+                sampled: self.mean(|s| s.busy_threads as f64),
+                grew_from: None,
+            },
         }
     }
 
@@ -625,6 +630,16 @@ impl RunObs {
     pub fn capped(&self) -> bool {
         !self.capped_by().is_empty()
     }
+}
+
+/// How many of a pool's workers were busy ([`RunObs::pool_busy`]).
+struct PoolBusy {
+    /// From the threads' time: thread-seconds of work per second.
+    work: f64,
+    /// From the once-a-second samples: threads busy.
+    sampled: f64,
+    /// The fewest workers it had in a loaded second, when it grew during the run.
+    grew_from: Option<usize>,
 }
 
 /// Share of the target's CPUs busy from which they are saturated: at 85 % a CPU-bound server's
@@ -1606,12 +1621,9 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
     // not from the once-a-second samples alone: one sample that finds the only worker between
     // two requests would make a saturated pool look 17 % idle over six seconds. Both at the
     // pool's full size.
-    let (work, busy) = o.pool_busy();
-    let busy_workers = work.max(busy).min(o.workers as f64);
-    let grew_from = o
-        .pool_load()
-        .map(|(_, _, fewest)| fewest)
-        .filter(|&n| n < o.workers);
+    let pool = o.pool_busy();
+    let (busy, grew_from) = (pool.sampled, pool.grew_from);
+    let busy_workers = pool.work.max(busy).min(o.workers as f64);
     let cpu_part = o.on_cpu_s + o.runq_s;
     if !o.capped()
         || o.workers == 0
