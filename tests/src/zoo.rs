@@ -42,8 +42,8 @@ pub enum Work {
     /// Open this SQLite database and `SELECT count(*) FROM t` (gunicorn only; see
     /// [`sqlite_db`]).
     Sqlite(PathBuf),
-    /// Hold one process-wide `threading.Lock` this many ms (gunicorn only: its threads wait
-    /// on a futex).
+    /// Hold one process-wide lock this many ms: gunicorn's `threading.Lock` (its threads wait
+    /// on a futex), Go's `sync.Mutex` (its goroutines park in the runtime, no thread waits).
     Mutex(u64),
     /// Sleep this many ms (gunicorn only).
     Sleep(u64),
@@ -263,11 +263,15 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
+	"time"
 )
 
 func main() {
 	mode, arg := os.Getenv("ZOO_MODE"), os.Getenv("ZOO_ARG")
 	n, _ := strconv.Atoi(arg)
+	ms, _ := strconv.Atoi(os.Getenv("ZOO_MS"))
+	var mu sync.Mutex
 	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		switch mode {
 		case "file":
@@ -283,6 +287,11 @@ func main() {
 				x += i % 7
 			}
 			fmt.Fprintln(w, x)
+		case "mutex":
+			mu.Lock()
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+			mu.Unlock()
+			w.Write([]byte("ok\n"))
 		default:
 			w.Write([]byte("ok\n"))
 		}
@@ -392,8 +401,8 @@ impl AppServer {
             matches!(
                 work,
                 Work::Plain | Work::ReadFile(_) | Work::ReadFileAsync(_) | Work::Cpu(_)
-            ),
-            "{what} serves Plain, ReadFile, ReadFileAsync and Cpu, not {work:?}"
+            ) || (what == "go" && matches!(work, Work::Mutex(_))),
+            "{what} serves Plain, ReadFile, ReadFileAsync and Cpu (Go also Mutex), not {work:?}"
         );
         let port = free_port();
         let log = dir.path().join("server.log");
