@@ -617,6 +617,18 @@ fn run_names_the_flocked_file_on_this_kernel() {
     assert!((2.5..=3.5).contains(&t), "mean waiting threads {t}");
     let d = v["delivered_per_s"].as_f64().unwrap();
     assert!(d <= 20.5, "50 ms under the lock: at most 20 req/s, got {d}");
+    // Offered three times that for twice the 3 s timeout (run_on): from s* = 3 s × c ÷ (60 −
+    // c) ≤ 1.5 s on every arrival waits past the timeout, and from s* + 3 s the workers'
+    // answers go to closed connections while they keep the lock's pace. The verdict says from
+    // when (no timeout ends before t = 3 s), and the rate before, the lock's.
+    let g = &v["given_up"];
+    let from = g["from_t_s"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no given_up: {v}"));
+    assert!((3..=5).contains(&from), "{g}");
+    assert!(g["timeouts"].as_u64().unwrap() > 0, "{g}");
+    let before = g["delivered_before_per_s"].as_f64().unwrap();
+    assert!(before > d && before <= 20.5, "{g} (delivered {d})");
     assert_eq!(r["run"]["classes_method"], want_method(), "{}", r["run"]);
     let shares = class_shares(&r);
     let share = |c: &str| shares[c].as_f64().unwrap();

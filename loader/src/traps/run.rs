@@ -1928,6 +1928,48 @@ pub struct Verdict {
     /// False when the cause says the run measured something other than the server (its
     /// generator, other processes on its CPUs): exit 3.
     pub trusted: bool,
+    /// A capped run in which the generator's timeout ended arrivals inside the window, and the
+    /// window's 2xx rate fell below the one before: from then on the server's answers to
+    /// those went to closed connections, so `delivered_per_s` understates its rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given_up: Option<GivenUp>,
+}
+
+/// Where the generator stopped waiting for the server's answers (`Verdict::given_up`).
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct GivenUp {
+    /// The first second of the window in which the generator's timeout ended an arrival.
+    pub from_t_s: u64,
+    /// Arrivals the timeout ended in the window.
+    pub timeouts: u64,
+    /// 2xx per second over the whole seconds before `from_t_s`.
+    pub delivered_before_per_s: f64,
+}
+
+/// The window's answers lost to the generator's own timeout: an overloaded server that takes
+/// requests in order still answers those the generator gave up on (its workers busy, its
+/// rate unchanged), but to closed connections, so from the first second a timeout ended in
+/// the 2xx count falls while the server's rate does not (workserver on a serialized FUSE cwd
+/// under a 3 s timeout: 33 req/s for four seconds, then 16 and 0, delivered 25.1). Said when
+/// the run was capped, a timeout ended in the window after at least one whole second without,
+/// and the seconds before delivered more than the window did.
+fn given_up(o: &RunObs, capped: bool) -> Option<GivenUp> {
+    let seconds: Vec<&RunSecond> = o
+        .seconds
+        .iter()
+        .filter(|s| (s.t_s as f64) < o.window_s)
+        .collect();
+    let timeouts = |s: &RunSecond| s.errors.get("timeout").copied().unwrap_or(0);
+    let first = seconds.iter().position(|s| timeouts(s) > 0)?;
+    if !capped || first == 0 {
+        return None;
+    }
+    let before = seconds[..first].iter().map(|s| s.ok_2xx).sum::<u64>() as f64 / first as f64;
+    (before > o.delivered_rate).then(|| GivenUp {
+        from_t_s: seconds[first].t_s,
+        timeouts: seconds.iter().map(|s| timeouts(s)).sum(),
+        delivered_before_per_s: round(before, 1),
+    })
 }
 
 /// What the verdict needs besides the observations.
@@ -1978,7 +2020,14 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
                 && c.evidence.get("decides_verdict").and_then(|v| v.as_bool()) == Some(true))
     });
     let offered = (o.offered_rate > 0.0).then_some(o.offered_rate);
-    let summary = verdict_summary(o, cause.as_ref(), predicted, offered, capped, &capped_by);
+    let given_up = given_up(o, capped);
+    let mut summary = verdict_summary(o, cause.as_ref(), predicted, offered, capped, &capped_by);
+    if let Some(g) = &given_up {
+        summary.push_str(&format!(
+            "; from t={} s the generator's timeout ended {} arrivals (answers that came later went to closed connections and count nowhere): {:.0} req/s delivered before",
+            g.from_t_s, g.timeouts, g.delivered_before_per_s
+        ));
+    }
     Verdict {
         cause: cause.as_ref().map(|c| c.id.to_string()),
         summary,
@@ -1992,6 +2041,7 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
         offered_per_s: offered.map(|r| round(r, 1)),
         consequences,
         trusted,
+        given_up,
     }
 }
 
@@ -3752,6 +3802,51 @@ mod tests {
         let e = all.iter().find(|f| f.id == "load.errors").unwrap();
         assert_eq!(e.severity, Severity::Fail);
         assert!(!e.evidence.contains_key("consequence_of"));
+    }
+
+    /// The serialized mount's flood when the generator's timeout ends arrivals from t=7 on:
+    /// the server's 520/s goes on, but from then 2xx fall (260, then 0, 0: the answers went to
+    /// closed connections), so the window's rate (390/s) understates it. The verdict says from
+    /// when, how many, and what the seconds before delivered; a capped run whose timeouts
+    /// began in its first second has no seconds before (nothing said), and an uncapped one
+    /// none to explain.
+    #[test]
+    fn answers_lost_to_the_generators_timeout_are_said_with_the_rate_before() {
+        let mut o = fuse_flood();
+        for (s, (ok, timeouts)) in o.seconds[7..]
+            .iter_mut()
+            .zip([(260, 300), (0, 520), (0, 500)])
+        {
+            s.ok_2xx = ok;
+            s.errors.insert("timeout".into(), timeouts);
+        }
+        o.delivered_rate = (7.0 * 520.0 + 260.0) / 10.0;
+        let mut all = rules(&o);
+        let v = verdict_of_the_builtin_load(&o, &mut all);
+        assert_eq!(v.cause.as_deref(), Some("fs.serialized"));
+        assert_eq!(
+            v.given_up,
+            Some(GivenUp {
+                from_t_s: 7,
+                timeouts: 1320,
+                delivered_before_per_s: 520.0,
+            })
+        );
+        assert!(
+            v.summary.ends_with("; from t=7 s the generator's timeout ended 1320 arrivals (answers that came later went to closed connections and count nowhere): 520 req/s delivered before"),
+            "{}",
+            v.summary
+        );
+        assert_eq!(v.delivered_per_s, 390.0);
+        o.seconds[0].errors.insert("timeout".into(), 1);
+        assert_eq!(given_up(&o, true), None);
+        o.seconds[0].errors.clear();
+        assert_eq!(given_up(&o, false), None);
+        assert!(given_up(&o, true).is_some());
+        // Timeouts while the 2xx held (a few slow requests): nothing understated.
+        let mut steady = fuse_flood();
+        steady.seconds[5].errors.insert("timeout".into(), 3);
+        assert_eq!(given_up(&steady, true), None);
     }
 
     /// nginx in front of php-fpm at 0.7 of its capacity: the generator's 512 connections were
