@@ -532,8 +532,8 @@ fn run_names_a_serialized_fuse_cwd_on_this_kernel() {
 /// The rate offered to the serialized-cwd servers, whose ceiling is at most 1 ÷ (5 × 5 ms) =
 /// 40 req/s: capped (delivered below 0.9 × 50 = 45/s) at any ceiling up to 45/s, and no answer
 /// lost to the generator's timeout in the window (`run_on`: r ≤ 2c) at any ceiling from 25/s
-/// (workserver 33-38/s, php-fpm 30-36/s under TCG). 100/s, as before, lost the window's last
-/// second at 33/s.
+/// (workserver and php-fpm both delivered 33-34/s under TCG on 5.10, 6.1 and 6.12). 100/s, as
+/// before, lost the window's last two seconds at 33/s.
 const SERIALIZED_CWD_RATE: &str = "50";
 
 /// A FUSE mount that answers one request at a time, 5 ms each, and a directory five levels
