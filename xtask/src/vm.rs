@@ -595,7 +595,22 @@ fn boot(
     }
     let mut child = Command::new(k.arch.qemu())
         .args(machine)
-        .args(["-accel", "tcg", "-cpu", "max", "-smp", "2", "-m", "1024"])
+        // One host thread runs both vCPUs in turn (not multi-threaded TCG): a kernel that
+        // patches its own text (static keys flipped as tracepoints are enabled, BPF run time
+        // statistics switched) while the other vCPU runs that code raced QEMU 7.2's
+        // multi-threaded translation here: 6.12 died of "Oops: int3" in bpf_trace_run1/2 at
+        // the patched site, and a 5.10 guest soft-locked with both vCPUs stuck in the kernel
+        // (2026-12-05, three boots of six). The guests still have two CPUs.
+        .args([
+            "-accel",
+            "tcg,thread=single",
+            "-cpu",
+            "max",
+            "-smp",
+            "2",
+            "-m",
+            "1024",
+        ])
         .args(["-nodefaults", "-display", "none", "-no-reboot"])
         .arg("-serial")
         .arg(format!("file:{}", console_path.display()))
