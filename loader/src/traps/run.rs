@@ -1448,9 +1448,12 @@ fn one_core(o: &RunObs) -> Option<Finding> {
     }
     // Why one at a time: the runtime's one thread (Node's event loop) whatever the count; an
     // interpreter lock only where several threads could have run (a single-threaded worker
-    // is serialized by being one, not by its GIL).
+    // is serialized by being one, not by its GIL): several found working, or threads parked
+    // on futexes while the one ran, one or more on average — the lock's waiters, which the
+    // samples count as idle (Puma's four threads, CPU-bound: one counted busy, 4.6 waiting).
+    let futex_waiters = class_s(o, "futex") / o.window_s.max(1e-9);
     let runtime = match Runtime::of(&o.exe) {
-        Some(r) if r.lock.is_none() || o.workers >= 2 => Some(r.one_thread),
+        Some(r) if r.lock.is_none() || o.workers >= 2 || futex_waiters >= 1.0 => Some(r.one_thread),
         _ if o.workers == 1 => Some("one worker thread serves every request"),
         _ => None,
     };
@@ -1528,6 +1531,43 @@ impl Runtime {
     }
 }
 
+/// Why futex waits are not the interpreter's global lock, where what was measured rules it out
+/// (each reason that does, joined); `None` where they may be. Both bounds are twice the
+/// mechanism's: a woken thread may wait for a CPU, a holder may block in a call that keeps it.
+/// - Its waits' length, where the runtime bounds it: CPython's waiters wake at the switch
+///   interval (5 ms) to ask for the GIL, so each wait ends within it (gunicorn's gthread worker
+///   on one `threading.Lock` held 20 ms: 24.4 ms on average).
+/// - Its holders' time: a thread waits for the lock only while another holds it, and a holder
+///   runs interpreter code, on a CPU or queued for one. With n threads, the waits can total at
+///   most (n − 1) × the threads' time on or queued for a CPU (Puma's four threads on one Ruby
+///   `Mutex` held 20 ms over a sleep: threads waiting 3 at a time while the process ran 0.03
+///   cores; a GVL-bound process runs a core). Not where the threads' CPU time is unknown (an
+///   strace log).
+fn runtime_lock_ruled_out(
+    o: &RunObs,
+    r: &Runtime,
+    lock: &LockLoad,
+    mean_wait_ms: f64,
+) -> Option<String> {
+    let (name, _) = r.lock?;
+    let mut why = vec![];
+    if let Some(bound) = r.lock_wait_ms.filter(|&b| mean_wait_ms > 2.0 * b) {
+        why.push(format!(
+            "a wait for it ends within {bound:.0} ms; these averaged {mean_wait_ms:.1} ms"
+        ));
+    }
+    let threads = o.seconds.iter().map(|s| s.threads).max().unwrap_or(0);
+    let held_s = o.on_cpu_s + o.runq_s;
+    let bound_s = threads.saturating_sub(1) as f64 * held_s;
+    if !o.cpu_unknown && threads > 0 && lock.wait_s > 2.0 * bound_s {
+        why.push(format!(
+            "a thread waits for it only while another holds it, on a CPU or queued for one: {threads} threads with {held_s:.1} thread-seconds there allow at most {bound_s:.1} thread-seconds of such waits; these waited {:.1}",
+            lock.wait_s
+        ));
+    }
+    (!why.is_empty()).then(|| format!("{name}: {}, a lock of the application's", why.join("; ")))
+}
+
 /// lock.contention: off-CPU time dominated by waits on one lock object. A futex is judged only
 /// at a ceiling (load capped) with the host's CPUs not saturated: a thread pool's idle workers
 /// wait on a condition variable, a futex too (Node's libuv and V8 threads between jobs: 7
@@ -1542,12 +1582,9 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
     }
     let mean_wait_ms = lock.wait_s / lock.waits.max(1) as f64 * 1e3;
     let runtime = lock.futex.then(|| Runtime::of(&o.exe)).flatten();
-    // Waits far longer than the runtime's own lock lets one last (twice its bound: a woken
-    // thread may wait for a CPU) are another lock's: the application's.
     let ruled_out = runtime
         .as_ref()
-        .and_then(|r| Some((r.lock?.0, r.lock_wait_ms?)))
-        .filter(|&(_, bound)| mean_wait_ms > 2.0 * bound);
+        .and_then(|r| runtime_lock_ruled_out(o, r, lock, mean_wait_ms));
     let interpreter = runtime.and_then(|r| r.lock).filter(|_| ruled_out.is_none());
     let remedy = match (lock.futex, interpreter) {
         (true, Some((_, remedy))) => remedy,
@@ -1595,14 +1632,7 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
         )
         .with("object", lock.object.clone())
         .with_opt("runtime_lock", interpreter.map(|(name, _)| name))
-        .with_opt(
-            "runtime_lock_ruled_out",
-            ruled_out.map(|(name, bound)| {
-                format!(
-                    "{name}: a wait for it ends within {bound:.0} ms; these averaged {mean_wait_ms:.1} ms, a lock of the application's"
-                )
-            }),
-        )
+        .with_opt("runtime_lock_ruled_out", ruled_out)
         .with("waits", lock.waits)
         .with("mean_wait_ms", round(mean_wait_ms, 3))
         .with("delivered_per_s", round(o.delivered_rate, 1))
@@ -2855,6 +2885,52 @@ mod tests {
         assert!(!ids.contains(&"cpu.one-core".to_string()), "{ids:?}");
     }
 
+    /// Puma (Ruby 3.1, four threads), a CPU loop per request, offered 300/s (recorded, 5.95
+    /// s): 163/s delivered at 0.99 cores, one thread found working at the samples, the other
+    /// threads parked on futexes 4.6 at a time: the GVL's waiters. One core because of the
+    /// GVL, not one worker; without those waits (one single-threaded worker) it is the worker.
+    #[test]
+    fn an_interpreter_with_threads_on_its_lock_is_one_core_by_its_lock() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.window_s = 5.95;
+        o.offered_rate = 300.1;
+        o.delivered_rate = 163.1;
+        o.on_cpu_s = 5.9;
+        o.runq_s = 1.075;
+        o.off_s = off(&[("futex", 27.293), ("wait_work", 2.483)]);
+        o.locks = vec![LockLoad {
+            object: FUTEX_OBJECT.into(),
+            futex: true,
+            wait_s: 27.012,
+            waits: 3740,
+        }];
+        o.workers = 1;
+        o.exe = "/usr/bin/ruby3.1".into();
+        o.seconds = secs(6, |t| RunSecond {
+            t_s: t,
+            offered: 300,
+            ok_2xx: 163,
+            cores_busy: 1.3,
+            target_cores: 0.99,
+            run_queue: 0.18,
+            threads: 9,
+            busy_threads: 1,
+            ..Default::default()
+        });
+        let f = rules(&o);
+        assert_eq!(f[0].id, "cpu.one-core", "{f:#?}");
+        assert_eq!(f[0].evidence["runtime"], "Ruby's global VM lock (GVL)");
+        assert!(!f.iter().any(|x| x.id == "lock.contention"), "{f:#?}");
+        o.off_s = off(&[("wait_work", 2.483)]);
+        o.locks.clear();
+        let f = rules(&o);
+        assert_eq!(
+            f[0].evidence["runtime"],
+            "one worker thread serves every request"
+        );
+    }
+
     /// One thread at a time while the generator beside it keeps the other CPU busy (gunicorn
     /// with one sync worker, a CPU loop per request, the built-in generator on the same two
     /// cores: 1.77 of 2 busy). The CPUs are saturated, but not by the server: more processes
@@ -3062,6 +3138,10 @@ mod tests {
             f[0].remedy
         );
         assert!(!f[0].evidence.contains_key("runtime_lock"));
+        // A GIL's waiters wait while a holder runs: the threads ran 0.7 cores here and queued
+        // 0.05 for one, so five waiters could wait 3.75 at a time (0.3 cores, as above, would
+        // leave the 3.8 waiters nothing to wait behind: ruled out, see below).
+        o.on_cpu_s = 7.0;
         o.exe = "/root/.pyenv/versions/3.11.7/bin/python3.11".into();
         let f = rules(&o);
         assert!(
@@ -3111,6 +3191,76 @@ mod tests {
                 .0,
             "Ruby's global VM lock (GVL)"
         );
+    }
+
+    /// Puma (Ruby 3.1, one process, four threads) serving a request that holds one `Mutex`
+    /// while it sleeps 20 ms, offered 150/s (recorded, 5.95 s): 49/s delivered, nine threads,
+    /// 33.5 thread-seconds of futex waits (678, 49 ms each), the threads on a CPU 0.114 s and
+    /// queued for one 0.068 s. Ruby's GVL has no wait bound to rule it out by; its holders'
+    /// time does: 8 waiters × 0.18 s allow 1.5 s of waits for it, not 33.5. The same with four
+    /// threads sleeping 20 ms each (Ruby's `sleep` is a futex wait too): 33.6 s of waits, 0.34
+    /// s on or queued for a CPU. Threads that ran most of the time keep the name.
+    #[test]
+    fn an_interpreters_lock_is_ruled_out_by_its_holders_cpu_time() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.window_s = 5.95;
+        o.seconds = secs(6, |t| RunSecond {
+            t_s: t,
+            offered: 150,
+            ok_2xx: 49,
+            threads: 9,
+            busy_threads: 9,
+            ..Default::default()
+        });
+        o.offered_rate = 150.0;
+        o.delivered_rate = 49.1;
+        o.answered = 292;
+        o.off_s = off(&[("futex", 34.19), ("wait_work", 0.689)]);
+        o.on_cpu_s = 0.114;
+        o.runq_s = 0.068;
+        o.workers = 0;
+        o.locks = vec![LockLoad {
+            object: FUTEX_OBJECT.into(),
+            futex: true,
+            wait_s: 33.489,
+            waits: 678,
+        }];
+        o.exe = "/usr/bin/ruby3.1".into();
+        let f = rules(&o);
+        assert_eq!(f[0].id, "lock.contention", "{f:#?}");
+        assert!(!f[0].evidence.contains_key("runtime_lock"), "{f:#?}");
+        assert_eq!(
+            f[0].evidence["runtime_lock_ruled_out"],
+            "Ruby's global VM lock (GVL): a thread waits for it only while another holds it, on a CPU or queued for one: 9 threads with 0.2 thread-seconds there allow at most 1.5 thread-seconds of such waits; these waited 33.5, a lock of the application's"
+        );
+        assert!(
+            f[0].remedy.starts_with("a futex is a mutex"),
+            "{}",
+            f[0].remedy
+        );
+        // Four threads sleeping 20 ms each.
+        o.locks[0].wait_s = 33.552;
+        o.locks[0].waits = 1810;
+        o.on_cpu_s = 0.256;
+        o.runq_s = 0.083;
+        assert!(!rules(&o)[0].evidence.contains_key("runtime_lock"));
+        // Held by running threads: they ran 0.67 cores and queued 0.05 for a CPU while three
+        // waited (a server that runs about one core is cpu.one-core, its futexes not judged).
+        o.on_cpu_s = 4.0;
+        o.runq_s = 0.3;
+        o.locks[0].wait_s = 17.8;
+        let f = rules(&o);
+        assert_eq!(
+            f[0].evidence["runtime_lock"], "Ruby's global VM lock (GVL)",
+            "{f:#?}"
+        );
+        assert!(!f[0].evidence.contains_key("runtime_lock_ruled_out"));
+        // No CPU time known (an strace log): nothing ruled out by it.
+        o.on_cpu_s = 0.114;
+        o.runq_s = 0.068;
+        o.cpu_unknown = true;
+        assert!(rules(&o)[0].evidence.contains_key("runtime_lock"));
         assert!(Runtime::of("/usr/sbin/php-fpm8.2").is_none());
         assert!(Runtime::of("/usr/bin/node").unwrap().lock.is_none());
     }
