@@ -1540,9 +1540,9 @@ impl Runtime {
 /// - Its holders' time: a thread waits for the lock only while another holds it, and a holder
 ///   runs interpreter code, on a CPU or queued for one. With n threads, the waits can total at
 ///   most (n − 1) × the threads' time on or queued for a CPU (Puma's four threads on one Ruby
-///   `Mutex` held 20 ms over a sleep: threads waiting 3 at a time while the process ran 0.03
-///   cores; a GVL-bound process runs a core). Not where the threads' CPU time is unknown (an
-///   strace log).
+///   `Mutex` held 20 ms over a sleep: 5.6 of its nine threads waiting at a time while they ran
+///   0.02 cores; a GVL-bound process runs a core). Not where the threads' CPU time is unknown
+///   (an strace log).
 fn runtime_lock_ruled_out(
     o: &RunObs,
     r: &Runtime,
