@@ -9,8 +9,8 @@ export HOME=/tmp TMPDIR=/tmp CI=1 TD_VM=1 RUST_BACKTRACE=1
 # does, once at attach and then a second in every ten) flips bpf_stats_enabled_key, whose
 # text patching races the other vCPU running the tracepoint programs under QEMU's
 # multi-threaded TCG: the 6.12 guest died of "Oops: int3" in bpf_trace_run1/2, at that key's
-# site, in two attempts of three (2026-12-05). Real CPUs synchronize the patch. The guests now
-# run their vCPUs in one host thread (xtask/src/vm.rs), which removes that race for every
+# site, in two attempts of three (2026-12-05). Real CPUs synchronize the patch. The x86 guests
+# now run their vCPUs in one host thread (xtask/src/vm.rs), which removes that race for every
 # patch (tracepoints enabled at attach too); the statistics stay off as well: the matrix tests
 # attachment and attribution, and no guest test reads the programs' run time.
 export TRAPDETECT_BPF_STATS=off

@@ -74,6 +74,22 @@ impl Arch {
         }
     }
 
+    /// The accelerator. x86 guests run their two vCPUs in one host thread: an x86 kernel
+    /// patches its own text (static keys flipped as tracepoints are enabled, BPF run time
+    /// statistics switched) with int3 while the other vCPU may run that code, and under
+    /// QEMU 7.2's multi-threaded TCG that raced: 6.12 died of "Oops: int3" in
+    /// bpf_trace_run1/2 at the patched site, and a 5.10 guest soft-locked with both vCPUs
+    /// stuck in the kernel (2026-12-05, three boots of six); single-threaded they take about
+    /// 5 % longer (sleep-bound). The arm64 guests keep multi-threaded TCG: no such failure was
+    /// seen there, and their per-request CPU under TCG (4.5 ms) queued its two vCPUs on one
+    /// thread (run queue 7 % of the threads' time, the FUSE walk's share 88.5 %, not ≥ 90).
+    fn accel(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "tcg,thread=single",
+            Arch::Arm64 => "tcg",
+        }
+    }
+
     /// The machine and console (`virt`'s PL011 UART is its ttyAMA0).
     fn machine(self) -> (&'static [&'static str], &'static str) {
         match self {
@@ -595,15 +611,9 @@ fn boot(
     }
     let mut child = Command::new(k.arch.qemu())
         .args(machine)
-        // One host thread runs both vCPUs in turn (not multi-threaded TCG): a kernel that
-        // patches its own text (static keys flipped as tracepoints are enabled, BPF run time
-        // statistics switched) while the other vCPU runs that code raced QEMU 7.2's
-        // multi-threaded translation here: 6.12 died of "Oops: int3" in bpf_trace_run1/2 at
-        // the patched site, and a 5.10 guest soft-locked with both vCPUs stuck in the kernel
-        // (2026-12-05, three boots of six). The guests still have two CPUs.
         .args([
             "-accel",
-            "tcg,thread=single",
+            k.arch.accel(),
             "-cpu",
             "max",
             "-smp",
