@@ -439,6 +439,11 @@ impl RunObs {
             .collect()
     }
 
+    /// The most threads the target's tree had in any second.
+    fn most_threads(&self) -> Option<usize> {
+        self.seconds.iter().map(|s| s.threads).max()
+    }
+
     fn mean(&self, f: impl Fn(&RunSecond) -> f64) -> f64 {
         let l = self.loaded();
         if l.is_empty() {
@@ -571,7 +576,7 @@ impl RunObs {
     fn pool_load(&self) -> Option<(f64, f64, usize)> {
         let loaded = self.loaded();
         // Over every sampled second, as the workers were counted.
-        let most = self.seconds.iter().map(|s| s.threads).max()?;
+        let most = self.most_threads()?;
         if loaded.is_empty() || self.workers == 0 || self.workers > most {
             return None;
         }
@@ -1556,7 +1561,7 @@ fn runtime_lock_ruled_out(
             "a wait for it ends within {bound:.0} ms; these averaged {mean_wait_ms:.1} ms"
         ));
     }
-    let threads = o.seconds.iter().map(|s| s.threads).max().unwrap_or(0);
+    let threads = o.most_threads().unwrap_or(0);
     let held_s = o.on_cpu_s + o.runq_s;
     let bound_s = threads.saturating_sub(1) as f64 * held_s;
     if !o.cpu_unknown && threads > 0 && lock.wait_s > 2.0 * bound_s {
@@ -1981,14 +1986,10 @@ pub struct GivenUp {
 /// rate unchanged), but to closed connections, so from the first second a timeout ended in
 /// the 2xx count falls while the server's rate does not (workserver on a serialized FUSE cwd
 /// under a 3 s timeout: 33 req/s for four seconds, then 16 and 0, delivered 25.1). Said when
-/// the run was capped, a timeout ended in the window after at least one whole second without,
-/// and the seconds before delivered more than the window did.
+/// the run was capped, a timeout ended in a loaded second of the window after at least one
+/// without, and the seconds before delivered more than the window did.
 fn given_up(o: &RunObs, capped: bool) -> Option<GivenUp> {
-    let seconds: Vec<&RunSecond> = o
-        .seconds
-        .iter()
-        .filter(|s| (s.t_s as f64) < o.window_s)
-        .collect();
+    let seconds = o.loaded();
     let timeouts = |s: &RunSecond| s.errors.get("timeout").copied().unwrap_or(0);
     let first = seconds.iter().position(|s| timeouts(s) > 0)?;
     if !capped || first == 0 {
