@@ -11,11 +11,14 @@ pub const CLASS_PATH: u32 = 0;
 pub const CLASS_FILE_IO: u32 = 1;
 /// Blocked taking a file lock (`flock`, `fcntl(F_SETLKW)`). `dev`/`ino`: the locked file.
 pub const CLASS_FILE_LOCK: u32 = 2;
-/// Blocked in `futex`: a user-space lock or condition variable.
+/// Blocked in `futex`: a user-space lock or condition variable, until another thread woke it
+/// (a timed wait that ran out its timeout instead is `CLASS_SLEEP`: nobody ended it).
 pub const CLASS_FUTEX: u32 = 3;
 /// Waiting for work: `accept`, `epoll_wait`, `poll`, `select`, reads on a socket or pipe.
 pub const CLASS_WAIT_WORK: u32 = 4;
-/// Sleeping on purpose (`nanosleep`, `clock_nanosleep`, `pause`, signal waits).
+/// Sleeping on purpose (`nanosleep`, `clock_nanosleep`, `pause`, signal waits), and futex
+/// waits that ended by their own timeout (Ruby's `sleep`, Python's `Event.wait(t)`, a
+/// condition variable's timed wait nobody signalled): the thread chose how long to wait.
 pub const CLASS_SLEEP: u32 = 5;
 /// Blocked in any other syscall (`wait4`, `connect`, `sendto`...).
 pub const CLASS_OTHER: u32 = 6;
@@ -156,6 +159,26 @@ pub fn class_of_aarch64(nr: u64) -> (u32, u8) {
     }
 }
 
+/// `OffKey::dev` of a `CLASS_FUTEX` key while the wait is in progress: the wait has a timeout.
+/// Its time is held in the thread's slot (`ThreadSlot::timed_ns`) until the syscall returns,
+/// then added under `CLASS_SLEEP` if it returned `-ETIMEDOUT`, else under `CLASS_FUTEX`
+/// (dev 0). The `OFFCPU` map never holds this key.
+pub const FUTEX_TIMED: u32 = 1;
+
+/// `ETIMEDOUT`, the same number on x86_64 and arm64.
+pub const ETIMEDOUT: i64 = 110;
+
+/// Whether a blocked `futex` call is a timed wait for a value: `FUTEX_WAIT` or
+/// `FUTEX_WAIT_BITSET` (any flags) or `futex_waitv`, with a timeout (`a3`, the fourth
+/// argument of both, not NULL). A priority-inheritance lock with a timeout is a lock, not a
+/// wait for an event, and is left out; `futex_wait` (Linux 6.7) carries its timeout in the
+/// fifth argument, which is not read, and counts as untimed.
+#[inline(always)]
+pub fn futex_timed(arch: u32, nr: u64, op: u64, a3: u64) -> bool {
+    let futex = if arch == ARCH_AARCH64 { 98 } else { 202 };
+    a3 != 0 && (nr == 449 || (nr == futex && matches!(op & 0x7f, 0 | 9)))
+}
+
 /// How the kernel learns which syscall a blocked thread is in (`CLASS_METHOD`; JSON
 /// `run.classes_method`).
 /// Not at all: every blocked interval is `unknown`.
@@ -230,6 +253,9 @@ pub struct ThreadSlot {
     /// Its saved user registers (`struct pt_regs *`, from `sys_enter`): the arguments are
     /// read from there when it blocks.
     pub sc_regs: u64,
+    /// Blocked time of the timed futex wait it is in (`FUTEX_TIMED`), ns, not yet added to
+    /// `OFFCPU`: the call's result says under which class.
+    pub timed_ns: u64,
 }
 
 /// Slots of the `SCHED_TOTALS` per-CPU array.
@@ -337,3 +363,41 @@ pub const GLOBAL_REG_NR_OFF: &str = "REG_NR_OFF";
 pub const GLOBAL_REG_A0_OFF: &str = "REG_A0_OFF";
 /// Global: offset in `struct pt_regs` of the second argument (x86_64 `si`, arm64 `regs[1]`).
 pub const GLOBAL_REG_A1_OFF: &str = "REG_A1_OFF";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What glibc, Ruby and Python issue: `pthread_cond_timedwait` and `sem_clockwait` are
+    /// `FUTEX_WAIT_BITSET_PRIVATE` (9 | 128) with a timeout, `pthread_cond_wait` the same with
+    /// NULL, a contended `pthread_mutex_lock` `FUTEX_WAIT_PRIVATE` (0 | 128) with NULL.
+    #[test]
+    fn a_futex_wait_is_timed_only_with_a_timeout_and_a_wait_op() {
+        let x = ARCH_X86_64;
+        assert!(futex_timed(x, 202, 9 | 128, 0x7ffd_0000));
+        assert!(
+            futex_timed(x, 202, 9 | 128 | 256, 0x7ffd_0000),
+            "FUTEX_CLOCK_REALTIME"
+        );
+        assert!(futex_timed(x, 202, 0, 0x7ffd_0000));
+        assert!(!futex_timed(x, 202, 9 | 128, 0), "no timeout");
+        assert!(
+            !futex_timed(x, 202, 6 | 128, 0x7ffd_0000),
+            "FUTEX_LOCK_PI: a lock"
+        );
+        assert!(
+            !futex_timed(x, 98, 9, 0x7ffd_0000),
+            "arm64's number on x86_64: not futex"
+        );
+        assert!(futex_timed(x, 449, 0, 0x7ffd_0000), "futex_waitv");
+        assert!(
+            !futex_timed(x, 455, 0, 0x7ffd_0000),
+            "futex_wait: timeout not read"
+        );
+        assert!(futex_timed(ARCH_AARCH64, 98, 9 | 128, 0xffff_0000));
+        assert!(
+            !futex_timed(ARCH_AARCH64, 202, 9 | 128, 0xffff_0000),
+            "arm64 202: accept"
+        );
+    }
+}

@@ -130,6 +130,9 @@ pub fn kind_of(arch: u32, nr: u64) -> Option<u16> {
 pub const F_ACCEPTS: u32 = 1;
 /// `SYSCALL_FEATURES` bit: time the connects of watched clients (`--watch-client`).
 pub const F_CONNECT: u32 = 2;
+/// `SYSCALL_FEATURES` bit: the off-CPU programs are attached (`run`): a traced thread's exit
+/// from a timed futex wait adds its blocked time under the class its result names.
+pub const F_FUTEX_RESULT: u32 = 4;
 
 /// Global (`[u32; 4]`): `struct pt_regs` offsets of the first four arguments (x86_64 `di`,
 /// `si`, `dx`, `r10`; arm64 `orig_x0`, `regs[1..4]`).

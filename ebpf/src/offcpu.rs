@@ -21,12 +21,13 @@ use aya_ebpf::{
 use trapdetect_common::{
     AT_FDCWD, TRACED_STACK, TRACED_TARGET,
     offcpu::{
-        ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK,
-        CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_PATH, CLASS_UNKNOWN, CLASS_WAIT_WORK, F_OFD_SETLKW,
-        F_SETLKW, NUM_SCHED_SLOTS, OffKey, OffVal, S_ENTRY_UNSEEN, S_KEY_INSERT_FAILS, S_ONCPU_NS,
-        S_REGS_FAILS, S_RUNQ_COUNT, S_RUNQ_NS, S_SLOT_COLLISIONS, S_SWITCHES, SC_IN, SC_NONE,
-        SC_UNSEEN, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, StackKey, THREAD_SLOTS, ThreadSlot,
-        WAKERS_ENTRIES, WakerKey, class_of, is_read,
+        ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK, CLASS_FUTEX,
+        CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_PATH, CLASS_SLEEP, CLASS_UNKNOWN, CLASS_WAIT_WORK,
+        ETIMEDOUT, F_OFD_SETLKW, F_SETLKW, FUTEX_TIMED, NUM_SCHED_SLOTS, OffKey, OffVal,
+        S_ENTRY_UNSEEN, S_KEY_INSERT_FAILS, S_ONCPU_NS, S_REGS_FAILS, S_RUNQ_COUNT, S_RUNQ_NS,
+        S_SLOT_COLLISIONS, S_SWITCHES, SC_IN, SC_NONE, SC_UNSEEN, ST_OFF_CPU, ST_ON_CPU,
+        ST_RUNNABLE, StackKey, THREAD_SLOTS, ThreadSlot, WAKERS_ENTRIES, WakerKey, class_of,
+        futex_timed, is_read,
     },
 };
 
@@ -222,9 +223,56 @@ fn why_blocked<const REGS: bool>(prev: u64, s: *mut ThreadSlot, owned: bool) -> 
                 key.dev = cwd_dev();
             }
         }
+        _ if class == CLASS_FUTEX => {
+            let op = reg(regs, global(&REG_A1_OFF)).unwrap_or(0);
+            if futex_timed(arch, nr, op, crate::syscalls::arg(regs, 3)) {
+                key.dev = FUTEX_TIMED;
+            }
+        }
         _ => {}
     }
     key
+}
+
+/// A blocked interval of the thread in slot `s` ended after `ns`: added under its key, or,
+/// for a timed futex wait, held in the slot until the call's result names the class.
+#[inline(always)]
+fn blocked_for(s: *mut ThreadSlot, ns: u64) {
+    unsafe {
+        if (*s).key.class == CLASS_FUTEX && (*s).key.dev == FUTEX_TIMED {
+            (*s).timed_ns += ns;
+        } else {
+            credit(&(*s).key, ns);
+        }
+    }
+}
+
+/// The traced thread `tid` returns `ret` from a syscall (from the path dispatch's exit
+/// program, for every syscall of a traced thread while the off-CPU programs are attached):
+/// the blocked time of the timed futex wait it leaves is a sleep if the wait ran out its
+/// timeout (nobody woke it), else a wait on another thread.
+#[inline(always)]
+pub fn syscall_result(tid: u32, ret: i64) {
+    let Some(s) = slot(tid) else {
+        return;
+    };
+    unsafe {
+        if (*s).tid != tid || (*s).timed_ns == 0 {
+            return;
+        }
+        let class = if ret == -ETIMEDOUT {
+            CLASS_SLEEP
+        } else {
+            CLASS_FUTEX
+        };
+        let key = OffKey {
+            class,
+            dev: 0,
+            ino: 0,
+        };
+        credit(&key, (*s).timed_ns);
+        (*s).timed_ns = 0;
+    }
 }
 
 /// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next): closes the
@@ -254,6 +302,7 @@ fn on_switch<const REGS: bool>(preempt: u64, prev: u64, next: u64) {
             unsafe {
                 if !owned {
                     (*s).sc_state = SC_UNSEEN;
+                    (*s).timed_ns = 0;
                 }
                 (*s).tid = tid;
                 (*s).state = if runnable { ST_RUNNABLE } else { ST_OFF_CPU };
@@ -274,7 +323,7 @@ fn on_switch<const REGS: bool>(preempt: u64, prev: u64, next: u64) {
                         add(&SCHED_TOTALS, S_RUNQ_COUNT, 1);
                     }
                     // Woken without a wakeup event seen (before attach): still blocked time.
-                    ST_OFF_CPU => credit(&(*s).key, since),
+                    ST_OFF_CPU => blocked_for(s, since),
                     _ => {}
                 }
             } else {
@@ -282,6 +331,7 @@ fn on_switch<const REGS: bool>(preempt: u64, prev: u64, next: u64) {
                     add(&SCHED_TOTALS, S_SLOT_COLLISIONS, 1);
                 }
                 (*s).sc_state = SC_UNSEEN;
+                (*s).timed_ns = 0;
             }
             (*s).tid = tid;
             (*s).state = ST_ON_CPU;
@@ -336,7 +386,7 @@ fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
             if (*s).state != ST_OFF_CPU {
                 return;
             }
-            credit(&(*s).key, now.saturating_sub((*s).ts));
+            blocked_for(s, now.saturating_sub((*s).ts));
             let waker = waker::<REGS>(TRACED_TARGET);
             if waker != 0 {
                 let on_fs = (*s).key.class == CLASS_PATH || (*s).key.class == CLASS_FILE_IO;
@@ -348,6 +398,7 @@ fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
                 add(&SCHED_TOTALS, S_SLOT_COLLISIONS, 1);
             }
             (*s).sc_state = SC_UNSEEN;
+            (*s).timed_ns = 0;
         }
         (*s).tid = tid;
         (*s).state = ST_RUNNABLE;
@@ -438,6 +489,7 @@ fn current_slot() -> Option<*mut ThreadSlot> {
             (*s).tid = tid;
             (*s).state = ST_ON_CPU;
             (*s).ts = bpf_ktime_get_ns();
+            (*s).timed_ns = 0;
         }
     }
     Some(s)

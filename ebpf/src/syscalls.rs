@@ -228,7 +228,7 @@ fn take_slot(tid: u32) -> Option<*mut Inflight> {
 
 /// Argument `i` (0-3) of the syscall whose registers are at `regs`.
 #[inline(always)]
-fn arg(regs: u64, i: u8) -> u64 {
+pub(crate) fn arg(regs: u64, i: u8) -> u64 {
     let off = unsafe { core::ptr::read_volatile(REG_ARG_OFF.as_ptr().add((i & 3) as usize)) };
     read_u64(regs, off as usize).unwrap_or(0)
 }
@@ -323,6 +323,9 @@ pub fn sys_exit_path(ctx: RawTracePointContext) -> i32 {
     let ret = ret as i64;
     if flags & TRACED_TARGET != 0 {
         target_exit(tgid, tid, ret);
+        if global(&SYSCALL_FEATURES) as u32 & F_FUTEX_RESULT != 0 {
+            crate::offcpu::syscall_result(tid, ret);
+        }
     }
     if flags & TRACED_CLIENT != 0 && global(&SYSCALL_FEATURES) as u32 & F_CONNECT != 0 {
         connect_exit(tid, ret);

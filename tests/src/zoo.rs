@@ -47,6 +47,9 @@ pub enum Work {
     Mutex(u64),
     /// Sleep this many ms (gunicorn only).
     Sleep(u64),
+    /// Wait this many ms on a `threading.Event` nobody sets (gunicorn only): a futex wait
+    /// with a timeout that runs out, as Ruby's `sleep` is.
+    TimedWait(u64),
 }
 
 impl Work {
@@ -61,6 +64,7 @@ impl Work {
             Work::Sqlite(p) => ("sqlite", p.display().to_string(), 0),
             Work::Mutex(ms) => ("mutex", String::new(), *ms),
             Work::Sleep(ms) => ("sleep", String::new(), *ms),
+            Work::TimedWait(ms) => ("timedwait", String::new(), *ms),
         };
         [
             ("ZOO_MODE", mode.into()),
@@ -135,6 +139,9 @@ def app(environ, start_response):
         body = b"ok\n"
     elif MODE == "sleep":
         time.sleep(MS / 1000.0)
+        body = b"ok\n"
+    elif MODE == "timedwait":
+        threading.Event().wait(MS / 1000.0)
         body = b"ok\n"
     elif MODE == "sqlite":
         c = sqlite3.connect(ARG)

@@ -862,8 +862,10 @@ fn assert_grown_pool(r: &Run, what: &str) {
 /// though the rate was flat from the first second, long before the budget filled. One
 /// `threading.Lock` held 20 ms: lock.contention on futexes, at most 50/s, and not the GIL (its
 /// waits end every 5 ms; these last about 20; and its holders would have run on a CPU while
-/// the waits lasted, these threads barely ran); four threads each sleeping 20 ms: the pool,
-/// about 200/s.
+/// the waits lasted, these threads barely ran); four threads each waiting 20 ms on an event
+/// nobody sets (a futex wait with a timeout, as Ruby's `sleep` is): the pool, about 200/s —
+/// the waits ran out their timeout, so they are sleeps, not a lock (they were read as
+/// lock.contention, "3.9 threads wait on futexes", before the call's result was read).
 #[test]
 fn a_threaded_worker_holding_its_connections_is_the_ceiling_not_the_generator() {
     if !require_root("a_threaded_worker_holding_its_connections_is_the_ceiling_not_the_generator") {
@@ -897,12 +899,26 @@ fn a_threaded_worker_holding_its_connections_is_the_ceiling_not_the_generator() 
     assert!(r.delivered() <= 50.0 * 1.05, "delivered {}", r.delivered());
     near("delivered", r.delivered(), 50.0);
     drop(g);
-    let g = Gunicorn::start_with(cwd.path(), 1, Some(4), Work::Sleep(20));
+    let g = Gunicorn::start_with(cwd.path(), 1, Some(4), Work::TimedWait(20));
     let r = builtin(g.master.pid(), &g.url(), 400.0, &[]);
     r.assert_cause(&["pool.too-small"]);
     r.assert_not_the_budget();
+    assert_eq!(r.finding("pool.too-small")["evidence"]["workers"], 4);
     near("predicted", r.ceiling(), 4.0 / 0.02);
     near("delivered", r.delivered(), 4.0 / 0.02);
+    // The four threads' waits are sleeps (each thread waiting most of the window), the
+    // futexes nearly silent (the GIL's handoffs).
+    let off = &r.r["run"]["thread_seconds"]["off_cpu"];
+    let window = r.r["run"]["window_s"].as_f64().unwrap();
+    let (sleep, futex) = (
+        off["sleep"].as_f64().unwrap(),
+        off["futex"].as_f64().unwrap(),
+    );
+    assert!(sleep >= 0.8 * 4.0 * window, "sleep {sleep} s in {window} s");
+    assert!(
+        futex <= 0.05 * sleep,
+        "futex {futex} s beside sleep {sleep} s"
+    );
 }
 
 /// The same queue in a second family: Go's net/http takes every connection and parks its

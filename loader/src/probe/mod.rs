@@ -301,7 +301,7 @@ fn dispatch_globals(
     btf: &Btf,
     want: &AttachOptions,
 ) -> std::result::Result<DispatchGlobals, crate::btf::BtfError> {
-    use trapdetect_common::syscalls::{F_ACCEPTS, F_CONNECT};
+    use trapdetect_common::syscalls::{F_ACCEPTS, F_CONNECT, F_FUTEX_RESULT};
     let (args, compat, mask, value) = if cfg!(target_arch = "aarch64") {
         let regs = btf.offset("pt_regs", "regs")?;
         // arm64 keeps the first argument in orig_x0 (x0 becomes the return value);
@@ -327,6 +327,9 @@ fn dispatch_globals(
         && dispatch_part_wanted(PROG_SYS_EXIT_CONNECT, want)
     {
         features |= F_CONNECT;
+    }
+    if want.offcpu {
+        features |= F_FUTEX_RESULT;
     }
     Ok(DispatchGlobals {
         args,

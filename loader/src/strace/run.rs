@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use trapdetect_common::offcpu::{
     ARCH_X86_64, ARG_FCNTL, ARG_FD, CLASS_FILE_IO, CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_NAMES,
-    CLASS_OTHER, CLASS_PATH, CLASS_WAIT_WORK, NUM_CLASSES, class_of_x86_64, is_read,
+    CLASS_OTHER, CLASS_PATH, CLASS_SLEEP, CLASS_WAIT_WORK, NUM_CLASSES, class_of_x86_64, is_read,
 };
 
 use super::{names, parse};
@@ -105,7 +105,12 @@ impl Timeline {
             self.untimed += 1;
             return;
         };
-        let (class, file) = class_of_call(&c.name, args);
+        let (mut class, file) = class_of_call(&c.name, args);
+        // A futex wait that ran out its timeout: nobody woke the thread, it slept (as the
+        // eBPF backend reads the call's result).
+        if class == CLASS_FUTEX && c.errno.as_deref() == Some("ETIMEDOUT") {
+            class = CLASS_SLEEP;
+        }
         let file_mount = file.as_ref().and_then(|p| mounts.mount_of(&normalize(p)));
         let first = self.ops.len() as u32;
         let mount = match (class, walk) {
@@ -555,6 +560,41 @@ mod tests {
             exe: String::new(),
         };
         observe(&tl, &cx).unwrap().0
+    }
+
+    /// The same worker waiting out its 450 ms on a futex with a timeout (Ruby's `sleep`,
+    /// Python's `Event.wait(t)`): a wait that ran out its timeout is a sleep, as the eBPF
+    /// backend reads the call's result; one that another thread ended (`= 0`) is a futex wait
+    /// and the futexes' lock object.
+    #[test]
+    fn a_futex_wait_that_times_out_is_a_sleep() {
+        let sleep = "clock_nanosleep(CLOCK_REALTIME, 0, {tv_sec=0, tv_nsec=450000000}, NULL) = 0";
+        let timed = "futex(0x7f6a1c0019e0, FUTEX_WAIT_BITSET_PRIVATE|FUTEX_CLOCK_REALTIME, 0, {tv_sec=1764936000, tv_nsec=450000000}, FUTEX_BITSET_MATCH_ANY)";
+        let log = one_sleeping_worker();
+        for (ret, sleep_s, futex_s) in [
+            ("-1 ETIMEDOUT (Connection timed out)", 1.8, 0.0),
+            ("0", 0.0, 1.8),
+        ] {
+            let o = observe_log(&log.replace(sleep, &format!("{timed} = {ret}")));
+            let class = |c: &str| o.off_s[CLASS_NAMES.iter().position(|n| *n == c).unwrap()];
+            assert!(
+                (class("sleep") - sleep_s).abs() < 1e-9,
+                "{ret}: {:?}",
+                o.off_s
+            );
+            assert!(
+                (class("futex") - futex_s).abs() < 1e-9,
+                "{ret}: {:?}",
+                o.off_s
+            );
+            let futex_lock = o.locks.iter().find(|l| l.futex).map(|l| l.waits);
+            assert_eq!(
+                futex_lock,
+                (futex_s > 0.0).then_some(4),
+                "{ret}: {:?}",
+                o.locks
+            );
+        }
     }
 
     /// The window is the load's (first accepted connection to last: 0.5-2.5 s); each thread's

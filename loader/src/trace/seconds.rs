@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use trapdetect_common::offcpu::{
-    CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_WAIT_WORK, NUM_CLASSES, OffKey, S_KEY_INSERT_FAILS,
-    S_ONCPU_NS, S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, ThreadSlot,
+    CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_WAIT_WORK, FUTEX_TIMED, NUM_CLASSES, OffKey,
+    S_KEY_INSERT_FAILS, S_ONCPU_NS, S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU,
+    ST_RUNNABLE, ThreadSlot,
 };
 
 use crate::{
@@ -644,10 +645,13 @@ impl Sampler {
         // (an idle pool thread waits on a condition variable: Go's parked Ms, Node's libuv
         // pool and V8 platform threads, a gthread worker waiting for its queue). Threads that
         // queue on a contended mutex are the lock rule's, which reads the futex time itself.
+        // A futex wait with a timeout is a deadline the thread set itself — Ruby's `sleep`,
+        // Python's `Event.wait(t)` inside a request — and counts as busy, as a `nanosleep`
+        // does; whether it ran out is known only when it ends (its time's class then).
         let mut busy = 0;
         for s in slots {
-            let idle = s.state == ST_OFF_CPU
-                && (s.key.class == CLASS_WAIT_WORK || s.key.class == CLASS_FUTEX);
+            let parked = s.key.class == CLASS_FUTEX && s.key.dev != FUTEX_TIMED;
+            let idle = s.state == ST_OFF_CPU && (s.key.class == CLASS_WAIT_WORK || parked);
             let e = self.idle.entry(s.tid).or_default();
             e.1 += 1;
             if idle {
@@ -830,6 +834,32 @@ mod tests {
     }
 
     use super::*;
+
+    /// At a sample, threads waiting for work or parked on a futex are idle; a futex wait with
+    /// a timeout is a deadline the thread set itself (Puma's threads in Ruby's `sleep`, a
+    /// gthread worker in `Event.wait(0.02)`: `FUTEX_WAIT_BITSET` with a timeout) and counts
+    /// as busy, as a thread on a CPU does.
+    #[test]
+    fn a_timed_futex_wait_is_busy_at_the_sample_an_untimed_one_idle() {
+        use trapdetect_common::offcpu::CLASS_SLEEP;
+        let slot = |tid, state, class, dev| ThreadSlot {
+            tid,
+            state,
+            key: OffKey { class, dev, ino: 0 },
+            ..Default::default()
+        };
+        let slots = [
+            slot(1, ST_OFF_CPU, CLASS_FUTEX, FUTEX_TIMED),
+            slot(2, ST_OFF_CPU, CLASS_FUTEX, 0),
+            slot(3, ST_OFF_CPU, CLASS_WAIT_WORK, 0),
+            slot(4, ST_ON_CPU, CLASS_FUTEX, 0),
+            slot(5, ST_OFF_CPU, CLASS_SLEEP, 0),
+        ];
+        let mut s = Sampler::new(1, 0);
+        assert_eq!(s.count_idle(&slots), 3);
+        assert_eq!(s.count_idle(&slots), 3);
+        assert_eq!(s.workers(), 3);
+    }
 
     #[test]
     fn proc_stat_busy_excludes_idle_and_iowait() {
