@@ -29,6 +29,7 @@ pub const ENV_KEYS: &[&str] = &[
     "PYTHONMALLOC",
     "PYTHONTRACEMALLOC",
     "GODEBUG",
+    "GOMAXPROCS",
     "GORACE",
     "XDEBUG_MODE",
 ];

@@ -375,6 +375,7 @@ pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
         classified: true,
         quota: None,
         exe: cx.exe.clone(),
+        go_maxprocs: None,
         allowed_cpus: vec![],
         noise: vec![],
         peers: vec![],

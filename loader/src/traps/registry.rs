@@ -293,9 +293,10 @@ registry! {
                     Ruby's GVL) or one lock around the whole request path lets one thread run \
                     at a time: the ceiling is one core, whatever the threads or the cores; its \
                     other threads wait on futexes (idle pools, the lock) and look like contention.",
-        evidence: &["target_cores", "cores", "cores_busy", "threads", "runtime"],
+        evidence: &["target_cores", "cores", "cores_busy", "threads", "runtime", "gomaxprocs"],
         remedy: "run more processes (Node's cluster module or a process manager, gunicorn or \
-                 uWSGI workers, Puma workers) or move the hot path off the one thread.",
+                 uWSGI workers, Puma workers) or move the hot path off the one thread; a Go \
+                 program under GOMAXPROCS=1: unset it.",
         doc: "docs/run.md",
         explains_ceiling: true,
         ranked: true,

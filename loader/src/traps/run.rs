@@ -301,6 +301,9 @@ pub struct RunObs {
     pub quota: Option<QuotaObs>,
     /// The target's executable (escaped path), for what its runtime's own locks are.
     pub exe: String,
+    /// `GOMAXPROCS` in the initial environment of a Go executable (one that carries Go's build
+    /// information), where it is a number: how many threads run Go code at once.
+    pub go_maxprocs: Option<u32>,
     /// The CPUs the target's work may run on: the union of the affinity masks of the processes
     /// that did it (5 % of the tree's CPU time or more: not an idle master allowed more than
     /// its pinned workers); empty: unknown, every CPU.
@@ -1456,11 +1459,21 @@ fn one_core(o: &RunObs) -> Option<Finding> {
     // is serialized by being one, not by its GIL): several found working, or threads parked
     // on futexes while the one ran, one or more on average — the lock's waiters, which the
     // samples count as idle (Puma's four threads, CPU-bound: one counted busy, 4.6 waiting).
+    // A Go program told to run goroutines on one thread (GOMAXPROCS=1 in its environment) is
+    // one at a time by that setting, however many threads it has (Caddy under GOMAXPROCS=1:
+    // 1.01 cores of 2, its other threads asleep in the runtime's monitor).
     let futex_waiters = class_s(o, "futex") / o.window_s.max(1e-9);
+    let go_one = o.go_maxprocs == Some(1);
     let runtime = match Runtime::of(&o.exe) {
+        _ if go_one => Some("Go runs goroutines on one thread: GOMAXPROCS=1 in its environment"),
         Some(r) if r.lock.is_none() || o.workers >= 2 || futex_waiters >= 1.0 => Some(r.one_thread),
         _ if o.workers == 1 => Some("one worker thread serves every request"),
         _ => None,
+    };
+    let remedy = if go_one {
+        "unset GOMAXPROCS (Go then runs goroutines on as many threads at once as the CPUs the process may use) or set it to that count"
+    } else {
+        "run more processes (nginx `worker_processes auto`, php-fpm `pm.max_children`, Node's cluster module or a process manager, gunicorn or uWSGI workers, Puma workers), or move the hot path off the one thread (worker threads for CPU work in Node, code that releases the GIL in Python); if it is one lock around the request path, split it"
     };
     Some(
         Finding::new(
@@ -1480,13 +1493,13 @@ fn one_core(o: &RunObs) -> Option<Finding> {
         .with("share_of_thread_wall_time_pct", pct(o.on_cpu_s + o.runq_s, o.wall_s()))
         .with_opt("runtime", runtime)
         .with("delivered_per_s", round(o.delivered_rate, 1))
+        .with_opt("gomaxprocs", o.go_maxprocs)
         .predict(format!(
-            "one thread at a time serves: throughput stays near {:.0} req/s with more threads or cores, and grows with processes",
-            o.delivered_rate
+            "one thread at a time serves: throughput stays near {:.0} req/s with more threads or cores, and grows with {}",
+            o.delivered_rate,
+            if go_one { "GOMAXPROCS" } else { "processes" }
         ))
-        .remedy(
-            "run more processes (nginx `worker_processes auto`, php-fpm `pm.max_children`, Node's cluster module or a process manager, gunicorn or uWSGI workers, Puma workers), or move the hot path off the one thread (worker threads for CPU work in Node, code that releases the GIL in Python); if it is one lock around the request path, split it",
-        ),
+        .remedy(remedy),
     )
 }
 
@@ -2836,6 +2849,61 @@ mod tests {
     }
 
     /// Node flooded at 30,000/s: 10,536/s delivered, ~1 core of 2 busy in the server, 7 of its
+    /// Caddy (Go 1.19, Debian's) under GOMAXPROCS=1 serving a static file, offered 40,000/s
+    /// (recorded, 6 s): 23,565/s delivered on 1.01 cores of 2 (wrk: 30,116/s), two threads
+    /// found working, its other threads in the runtime's sleeps. The setting is named, and its
+    /// remedy is not "run more processes"; without it in the environment nothing is named.
+    #[test]
+    fn a_go_program_under_gomaxprocs_1_is_one_core_by_that_setting() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.locks.clear();
+        o.offered_rate = 39_992.0;
+        o.delivered_rate = 23_565.4;
+        o.on_cpu_s = 5.98;
+        o.runq_s = 0.048;
+        o.off_s = off(&[("sleep", 5.831), ("wait_work", 0.011)]);
+        o.workers = 2;
+        o.exe = "/usr/bin/caddy".into();
+        o.go_maxprocs = Some(1);
+        o.window_s = 5.95;
+        o.answered = 140_214;
+        o.seconds = secs(6, |t| RunSecond {
+            t_s: t,
+            offered: 39_992,
+            ok_2xx: 23_565,
+            cores_busy: 1.9,
+            target_cores: 1.01,
+            run_queue: 0.01,
+            threads: 9,
+            busy_threads: 2,
+            ..Default::default()
+        });
+        let f = rules(&o);
+        assert_eq!(f[0].id, "cpu.one-core", "{f:#?}");
+        assert_eq!(
+            f[0].title,
+            "the server runs about one core at a time (1.01 of 2 cores) while the load is capped: Go runs goroutines on one thread: GOMAXPROCS=1 in its environment"
+        );
+        assert_eq!(f[0].evidence["gomaxprocs"], 1);
+        assert!(
+            f[0].remedy.starts_with("unset GOMAXPROCS"),
+            "{}",
+            f[0].remedy
+        );
+        // GOMAXPROCS=2 allows two: not what serialized it; nothing set: nothing named.
+        for g in [Some(2), None] {
+            o.go_maxprocs = g;
+            let f = rules(&o);
+            assert_eq!(
+                f[0].title,
+                "the server runs about one core at a time (1.01 of 2 cores) while the load is capped",
+                "{g:?}"
+            );
+            assert!(f[0].remedy.starts_with("run more processes"), "{g:?}");
+        }
+    }
+
     /// 11 threads on futexes (libuv's and V8's idle pools). The one event-loop thread is the
     /// ceiling, not a lock.
     #[test]
