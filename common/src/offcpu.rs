@@ -327,6 +327,11 @@ pub const PROG_OFFCPU_WAKEUP_NEW_RAW: &str = "offcpu_sched_wakeup_new_raw";
 pub const PROG_OFFCPU_SYS_ENTER: &str = "offcpu_sys_enter";
 /// Program: `raw_tp/sys_exit`, the traced thread left its syscall.
 pub const PROG_OFFCPU_SYS_EXIT: &str = "offcpu_sys_exit";
+/// Program: `raw_tp/hrtimer_expire_entry`, a high-resolution timer's callback begins on this
+/// CPU: the wakeups it makes are the timer's, not the interrupted process's.
+pub const PROG_OFFCPU_TIMER_ENTRY: &str = "offcpu_timer_entry";
+/// Program: `raw_tp/hrtimer_expire_exit`, that callback ended.
+pub const PROG_OFFCPU_TIMER_EXIT: &str = "offcpu_timer_exit";
 /// Map: off-CPU time by [`OffKey`] (per-CPU hash).
 pub const MAP_OFFCPU: &str = "OFFCPU";
 /// Map: where each traced thread is ([`ThreadSlot`] array).

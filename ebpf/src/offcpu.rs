@@ -59,6 +59,12 @@ static WAKERS: LruPerCpuHashMap<WakerKey, u64> =
 static STACK_WAKERS: LruPerCpuHashMap<StackKey, u64> =
     LruPerCpuHashMap::with_max_entries(WAKERS_ENTRIES, 0);
 
+/// Per CPU: how many high-resolution timer callbacks are running on it (one, or two where a
+/// hard timer interrupts a soft one's): a thread woken inside one was woken by its timer (its
+/// sleep or its wait's timeout ran out), whoever the interrupt landed on.
+#[map]
+static IN_TIMER: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
+
 /// On-CPU time, run-queue delay and self-monitoring counters (`S_*`).
 #[map]
 static SCHED_TOTALS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_SCHED_SLOTS, 0);
@@ -418,6 +424,11 @@ fn waker<const REGS: bool>(skip: u8) -> u32 {
     if tgid == 0 || matches!(TRACED.get(tgid), Some(f) if *f & skip != 0) {
         return 0;
     }
+    // A timer's callback (a sleep or a timed wait ran out) interrupts whatever runs on the
+    // CPU, often in a system call of its own (`yes > /dev/null`): not that process's doing.
+    if IN_TIMER.get(0).is_some_and(|n| *n != 0) {
+        return 0;
+    }
     // Known at load time, as in `why_blocked`: without the helpers (or in a raw_tp program,
     // where they take no BTF pointer) every waker counts.
     if REGS && global(&HAVE_PT_REGS) != 0 {
@@ -428,6 +439,25 @@ fn waker<const REGS: bool>(skip: u8) -> u32 {
         }
     }
     tgid
+}
+
+/// raw_tp/hrtimer_expire_entry(struct hrtimer *, ktime_t *now): a timer's callback begins.
+#[raw_tracepoint(tracepoint = "hrtimer_expire_entry")]
+pub fn offcpu_timer_entry(_ctx: RawTracePointContext) -> i32 {
+    if let Some(n) = IN_TIMER.get_ptr_mut(0) {
+        unsafe { *n += 1 };
+    }
+    0
+}
+
+/// raw_tp/hrtimer_expire_exit(struct hrtimer *): it ended (never below 0: a callback running
+/// when the probes attached ends without its entry seen).
+#[raw_tracepoint(tracepoint = "hrtimer_expire_exit")]
+pub fn offcpu_timer_exit(_ctx: RawTracePointContext) -> i32 {
+    if let Some(n) = IN_TIMER.get_ptr_mut(0) {
+        unsafe { *n = (*n).saturating_sub(1) };
+    }
+    0
 }
 
 /// One more wakeup under `key`.

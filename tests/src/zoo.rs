@@ -482,6 +482,16 @@ pub struct CpuHog {
 impl CpuHog {
     /// Spins for at most `seconds`, on `cpu` when given.
     pub fn start(seconds: u32, cpu: Option<usize>) -> CpuHog {
+        CpuHog::running(seconds, cpu, "while :; do :; done")
+    }
+
+    /// `yes > /dev/null` for at most `seconds`: a hog that spends much of its time in system
+    /// calls, where the timer interrupts that wake a server's threads find it in the kernel.
+    pub fn in_syscalls(seconds: u32) -> CpuHog {
+        CpuHog::running(seconds, None, "exec yes > /dev/null")
+    }
+
+    fn running(seconds: u32, cpu: Option<usize>, script: &str) -> CpuHog {
         let mut cmd = match cpu {
             Some(c) => {
                 let mut t = Command::new("taskset");
@@ -490,7 +500,7 @@ impl CpuHog {
             }
             None => Command::new("timeout"),
         };
-        cmd.args([&seconds.to_string(), "sh", "-c", "while :; do :; done"])
+        cmd.args([&seconds.to_string(), "sh", "-c", script])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());

@@ -157,6 +157,7 @@ pub fn tracefs_event<'a>(category: &'a str, name: &'a str) -> Option<(&'a str, &
         offcpu::RAW_TP if name.starts_with("sys_") => "raw_syscalls",
         offcpu::RAW_TP if name == "tcp_probe" => "tcp",
         offcpu::RAW_TP if name == "inet_sock_set_state" => "sock",
+        offcpu::RAW_TP if name.starts_with("hrtimer_") => "timer",
         offcpu::RAW_TP => "sched",
         c => c,
     };

@@ -72,6 +72,18 @@ pub(super) fn entries() -> Vec<Entry> {
             required: false,
             purpose: "a traced thread left its syscall: a block after it is outside any syscall",
         },
+        Entry {
+            program: PROG_OFFCPU_TIMER_ENTRY.into(),
+            attach: vec![(RAW_TP, "hrtimer_expire_entry".into())],
+            required: false,
+            purpose: "a high-resolution timer's callback begins on a CPU: a thread it wakes (its sleep or its wait's timeout ran out) was woken by the timer, not by the process the interrupt landed on (raw tracepoint; runs for every timer expiry of the host, an increment)",
+        },
+        Entry {
+            program: PROG_OFFCPU_TIMER_EXIT.into(),
+            attach: vec![(RAW_TP, "hrtimer_expire_exit".into())],
+            required: false,
+            purpose: "that timer callback ended",
+        },
     ]
 }
 

@@ -198,7 +198,8 @@ impl Others {
     /// A process that woke the target's threads at least 10 times a second on average and for
     /// 1 % of all such wakeups is a peer (`trace::stack::is_peer`): it hands the server work
     /// or answers. An interrupt that lands on a CPU hog wakes no one from the hog's system
-    /// calls (nor one on an idle CPU: the kernel program counts neither).
+    /// calls, nor a timer's callback (a sleep ran out) whatever it interrupted, nor one on an
+    /// idle CPU: the kernel program counts none of them.
     fn of(k: &Sampler, client: &[u32]) -> Others {
         let window_s = k.seconds.iter().map(|x| x.dt_s).sum::<f64>().max(1.0);
         let by_waker = k.wakeups.target_by_waker();
