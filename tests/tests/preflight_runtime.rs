@@ -273,6 +273,8 @@ fn go_server(race: bool) -> PathBuf {
     out
 }
 
+/// The release build, started with GOMAXPROCS=1, warns that Go runs on one thread of the CPUs
+/// the process may use (all of the machine's here).
 #[test]
 fn go_server_built_with_race_fails_and_without_passes() {
     if !require_root("go_server_built_with_race_fails_and_without_passes") {
@@ -281,12 +283,27 @@ fn go_server_built_with_race_fails_and_without_passes() {
     for race in [true, false] {
         let bin = go_server(race);
         let port = free_port();
-        let mut p = Proc::spawn("go server", quiet(Command::new(&bin).arg(port.to_string())));
+        let mut cmd = Command::new(&bin);
+        cmd.arg(port.to_string()).env_remove("GOMAXPROCS");
+        if !race {
+            cmd.env("GOMAXPROCS", "1");
+        }
+        let mut p = Proc::spawn("go server", quiet(&mut cmd));
         wait_until("the Go server to answer", Duration::from_secs(20), || {
             assert!(p.running(), "the Go server exited");
             matches!(http_get(port, "/"), Ok((200, _)))
         });
         let (_, j) = preflight(p.pid());
+        let g = with_id(&j, "runtime.gomaxprocs");
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        if race || cpus < 2 {
+            assert!(g.is_empty(), "{j:#}");
+        } else {
+            assert_eq!(g.len(), 1, "{j:#}");
+            assert_eq!(g[0]["severity"], "warn");
+            assert_eq!(g[0]["evidence"]["gomaxprocs"], 1);
+            assert_eq!(g[0]["evidence"]["cpus"], cpus as f64);
+        }
         let f = with_id(&j, "runtime.debug-build");
         if race {
             assert_eq!(f.len(), 1, "{j:#}");

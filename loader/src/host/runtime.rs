@@ -57,6 +57,14 @@ impl Runtime {
         self.libs.iter().any(|l| l.starts_with(prefix))
     }
 
+    /// `GOMAXPROCS` of a Go executable's initial environment, where it is a whole number of
+    /// threads (Go ignores values below 1).
+    pub fn go_maxprocs(&self) -> Option<u32> {
+        self.go.as_ref()?;
+        let n: u32 = self.env.as_ref()?.get("GOMAXPROCS")?.trim().parse().ok()?;
+        (n >= 1).then_some(n)
+    }
+
     /// The language the executable runs, from its name (what the rules need to know which
     /// variables apply).
     pub fn kind(&self) -> RuntimeKind {
@@ -333,6 +341,30 @@ pub fn php_version(exe: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// GOMAXPROCS counts only in a Go executable's environment, and only as a whole number of
+    /// threads (Go ignores 0).
+    #[test]
+    fn gomaxprocs_is_read_from_a_go_executables_environment() {
+        let rt = |go: bool, v: Option<&str>| Runtime {
+            go: go.then(|| GoBuild {
+                version: "go1.19.8".into(),
+                ..Default::default()
+            }),
+            env: Some(
+                v.map(|v| ("GOMAXPROCS".to_string(), v.to_string()))
+                    .into_iter()
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        assert_eq!(rt(true, Some("1")).go_maxprocs(), Some(1));
+        assert_eq!(rt(true, Some(" 4 ")).go_maxprocs(), Some(4));
+        assert_eq!(rt(true, Some("auto")).go_maxprocs(), None);
+        assert_eq!(rt(true, Some("0")).go_maxprocs(), None);
+        assert_eq!(rt(true, None).go_maxprocs(), None);
+        assert_eq!(rt(false, Some("1")).go_maxprocs(), None, "not a Go program");
+    }
 
     #[test]
     fn environ_keeps_only_mode_variables_escaped() {

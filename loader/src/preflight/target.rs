@@ -52,8 +52,15 @@ pub(super) fn cpu_and_target(obs: &Observed, dirs: &[Dir], v: &mut Verdicts) -> 
         .filter(|c| obs.cpu_host.online.contains(c))
         .count()
         .max(1);
+    // What the target may run on at once: its usable CPUs, or a binding quota's where fewer.
+    let mut cpus = usable as f64;
     match cpu::cpu_cgroup_of(cg_pid, obs.self_mounts.as_ref()) {
-        Ok(Some(cg)) => v.findings.extend(traps::cpu::quota(&cg, usable, subject)),
+        Ok(Some(cg)) => {
+            if let Some(b) = cg.binding() {
+                cpus = cpus.min(b.cpus());
+            }
+            v.findings.extend(traps::cpu::quota(&cg, usable, subject))
+        }
         Ok(None) => v.skip(
             "cpu.quota",
             "no cgroup hierarchy with the cpu controller is mounted".into(),
@@ -61,7 +68,7 @@ pub(super) fn cpu_and_target(obs: &Observed, dirs: &[Dir], v: &mut Verdicts) -> 
         Err(e) => v.skip("cpu.quota", e),
     }
     let t = obs.target.as_ref()?;
-    target_checks(t, obs, dirs, &mut v.findings, &mut v.skipped);
+    target_checks(t, obs, dirs, cpus, &mut v.findings, &mut v.skipped);
     Some(Target {
         pid: t.pid,
         comm: escape::bytes(&t.stat.comm),
@@ -92,10 +99,12 @@ fn denied_reason(t: &Process, what: &str) -> Option<String> {
     })
 }
 
+/// `cpus`: what the target may run on at once (usable CPUs, or a binding quota's).
 fn target_checks(
     t: &Process,
     obs: &Observed,
     dirs: &[Dir],
+    cpus: f64,
     findings: &mut Vec<Finding>,
     skipped: &mut Vec<Skipped>,
 ) {
@@ -112,6 +121,7 @@ fn target_checks(
             skip("runtime.dev-mode", e.clone());
         }
         findings.extend(traps::runtime::dev_mode(r));
+        findings.extend(traps::runtime::gomaxprocs(r, cpus));
         findings.extend(traps::runtime::debug_build(r));
     }
     match denied_reason(t, "exe") {

@@ -3,8 +3,9 @@
 //! runtime.opcache (PHP compiling every script on every request), runtime.dev-mode (a
 //! framework or interpreter told to run in development mode by its environment: NODE_ENV,
 //! RAILS_ENV, FLASK_DEBUG, PYTHONDEVMODE, GODEBUG...), runtime.debug-build (a Go binary built
-//! with `-race`, a debug CPython), runtime.nginx-log (nginx logging at `debug`, or per request
-//! to a slow filesystem). Inputs are `host::runtime` observations, already escaped.
+//! with `-race`, a debug CPython), runtime.gomaxprocs (a Go server told to run on fewer CPUs
+//! than it may use), runtime.nginx-log (nginx logging at `debug`, or per request to a slow
+//! filesystem). Inputs are `host::runtime` observations, already escaped.
 
 use std::collections::BTreeMap;
 
@@ -307,6 +308,37 @@ fn go_settings(get: &dyn Fn(&str) -> Option<String>, out: &mut Vec<DevSetting>) 
     }
 }
 
+/// runtime.gomaxprocs: a Go executable started with GOMAXPROCS below the CPUs it may use,
+/// `cpus`: its usable CPUs, or a binding quota's where fewer. Only whole CPUs count: under a
+/// 1.5-CPU quota GOMAXPROCS=1 is what Uber's automaxprocs sets, and no finding.
+pub fn gomaxprocs(r: &Runtime, cpus: f64) -> Option<Finding> {
+    let n = r.go_maxprocs()?;
+    let whole = cpus.floor().max(1.0);
+    if f64::from(n) >= whole {
+        return None;
+    }
+    Some(
+        Finding::new(
+            Id::RuntimeGomaxprocs,
+            Severity::Warn,
+            format!(
+                "pid {} ({}) runs Go with GOMAXPROCS={n} in its environment: goroutines run on at most {n} thread{} at once, of the {} CPUs it may use",
+                r.pid,
+                r.exe_name,
+                if n == 1 { "" } else { "s" },
+                super::round(cpus, 2)
+            ),
+        )
+        .with("gomaxprocs", n)
+        .with("cpus", super::round(cpus, 2))
+        .with("exe", r.exe_name.clone())
+        .predict(format!(
+            "a CPU-bound server tops out at {n} of {whole} CPUs: run shows cpu.one-core (GOMAXPROCS=1) or CPUs left idle under a capped load"
+        ))
+        .remedy("unset GOMAXPROCS (Go then uses every CPU the process may use); under a CPU quota, set it to the quota's whole CPUs"),
+    )
+}
+
 /// runtime.dev-mode: one finding per development setting in the server's environment.
 /// /proc/PID/environ is the environment it was started with (what a harness controls); a
 /// value the program sets for itself later is not seen.
@@ -592,6 +624,43 @@ mod tests {
         let mut n = rt("node", &[], &[]);
         n.env = None;
         assert!(dev_mode(&n).is_empty());
+    }
+
+    /// GOMAXPROCS below the whole CPUs the process may use: Caddy started with GOMAXPROCS=1
+    /// on this 2-CPU machine (22,201 req/s on 1.01 cores under `run`, cpu.one-core).
+    #[test]
+    fn gomaxprocs_below_the_cpus_it_may_use() {
+        let mut go = rt("caddy", &[("GOMAXPROCS", "1")], &[]);
+        assert!(
+            gomaxprocs(&go, 2.0).is_none(),
+            "not a Go binary as far as we know"
+        );
+        go.go = Some(GoBuild::default());
+        let f = gomaxprocs(&go, 2.0).unwrap();
+        assert_eq!(
+            (f.id.as_str(), f.severity),
+            ("runtime.gomaxprocs", Severity::Warn)
+        );
+        assert_eq!(
+            f.title,
+            "pid 42 (caddy) runs Go with GOMAXPROCS=1 in its environment: goroutines run on at most 1 thread at once, of the 2 CPUs it may use"
+        );
+        assert_eq!(f.evidence["gomaxprocs"], 1);
+        assert_eq!(f.evidence["cpus"], 2.0);
+        // One CPU, or a 1.5-CPU quota (whole CPUs count: automaxprocs' choice): nothing.
+        assert!(gomaxprocs(&go, 1.0).is_none());
+        assert!(gomaxprocs(&go, 1.5).is_none());
+        // Four threads on eight CPUs; as many as the CPUs: nothing.
+        go.env = Some([("GOMAXPROCS".to_string(), "4".to_string())].into());
+        assert!(
+            gomaxprocs(&go, 8.0)
+                .unwrap()
+                .title
+                .contains("at most 4 threads at once, of the 8 CPUs")
+        );
+        assert!(gomaxprocs(&go, 4.0).is_none());
+        go.env = Some(BTreeMap::new());
+        assert!(gomaxprocs(&go, 8.0).is_none(), "unset");
     }
 
     #[test]

@@ -143,7 +143,7 @@ pub fn observe(
             .as_ref()
             .map(|t| t.exe.clone())
             .unwrap_or_default(),
-        go_maxprocs: go_maxprocs(&crate::host::runtime::read(pid)),
+        go_maxprocs: crate::host::runtime::read(pid).go_maxprocs(),
         allowed_cpus: allowed_cpus(&k.seconds),
         noise: others.listed(k, false, window_s),
         peers: others.listed(k, true, window_s),
@@ -165,12 +165,6 @@ pub fn observe(
         generator: s.generator.clone(),
         cpu_unknown: false,
     }
-}
-
-/// `GOMAXPROCS` of a Go executable's initial environment, where it is a number.
-fn go_maxprocs(rt: &crate::host::runtime::Runtime) -> Option<u32> {
-    rt.go.as_ref()?;
-    rt.env.as_ref()?.get("GOMAXPROCS")?.trim().parse().ok()
 }
 
 /// The generator's 2xx inside the span the sampler covered, `window_s` from the measured
@@ -537,29 +531,6 @@ pub fn method_name(method: u32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// GOMAXPROCS counts only in a Go executable's environment, and only as a number.
-    #[test]
-    fn gomaxprocs_is_read_from_a_go_executables_environment() {
-        use crate::host::runtime::{GoBuild, Runtime};
-        let rt = |go: bool, v: Option<&str>| Runtime {
-            go: go.then(|| GoBuild {
-                version: "go1.19.8".into(),
-                ..Default::default()
-            }),
-            env: Some(
-                v.map(|v| ("GOMAXPROCS".to_string(), v.to_string()))
-                    .into_iter()
-                    .collect(),
-            ),
-            ..Default::default()
-        };
-        assert_eq!(go_maxprocs(&rt(true, Some("1"))), Some(1));
-        assert_eq!(go_maxprocs(&rt(true, Some(" 4 "))), Some(4));
-        assert_eq!(go_maxprocs(&rt(true, Some("auto"))), None);
-        assert_eq!(go_maxprocs(&rt(true, None)), None);
-        assert_eq!(go_maxprocs(&rt(false, Some("1"))), None, "not a Go program");
-    }
 
     #[test]
     fn the_answered_requests_are_those_of_the_span_the_kernel_covered() {
