@@ -1459,22 +1459,17 @@ fn one_core(o: &RunObs) -> Option<Finding> {
     // is serialized by being one, not by its GIL): several found working, or threads parked
     // on futexes while the one ran, one or more on average — the lock's waiters, which the
     // samples count as idle (Puma's four threads, CPU-bound: one counted busy, 4.6 waiting).
-    // A Go program told to run goroutines on one thread (GOMAXPROCS=1 in its environment) is
-    // one at a time by that setting, however many threads it has (Caddy under GOMAXPROCS=1:
-    // 1.01 cores of 2, its other threads asleep in the runtime's monitor).
     let futex_waiters = class_s(o, "futex") / o.window_s.max(1e-9);
-    let go_one = o.go_maxprocs == Some(1);
-    let runtime = match Runtime::of(&o.exe) {
-        _ if go_one => Some("Go runs goroutines on one thread: GOMAXPROCS=1 in its environment"),
+    let rt = Runtime::of(&o.exe, o.go_maxprocs);
+    let runtime = match &rt {
         Some(r) if r.lock.is_none() || o.workers >= 2 || futex_waiters >= 1.0 => Some(r.one_thread),
         _ if o.workers == 1 => Some("one worker thread serves every request"),
         _ => None,
     };
-    let remedy = if go_one {
-        "unset GOMAXPROCS (Go then runs goroutines on as many threads at once as the CPUs the process may use) or set it to that count"
-    } else {
-        "run more processes (nginx `worker_processes auto`, php-fpm `pm.max_children`, Node's cluster module or a process manager, gunicorn or uWSGI workers, Puma workers), or move the hot path off the one thread (worker threads for CPU work in Node, code that releases the GIL in Python); if it is one lock around the request path, split it"
-    };
+    let (grows_with, remedy) = rt.and_then(|r| r.one_core_remedy).unwrap_or((
+        "processes",
+        "run more processes (nginx `worker_processes auto`, php-fpm `pm.max_children`, Node's cluster module or a process manager, gunicorn or uWSGI workers, Puma workers), or move the hot path off the one thread (worker threads for CPU work in Node, code that releases the GIL in Python); if it is one lock around the request path, split it",
+    ));
     Some(
         Finding::new(
             Id::CpuOneCore,
@@ -1496,8 +1491,7 @@ fn one_core(o: &RunObs) -> Option<Finding> {
         .with_opt("gomaxprocs", o.go_maxprocs)
         .predict(format!(
             "one thread at a time serves: throughput stays near {:.0} req/s with more threads or cores, and grows with {}",
-            o.delivered_rate,
-            if go_one { "GOMAXPROCS" } else { "processes" }
+            o.delivered_rate, grows_with
         ))
         .remedy(remedy),
     )
@@ -1514,22 +1508,41 @@ struct Runtime {
     /// threads waiting for the GIL wake at its switch interval (5 ms by default) to ask for it,
     /// so each futex wait ends within it; waits averaging far longer are another lock's.
     lock_wait_ms: Option<f64>,
+    /// What cpu.one-core's throughput grows with and its remedy, where not "run more
+    /// processes" (a Go program: its GOMAXPROCS).
+    one_core_remedy: Option<(&'static str, &'static str)>,
 }
 
 impl Runtime {
-    fn of(exe: &str) -> Option<Runtime> {
+    /// The runtime of the executable `exe`; `go_maxprocs`: GOMAXPROCS of a Go executable's
+    /// environment (RunObs::go_maxprocs).
+    fn of(exe: &str, go_maxprocs: Option<u32>) -> Option<Runtime> {
         let base = exe.rsplit('/').next().unwrap_or(exe);
         let base = base.strip_suffix(" (deleted)").unwrap_or(base);
         let locked = |lock: &'static str, remedy: &'static str, wait: Option<f64>| Runtime {
             one_thread: lock,
             lock: Some((lock, remedy)),
             lock_wait_ms: wait,
+            one_core_remedy: None,
         };
-        if base == "node" || base.starts_with("nodejs") {
+        if go_maxprocs == Some(1) {
+            // One at a time by that setting, however many threads it has (Caddy under
+            // GOMAXPROCS=1: 1.01 cores of 2, its other threads asleep in the runtime's monitor).
+            Some(Runtime {
+                one_thread: "Go runs goroutines on one thread: GOMAXPROCS=1 in its environment",
+                lock: None,
+                lock_wait_ms: None,
+                one_core_remedy: Some((
+                    "GOMAXPROCS",
+                    "unset GOMAXPROCS (Go then runs goroutines on as many threads at once as the CPUs the process may use) or set it to that count",
+                )),
+            })
+        } else if base == "node" || base.starts_with("nodejs") {
             Some(Runtime {
                 one_thread: "Node.js runs JavaScript on one event-loop thread",
                 lock: None,
                 lock_wait_ms: None,
+                one_core_remedy: None,
             })
         } else if base.starts_with("python") {
             Some(locked(
@@ -1599,7 +1612,10 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
         return None;
     }
     let mean_wait_ms = lock.wait_s / lock.waits.max(1) as f64 * 1e3;
-    let runtime = lock.futex.then(|| Runtime::of(&o.exe)).flatten();
+    let runtime = lock
+        .futex
+        .then(|| Runtime::of(&o.exe, o.go_maxprocs))
+        .flatten();
     let ruled_out = runtime
         .as_ref()
         .and_then(|r| runtime_lock_ruled_out(o, r, lock, mean_wait_ms));
@@ -2313,6 +2329,30 @@ mod tests {
         (0..n).map(f).collect()
     }
 
+    /// All futex waits, as one lock object.
+    fn futex_locks(wait_s: f64, waits: u64) -> Vec<LockLoad> {
+        vec![LockLoad {
+            object: FUTEX_OBJECT.into(),
+            futex: true,
+            wait_s,
+            waits,
+        }]
+    }
+
+    /// A recorded 5.95 s run whose six seconds were each like `second`, offered that rate, no
+    /// filesystem on its path.
+    fn flat_run(second: RunSecond) -> RunObs {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.window_s = 5.95;
+        o.offered_rate = second.offered as f64;
+        o.seconds = secs(6, |t| RunSecond {
+            t_s: t,
+            ..second.clone()
+        });
+        o
+    }
+
     fn off(pairs: &[(&str, f64)]) -> Vec<f64> {
         CLASS_NAMES
             .iter()
@@ -2799,12 +2839,7 @@ mod tests {
         o.delivered_rate = 2019.0;
         o.off_s = off(&[("futex", 35.0), ("wait_work", 5.0)]);
         o.on_cpu_s = 6.0;
-        o.locks = vec![LockLoad {
-            object: FUTEX_OBJECT.into(),
-            futex: true,
-            wait_s: 35.0,
-            waits: 57_493,
-        }];
+        o.locks = futex_locks(35.0, 57_493);
         o.exe = "/usr/bin/node".into();
         let ids = |o: &RunObs| {
             rules(o)
@@ -2855,21 +2890,7 @@ mod tests {
     /// remedy is not "run more processes"; without it in the environment nothing is named.
     #[test]
     fn a_go_program_under_gomaxprocs_1_is_one_core_by_that_setting() {
-        let mut o = fuse_flood();
-        o.filesystems.clear();
-        o.locks.clear();
-        o.offered_rate = 39_992.0;
-        o.delivered_rate = 23_565.4;
-        o.on_cpu_s = 5.98;
-        o.runq_s = 0.048;
-        o.off_s = off(&[("sleep", 5.831), ("wait_work", 0.011)]);
-        o.workers = 2;
-        o.exe = "/usr/bin/caddy".into();
-        o.go_maxprocs = Some(1);
-        o.window_s = 5.95;
-        o.answered = 140_214;
-        o.seconds = secs(6, |t| RunSecond {
-            t_s: t,
+        let mut o = flat_run(RunSecond {
             offered: 39_992,
             ok_2xx: 23_565,
             cores_busy: 1.9,
@@ -2879,6 +2900,15 @@ mod tests {
             busy_threads: 2,
             ..Default::default()
         });
+        o.locks.clear();
+        o.delivered_rate = 23_565.4;
+        o.on_cpu_s = 5.98;
+        o.runq_s = 0.048;
+        o.off_s = off(&[("sleep", 5.831), ("wait_work", 0.011)]);
+        o.workers = 2;
+        o.exe = "/usr/bin/caddy".into();
+        o.go_maxprocs = Some(1);
+        o.answered = 140_214;
         let f = rules(&o);
         assert_eq!(f[0].id, "cpu.one-core", "{f:#?}");
         assert_eq!(
@@ -2915,12 +2945,7 @@ mod tests {
         o.on_cpu_s = 10.2;
         o.runq_s = 0.3;
         o.off_s = off(&[("futex", 70.0), ("wait_work", 9.0)]);
-        o.locks = vec![LockLoad {
-            object: FUTEX_OBJECT.into(),
-            futex: true,
-            wait_s: 70.0,
-            waits: 90_000,
-        }];
+        o.locks = futex_locks(70.0, 90_000);
         o.exe = "/usr/bin/node".into();
         for s in &mut o.seconds {
             s.cores_busy = 1.55;
@@ -2960,24 +2985,7 @@ mod tests {
     /// GVL, not one worker; without those waits (one single-threaded worker) it is the worker.
     #[test]
     fn an_interpreter_with_threads_on_its_lock_is_one_core_by_its_lock() {
-        let mut o = fuse_flood();
-        o.filesystems.clear();
-        o.window_s = 5.95;
-        o.offered_rate = 300.1;
-        o.delivered_rate = 163.1;
-        o.on_cpu_s = 5.9;
-        o.runq_s = 1.075;
-        o.off_s = off(&[("futex", 27.293), ("wait_work", 2.483)]);
-        o.locks = vec![LockLoad {
-            object: FUTEX_OBJECT.into(),
-            futex: true,
-            wait_s: 27.012,
-            waits: 3740,
-        }];
-        o.workers = 1;
-        o.exe = "/usr/bin/ruby3.1".into();
-        o.seconds = secs(6, |t| RunSecond {
-            t_s: t,
+        let mut o = flat_run(RunSecond {
             offered: 300,
             ok_2xx: 163,
             cores_busy: 1.3,
@@ -2987,6 +2995,14 @@ mod tests {
             busy_threads: 1,
             ..Default::default()
         });
+        o.offered_rate = 300.1;
+        o.delivered_rate = 163.1;
+        o.on_cpu_s = 5.9;
+        o.runq_s = 1.075;
+        o.off_s = off(&[("futex", 27.293), ("wait_work", 2.483)]);
+        o.locks = futex_locks(27.012, 3740);
+        o.workers = 1;
+        o.exe = "/usr/bin/ruby3.1".into();
         let f = rules(&o);
         assert_eq!(f[0].id, "cpu.one-core", "{f:#?}");
         assert_eq!(f[0].evidence["runtime"], "Ruby's global VM lock (GVL)");
@@ -3188,12 +3204,7 @@ mod tests {
         let mut o = fuse_flood();
         o.filesystems.clear();
         o.off_s = off(&[("futex", 38.0), ("wait_work", 10.0)]);
-        o.locks = vec![LockLoad {
-            object: FUTEX_OBJECT.into(),
-            futex: true,
-            wait_s: 38.0,
-            waits: 4000,
-        }];
+        o.locks = futex_locks(38.0, 4000);
         o.exe = "/usr/sbin/mysqld".into();
         let f = rules(&o);
         assert_eq!(f[0].id, "lock.contention", "{f:#?}");
@@ -3254,7 +3265,7 @@ mod tests {
         assert!(f[0].title.ends_with(": /srv/app/db.lock"), "{}", f[0].title);
         assert!(!f[0].evidence.contains_key("runtime_lock"));
         assert_eq!(
-            Runtime::of("/usr/bin/ruby3.1")
+            Runtime::of("/usr/bin/ruby3.1", None)
                 .and_then(|r| r.lock)
                 .unwrap()
                 .0,
@@ -3271,30 +3282,20 @@ mod tests {
     /// s on or queued for a CPU. Threads that ran most of the time keep the name.
     #[test]
     fn an_interpreters_lock_is_ruled_out_by_its_holders_cpu_time() {
-        let mut o = fuse_flood();
-        o.filesystems.clear();
-        o.window_s = 5.95;
-        o.seconds = secs(6, |t| RunSecond {
-            t_s: t,
+        let mut o = flat_run(RunSecond {
             offered: 150,
             ok_2xx: 49,
             threads: 9,
             busy_threads: 9,
             ..Default::default()
         });
-        o.offered_rate = 150.0;
         o.delivered_rate = 49.1;
         o.answered = 292;
         o.off_s = off(&[("futex", 34.19), ("wait_work", 0.689)]);
         o.on_cpu_s = 0.114;
         o.runq_s = 0.068;
         o.workers = 0;
-        o.locks = vec![LockLoad {
-            object: FUTEX_OBJECT.into(),
-            futex: true,
-            wait_s: 33.489,
-            waits: 678,
-        }];
+        o.locks = futex_locks(33.489, 678);
         o.exe = "/usr/bin/ruby3.1".into();
         let f = rules(&o);
         assert_eq!(f[0].id, "lock.contention", "{f:#?}");
@@ -3330,8 +3331,8 @@ mod tests {
         o.runq_s = 0.068;
         o.cpu_unknown = true;
         assert!(rules(&o)[0].evidence.contains_key("runtime_lock"));
-        assert!(Runtime::of("/usr/sbin/php-fpm8.2").is_none());
-        assert!(Runtime::of("/usr/bin/node").unwrap().lock.is_none());
+        assert!(Runtime::of("/usr/sbin/php-fpm8.2", None).is_none());
+        assert!(Runtime::of("/usr/bin/node", None).unwrap().lock.is_none());
     }
 
     #[test]
@@ -3818,12 +3819,7 @@ mod tests {
     fn a_lock_beside_a_saturated_mount_queues_behind_it() {
         let mut o = fuse_flood();
         o.off_s = off(&[("path", 46.0), ("wait_work", 10.5), ("futex", 60.0)]);
-        o.locks = vec![LockLoad {
-            object: FUTEX_OBJECT.into(),
-            futex: true,
-            wait_s: 60.0,
-            waits: 600,
-        }];
+        o.locks = futex_locks(60.0, 600);
         let mut all = rules(&o);
         let share = |id: &str| {
             all.iter().find(|f| f.id == id).map(|f| {
@@ -3900,12 +3896,7 @@ mod tests {
                 latency_by_ahead: vec![],
                 serving: vec![],
             }],
-            locks: vec![LockLoad {
-                object: FUTEX_OBJECT.into(),
-                futex: true,
-                wait_s: 60.0,
-                waits: 480,
-            }],
+            locks: futex_locks(60.0, 480),
             classified: true,
             ..Default::default()
         };
