@@ -59,9 +59,9 @@ static WAKERS: LruPerCpuHashMap<WakerKey, u64> =
 static STACK_WAKERS: LruPerCpuHashMap<StackKey, u64> =
     LruPerCpuHashMap::with_max_entries(WAKERS_ENTRIES, 0);
 
-/// Per CPU: how many high-resolution timer callbacks are running on it (one, or two where a
-/// hard timer interrupts a soft one's): a thread woken inside one was woken by its timer (its
-/// sleep or its wait's timeout ran out), whoever the interrupt landed on.
+/// Per CPU: 1 while a high-resolution timer's callback runs on it: a thread woken inside one
+/// was woken by its timer (its sleep or its wait's timeout ran out), whoever the interrupt
+/// landed on.
 #[map]
 static IN_TIMER: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
 
@@ -442,20 +442,25 @@ fn waker<const REGS: bool>(skip: u8) -> u32 {
 }
 
 /// raw_tp/hrtimer_expire_entry(struct hrtimer *, ktime_t *now): a timer's callback begins.
+/// A flag, not a depth count: callbacks do not nest on a CPU (a soft one interrupted by a hard
+/// one ends seen as outside a timer, its waker then counted), and an entry whose exit was
+/// never seen (it ran while the exit program was being attached, or that one did not attach)
+/// must not leave the CPU "in a timer" for the rest of the run: the next callback there sets
+/// and clears it again. A count left at 1 so lost every wakeup on that CPU, and with them the
+/// stack (CI: a php-fpm and Node stack behind nginx read as noise).
 #[raw_tracepoint(tracepoint = "hrtimer_expire_entry")]
 pub fn offcpu_timer_entry(_ctx: RawTracePointContext) -> i32 {
     if let Some(n) = IN_TIMER.get_ptr_mut(0) {
-        unsafe { *n += 1 };
+        unsafe { *n = 1 };
     }
     0
 }
 
-/// raw_tp/hrtimer_expire_exit(struct hrtimer *): it ended (never below 0: a callback running
-/// when the probes attached ends without its entry seen).
+/// raw_tp/hrtimer_expire_exit(struct hrtimer *): it ended.
 #[raw_tracepoint(tracepoint = "hrtimer_expire_exit")]
 pub fn offcpu_timer_exit(_ctx: RawTracePointContext) -> i32 {
     if let Some(n) = IN_TIMER.get_ptr_mut(0) {
-        unsafe { *n = (*n).saturating_sub(1) };
+        unsafe { *n = 0 };
     }
     0
 }
