@@ -155,9 +155,13 @@ fn run(pid: u32, args: &[&str]) -> Run {
         eprintln!("  {} {}: {}", f["severity"], f["id"], f["title"]);
     }
     eprintln!("measurement: {}", r["measurement"]);
+    if let Ok(dir) = std::env::var("VERDICT_DUMP") {
+        let n = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+        let _ = std::fs::write(format!("{dir}/{n}.json"), r.to_string());
+    }
     for t in r["run"]["timeline"].as_array().into_iter().flatten() {
         eprintln!(
-            "  t={} offered={} 2xx={} cpus={} target={} runq={} noise={} busy={} acceptq={} in_flight={}",
+            "  t={} offered={} 2xx={} cpus={} target={} runq={} noise={} threads={} busy={} acceptq={} in_flight={}",
             t["t_s"],
             t["offered"],
             t["ok_2xx"],
@@ -165,6 +169,7 @@ fn run(pid: u32, args: &[&str]) -> Run {
             t["target_cores"],
             t["run_queue"],
             t["noise_cores"],
+            t["threads"],
             t["busy_threads"],
             t["accept_queue"],
             t["in_flight"]

@@ -5,7 +5,7 @@
 //! shows in ten seconds, not in the one it wakes in. Memory is one record per second, whatever
 //! the request rate.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use trapdetect_common::offcpu::{
     CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_WAIT_WORK, FUTEX_TIMED, NUM_CLASSES, OffKey,
@@ -105,6 +105,9 @@ pub struct KernelSecond {
     pub threads: usize,
     /// Threads that were not waiting for work at the sample.
     pub busy_now: usize,
+    /// Each thread at the sample and whether it was busy: which of them were workers is
+    /// known only once the run has ended ([`Sampler::worker_tids`]).
+    pub sampled: Vec<(u32, bool)>,
     /// Path syscalls completed in this second.
     pub path_calls: u64,
     /// FUSE requests in this second by connection device.
@@ -553,7 +556,8 @@ impl Sampler {
             ..Default::default()
         };
         split_time(&mut sec, &prev, &reading, &credit, &self.credit);
-        sec.busy_now = self.count_idle(&slots);
+        sec.sampled = self.count_idle(&slots);
+        sec.busy_now = sec.sampled.iter().filter(|(_, busy)| *busy).count();
         sec.path_calls = paths.saturating_sub(self.prev_paths);
         for (d, n) in &fuse {
             let d0 = self.prev_fuse.get(d).copied().unwrap_or(0);
@@ -638,9 +642,9 @@ impl Sampler {
         }
     }
 
-    /// Counts, per thread, the samples and those that found it waiting for work; returns how
-    /// many threads are busy now.
-    fn count_idle(&mut self, slots: &[ThreadSlot]) -> usize {
+    /// Counts, per thread, the samples and those that found it waiting for work; returns each
+    /// thread and whether it is busy now.
+    fn count_idle(&mut self, slots: &[ThreadSlot]) -> Vec<(u32, bool)> {
         // Who is waiting for work right now: in a wait-for-work syscall, or parked on a futex
         // (an idle pool thread waits on a condition variable: Go's parked Ms, Node's libuv
         // pool and V8 platform threads, a gthread worker waiting for its queue). Threads that
@@ -648,7 +652,7 @@ impl Sampler {
         // A futex wait with a timeout is a deadline the thread set itself — Ruby's `sleep`,
         // Python's `Event.wait(t)` inside a request — and counts as busy, as a `nanosleep`
         // does; whether it ran out is known only when it ends (its time's class then).
-        let mut busy = 0;
+        let mut now = Vec::with_capacity(slots.len());
         for s in slots {
             let parked = s.key.class == CLASS_FUTEX && s.key.dev != FUTEX_TIMED;
             let idle = s.state == ST_OFF_CPU && (s.key.class == CLASS_WAIT_WORK || parked);
@@ -656,11 +660,10 @@ impl Sampler {
             e.1 += 1;
             if idle {
                 e.0 += 1;
-            } else {
-                busy += 1;
             }
+            now.push((s.tid, !idle));
         }
-        busy
+        now
     }
 
     /// Other processes' cores since the last sample, on the target's CPUs (scaled by how much
@@ -773,10 +776,16 @@ impl Sampler {
     /// is not a worker, nor is a runtime's parked thread; a worker of a saturated pool is busy
     /// at nearly every sample).
     pub fn workers(&self) -> usize {
+        self.worker_tids().len()
+    }
+
+    /// The threads [`Sampler::workers`] counts.
+    pub fn worker_tids(&self) -> HashSet<u32> {
         self.idle
-            .values()
-            .filter(|(idle, n)| *n > 0 && (n - idle) * 2 >= *n)
-            .count()
+            .iter()
+            .filter(|(_, (idle, n))| *n > 0 && (n - idle) * 2 >= *n)
+            .map(|(tid, _)| *tid)
+            .collect()
     }
 
     /// Names lock objects with time on them while their file is still open somewhere.
@@ -856,9 +865,10 @@ mod tests {
             slot(5, ST_OFF_CPU, CLASS_SLEEP, 0),
         ];
         let mut s = Sampler::new(1, 0);
-        assert_eq!(s.count_idle(&slots), 3);
-        assert_eq!(s.count_idle(&slots), 3);
-        assert_eq!(s.workers(), 3);
+        let busy = vec![(1, true), (2, false), (3, false), (4, true), (5, true)];
+        assert_eq!(s.count_idle(&slots), busy);
+        assert_eq!(s.count_idle(&slots), busy);
+        assert_eq!(s.worker_tids(), HashSet::from([1, 4, 5]));
     }
 
     #[test]

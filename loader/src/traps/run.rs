@@ -60,6 +60,13 @@ pub struct RunSecond {
     pub threads: usize,
     /// Threads not waiting for work at the sample.
     pub busy_threads: usize,
+    /// The run's workers ([`RunObs::workers`]) alive at the sample, where the sampler knew
+    /// each thread by id: a pool that grows has fewer in its first seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    /// Of those, the ones busy at the sample (a master busy forking a child is not one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_workers: Option<usize>,
     /// Path syscalls per second (all filesystems).
     pub path_calls: u64,
     /// Filesystem requests per second by mount (FUSE requests where the tracepoint exists).
@@ -572,7 +579,8 @@ impl RunObs {
     /// dynamic`: a child more each second while none is idle) has all its workers busy every
     /// second, yet over the window fewer than its final count: judged against that count, a
     /// full pool read part idle (Apache growing from 4 to 8: 7.1 of 8; php-fpm from 2 to 7 in
-    /// five seconds: 5). Each second's pool is its threads less those that are no worker (a
+    /// five seconds: 5). Each second's pool is the workers alive at its sample, where the
+    /// sampler knew the threads by id; else its threads less those that are no worker (a
     /// master: the threads at the fullest second beyond the workers). `None` where the workers
     /// are no pool of long-lived threads (more than ever ran at once: a thread per connection)
     /// or no second has per-second time (a recorded run).
@@ -589,12 +597,27 @@ impl RunObs {
         {
             return None;
         }
+        // Each second's pool: the workers the sampler found alive at its sample, and those
+        // of them busy, where it knew each thread by id. Else inferred from the thread count:
+        // its threads less those that are no worker (the threads at the fullest second beyond
+        // the workers), every busy thread a worker.
+        let by_id = loaded
+            .iter()
+            .all(|s| s.workers.is_some() && s.busy_workers.is_some());
         let others = most - self.workers;
-        let size = |s: &RunSecond| s.threads.saturating_sub(others).max(1) as f64;
-        // More threads busy in a second than its pool had: the threads that are no worker
-        // were no fixed set (a runtime that adds threads of its own under load: Go's Ms,
-        // libuv's pool), so there is no pool size to read per second.
-        if loaded.iter().any(|s| s.busy_threads as f64 > size(s)) {
+        let size = |s: &RunSecond| match s.workers.filter(|_| by_id) {
+            Some(n) => n.max(1) as f64,
+            None => s.threads.saturating_sub(others).max(1) as f64,
+        };
+        let busy = |s: &RunSecond| match s.busy_workers.filter(|_| by_id) {
+            Some(n) => n as f64,
+            None => s.busy_threads as f64,
+        };
+        // Inferred, more threads busy in a second than its pool had: the threads that are no
+        // worker were no fixed set (a runtime that adds threads of its own under load: Go's
+        // Ms, libuv's pool), or one of them was busy at the sample (php-fpm's master forking
+        // a child), so there is no pool size to read per second.
+        if !by_id && loaded.iter().any(|s| busy(s) > size(s)) {
             return None;
         }
         let work = |s: &RunSecond| {
@@ -608,7 +631,7 @@ impl RunObs {
         };
         let worker_s: f64 = loaded.iter().map(|s| size(s)).sum();
         let work_share = loaded.iter().map(|s| work(s)).sum::<f64>() / worker_s;
-        let sampled_share = loaded.iter().map(|s| s.busy_threads as f64).sum::<f64>() / worker_s;
+        let sampled_share = loaded.iter().map(|s| busy(s)).sum::<f64>() / worker_s;
         let fewest = loaded
             .iter()
             .map(|s| size(s) as usize)
@@ -3455,6 +3478,22 @@ mod tests {
         let mut runtime = growing_pool();
         runtime.seconds[0].busy_threads = 4;
         assert!(runtime.pool_load().is_none());
+        // Unless the sampler knew which threads were the workers: that fourth busy thread
+        // was php-fpm's master, forking the next child, and the pool is read as it was.
+        let mut by_id = runtime;
+        for s in by_id.seconds.iter_mut().filter(|s| s.threads > 0) {
+            s.workers = Some(s.threads - 1);
+            s.busy_workers = Some(s.threads - 1);
+        }
+        let f = rules(&by_id);
+        assert_eq!(f[0].id, "pool.too-small", "{f:#?}");
+        assert_eq!(f[0].evidence["pool_grew_from"], 3);
+        assert_eq!(f[0].evidence["busy_workers"], 7.0);
+        // And a pool of 7 from the start, by id, is part idle still.
+        for s in by_id.seconds.iter_mut().filter(|s| s.threads > 0) {
+            s.workers = Some(7);
+        }
+        assert!(rules(&by_id).is_empty(), "{:#?}", rules(&by_id));
     }
 
     #[test]
