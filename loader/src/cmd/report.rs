@@ -228,6 +228,7 @@ mod tests {
             interrupted: true,
             killed: false,
             missing_columns: vec!["ok_2xx".into()],
+            generators: vec![],
             results: Some(ExternalResults {
                 format: Format::OhaJson,
                 totals: Totals {

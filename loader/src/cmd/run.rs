@@ -34,9 +34,11 @@ pub struct RunArgs {
     /// Results of your own generator to join second by second: read when the window ends
     /// (after COMMAND exits, when one is given). oha JSON, vegeta results (JSON lines, CSV)
     /// or JSON report, k6 summary export or JSON lines, wrk or hey text, hey CSV,
-    /// trapdetect load JSON.
+    /// trapdetect load JSON. Repeat it for several generators (N vegeta or k6 runners, N
+    /// copies of `trapdetect load --shard I/N`): their results are merged on wall-clock
+    /// seconds, so each file must carry wall-clock times.
     #[arg(long, value_name = "FILE")]
-    pub load_results: Option<PathBuf>,
+    pub load_results: Vec<PathBuf>,
     /// Your own generator instead of the built-in one, run for the window (which ends at
     /// --duration or when it exits) and watched as a client; its stdout is read as its
     /// results unless --load-results names them.
@@ -71,7 +73,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
             "--pid is required, or the server named by --comm, --cgroup, --container or --unit (or --from-strace FILE)",
         ));
     }
-    let external = !args.command.is_empty() || args.load_results.is_some();
+    let external = !args.command.is_empty() || !args.load_results.is_empty();
     if external && (!args.load.url.is_empty() || args.load.rate.is_some()) {
         return Err(Error::usage(
             "--url and --rate drive the built-in generator: with -- COMMAND or --load-results, drop them",

@@ -3,6 +3,7 @@
 //! client (its CPU and run-queue delay per second), killed and reaped whatever happens.
 
 pub mod child;
+pub mod merge;
 pub mod results;
 pub mod section;
 pub mod time;

@@ -42,6 +42,8 @@ pub enum Format {
     HeyCsv,
     /// The JSON of `trapdetect load` (per second).
     TrapdetectLoad,
+    /// Several generators' results, merged on wall-clock seconds (`merge`).
+    Merged,
 }
 
 impl Format {
@@ -58,6 +60,7 @@ impl Format {
             Format::HeyText => "hey text summary",
             Format::HeyCsv => "hey CSV results",
             Format::TrapdetectLoad => "trapdetect load JSON",
+            Format::Merged => "several generators' results, merged on wall-clock seconds",
         }
     }
 }
@@ -166,6 +169,16 @@ pub struct LoadResults {
     /// Lines that were not results (headers of other tools' sections, metrics other than
     /// requests) are skipped; lines that looked like results but could not be read are counted.
     pub skipped_lines: u64,
+    /// Per second, the 2xx latencies (per-request formats): what several generators' p99 is
+    /// merged from, never their percentiles averaged.
+    #[serde(skip)]
+    pub hists: BTreeMap<i64, Histogram<u64>>,
+    /// The whole run's 2xx latencies (per-request formats).
+    #[serde(skip)]
+    pub all_hist: Option<Histogram<u64>>,
+    /// Seconds in which the generator fell behind its own schedule (trapdetect load JSON:
+    /// its lag beyond its budget): its arrivals there went out late.
+    pub lagged: Vec<i64>,
 }
 
 impl LoadResults {
@@ -189,6 +202,13 @@ impl LoadResults {
             .into_iter()
             .map(|(t, s)| (t.saturating_add(k), s))
             .collect();
+        self.hists = std::mem::take(&mut self.hists)
+            .into_iter()
+            .map(|(t, h)| (t.saturating_add(k), h))
+            .collect();
+        for t in &mut self.lagged {
+            *t = t.saturating_add(k);
+        }
     }
 }
 
@@ -276,11 +296,15 @@ impl Buckets {
             (Some(f), Some(l)) => (l - f).max(0.0),
             _ => 0.0,
         };
+        let mut hists = BTreeMap::new();
         let seconds = self
             .seconds
             .into_iter()
             .map(|(t, (mut s, h))| {
-                s.p99_us = h.map(|h| h.value_at_quantile(0.99) as f64);
+                s.p99_us = h.as_ref().map(|h| h.value_at_quantile(0.99) as f64);
+                if let Some(h) = h {
+                    hists.insert(t, h);
+                }
                 (t, s)
             })
             .collect();
@@ -299,7 +323,7 @@ impl Buckets {
                 errors: columns_have_errors(format).then_some(self.totals[3]),
                 duration_s: (span > 0.0).then_some(span),
                 offered_per_s: None,
-                p99_us: self.all.map(|h| h.value_at_quantile(0.99) as f64),
+                p99_us: self.all.as_ref().map(|h| h.value_at_quantile(0.99) as f64),
             },
             origin,
             start_unix_s: match origin {
@@ -307,6 +331,9 @@ impl Buckets {
                 Origin::Relative { .. } => None,
             },
             skipped_lines: skipped,
+            hists,
+            all_hist: self.all,
+            lagged: vec![],
         })
     }
 }
@@ -328,7 +355,7 @@ pub fn parse(data: &[u8], window_start_unix: f64) -> Result<LoadResults, ParseEr
         // One JSON document, or JSON lines.
         if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
             if v.get("schema").and_then(Value::as_str) == Some(crate::load::SCHEMA) {
-                return trapdetect_load(&v);
+                return trapdetect_load(&v, window_start_unix);
             }
             if v.pointer("/summary/successRate").is_some() {
                 return oha(&v);
@@ -409,6 +436,9 @@ fn summary(format: Format, totals: Totals, start: Option<f64>) -> LoadResults {
         origin: Origin::Relative { length_s: 0.0 },
         start_unix_s: start,
         skipped_lines: 0,
+        hists: BTreeMap::new(),
+        all_hist: None,
+        lagged: vec![],
     }
 }
 
@@ -785,17 +815,39 @@ fn k6_lines(text: &str, w0: f64) -> Result<LoadResults, ParseError> {
     Ok(r)
 }
 
-fn trapdetect_load(v: &Value) -> Result<LoadResults, ParseError> {
+fn trapdetect_load(v: &Value, window_start_unix: f64) -> Result<LoadResults, ParseError> {
     let fm = Format::TrapdetectLoad;
     let series = v
         .get("series")
         .and_then(Value::as_array)
         .ok_or_else(|| bad(fm, "no series"))?;
+    // Where the file says when its second 0 was on the wall clock, its seconds are placed
+    // in the window by it; older files (offsets only) are placed by the caller.
+    let start = f(v, "/window/start_unix_s").filter(|s| *s > 0.0);
+    let by = match start {
+        // Each of its seconds into the window's second it overlaps most, as `shift` does.
+        Some(s) if (s - window_start_unix).abs() <= MAX_SECONDS as f64 => {
+            (s - window_start_unix).round() as i64
+        }
+        Some(_) => {
+            return Err(bad(
+                fm,
+                "window.start_unix_s is more than a day from the window",
+            ));
+        }
+        None => 0,
+    };
+    let budget = u(v, "/plan/lag_budget_us");
     let mut seconds = BTreeMap::new();
+    let mut lagged = vec![];
     for p in series {
         let t = u(p, "/t_s").ok_or_else(|| bad(fm, "a series point without t_s"))?;
         if t > MAX_SECONDS as u64 {
             return Err(bad(fm, format!("t_s {t} is beyond a day")));
+        }
+        let t = t as i64 + by;
+        if budget.is_some_and(|b| u(p, "/sched_lag_max_us").is_some_and(|l| l > b)) {
+            lagged.push(t);
         }
         let errors = p
             .get("errors")
@@ -805,7 +857,7 @@ fn trapdetect_load(v: &Value) -> Result<LoadResults, ParseError> {
             .map(|(_, n)| n.as_u64().unwrap_or(0))
             .fold(0, u64::saturating_add);
         seconds.insert(
-            t as i64,
+            t,
             ResultSecond {
                 offered: u(p, "/scheduled").unwrap_or(0),
                 ok_2xx: u(p, "/ok_2xx").unwrap_or(0),
@@ -830,9 +882,15 @@ fn trapdetect_load(v: &Value) -> Result<LoadResults, ParseError> {
             offered_per_s: f(v, "/offered_rate_per_s"),
             p99_us: f(v, "/latency_2xx/p99_us"),
         },
-        origin: Origin::Relative { length_s: measured },
-        start_unix_s: None,
+        origin: match start {
+            Some(_) => Origin::Window,
+            None => Origin::Relative { length_s: measured },
+        },
+        start_unix_s: start,
         skipped_lines: 0,
+        hists: BTreeMap::new(),
+        all_hist: None,
+        lagged,
     })
 }
 

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Format, Totals};
+use super::{Format, Totals, merge::GeneratorPart};
 use crate::report::section::{Section, to_json};
 
 /// The section.
@@ -25,9 +25,12 @@ pub struct ExternalLoad {
     pub killed: bool,
     /// Per-second columns its results did not give.
     pub missing_columns: Vec<String>,
-    /// What its results said, when they were read.
+    /// What its results said, when they were read (several files: merged).
     #[serde(flatten)]
     pub results: Option<ExternalResults>,
+    /// Several generators' files (`--load-results` repeated): each one's part.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generators: Vec<GeneratorPart>,
 }
 
 /// What the generator's results said.
@@ -95,6 +98,27 @@ impl Section for ExternalLoad {
             None => {
                 let _ = writeln!(out, "Results: none read");
             }
+        }
+        for g in &self.generators {
+            let t = &g.totals;
+            let _ = writeln!(
+                out,
+                "  {}: {}, seconds {}..{} of the window, {} requests, {} 2xx{}",
+                g.file,
+                g.format.describe(),
+                g.first_s,
+                g.last_s,
+                t.requests.map_or("-".to_string(), |v| v.to_string()),
+                t.ok_2xx.map_or("-".to_string(), |v| v.to_string()),
+                if g.lagged_seconds.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", behind its schedule in {} second(s): those seconds are marked generator-lag",
+                        g.lagged_seconds.len()
+                    )
+                }
+            );
         }
         if !self.missing_columns.is_empty() {
             let _ = writeln!(

@@ -16,6 +16,7 @@ use crate::{
         external::{
             self, LoadResults,
             child::{ClientSampler, ClientSecond, Generator},
+            merge::{GeneratorPart, merge},
             results::Origin,
             section::{ExternalLoad, ExternalResults},
         },
@@ -122,6 +123,11 @@ impl LoadSide {
                         errors,
                         p99_us: s.p99_us,
                         in_flight: s.in_flight,
+                        marks: if r.lagged.contains(t) {
+                            vec!["generator-lag"]
+                        } else {
+                            vec![]
+                        },
                         ..Default::default()
                     },
                 );
@@ -163,7 +169,7 @@ impl LoadSide {
 pub struct ExternalDriver {
     pid: u32,
     command: Vec<String>,
-    results_file: Option<PathBuf>,
+    results_files: Vec<PathBuf>,
     generator: Option<Generator>,
     /// The kernel's seconds.
     pub sampler: Option<Sampler>,
@@ -173,8 +179,10 @@ pub struct ExternalDriver {
     start_unix: f64,
     command_start_unix: f64,
     spawn_error: Option<Error>,
-    /// Its results, read after it.
+    /// Its results, read after it (several files': merged).
     pub results: Option<LoadResults>,
+    /// The generators whose results were merged (empty for one).
+    pub generators: Vec<GeneratorPart>,
 }
 
 fn unix_now() -> f64 {
@@ -190,8 +198,9 @@ impl ExternalDriver {
         self.client_sampler.pids.iter().copied().collect()
     }
 
-    /// A driver for `-- COMMAND` (may be empty) and `--load-results FILE`.
-    pub fn new(pid: u32, command: Vec<String>, results_file: Option<PathBuf>) -> Result<Self> {
+    /// A driver for `-- COMMAND` (may be empty) and `--load-results FILE` (repeated: several
+    /// generators' results, merged on wall-clock seconds).
+    pub fn new(pid: u32, command: Vec<String>, results_files: Vec<PathBuf>) -> Result<Self> {
         if let Some(prog) = command.first()
             && !runnable(prog)
         {
@@ -200,25 +209,22 @@ impl ExternalDriver {
                 escape::text(prog)
             )));
         }
-        if let Some(f) = &results_file
-            && command.is_empty()
-        {
-            // Without a command the file is another run's, finished or being written: it
+        if command.is_empty() {
+            // Without a command the files are other runs', finished or being written: they
             // must be there now, in a format trapdetect reads.
-            let what = format!(
-                "--load-results {}",
-                escape::bytes(f.as_os_str().as_encoded_bytes())
-            );
-            let bytes = crate::input::read_capped(&what, f, RESULTS_CAP)?;
-            if !bytes.is_empty() {
-                external::parse(&bytes, unix_now())
-                    .map_err(|e| Error::usage(format!("{what}: {e}")))?;
+            for f in &results_files {
+                let what = results_what(f);
+                let bytes = crate::input::read_capped(&what, f, RESULTS_CAP)?;
+                if !bytes.is_empty() {
+                    external::parse(&bytes, unix_now())
+                        .map_err(|e| Error::usage(format!("{what}: {e}")))?;
+                }
             }
         }
         Ok(ExternalDriver {
             pid,
             command,
-            results_file,
+            results_files,
             generator: None,
             sampler: None,
             client: BTreeMap::new(),
@@ -227,28 +233,45 @@ impl ExternalDriver {
             command_start_unix: 0.0,
             spawn_error: None,
             results: None,
+            generators: vec![],
         })
     }
 
+    /// One results file, read and placed in the window: offsets from the generator's own
+    /// start count from the command's start, or for a file of another run from its last
+    /// write less its length.
+    fn read_file(&self, f: &std::path::Path) -> Result<LoadResults> {
+        let what = results_what(f);
+        let bytes = crate::input::read_capped(&what, f, RESULTS_CAP)?;
+        let mut r = external::parse(&bytes, self.start_unix)
+            .map_err(|e| Error::usage(format!("{what}: {e}")))?;
+        if let Origin::Relative { length_s } = r.origin {
+            let start = match &self.generator {
+                Some(_) => self.command_start_unix,
+                None => mtime_unix(f).map_or(self.start_unix, |m| m - length_s),
+            };
+            r.shift(start - self.start_unix);
+        }
+        Ok(r)
+    }
+
     fn read_results(&mut self, notes: &mut Vec<String>) -> Result<()> {
-        let (bytes, what, truncated) = match (&self.results_file, &self.generator) {
-            (Some(f), _) => {
-                let what = format!(
-                    "--load-results {}",
-                    escape::bytes(f.as_os_str().as_encoded_bytes())
-                );
-                (
-                    crate::input::read_capped(&what, f, RESULTS_CAP)?,
-                    what,
-                    false,
-                )
+        if !self.results_files.is_empty() {
+            let mut parts = vec![];
+            for f in &self.results_files {
+                let name = escape::bytes(f.as_os_str().as_encoded_bytes());
+                parts.push((name, self.read_file(f)?));
             }
-            (None, Some(g)) => {
-                let (b, t) = g.stdout();
-                (b, "the command's output".to_string(), t)
-            }
-            (None, None) => return Ok(()),
+            let (r, generators) =
+                merge(parts).map_err(|e| Error::usage(format!("--load-results: {e}")))?;
+            self.results = Some(r);
+            self.generators = generators;
+            return Ok(());
+        }
+        let Some(g) = &self.generator else {
+            return Ok(());
         };
+        let (bytes, truncated) = g.stdout();
         if truncated {
             notes.push(format!(
                 "the command printed more than {} MiB: its output was cut there",
@@ -257,28 +280,25 @@ impl ExternalDriver {
         }
         match external::parse(&bytes, self.start_unix) {
             Ok(mut r) => {
-                if let Origin::Relative { length_s } = r.origin {
-                    // Offsets count from the generator's start: the command's, which is the
-                    // window's; for a file of another run, its last write minus its length.
-                    let start = match (&self.generator, &self.results_file) {
-                        (Some(_), _) => self.command_start_unix,
-                        (None, Some(f)) => mtime_unix(f).map_or(self.start_unix, |m| m - length_s),
-                        (None, None) => self.start_unix,
-                    };
-                    r.shift(start - self.start_unix);
+                if let Origin::Relative { .. } = r.origin {
+                    // Offsets count from the generator's start: the command's.
+                    r.shift(self.command_start_unix - self.start_unix);
                 }
                 self.results = Some(r);
-                Ok(())
             }
-            Err(e) if self.results_file.is_some() => Err(Error::usage(format!("{what}: {e}"))),
-            Err(e) => {
-                notes.push(format!(
-                    "the command's output is not results trapdetect reads ({e}): the load side is the kernel's count of served requests only"
-                ));
-                Ok(())
-            }
+            Err(e) => notes.push(format!(
+                "the command's output is not results trapdetect reads ({e}): the load side is the kernel's count of served requests only"
+            )),
         }
+        Ok(())
     }
+}
+
+fn results_what(f: &std::path::Path) -> String {
+    format!(
+        "--load-results {}",
+        escape::bytes(f.as_os_str().as_encoded_bytes())
+    )
 }
 
 /// Whether `prog` names an executable file, directly or through PATH (checked before
@@ -372,7 +392,7 @@ impl LoadDriver for ExternalDriver {
         let side = LoadSide::from_external(self.results.as_ref(), &self.client, window_s);
         let g = self.generator.as_ref();
         out.sections.push(Box::new(ExternalLoad {
-            source: if self.results_file.is_some() {
+            source: if !self.results_files.is_empty() {
                 "file"
             } else {
                 "command"
@@ -391,6 +411,7 @@ impl LoadDriver for ExternalDriver {
                 skipped_lines: r.skipped_lines,
                 seconds_before_window: r.seconds.range(..0).count(),
             }),
+            generators: self.generators.clone(),
         }));
         let starved = client_starved(&self.client, window_s);
         if let Some(f) = starved {
@@ -537,14 +558,14 @@ mod tests {
 
     #[test]
     fn a_missing_command_is_refused_before_anything_attaches() {
-        let e = ExternalDriver::new(1, vec!["no-such-generator-xyz".into()], None)
+        let e = ExternalDriver::new(1, vec!["no-such-generator-xyz".into()], vec![])
             .err()
             .unwrap();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("no such executable"), "{e}");
-        assert!(ExternalDriver::new(1, vec!["sh".into()], None).is_ok());
-        assert!(ExternalDriver::new(1, vec!["/bin/sh".into()], None).is_ok());
-        assert!(ExternalDriver::new(1, vec!["/etc/passwd".into()], None).is_err());
+        assert!(ExternalDriver::new(1, vec!["sh".into()], vec![]).is_ok());
+        assert!(ExternalDriver::new(1, vec!["/bin/sh".into()], vec![]).is_ok());
+        assert!(ExternalDriver::new(1, vec!["/etc/passwd".into()], vec![]).is_err());
     }
 
     #[test]
