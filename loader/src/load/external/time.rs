@@ -12,6 +12,34 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// The civil date (proleptic Gregorian) of a day count from 1970-01-01.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// An instant, ns since the Unix epoch, as RFC 3339 in UTC with milliseconds
+/// (`2024-12-05T12:00:00.500Z`).
+pub fn format_rfc3339(unix_ns: i128) -> String {
+    let ms = unix_ns.div_euclid(1_000_000);
+    let (secs, ms) = (ms.div_euclid(1_000) as i64, ms.rem_euclid(1_000));
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        sod / 3_600,
+        sod % 3_600 / 60,
+        sod % 60
+    )
+}
+
 fn num(s: &str) -> Option<u32> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -74,7 +102,7 @@ pub fn rfc3339(s: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::rfc3339;
+    use super::{format_rfc3339, rfc3339};
 
     #[test]
     fn offsets_fractions_and_garbage() {
@@ -97,6 +125,25 @@ mod tests {
             "2024-05-09T12:34:45é:000",
         ] {
             assert_eq!(rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn formats_utc_with_milliseconds_and_reads_back() {
+        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00.000Z");
+        // `date -u -d @1733400000.5 +%FT%T.%3NZ`
+        assert_eq!(
+            format_rfc3339(1_733_400_000_500_000_000),
+            "2024-12-05T12:00:00.500Z"
+        );
+        assert_eq!(
+            format_rfc3339(951_782_400_999_999_999),
+            "2000-02-29T00:00:00.999Z"
+        );
+        assert_eq!(format_rfc3339(-1_000_000), "1969-12-31T23:59:59.999Z");
+        for ns in [1_715_258_085_625_000_000i128, 4_102_444_800_000_000_000] {
+            let back = rfc3339(&format_rfc3339(ns)).unwrap();
+            assert_eq!((back * 1e3).round() as i128, ns / 1_000_000);
         }
     }
 }
