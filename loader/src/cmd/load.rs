@@ -101,6 +101,16 @@ pub struct LoadArgs {
     /// Seed for Poisson gaps and host/path picks (same seed, same arrivals).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
+    /// This copy is the I-th of N generators on one schedule: it offers rate/N (each step's
+    /// rate too), its const arrivals offset by (I-1)/N of its gap so the N copies interleave
+    /// evenly; its seed is derived from --seed and I. Budgets stay per copy.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Wait until this wall-clock time (seconds since the Unix epoch, fraction allowed, e.g.
+    /// `$(date -d '+10 sec' +%s)`) before the first arrival (the warm-up starts then), so
+    /// copies on several hosts start together. At most 24 h ahead.
+    #[arg(long, value_name = "UNIX_TIME")]
+    pub start_at: Option<String>,
     /// A fresh connection per request (`Connection: close`) instead of keep-alive.
     #[arg(long)]
     pub no_keepalive: bool,
@@ -181,8 +191,21 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
             ));
         }
     };
-    let mut p = Plan::new(&a.url, rate, a.duration)?;
-    p.rate = a.rate.map(|r| r.from);
+    let shard = a
+        .shard
+        .as_deref()
+        .map(load::Shard::parse)
+        .transpose()
+        .map_err(Error::Usage)?;
+    let share = |r: f64| shard.map_or(r, |s| r / f64::from(s.count));
+    let mut p = Plan::new(&a.url, share(rate), a.duration)?;
+    p.rate = a.rate.map(|r| share(r.from));
+    p.shard = shard;
+    p.start_at_unix_ns = a
+        .start_at
+        .as_deref()
+        .map(|s| start_at(s, load::unix_ns_now()))
+        .transpose()?;
     p.arrival = a.arrival;
     p.timeout = a.timeout;
     p.warmup = a.warmup;
@@ -255,10 +278,16 @@ pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
              or --html",
         ));
     }
+    // With --shard every step's rate is this copy's share.
+    let n = match a.shard.as_deref().map(load::Shard::parse) {
+        Some(Ok(s)) => f64::from(s.count),
+        Some(Err(e)) => return Err(Error::Usage(e)),
+        None => 1.0,
+    };
     let spec = StepSpec {
-        from: range.0,
-        to: range.1,
-        step,
+        from: range.0 / n,
+        to: range.1 / n,
+        step: step / n,
         step_duration: a.step_duration,
         slo_p99: a.slo_p99,
         drain_below: a.drain_below,
@@ -266,6 +295,42 @@ pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
     };
     spec.check()?;
     Ok(Some(spec))
+}
+
+/// Longest wait `--start-at` accepts.
+const START_AT_AHEAD_NS: i128 = 86_400 * 1_000_000_000;
+/// How long ago a `--start-at` instant may be and still start the run (at once).
+const START_AT_LATE_NS: i128 = 1_000_000_000;
+
+/// `--start-at UNIX_TIME` against the wall clock `now_ns`: the instant, ns since the epoch.
+/// Refuses a time more than 24 h ahead or more than 1 s past.
+pub fn start_at(s: &str, now_ns: i128) -> Result<i128> {
+    let shown = crate::escape::text(s);
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || int.len() > 12 || !digits(int) || !digits(frac) || s.ends_with('.') {
+        return Err(Error::usage(format!(
+            "--start-at {shown}: expected seconds since the Unix epoch, e.g. 1733400000.5 \
+             (date +%s)"
+        )));
+    }
+    let ns_frac: i128 = format!("{:0<9}", &frac[..frac.len().min(9)])
+        .parse()
+        .unwrap_or(0);
+    let at = int.parse::<i128>().unwrap_or(0) * 1_000_000_000 + ns_frac;
+    if at - now_ns > START_AT_AHEAD_NS {
+        return Err(Error::usage(format!(
+            "--start-at {shown}: more than 24 h ahead ({:.0} s from now)",
+            (at - now_ns) as f64 / 1e9
+        )));
+    }
+    if now_ns - at > START_AT_LATE_NS {
+        return Err(Error::usage(format!(
+            "--start-at {shown}: that time passed {:.1} s ago",
+            (now_ns - at) as f64 / 1e9
+        )));
+    }
+    Ok(at)
 }
 
 /// Runs the command; returns the exit code.
@@ -287,5 +352,134 @@ pub fn run(args: LoadArgs) -> Result<i32> {
     match spec {
         Some(spec) => load::driver::run_steps(&outputs, &plan, &spec),
         None => load::driver::run(&outputs, &plan),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        load: LoadArgs,
+    }
+
+    fn args(extra: &[&str]) -> LoadArgs {
+        let mut a = vec!["load", "--url", "http://127.0.0.1:1/"];
+        a.extend_from_slice(extra);
+        Cli::try_parse_from(a).unwrap().load
+    }
+
+    /// --shard divides the rate (each step's too) and records I/N; a bad one is one usage line.
+    #[test]
+    fn shard_divides_the_rate_and_is_echoed() {
+        let p = plan(&args(&["--rate", "1000", "--shard", "2/4"])).unwrap();
+        assert_eq!(p.rate, Some(250.0));
+        assert_eq!(p.shard, Some(load::Shard { index: 2, count: 4 }));
+        assert_eq!(p.phase(), 0.25);
+        let echo = serde_json::to_value(p.echo("127.0.0.1:1")).unwrap();
+        assert_eq!(echo["rate_per_s"], 250.0);
+        assert_eq!(echo["shard"], serde_json::json!({"index": 2, "count": 4}));
+        let p = plan(&args(&["--rate", "1000"])).unwrap();
+        assert_eq!((p.rate, p.shard, p.phase()), (Some(1000.0), None, 0.0));
+        let echo = serde_json::to_value(p.echo("127.0.0.1:1")).unwrap();
+        assert!(
+            echo.get("shard").is_none(),
+            "absent without --shard: {echo}"
+        );
+        let e = plan(&args(&["--rate", "1000", "--shard", "3/2"])).unwrap_err();
+        assert_eq!(
+            (e.exit_code(), e.to_string()),
+            (2, "--shard 3/2: I must be between 1 and N".to_string())
+        );
+        let s = step_spec(&args(&[
+            "--rate",
+            "1000..3000",
+            "--step",
+            "500",
+            "--shard",
+            "1/4",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!((s.from, s.to, s.step), (250.0, 750.0, 125.0));
+        assert_eq!(s.rates(), [250.0, 375.0, 500.0, 625.0, 750.0]);
+        let e = step_spec(&args(&[
+            "--rate", "1..3", "--step", "1", "--shard", "1/1001",
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--shard 1/1001: N must be between 1 and 1000"
+        );
+    }
+
+    #[test]
+    fn start_at_is_an_instant_within_a_day_and_not_past() {
+        let now = 1_733_400_000_250_000_000i128;
+        assert_eq!(
+            start_at("1733400000.5", now).unwrap(),
+            1_733_400_000_500_000_000
+        );
+        assert_eq!(
+            start_at("1733400010", now).unwrap(),
+            1_733_400_010_000_000_000
+        );
+        assert_eq!(
+            start_at("1733400000.1234567899", now).unwrap(),
+            1_733_400_000_123_456_789
+        );
+        // Within 1 s past: accepted (the run starts at once).
+        assert_eq!(
+            start_at("1733399999.3", now).unwrap(),
+            1_733_399_999_300_000_000
+        );
+        assert_eq!(
+            start_at("1733486400.25", now).unwrap(),
+            1_733_486_400_250_000_000
+        );
+        let got: Vec<String> = [
+            "1733399990",
+            "1733486400.26",
+            "",
+            "x",
+            "1e9",
+            "-5",
+            "1733400000.",
+            ".5",
+            "17334000001111111",
+            "1733400000.5.5",
+            " 1733400000",
+        ]
+        .iter()
+        .map(|s| {
+            let e = start_at(s, now).unwrap_err();
+            format!("{} {e}", e.exit_code())
+        })
+        .collect();
+        let bad = |s: &str| {
+            format!(
+                "2 --start-at {s}: expected seconds since the Unix epoch, e.g. 1733400000.5 \
+                 (date +%s)"
+            )
+        };
+        assert_eq!(
+            got,
+            [
+                "2 --start-at 1733399990: that time passed 10.2 s ago".to_string(),
+                "2 --start-at 1733486400.26: more than 24 h ahead (86400 s from now)".into(),
+                bad(""),
+                bad("x"),
+                bad("1e9"),
+                bad("-5"),
+                bad("1733400000."),
+                bad(".5"),
+                bad("17334000001111111"),
+                bad("1733400000.5.5"),
+                bad(" 1733400000"),
+            ]
+        );
     }
 }

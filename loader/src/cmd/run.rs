@@ -84,6 +84,12 @@ pub fn run(args: RunArgs) -> Result<i32> {
             "--url is required (or your own generator after --, or --load-results FILE)",
         ));
     }
+    if args.load.shard.is_some() || args.load.start_at.is_some() {
+        return Err(Error::usage(
+            "--shard and --start-at belong to `trapdetect load` (run its copies with them, then \
+             join their JSON with --load-results)",
+        ));
+    }
     if args.load.rate.as_ref().is_some_and(|r| r.to.is_some()) {
         return Err(Error::usage(
             "trapdetect run drives one rate: steps (--rate A..B) belong to `trapdetect load`",

@@ -81,6 +81,100 @@ impl Ticker {
     }
 }
 
+/// CLOCK_MONOTONIC and CLOCK_REALTIME read together: the realtime reading taken between two
+/// monotonic ones (the tightest of a few tries), paired with their midpoint. Converts the
+/// generator's monotonic instants to wall-clock time, which copies on other hosts share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WallPair {
+    /// CLOCK_MONOTONIC, ns.
+    pub mono_ns: u64,
+    /// CLOCK_REALTIME, ns since the Unix epoch.
+    pub unix_ns: i128,
+}
+
+impl WallPair {
+    /// Reads both clocks now.
+    pub fn now() -> WallPair {
+        let mut best: Option<(u64, WallPair)> = None;
+        for _ in 0..5 {
+            let a = mono_ns();
+            let w = unix_ns_now();
+            let b = mono_ns();
+            let gap = b.saturating_sub(a);
+            if best.is_none_or(|(g, _)| gap < g) {
+                best = Some((
+                    gap,
+                    WallPair {
+                        mono_ns: a + gap / 2,
+                        unix_ns: w,
+                    },
+                ));
+            }
+        }
+        best.map(|(_, p)| p).unwrap_or(WallPair {
+            mono_ns: mono_ns(),
+            unix_ns: unix_ns_now(),
+        })
+    }
+
+    /// The wall-clock instant, ns since the epoch, of the monotonic instant `mono`.
+    pub fn unix_ns_at(&self, mono: u64) -> i128 {
+        self.unix_ns + (i128::from(mono) - i128::from(self.mono_ns))
+    }
+
+    /// The monotonic instant of the wall-clock instant `unix_ns` (0 when before boot).
+    pub fn mono_at(&self, unix_ns: i128) -> u64 {
+        let m = i128::from(self.mono_ns) + (unix_ns - self.unix_ns);
+        m.clamp(0, i128::from(u64::MAX)) as u64
+    }
+}
+
+/// CLOCK_REALTIME, ns since the Unix epoch (negative before it).
+pub fn unix_ns_now() -> i128 {
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
+    }
+}
+
+/// What the wall clock is worth for joining runs of several hosts: the clock source and the
+/// kernel's NTP state (`adjtimex(2)`, read only).
+pub fn clock_info() -> super::summary::ClockInfo {
+    let source =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .ok()
+            .map(|s| crate::escape::text(s.trim()))
+            .filter(|s| !s.is_empty());
+    // SAFETY: timex is plain integers (all-zero is valid); modes 0 makes adjtimex a read that
+    // fills the struct and changes nothing.
+    let (state, tx) = unsafe {
+        let mut tx: nix::libc::timex = std::mem::zeroed();
+        tx.modes = 0;
+        let state = nix::libc::adjtimex(&mut tx);
+        (state, tx)
+    };
+    if state < 0 {
+        return super::summary::ClockInfo {
+            source,
+            synchronized: false,
+            esterror_us: None,
+            maxerror_us: None,
+        };
+    }
+    super::summary::ClockInfo {
+        source,
+        synchronized: synchronized(state, tx.status),
+        esterror_us: Some(tx.esterror),
+        maxerror_us: Some(tx.maxerror),
+    }
+}
+
+/// adjtimex's verdict: the clock is synchronized unless the state is TIME_ERROR or the status
+/// has STA_UNSYNC.
+fn synchronized(state: i32, status: i32) -> bool {
+    state != nix::libc::TIME_ERROR && status & nix::libc::STA_UNSYNC == 0
+}
+
 /// Nanoseconds in a duration, saturating.
 pub fn ns(d: Duration) -> u64 {
     d.as_nanos().min(u64::MAX as u128) as u64
@@ -110,5 +204,30 @@ mod tests {
             t.sleep_until(due).await.unwrap();
             assert!(mono_ns() >= due);
         });
+    }
+
+    #[test]
+    fn wall_pair_converts_both_ways() {
+        let p = WallPair {
+            mono_ns: 5_000_000_000,
+            unix_ns: 1_733_400_000_000_000_000,
+        };
+        assert_eq!(p.unix_ns_at(5_250_000_000), 1_733_400_000_250_000_000);
+        assert_eq!(p.mono_at(1_733_400_000_500_000_000), 5_500_000_000);
+        assert_eq!(p.mono_at(1_733_399_990_000_000_000), 0, "before boot");
+        // The live pair agrees with a fresh reading of both clocks within a few ms.
+        let live = WallPair::now();
+        let drift = live.unix_ns_at(mono_ns()) - unix_ns_now();
+        assert!(drift.abs() < 5_000_000, "{drift} ns");
+    }
+
+    #[test]
+    fn synchronized_needs_no_time_error_and_no_unsync() {
+        use nix::libc::{STA_PLL, STA_UNSYNC, TIME_ERROR, TIME_OK};
+        assert!(synchronized(TIME_OK, STA_PLL));
+        assert!(!synchronized(TIME_ERROR, STA_PLL));
+        assert!(!synchronized(TIME_OK, STA_PLL | STA_UNSYNC));
+        let c = clock_info();
+        assert!(c.esterror_us.is_some() && c.maxerror_us.is_some(), "{c:?}");
     }
 }

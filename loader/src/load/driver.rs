@@ -78,6 +78,7 @@ pub fn run_steps(args: &Outputs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
             spec.step_duration.as_secs_f64(),
             crate::escape::text(&plan.url)
         );
+        announce_wait(plan);
     }
     let report = load::steps::run(plan, spec, &INTERRUPTED, |s| {
         if !args.quiet {
@@ -153,6 +154,9 @@ pub fn run(args: &Outputs, plan: &Plan) -> Result<i32> {
     let running = load::start(run_plan)?;
     let progress = crate::util::Progress::new(args.quiet, args.progress);
     announce(plan);
+    if !args.quiet {
+        announce_wait(plan);
+    }
     let summary = wait(running, &progress)?;
     progress.clear();
     // From here on the run is measured: a file that cannot be written is reported after the
@@ -260,6 +264,21 @@ fn announce(plan: &Plan) {
         },
         plan.timeout.as_secs_f64()
     );
+}
+
+/// With --start-at still ahead: "waiting until <RFC 3339> to start (shard I/N)" on stderr.
+fn announce_wait(plan: &Plan) {
+    if let Some(at) = plan.start_at_unix_ns
+        && at > load::unix_ns_now()
+    {
+        eprintln!(
+            "waiting until {} to start{}",
+            load::external::time::format_rfc3339(at),
+            plan.shard
+                .map(|s| format!(" (shard {}/{})", s.index, s.count))
+                .unwrap_or_default()
+        );
+    }
 }
 
 /// Waits for the run's end (or Ctrl-C), with a progress line a second.

@@ -17,7 +17,7 @@ use super::{
     budget::{Budget, Slot},
     classify::ErrorKind,
     client::Client,
-    clock::{self, Ticker, mono_ns},
+    clock::{self, Ticker, WallPair, mono_ns},
     deadline::{Deadline, Deadlines},
     exchange::Progress,
     schedule::{Picker, Schedule, Ticket},
@@ -186,6 +186,10 @@ struct Static {
     rate_x_timeout: Option<f64>,
     /// TcpExt counters when the run started (None: /proc/net/netstat unreadable).
     netstat: Option<std::collections::BTreeMap<String, u64>>,
+    /// Both clocks read together at the start: the window's start in wall-clock time.
+    wall: WallPair,
+    /// The wall clock's source and error estimate at the start.
+    clock: summary::ClockInfo,
 }
 
 /// A generator that has started. Dropping it stops scheduling without waiting.
@@ -235,14 +239,20 @@ pub fn start(plan: Plan) -> Result<Running> {
     let requests: Arc<[Box<[u8]>]> = plan.requests().into();
     let warmup_ns = clock::ns(plan.warmup);
     let span_ns = warmup_ns + clock::ns(plan.duration);
-    // A short lead so the first instant is not already late when the lanes start.
-    let start_ns = mono_ns() + 5_000_000;
+    // A short lead so the first instant is not already late when the lanes start; with
+    // --start-at, the monotonic instant of that wall-clock time (the lanes sleep until it).
+    let wall = WallPair::now();
+    let lead_ns = mono_ns() + 5_000_000;
+    let start_ns = plan
+        .start_at_unix_ns
+        .map_or(lead_ns, |at| wall.mono_at(at).max(lead_ns));
     let shared = Arc::new(new_shared(&plan, lanes_n, start_ns, warmup_ns, span_ns));
     let weights = plan.weights();
+    let seed = plan.run_seed();
     let mut lanes = vec![];
     let mut work = vec![];
     for (k, rt) in runtimes.into_iter().enumerate() {
-        let picker = Picker::new(plan.seed, plan.hosts.len(), &weights);
+        let picker = Picker::new(seed, plan.hosts.len(), &weights);
         let source = match plan.rate {
             Some(rate) => {
                 let ticker = {
@@ -250,7 +260,7 @@ pub fn start(plan: Plan) -> Result<Running> {
                     Ticker::new().map_err(|e| setup("timerfd_create", e))?
                 };
                 Source::Scheduled {
-                    schedule: Schedule::new(plan.arrival, rate, span_ns, plan.seed),
+                    schedule: Schedule::new(plan.arrival, rate, span_ns, seed).phased(plan.phase()),
                     picker,
                     index: k,
                     lanes: lanes_n,
@@ -261,7 +271,7 @@ pub fn start(plan: Plan) -> Result<Running> {
             }
             None => Source::Asap {
                 // Unpaced closed loops have no arrival order to share: one stream per lane.
-                picker: Picker::new(plan.seed.wrapping_add(k as u64), plan.hosts.len(), &weights),
+                picker: Picker::new(seed.wrapping_add(k as u64), plan.hosts.len(), &weights),
                 index: k as u64,
                 lanes: lanes_n as u64,
             },
@@ -304,7 +314,7 @@ pub fn start(plan: Plan) -> Result<Running> {
     }
     let threads = spawn_lanes(work, &shared)?;
     Ok(Running {
-        statics: Some(statics(&plan, &addr, budget, connect_rate, fd)),
+        statics: Some(statics(&plan, &addr, budget, connect_rate, fd, wall)),
         shared,
         lanes,
         threads,
@@ -429,6 +439,7 @@ fn statics(
     budget: usize,
     connect_rate: Option<f64>,
     fd: FdLimit,
+    wall: WallPair,
 ) -> Static {
     let mut echo = plan.echo(addr);
     echo.max_connections = budget;
@@ -437,6 +448,8 @@ fn statics(
         echo,
         fd,
         netstat: read_netstat(),
+        wall,
+        clock: clock::clock_info(),
         rate_x_timeout: plan
             .rate
             .filter(|_| plan.closed_loop.is_none())
@@ -572,6 +585,8 @@ impl Running {
                 window_ns: window_end.saturating_sub(sh.measured_start_ns),
                 window_end_ns: window_end,
                 stopped_early,
+                start_unix_s: Some(st.wall.unix_ns_at(sh.measured_start_ns) as f64 / 1e9),
+                clock: Some(st.clock),
                 in_flight_max: sh.in_flight_max.load(Ordering::Relaxed),
                 rate_x_timeout: st.rate_x_timeout,
                 fd_limit: st.fd,

@@ -585,6 +585,8 @@ mod tests {
                 window_ns: 10_000_000_000,
                 window_end_ns: 10_000_000_000,
                 stopped_early: false,
+                start_unix_s: None,
+                clock: None,
                 in_flight_max: 3,
                 rate_x_timeout: Some(1000.0),
                 fd_limit: FdLimit {

@@ -48,7 +48,7 @@ mod transport;
 
 pub use classify::ErrorKind;
 pub use client::Engine;
-pub use clock::mono_ns;
+pub use clock::{mono_ns, unix_ns_now};
 pub use engine::{Live, Running, raise_fd_limit, start};
 pub use exchange::H2Settings;
 pub use findings::{findings, problems};
@@ -57,7 +57,7 @@ pub use plan::{
     DEFAULT_NICE, Plan, PlanEcho, Url, default_threads, expand_hosts, parse_path_mix,
 };
 pub use render::render_text;
-pub use schedule::{Arrival, Schedule};
+pub use schedule::{Arrival, MAX_SHARDS, Schedule, Shard};
 pub use stats::Sample;
 pub use summary::{Drain, Errors, FdLimit, Listen, Percentiles, Point, Queue, SCHEMA, Summary};
 pub use tls::TlsOptions;

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::{
     Sample,
     exchange::H2Settings,
-    schedule::Arrival,
+    schedule::{Arrival, Shard},
     tls::{self, TlsOptions},
     transport::{self, Address, Connector},
 };
@@ -179,6 +179,11 @@ pub struct Plan {
     pub max_errors_pct: f64,
     /// Which HTTP/1.1 client sends the requests.
     pub engine: super::Engine,
+    /// `--shard I/N`: this copy's place among N generators (its `rate` already divided).
+    pub shard: Option<Shard>,
+    /// `--start-at`: the wall-clock instant (ns since the Unix epoch) the first arrival (of the
+    /// warm-up, if any) is due; `None` (or a past instant): as soon as the generator is up.
+    pub start_at_unix_ns: Option<i128>,
 }
 
 /// Default connection budget: below nginx's default `worker_connections` (512 upstream, 768 in
@@ -258,6 +263,9 @@ pub struct PlanEcho {
     pub connect_rate_per_s: Option<f64>,
     /// Errors (no status) above this share of sent arrivals, %, fail the run.
     pub max_errors_pct: f64,
+    /// `--shard I/N` (absent without it): `rate_per_s` is then this copy's share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
 }
 
 /// One entry of the path mix.
@@ -302,6 +310,8 @@ impl Plan {
             connect_rate: None,
             max_errors_pct: DEFAULT_MAX_ERRORS_PCT,
             engine: super::Engine::default(),
+            shard: None,
+            start_at_unix_ns: None,
         })
     }
 
@@ -348,6 +358,15 @@ impl Plan {
         if let (Some(rate), None) = (self.rate, self.closed_loop)
             && rate * self.duration.as_secs_f64() < 1.0
         {
+            let rate = match self.shard {
+                Some(s) => format!(
+                    "{} ÷ --shard {}/{} = {rate}",
+                    rate * f64::from(s.count),
+                    s.index,
+                    s.count
+                ),
+                None => rate.to_string(),
+            };
             return Err(Error::usage(format!(
                 "--rate {rate} for {} s schedules no request; raise --rate or --duration",
                 self.duration.as_secs_f64()
@@ -590,6 +609,16 @@ impl Plan {
         self.max_wait.min(self.timeout)
     }
 
+    /// The seed of the arrivals and picks: `--seed`, or with `--shard` this copy's own.
+    pub fn run_seed(&self) -> u64 {
+        self.shard.map_or(self.seed, |s| s.seed(self.seed))
+    }
+
+    /// Where const arrivals fall in their gap: (I-1)/N with `--shard`, else 0.
+    pub fn phase(&self) -> f64 {
+        self.shard.map_or(0.0, |s| s.phase())
+    }
+
     /// Path weights (1 when no mix is given).
     pub fn weights(&self) -> Vec<u32> {
         if self.path_mix.is_empty() {
@@ -646,6 +675,7 @@ impl Plan {
             max_wait_s: self.wait_bound().as_secs_f64(),
             connect_rate_per_s: self.connect_rate_for(self.budget(u64::MAX)),
             max_errors_pct: self.max_errors_pct,
+            shard: self.shard,
         }
     }
 }

@@ -393,6 +393,8 @@ mod tests {
                 window_ns: seconds * 1_000_000_000,
                 window_end_ns: seconds * 1_000_000_000,
                 stopped_early: true,
+                start_unix_s: None,
+                clock: None,
                 in_flight_max: 9,
                 rate_x_timeout: Some(1000.0),
                 fd_limit: FdLimit {

@@ -15,6 +15,68 @@ pub enum Arrival {
     Poisson,
 }
 
+/// `--shard I/N`: this copy is the I-th of N generators sharing one schedule. It offers rate/N,
+/// its const arrivals offset by (I-1)/N of its own gap so the N copies interleave evenly into
+/// the full rate's schedule, and its seed is its own (Poisson gaps and picks differ per copy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Shard {
+    /// I, from 1.
+    pub index: u32,
+    /// N.
+    pub count: u32,
+}
+
+/// Most copies `--shard` splits a schedule into.
+pub const MAX_SHARDS: u32 = 1_000;
+
+impl Shard {
+    /// Parses `I/N` (1 ≤ I ≤ N ≤ [`MAX_SHARDS`]); the error is the one-line usage message.
+    pub fn parse(s: &str) -> Result<Shard, String> {
+        let shown = crate::escape::text(s);
+        let int = |p: &str| {
+            let p = p.trim();
+            (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| p.parse::<u64>().ok())
+                .flatten()
+        };
+        let (Some(i), Some(n)) = s
+            .split_once('/')
+            .map_or((None, None), |(i, n)| (int(i), int(n)))
+        else {
+            return Err(format!(
+                "--shard {shown}: expected I/N, whole numbers (this copy, of how many), e.g. 1/2"
+            ));
+        };
+        if !(1..=u64::from(MAX_SHARDS)).contains(&n) {
+            return Err(format!(
+                "--shard {shown}: N must be between 1 and {MAX_SHARDS}"
+            ));
+        }
+        if !(1..=n).contains(&i) {
+            return Err(format!("--shard {shown}: I must be between 1 and N"));
+        }
+        Ok(Shard {
+            index: i as u32,
+            count: n as u32,
+        })
+    }
+
+    /// Where this copy's const arrivals fall in its own gap: (I-1)/N.
+    pub fn phase(&self) -> f64 {
+        f64::from(self.index - 1) / f64::from(self.count)
+    }
+
+    /// This copy's seed from `--seed`: the seed itself for the first copy (so `--shard 1/1` is
+    /// the run without it), a distinct stream for each other.
+    pub fn seed(&self, seed: u64) -> u64 {
+        if self.index == 1 {
+            seed
+        } else {
+            Rng::new(seed ^ u64::from(self.index).wrapping_mul(0xd1b5_4a32_d192_ed03)).next_u64()
+        }
+    }
+}
+
 /// A small, seeded, reproducible generator (SplitMix64): the same seed gives the same arrival
 /// instants and the same host/path picks, so two runs can be compared arrival for arrival.
 #[derive(Clone, Debug)]
@@ -54,6 +116,8 @@ pub struct Schedule {
     span_ns: u64,
     i: u64,
     count: u64,
+    /// Const: arrival i is at (i + phase) / rate.
+    phase: f64,
     t_ns: f64,
     rng: Rng,
 }
@@ -70,10 +134,24 @@ impl Schedule {
             span_ns,
             i: 0,
             count,
+            phase: 0.0,
             t_ns: 0.0,
             // A different stream from the host/path picks, so adding hosts does not move arrivals.
             rng: Rng::new(seed ^ 0x5eed_a11c_e5ca_1ab1),
         }
+    }
+
+    /// Const arrivals shifted by `phase` (in [0, 1)) of the gap: arrival i at
+    /// `(i + phase) / rate`, those still inside the span. Poisson arrivals are memoryless and
+    /// have no phase.
+    pub fn phased(mut self, phase: f64) -> Self {
+        if self.arrival == Arrival::Const && phase > 0.0 {
+            self.phase = phase;
+            self.count = (self.rate * self.span_ns as f64 / 1e9 - phase - 1e-9)
+                .ceil()
+                .max(0.0) as u64;
+        }
+        self
     }
 }
 
@@ -86,7 +164,7 @@ impl Iterator for Schedule {
                 if self.i >= self.count {
                     return None;
                 }
-                let t = (self.i as f64 * 1e9 / self.rate) as u64;
+                let t = ((self.i as f64 + self.phase) * 1e9 / self.rate) as u64;
                 self.i += 1;
                 Some(t.min(self.span_ns.saturating_sub(1)))
             }
@@ -239,5 +317,119 @@ mod tests {
         assert!((9_300..10_700).contains(&paths[1]), "{paths:?}");
         let mut one = Picker::new(3, 1, &[1]);
         assert!((0..100).all(|_| one.pick() == 0));
+    }
+
+    #[test]
+    fn shard_parses_i_of_n_and_refuses_the_rest() {
+        assert_eq!(Shard::parse("2/4"), Ok(Shard { index: 2, count: 4 }));
+        assert_eq!(
+            Shard::parse("1000/1000"),
+            Ok(Shard {
+                index: 1000,
+                count: 1000
+            })
+        );
+        let got: Vec<String> = [
+            "3/2",
+            "0/2",
+            "1/0",
+            "1/1001",
+            "2",
+            "a/b",
+            "1/",
+            "/2",
+            "-1/2",
+            "1.5/2",
+            "1/2/3",
+            "99999999999999999999/2",
+        ]
+        .iter()
+        .map(|s| Shard::parse(s).unwrap_err())
+        .collect();
+        assert_eq!(
+            got,
+            [
+                "--shard 3/2: I must be between 1 and N",
+                "--shard 0/2: I must be between 1 and N",
+                "--shard 1/0: N must be between 1 and 1000",
+                "--shard 1/1001: N must be between 1 and 1000",
+                "--shard 2: expected I/N, whole numbers (this copy, of how many), e.g. 1/2",
+                "--shard a/b: expected I/N, whole numbers (this copy, of how many), e.g. 1/2",
+                "--shard 1/: expected I/N, whole numbers (this copy, of how many), e.g. 1/2",
+                "--shard /2: expected I/N, whole numbers (this copy, of how many), e.g. 1/2",
+                "--shard -1/2: expected I/N, whole numbers (this copy, of how many), e.g. 1/2",
+                "--shard 1.5/2: expected I/N, whole numbers (this copy, of how many), e.g. 1/2",
+                "--shard 1/2/3: expected I/N, whole numbers (this copy, of how many), e.g. 1/2",
+                "--shard 99999999999999999999/2: expected I/N, whole numbers (this copy, of how \
+                 many), e.g. 1/2",
+            ]
+        );
+    }
+
+    /// Rate 1000 split 4 ways: shard 2/4 offers 250/s, a 4 ms gap, its arrivals 1 ms into
+    /// each; the four shards together are exactly the 1000/s schedule.
+    #[test]
+    fn const_shards_interleave_into_the_full_schedule() {
+        let span = 1_000_000_000;
+        let shard = |i| Shard { index: i, count: 4 };
+        let two: Vec<u64> = Schedule::new(Arrival::Const, 1000.0 / 4.0, span, 1)
+            .phased(shard(2).phase())
+            .collect();
+        assert_eq!(two.len(), 250);
+        assert_eq!(two[..4], [1_000_000, 5_000_000, 9_000_000, 13_000_000]);
+        assert_eq!(*two.last().unwrap(), 997_000_000);
+        let mut all: Vec<u64> = (1..=4)
+            .flat_map(|i| Schedule::new(Arrival::Const, 250.0, span, 1).phased(shard(i).phase()))
+            .collect();
+        all.sort_unstable();
+        let full: Vec<u64> = Schedule::new(Arrival::Const, 1000.0, span, 1).collect();
+        assert_eq!(all, full);
+        // 200/s over 2 s in two copies: 200 arrivals each, the second 5 ms after the first.
+        let s = |i| {
+            Schedule::new(Arrival::Const, 100.0, 2_000_000_000, 1)
+                .phased(Shard { index: i, count: 2 }.phase())
+                .collect::<Vec<u64>>()
+        };
+        let (a, b) = (s(1), s(2));
+        assert_eq!((a.len(), b.len()), (200, 200));
+        assert_eq!(a[..3], [0, 10_000_000, 20_000_000]);
+        assert_eq!(b[..3], [5_000_000, 15_000_000, 25_000_000]);
+        assert_eq!((a[199], b[199]), (1_990_000_000, 1_995_000_000));
+        // A phase that pushes the last arrival out of the span drops it.
+        let c: Vec<u64> = Schedule::new(Arrival::Const, 3.0, 1_000_000_000, 1)
+            .phased(0.5)
+            .collect();
+        assert_eq!(c, [166_666_666, 500_000_000, 833_333_333]);
+        let d: Vec<u64> = Schedule::new(Arrival::Const, 2.0, 900_000_000, 1)
+            .phased(0.5)
+            .collect();
+        assert_eq!(d, [250_000_000, 750_000_000]);
+    }
+
+    #[test]
+    fn shard_seeds_are_distinct_and_the_first_is_the_seed() {
+        let seeds: Vec<u64> = (1..=8)
+            .map(|i| Shard { index: i, count: 8 }.seed(7))
+            .collect();
+        assert_eq!(seeds[0], 7);
+        let mut uniq = seeds.clone();
+        uniq.sort_unstable();
+        uniq.dedup();
+        assert_eq!(uniq.len(), 8, "{seeds:?}");
+        assert_ne!(
+            Shard { index: 2, count: 2 }.seed(7),
+            Shard { index: 2, count: 2 }.seed(8)
+        );
+        // Poisson: phase changes nothing, the derived seed changes the arrivals.
+        let span = 1_000_000_000;
+        let p = |seed| Schedule::new(Arrival::Poisson, 500.0, span, seed).phased(0.5);
+        assert_eq!(
+            p(7).collect::<Vec<_>>(),
+            Schedule::new(Arrival::Poisson, 500.0, span, 7).collect::<Vec<_>>()
+        );
+        assert_ne!(
+            p(seeds[0]).collect::<Vec<_>>(),
+            p(seeds[1]).collect::<Vec<_>>()
+        );
     }
 }

@@ -399,6 +399,10 @@ pub fn run(
         let mut p = plan.clone();
         p.rate = Some(rate);
         p.duration = spec.step_duration;
+        // --start-at starts the first step; the others follow it as without.
+        if i > 0 {
+            p.start_at_unix_ns = None;
+        }
         let running = super::start(p.clone())?;
         let summary = loop {
             if stop.load(Ordering::Relaxed) {
@@ -619,6 +623,8 @@ mod tests {
                 window_ns: 3_000_000_000,
                 window_end_ns: 3_000_000_000,
                 stopped_early: false,
+                start_unix_s: None,
+                clock: None,
                 in_flight_max: 0,
                 rate_x_timeout: None,
                 fd_limit: FdLimit::default(),

@@ -234,6 +234,26 @@ pub struct Window {
     pub drain_s: f64,
     /// Stopped before the plan's end (Ctrl-C or `Running::stop`).
     pub stopped_early: bool,
+    /// Wall-clock time of the window's start (second 0 of `series`), s since the Unix epoch,
+    /// ms precision: what runs of several hosts are joined on. Absent in older files.
+    #[serde(default)]
+    pub start_unix_s: Option<f64>,
+    /// What that wall clock is worth. Absent in older files.
+    #[serde(default)]
+    pub clock: Option<ClockInfo>,
+}
+
+/// The generator host's wall clock: its source and the kernel's NTP state (`adjtimex(2)`).
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct ClockInfo {
+    /// The clock source (`tsc`, `kvm-clock`...; `null`: unreadable).
+    pub source: Option<String>,
+    /// Synchronized: adjtimex's state is not TIME_ERROR and STA_UNSYNC is clear.
+    pub synchronized: bool,
+    /// The kernel's estimated error, µs (`null`: adjtimex failed).
+    pub esterror_us: Option<i64>,
+    /// The kernel's maximum error, µs (`null`: adjtimex failed).
+    pub maxerror_us: Option<i64>,
 }
 
 /// In-flight requests.
@@ -440,6 +460,10 @@ pub struct Totals {
     pub window_end_ns: u64,
     /// Stopped early.
     pub stopped_early: bool,
+    /// Wall-clock time of the window's start, s since the epoch.
+    pub start_unix_s: Option<f64>,
+    /// The wall clock's source and error estimate.
+    pub clock: Option<ClockInfo>,
     /// High-water mark.
     pub in_flight_max: u64,
     /// rate × timeout.
@@ -494,6 +518,8 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
                 6,
             ),
             stopped_early: t.stopped_early,
+            start_unix_s: t.start_unix_s.map(|v| crate::traps::round(v, 3)),
+            clock: t.clock,
         },
         scheduled: t.scheduled,
         unsent: t.unsent,
@@ -559,5 +585,38 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
             ok_2xx: Distribution::of(&r.lat_2xx),
             non_2xx: Distribution::of(&r.lat_non_2xx),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Load JSONs written before `start_unix_s` and `clock` still read (`trapdetect report`).
+    #[test]
+    fn a_window_without_wall_clock_fields_still_reads() {
+        let w: Window = serde_json::from_str(
+            r#"{"measured_s": 10.0, "drain_s": 0.002, "stopped_early": false}"#,
+        )
+        .unwrap();
+        assert_eq!(w.measured_s, 10.0);
+        assert_eq!((w.start_unix_s, w.clock), (None, None));
+        let w: Window = serde_json::from_str(
+            r#"{"measured_s": 2.0, "drain_s": 0.0, "stopped_early": false,
+                "start_unix_s": 1733400000.5,
+                "clock": {"source": "tsc", "synchronized": true, "esterror_us": 12,
+                          "maxerror_us": 4500}}"#,
+        )
+        .unwrap();
+        assert_eq!(w.start_unix_s, Some(1_733_400_000.5));
+        assert_eq!(
+            w.clock,
+            Some(ClockInfo {
+                source: Some("tsc".into()),
+                synchronized: true,
+                esterror_us: Some(12),
+                maxerror_us: Some(4500),
+            })
+        );
     }
 }
