@@ -835,3 +835,116 @@ fn the_validator_rejects_what_the_schema_forbids() {
     let r = std::panic::catch_unwind(|| validate(&s, &bad, "$"));
     assert!(r.is_err(), "a wrong schema string must not validate");
 }
+
+/// Issue 24: two copies, `--shard 1/2` and `--shard 2/2`, started together by `--start-at`:
+/// each waits for the same wall-clock instant, offers half the rate, and says when its window
+/// started on the wall clock.
+#[test]
+fn two_shards_start_together_at_the_given_time() {
+    let s = Server::start(Behaviour::Status(200));
+    let url = s.url("/");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let at = format!("{:.3}", now + 2.0);
+    let at_s: f64 = at.parse().unwrap();
+    let copy = |shard: &'static str| {
+        let (url, at) = (url.clone(), at.clone());
+        move || {
+            let out = trapdetect(
+                &[
+                    "load",
+                    "--json",
+                    "--url",
+                    &url,
+                    "--rate",
+                    "200",
+                    "--duration",
+                    "2s",
+                    "--shard",
+                    shard,
+                    "--start-at",
+                    &at,
+                    // This test checks the start instant and the counts, not punctuality.
+                    "--lag-budget",
+                    "5s",
+                ],
+                LIMIT,
+            );
+            let v = json(&out);
+            (out, v)
+        }
+    };
+    let (a, b) = std::thread::scope(|sc| {
+        let a = sc.spawn(copy("1/2"));
+        let b = sc.spawn(copy("2/2"));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let mut starts = vec![];
+    for ((out, v), i) in [(a, 1), (b, 2)] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "shard {i}: {v}\n{err}");
+        validate(&schema(), &v, "$");
+        check_accounting(&v);
+        assert!(
+            err.lines().any(|l| l.starts_with("waiting until ")
+                && l.ends_with(&format!(" to start (shard {i}/2)"))),
+            "shard {i}: {err}"
+        );
+        assert_eq!(
+            v["plan"]["shard"],
+            serde_json::json!({"index": i, "count": 2})
+        );
+        assert_eq!(v["plan"]["rate_per_s"], 100.0);
+        assert_eq!(v["scheduled"], 200, "shard {i}: 2 s × 100/s");
+        assert_eq!(v["ok_2xx"], 200, "shard {i}");
+        let start = v["window"]["start_unix_s"].as_f64().unwrap();
+        assert!(
+            (start - at_s).abs() <= 0.05,
+            "shard {i}: window started at {start}, asked for {at_s}"
+        );
+        let clock = &v["window"]["clock"];
+        assert!(clock["synchronized"].is_boolean(), "{clock}");
+        assert!(clock["esterror_us"].is_i64(), "{clock}");
+        starts.push(start);
+    }
+    assert!(
+        (starts[0] - starts[1]).abs() <= 0.05,
+        "the two windows started {starts:?}"
+    );
+}
+
+#[test]
+fn start_at_in_the_past_is_one_line_exit_2() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let at = (now - 10).to_string();
+    let out = trapdetect(
+        &[
+            "load",
+            "--url",
+            "http://127.0.0.1:1/",
+            "--rate",
+            "10",
+            "--duration",
+            "1s",
+            "--start-at",
+            &at,
+        ],
+        LIMIT,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let ago: f64 = err
+        .trim_end()
+        .strip_prefix(&format!("trapdetect: --start-at {at}: that time passed "))
+        .and_then(|r| r.strip_suffix(" s ago"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!((10.0..12.0).contains(&ago), "{err}");
+}
