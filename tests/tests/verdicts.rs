@@ -272,6 +272,31 @@ fn under_hey(pid: u32, url: &str, conns: u32, dir: &Path) -> Run {
     )
 }
 
+/// N copies of the built-in generator, as N hosts would run them (`trapdetect load --shard
+/// I/N --start-at T`, each its own process writing its own JSON), `rate` offered in all for
+/// 5 s from a second after the command starts, their files merged by `run --load-results`
+/// repeated. The window ends when the copies have exited, their drain done (an interrupt
+/// at the window's end would have them wait up to their timeout for the requests in flight,
+/// longer than the grace `run` gives a command before it kills it, and no JSON written).
+fn under_shards(pid: u32, url: &str, rate: f64, n: usize, dir: &Path) -> Run {
+    let bin = trapdetect_e2e::bin();
+    let mut sh = "t=$(date +%s.%N | awk '{printf \"%.3f\", $1 + 1}'); ".to_string();
+    let mut args: Vec<String> = ["--duration", "30s"].map(String::from).to_vec();
+    for i in 1..=n {
+        let file = dir.join(format!("shard-{i}.json"));
+        sh.push_str(&format!(
+            "{} load --url {url} --rate {rate} --duration 5s --shard {i}/{n} --start-at $t --quiet --json-out {} > /dev/null & ",
+            bin.display(),
+            file.display()
+        ));
+        args.extend(["--load-results".into(), file.to_str().unwrap().into()]);
+    }
+    sh.push_str("wait");
+    args.extend(["--", "sh", "-c", &sh].map(String::from));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(pid, &a)
+}
+
 /// Measures a server's capacity on one instance, then starts a fresh one (on its own port) for
 /// the run: the measurement's TIME_WAIT sockets must not be the run's (they would be a trap of
 /// their own, and trapdetect says so).
@@ -746,7 +771,8 @@ fn a_full_stack_behind_a_proxy_is_not_the_generators_budget() {
 
 /// One gunicorn sync worker that spends 40 ms per request off the CPU (an uncontended flock
 /// held 40 ms): the pool of one is the ceiling, 25/s by construction, whichever generator
-/// drives it — the built-in open loop, `-- wrk`, or hey's CSV.
+/// drives it — the built-in open loop, `-- wrk`, hey's CSV, or two copies of the built-in one
+/// (`load --shard 1/2` and `2/2` on a common start) whose JSONs the run merges.
 #[test]
 fn a_pool_of_one_is_the_cause_under_the_builtin_load_wrk_and_hey() {
     if !require_root("a_pool_of_one_is_the_cause_under_the_builtin_load_wrk_and_hey") {
@@ -760,6 +786,10 @@ fn a_pool_of_one_is_the_cause_under_the_builtin_load_wrk_and_hey() {
         ("built-in", builtin(pid, &g.url(), 60.0, &[])),
         ("wrk", under_wrk(pid, &g.url(), 8)),
         ("hey", under_hey(pid, &g.url(), 8, cwd.path())),
+        (
+            "two built-in copies",
+            under_shards(pid, &g.url(), 60.0, 2, cwd.path()),
+        ),
     ];
     for (what, r) in &runs {
         assert_eq!(
@@ -781,13 +811,47 @@ fn a_pool_of_one_is_the_cause_under_the_builtin_load_wrk_and_hey() {
             .unwrap()
             .contains(&"offered-above-delivered".into())
     );
-    for (what, r) in &runs[1..] {
+    for (what, r) in &runs[1..3] {
         assert!(
             by(r).as_array().unwrap().contains(&"accept-queue".into()),
             "{what}: {}",
             by(r)
         );
     }
+    // Two copies at 30/s each, merged on wall-clock seconds: 60 offered in every second both
+    // sent in, as the one built-in generator offered; each copy's 150 arrivals listed.
+    let shards = &runs[3].1;
+    assert!(
+        by(shards)
+            .as_array()
+            .unwrap()
+            .contains(&"offered-above-delivered".into()),
+        "{}",
+        by(shards)
+    );
+    let load = &shards.r["load"];
+    assert_eq!(load["format"], "merged", "{load}");
+    let parts = load["generators"].as_array().unwrap();
+    assert_eq!(parts.len(), 2, "{load}");
+    for p in parts {
+        assert_eq!(p["format"], "trapdetect-load", "{p}");
+        assert_eq!(p["totals"]["requests"], 150, "{p}");
+        assert_eq!(p["totals"]["offered_per_s"], 30.0, "{p}");
+    }
+    assert_eq!(load["totals"]["requests"], 300, "{load}");
+    assert_eq!(load["totals"]["offered_per_s"], 60.0, "{load}");
+    let offered: Vec<u64> = shards.r["run"]["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["offered"].as_u64())
+        .filter(|o| *o > 0)
+        .collect();
+    assert_eq!(offered.iter().sum::<u64>(), 300, "{offered:?}");
+    assert!(
+        offered.iter().filter(|o| **o == 60).count() >= 4,
+        "{offered:?}"
+    );
 }
 
 /// A pool that grows under load: Apache's prefork children running mod_php and php-fpm's

@@ -869,6 +869,10 @@ fn trapdetect_load(v: &Value, window_start_unix: f64) -> Result<LoadResults, Par
         );
     }
     let measured = f(v, "/window/measured_s").ok_or_else(|| bad(fm, "no window.measured_s"))?;
+    // Its run is the window and the drain after it, as another tool's run is its first
+    // request to its last answer: the 2xx of `ok_2xx` ended in both, and the file was written
+    // after the drain (its last write less this length is its start).
+    let span = measured + f(v, "/window/drain_s").unwrap_or(0.0).max(0.0);
     Ok(LoadResults {
         format: fm,
         seconds,
@@ -878,13 +882,13 @@ fn trapdetect_load(v: &Value, window_start_unix: f64) -> Result<LoadResults, Par
             ok_2xx: u(v, "/ok_2xx"),
             non_2xx: u(v, "/non_2xx"),
             errors: u(v, "/errors_total"),
-            duration_s: Some(measured),
+            duration_s: Some(span),
             offered_per_s: f(v, "/offered_rate_per_s"),
             p99_us: f(v, "/latency_2xx/p99_us"),
         },
         origin: match start {
             Some(_) => Origin::Window,
-            None => Origin::Relative { length_s: measured },
+            None => Origin::Relative { length_s: span },
         },
         start_unix_s: start,
         skipped_lines: 0,
@@ -1061,6 +1065,19 @@ mod tests {
         assert!(r.missing().is_empty());
         assert_eq!(r.totals.offered_per_s, Some(20.0));
         assert_eq!(r.origin, Origin::Relative { length_s: 3.0 });
+    }
+
+    /// Its run is its window and the drain after it: 60 2xx over 3 s and a 2 s drain are
+    /// 12 a second of its run, not 20 (the 2xx answered in the drain counted over the window
+    /// alone).
+    #[test]
+    fn a_load_jsons_run_includes_its_drain() {
+        let mut v: Value = serde_json::from_slice(&fixture("trapdetect-load.json")).unwrap();
+        v["window"]["drain_s"] = 2.0.into();
+        let r = parse(v.to_string().as_bytes(), W).unwrap();
+        assert_eq!(r.totals.duration_s, Some(5.0));
+        assert_eq!(r.totals.delivered_per_s(), Some(12.0));
+        assert_eq!(r.origin, Origin::Relative { length_s: 5.0 });
     }
 
     #[test]
