@@ -839,6 +839,9 @@ fn a_pool_of_one_is_the_cause_under_the_builtin_load_wrk_and_hey() {
         assert_eq!(p["totals"]["offered_per_s"], 30.0, "{p}");
     }
     assert_eq!(load["totals"]["requests"], 300, "{load}");
+    // Each copy kept its seconds' latencies: the merged run has a p99, every second too.
+    assert_eq!(load["missing_columns"], serde_json::json!([]), "{load}");
+    assert!(load["totals"]["p99_us"].as_f64().unwrap() > 0.0, "{load}");
     assert_eq!(load["totals"]["offered_per_s"], 60.0, "{load}");
     let offered: Vec<u64> = shards.r["run"]["timeline"]
         .as_array()

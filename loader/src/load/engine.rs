@@ -379,7 +379,7 @@ fn new_shared(plan: &Plan, lanes_n: usize, start_ns: u64, warmup_ns: u64, span_n
         in_flight: AtomicU64::new(0),
         in_flight_max: AtomicU64::new(0),
         peaks: (0..seconds).map(|_| AtomicU64::new(0)).collect(),
-        seconds: Seconds::new(lanes_n),
+        seconds: Seconds::new(lanes_n, plan.shard.is_some()),
         measured_start_ns: start_ns + warmup_ns,
         end_ns: start_ns + span_ns,
         nice_asked: plan.nice,
@@ -543,6 +543,11 @@ impl Running {
         let mut rec = Recorder::new(sh.measured_start_ns);
         for l in &self.lanes {
             rec.merge(&l.rec.lock().unwrap_or_else(|e| e.into_inner()), &p99);
+        }
+        for (sec, b) in sh.seconds.buckets() {
+            if let Some(s) = rec.series.get_mut(sec) {
+                s.lat_2xx_buckets = b;
+            }
         }
         for (sec, n) in d.per_second.iter().enumerate() {
             rec.add_scheduled(sec, *n);

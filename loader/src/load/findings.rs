@@ -897,6 +897,7 @@ mod tests {
                 sched_lag_max_us: 0.0,
                 dropped: 0,
                 warmup_ok_2xx: 0,
+                lat_2xx_hist_ns: None,
             })
             .collect();
         s.latency_non_2xx = None;

@@ -370,6 +370,7 @@ mod tests {
             sched_lag_max_us: 20.0 + (t % 9) as f64 * 1500.0,
             dropped: t % 4 / 3,
             warmup_ok_2xx: u64::from(t == 0),
+            lat_2xx_hist_ns: None,
         }
     }
 

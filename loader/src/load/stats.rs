@@ -70,6 +70,10 @@ pub struct Second {
     /// 2xx answers to warm-up arrivals that ended in this second (a queue built in the
     /// warm-up is served in the window: the server's output, not a measured arrival's).
     pub warmup_ok_2xx: u64,
+    /// This second's 2xx latencies as the histogram's recorded buckets (each bucket's
+    /// highest equivalent value, ns; its count), where kept (`--shard`: what merging N
+    /// copies' seconds reads their p99 from).
+    pub lat_2xx_buckets: Vec<(u64, u64)>,
 }
 
 /// One line of `--samples-out` (and of `Plan::samples`): everything needed to join a request
@@ -181,18 +185,31 @@ struct SecondsInner {
     /// Per lane, the second it records into now (`usize::MAX` when finished).
     lane_at: Vec<usize>,
     p99: BTreeMap<usize, u64>,
+    /// Each closed second's buckets, where kept.
+    buckets: Option<BTreeMap<usize, Vec<(u64, u64)>>>,
 }
 
 impl Seconds {
-    /// For `lanes` lanes.
-    pub fn new(lanes: usize) -> Arc<Seconds> {
+    /// For `lanes` lanes; `keep_buckets`: each second's histogram kept as its buckets too.
+    pub fn new(lanes: usize, keep_buckets: bool) -> Arc<Seconds> {
         Arc::new(Seconds {
             inner: Mutex::new(SecondsInner {
                 open: BTreeMap::new(),
                 lane_at: vec![0; lanes],
                 p99: BTreeMap::new(),
+                buckets: keep_buckets.then(BTreeMap::new),
             }),
         })
+    }
+
+    /// Every closed second's buckets (empty where not kept).
+    pub fn buckets(&self) -> BTreeMap<usize, Vec<(u64, u64)>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .buckets
+            .clone()
+            .unwrap_or_default()
     }
 
     /// Lane `lane` is done with second `sec` (its histogram `h`, maybe empty) and records into
@@ -214,6 +231,9 @@ impl Seconds {
             }
             let (sec, h) = entry.remove_entry();
             g.p99.insert(sec, h.value_at_quantile(0.99));
+            if let Some(b) = g.buckets.as_mut() {
+                b.insert(sec, buckets_of(&h));
+            }
         }
     }
 
@@ -225,6 +245,18 @@ impl Seconds {
             .p99
             .clone()
     }
+}
+
+/// A histogram's recorded buckets: (highest equivalent value, count), lowest first.
+pub fn buckets_of(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+    h.iter_recorded()
+        .map(|v| {
+            (
+                h.highest_equivalent(v.value_iterated_to()),
+                v.count_at_value(),
+            )
+        })
+        .collect()
 }
 
 fn hist(sigfig: u8) -> Histogram<u64> {
@@ -557,7 +589,7 @@ mod tests {
         // 2,000 arrivals over 2 s, latency 1..=100 ms by arrival; arrival i on lane i % 2, the
         // same totals recorded by one recorder.
         let mut one = Recorder::new(s0);
-        let seconds = Seconds::new(2);
+        let seconds = Seconds::new(2, true);
         let mut lanes = [
             Recorder::for_lane(s0, seconds.clone(), 0),
             Recorder::for_lane(s0, seconds.clone(), 1),
@@ -600,5 +632,24 @@ mod tests {
             assert_eq!(m.lat_2xx_p99_ns, o.lat_2xx_p99_ns);
         }
         assert!(one.series.iter().all(|s| s.lat_2xx_p99_ns > 0));
+        // Kept as buckets, each second's histogram holds its 2xx, and its p99 read back
+        // from them is the second's.
+        let buckets = seconds.buckets();
+        assert_eq!(buckets.len(), one.series.len());
+        for (sec, b) in &buckets {
+            let o = &one.series[*sec];
+            assert_eq!(
+                b.iter().map(|(_, n)| n).sum::<u64>(),
+                o.ok_2xx,
+                "second {sec}"
+            );
+            let mut h = hist(2);
+            for &(v, n) in b {
+                h.record_n(v, n).unwrap();
+            }
+            assert_eq!(h.value_at_quantile(0.99), o.lat_2xx_p99_ns, "second {sec}");
+        }
+        // Not kept unless asked.
+        assert!(Seconds::new(1, false).buckets().is_empty());
     }
 }

@@ -204,6 +204,11 @@ pub struct Point {
     pub dropped: u64,
     /// 2xx answers to warm-up arrivals that ended in this second (in the delivered rate).
     pub warmup_ok_2xx: u64,
+    /// With `--shard`: this second's 2xx latencies as histogram buckets, `[highest value in
+    /// the bucket (ns), count]` lowest first (2 significant digits), so that merging N
+    /// copies' seconds reads a true p99 from them, not an average of N percentiles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lat_2xx_hist_ns: Option<Vec<[u64; 2]>>,
 }
 
 impl Point {
@@ -221,6 +226,8 @@ impl Point {
             sched_lag_max_us: round3(s.lag_max_ns as f64 / 1e3),
             dropped: s.dropped,
             warmup_ok_2xx: s.warmup_ok_2xx,
+            lat_2xx_hist_ns: (!s.lat_2xx_buckets.is_empty())
+                .then(|| s.lat_2xx_buckets.iter().map(|&(v, n)| [v, n]).collect()),
         }
     }
 }

@@ -367,4 +367,38 @@ mod tests {
             "{e}"
         );
     }
+
+    /// Two copies (`--shard`) that kept each second's latencies as buckets: the second's p99
+    /// is read from the 200 latencies together (99 at 10 ms and 1 at 50 ms from one, 100 at
+    /// 20 ms from the other: 20 ms), not averaged from the copies' own (10 and 20 ms: 15).
+    #[test]
+    fn shards_with_buckets_merge_their_p99() {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&fixture("trapdetect-load.json")).unwrap();
+        v["window"]["start_unix_s"] = W.into();
+        let one = |buckets: serde_json::Value| {
+            let mut v = v.clone();
+            let mut p = v["series"][0].clone();
+            p["ok_2xx"] = 100.into();
+            p["lat_2xx_hist_ns"] = buckets;
+            v["series"] = serde_json::json!([p]);
+            v.to_string()
+        };
+        let a = one(serde_json::json!([[10_000_000, 99], [50_000_000, 1]]));
+        let b = one(serde_json::json!([[20_000_000, 100]]));
+        let (m, _) = two(&a, &b).unwrap();
+        let p99 = m.seconds[&0].p99_us.unwrap();
+        assert!((p99 - 20_000.0).abs() <= 20.0, "{p99}");
+        assert!(m.columns.contains(&"p99_us"));
+        let whole = m.totals.p99_us.unwrap();
+        assert!((whole - 20_000.0).abs() <= 20.0, "{whole}");
+        // The first one's own second: 10 ms.
+        let pa = parse(a.as_bytes(), W).unwrap();
+        let own = pa.hists[&0].value_at_quantile(0.99) as f64;
+        assert!((own - 10_000.0).abs() <= 10.0, "{own}");
+        // Without buckets in one of them: no p99 for the second they share.
+        let (m, _) = two(&a, &one(serde_json::Value::Null)).unwrap();
+        assert_eq!(m.seconds[&0].p99_us, None);
+        assert_eq!(m.totals.p99_us, None);
+    }
 }

@@ -840,6 +840,10 @@ fn trapdetect_load(v: &Value, window_start_unix: f64) -> Result<LoadResults, Par
     let budget = u(v, "/plan/lag_budget_us");
     let mut seconds = BTreeMap::new();
     let mut lagged = vec![];
+    // Each second's 2xx latencies where the file has them (`--shard`); the whole run's only
+    // where every second with 2xx has them.
+    let mut hists = BTreeMap::new();
+    let mut all: Option<Histogram<u64>> = Some(new_hist());
     for p in series {
         let t = u(p, "/t_s").ok_or_else(|| bad(fm, "a series point without t_s"))?;
         if t > MAX_SECONDS as u64 {
@@ -848,6 +852,16 @@ fn trapdetect_load(v: &Value, window_start_unix: f64) -> Result<LoadResults, Par
         let t = t as i64 + by;
         if budget.is_some_and(|b| u(p, "/sched_lag_max_us").is_some_and(|l| l > b)) {
             lagged.push(t);
+        }
+        match hist_of(p.get("lat_2xx_hist_ns")) {
+            Some(h) => {
+                if let Some(a) = all.as_mut() {
+                    let _ = a.add(&h);
+                }
+                hists.insert(t, h);
+            }
+            None if u(p, "/ok_2xx").unwrap_or(0) > 0 => all = None,
+            None => {}
         }
         let errors = p
             .get("errors")
@@ -892,10 +906,22 @@ fn trapdetect_load(v: &Value, window_start_unix: f64) -> Result<LoadResults, Par
         },
         start_unix_s: start,
         skipped_lines: 0,
-        hists: BTreeMap::new(),
-        all_hist: None,
+        hists,
+        all_hist: all.filter(|a| !a.is_empty()),
         lagged,
     })
+}
+
+/// A second's `lat_2xx_hist_ns` (`[[highest value in the bucket, ns], count], ...]`) as a
+/// histogram of µs, as the per-request formats' are; `None` where absent, empty or malformed.
+fn hist_of(v: Option<&Value>) -> Option<Histogram<u64>> {
+    let mut h = new_hist();
+    for b in v?.as_array()? {
+        let (ns, n) = (b.get(0)?.as_u64()?, b.get(1)?.as_u64()?);
+        let us = (ns / 1_000).clamp(1, 3_600_000_000);
+        h.record_n(us, n).ok()?;
+    }
+    (!h.is_empty()).then_some(h)
 }
 
 #[cfg(test)]
