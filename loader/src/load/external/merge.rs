@@ -33,6 +33,9 @@ pub struct GeneratorPart {
     pub totals: Totals,
     /// Seconds of the window in which it fell behind its own schedule.
     pub lagged_seconds: Vec<i64>,
+    /// Why it did not trust its own measurement (empty: it did, or it does not say).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 /// Why files cannot be merged (bad input, exit 2): the reason, one line.
@@ -70,6 +73,7 @@ pub fn merge(
             last_s: last,
             totals: r.totals.clone(),
             lagged_seconds: r.lagged.clone(),
+            problems: r.problems.clone(),
         });
     }
     // One run: some second in which every generator was sending.
@@ -178,6 +182,10 @@ pub fn merge(
         hists,
         all_hist,
         lagged,
+        problems: list
+            .iter()
+            .flat_map(|g| g.problems.iter().map(move |p| format!("{}: {p}", g.file)))
+            .collect(),
     };
     Ok((merged, list))
 }
@@ -359,6 +367,15 @@ mod tests {
         // From the first one's start to the second one's end: 2.25 .. 6.0.
         assert_eq!(m.totals.duration_s, Some(3.75));
         assert_eq!(m.totals.p99_us, None);
+        // The fixture's copy said it fell behind (untrusted): both copies here say so, each
+        // named.
+        assert_eq!(
+            m.problems,
+            [
+                "a: the generator fell behind its schedule: scheduling lag p99 39715 µs > budget 10000 µs",
+                "b: the generator fell behind its schedule: scheduling lag p99 39715 µs > budget 10000 µs"
+            ]
+        );
         // An older file (no start) cannot be placed beside another.
         let old = fixture("trapdetect-load.json");
         let e = two(&a, &old).unwrap_err();

@@ -179,6 +179,10 @@ pub struct LoadResults {
     /// Seconds in which the generator fell behind its own schedule (trapdetect load JSON:
     /// its lag beyond its budget): its arrivals there went out late.
     pub lagged: Vec<i64>,
+    /// Why the generator itself did not trust its measurement (a trapdetect load JSON's
+    /// `measurement.problems`, where `trusted` is false): the run's load side is then no
+    /// more trusted than that.
+    pub problems: Vec<String>,
 }
 
 impl LoadResults {
@@ -334,6 +338,7 @@ impl Buckets {
             hists,
             all_hist: self.all,
             lagged: vec![],
+            problems: vec![],
         })
     }
 }
@@ -439,6 +444,7 @@ fn summary(format: Format, totals: Totals, start: Option<f64>) -> LoadResults {
         hists: BTreeMap::new(),
         all_hist: None,
         lagged: vec![],
+        problems: vec![],
     }
 }
 
@@ -909,6 +915,17 @@ fn trapdetect_load(v: &Value, window_start_unix: f64) -> Result<LoadResults, Par
         hists,
         all_hist: all.filter(|a| !a.is_empty()),
         lagged,
+        problems: if v.pointer("/measurement/trusted") == Some(&Value::Bool(false)) {
+            v.pointer("/measurement/problems")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(crate::escape::text)
+                .collect()
+        } else {
+            vec![]
+        },
     })
 }
 

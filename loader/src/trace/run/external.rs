@@ -413,6 +413,12 @@ impl LoadDriver for ExternalDriver {
             }),
             generators: self.generators.clone(),
         }));
+        // A generator that says its own measurement cannot be trusted (it fell behind its
+        // schedule) makes the load side of this run no better.
+        for p in self.results.iter().flat_map(|r| &r.problems) {
+            out.problems
+                .push(format!("the load generator's own measurement: {p}"));
+        }
         let starved = client_starved(&self.client, window_s);
         if let Some(f) = starved {
             out.problems.push(
