@@ -414,8 +414,8 @@ fn run_on(pid: u32, port: u16, rate: &str) -> (Value, i32) {
     let out = trapdetect_e2e::trapdetect(&args, Duration::from_secs(180));
     let r = trapdetect_e2e::json(&out);
     eprintln!(
-        "verdict: {}\nthread seconds: {}",
-        r["verdict"], r["run"]["thread_seconds"]
+        "verdict: {}\nthread seconds: {}\nmeasurement: {}\nprobes: {}",
+        r["verdict"], r["run"]["thread_seconds"], r["measurement"], r["probes"]
     );
     for t in r["run"]["timeline"].as_array().into_iter().flatten() {
         eprintln!(
