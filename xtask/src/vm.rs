@@ -596,6 +596,13 @@ fn boot(
 ) -> Result<Outcome> {
     let console_path = kernel_dir(k).join(format!("console-{attempt}.log"));
     let _ = std::fs::remove_file(&console_path);
+    // A first attempt starts the kernel's run: the later attempts' consoles of an earlier run
+    // would be read as this one's last (`--table` reads the highest attempt there is).
+    if attempt == 1 {
+        for a in 2..=ATTEMPTS {
+            let _ = std::fs::remove_file(kernel_dir(k).join(format!("console-{a}.log")));
+        }
+    }
     let ws = root();
     let (machine, console) = k.arch.machine();
     let mut append = format!(
