@@ -53,32 +53,89 @@ pub fn merge(
             .map(|(_, r)| (r, vec![]))
             .ok_or_else(|| "no results to merge".to_string());
     }
-    let mut list = vec![];
-    for (name, r) in &parts {
-        let (Origin::Window, Some(first), Some(last)) = (
-            r.origin,
-            r.seconds.keys().next().copied(),
-            r.seconds.keys().next_back().copied(),
-        ) else {
-            return Err(format!(
-                "{name}: {} has no wall-clock time per request or second; several generators' results are joined on wall-clock seconds (give per-request results: vegeta or k6 JSON lines, vegeta CSV, or trapdetect load JSON with window.start_unix_s)",
-                r.format.describe()
-            ));
-        };
-        list.push(GeneratorPart {
-            file: name.clone(),
-            format: r.format,
-            start_unix_s: r.start_unix_s,
-            first_s: first,
-            last_s: last,
-            totals: r.totals.clone(),
-            lagged_seconds: r.lagged.clone(),
-            problems: r.problems.clone(),
-        });
+    let list = parts
+        .iter()
+        .map(|(name, r)| part_of(name, r))
+        .collect::<Result<Vec<_>, _>>()?;
+    overlap(&list)?;
+    let rs: Vec<&LoadResults> = parts.iter().map(|(_, r)| r).collect();
+    let (seconds, hists, every_p99) = sum_seconds(&rs);
+    let columns = COLUMNS
+        .iter()
+        .filter(|c| rs.iter().all(|r| r.columns.contains(c)))
+        .filter(|c| **c != "p99_us" || every_p99)
+        .copied()
+        .collect();
+    // The whole run's p99, where every generator gave its latencies.
+    let mut whole = BTreeMap::new();
+    for r in &rs {
+        match &r.all_hist {
+            Some(h) => add(&mut whole, 0, h),
+            None => {
+                whole.clear();
+                break;
+            }
+        }
     }
-    // One run: some second in which every generator was sending.
-    let latest = list.iter().max_by_key(|g| g.first_s).expect("two or more");
-    let earliest_end = list.iter().min_by_key(|g| g.last_s).expect("two or more");
+    let all_hist = whole.remove(&0);
+    let mut lagged: Vec<i64> = rs.iter().flat_map(|r| r.lagged.iter().copied()).collect();
+    lagged.sort_unstable();
+    lagged.dedup();
+    let merged = LoadResults {
+        format: Format::Merged,
+        seconds,
+        columns,
+        totals: totals_of(&rs, all_hist.as_ref()),
+        origin: Origin::Window,
+        start_unix_s: rs
+            .iter()
+            .map(|r| r.start_unix_s)
+            .collect::<Option<Vec<f64>>>()
+            .map(|s| s.into_iter().fold(f64::INFINITY, f64::min)),
+        skipped_lines: rs.iter().map(|r| r.skipped_lines).sum(),
+        hists,
+        all_hist,
+        lagged,
+        problems: list
+            .iter()
+            .flat_map(|g| g.problems.iter().map(move |p| format!("{}: {p}", g.file)))
+            .collect(),
+    };
+    Ok((merged, list))
+}
+
+/// One file's part, refused where it has no wall-clock times to be placed by.
+fn part_of(name: &str, r: &LoadResults) -> Result<GeneratorPart, MergeError> {
+    let (Origin::Window, Some(first), Some(last)) = (
+        r.origin,
+        r.seconds.keys().next().copied(),
+        r.seconds.keys().next_back().copied(),
+    ) else {
+        return Err(format!(
+            "{name}: {} has no wall-clock time per request or second; several generators' results are joined on wall-clock seconds (give per-request results: vegeta or k6 JSON lines, vegeta CSV, or trapdetect load JSON with window.start_unix_s)",
+            r.format.describe()
+        ));
+    };
+    Ok(GeneratorPart {
+        file: name.to_string(),
+        format: r.format,
+        start_unix_s: r.start_unix_s,
+        first_s: first,
+        last_s: last,
+        totals: r.totals.clone(),
+        lagged_seconds: r.lagged.clone(),
+        problems: r.problems.clone(),
+    })
+}
+
+/// One run: some second in which every generator was sending.
+fn overlap(list: &[GeneratorPart]) -> Result<(), MergeError> {
+    let (Some(latest), Some(earliest_end)) = (
+        list.iter().max_by_key(|g| g.first_s),
+        list.iter().min_by_key(|g| g.last_s),
+    ) else {
+        return Ok(());
+    };
     if latest.first_s > earliest_end.last_s {
         return Err(format!(
             "{} (seconds {}..{} of the window) and {} (seconds {}..{}) do not overlap: not one run",
@@ -90,11 +147,23 @@ pub fn merge(
             latest.last_s
         ));
     }
+    Ok(())
+}
+
+/// The seconds summed, their latencies merged, each second's p99 read from them; and whether
+/// every second with 2xx had every generator's latencies (else those seconds have no p99).
+fn sum_seconds(
+    rs: &[&LoadResults],
+) -> (
+    BTreeMap<i64, ResultSecond>,
+    BTreeMap<i64, Histogram<u64>>,
+    bool,
+) {
     let mut seconds: BTreeMap<i64, ResultSecond> = BTreeMap::new();
     let mut hists: BTreeMap<i64, Histogram<u64>> = BTreeMap::new();
     // Seconds with 2xx whose latencies some generator gave only as a percentile.
     let mut no_hist: BTreeSet<i64> = BTreeSet::new();
-    for (_, r) in &parts {
+    for r in rs {
         for (t, s) in &r.seconds {
             let m = seconds.entry(*t).or_default();
             m.offered = m.offered.saturating_add(s.offered);
@@ -118,45 +187,27 @@ pub fn merge(
             _ => None,
         };
     }
-    let rs: Vec<&LoadResults> = parts.iter().map(|(_, r)| r).collect();
-    let every_p99 = no_hist.is_empty();
-    let columns = COLUMNS
-        .iter()
-        .filter(|c| rs.iter().all(|r| r.columns.contains(c)))
-        .filter(|c| **c != "p99_us" || every_p99)
-        .copied()
-        .collect();
-    // The whole run's p99, where every generator gave its latencies.
-    let mut whole = BTreeMap::new();
-    for r in &rs {
-        match &r.all_hist {
-            Some(h) => add(&mut whole, 0, h),
-            None => {
-                whole.clear();
-                break;
-            }
-        }
-    }
-    let all_hist = whole.remove(&0);
+    (seconds, hists, no_hist.is_empty())
+}
+
+/// The generators' totals: counts summed (unknown where one does not say), the run from the
+/// first one's start to the last one's end, the offered rates summed, the p99 from `all`.
+fn totals_of(rs: &[&LoadResults], all: Option<&Histogram<u64>>) -> Totals {
     let sum = |f: fn(&Totals) -> Option<u64>| {
         rs.iter()
             .map(|r| f(&r.totals))
             .try_fold(0u64, |a, v| Some(a.saturating_add(v?)))
     };
-    let starts: Option<Vec<f64>> = rs.iter().map(|r| r.start_unix_s).collect();
-    let ends: Option<Vec<f64>> = rs
+    let spans: Option<Vec<(f64, f64)>> = rs
         .iter()
-        .map(|r| Some(r.start_unix_s? + r.totals.duration_s?))
+        .map(|r| Some((r.start_unix_s?, r.start_unix_s? + r.totals.duration_s?)))
         .collect();
-    let duration_s = match (&starts, &ends) {
-        (Some(s), Some(e)) => {
-            let lo = s.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = e.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            (hi > lo).then_some(hi - lo)
-        }
-        _ => None,
-    };
-    let totals = Totals {
+    let duration_s = spans.and_then(|s| {
+        let lo = s.iter().map(|x| x.0).fold(f64::INFINITY, f64::min);
+        let hi = s.iter().map(|x| x.1).fold(f64::NEG_INFINITY, f64::max);
+        (hi > lo).then_some(hi - lo)
+    });
+    Totals {
         requests: sum(|t| t.requests),
         ok_2xx: sum(|t| t.ok_2xx),
         non_2xx: sum(|t| t.non_2xx),
@@ -166,28 +217,8 @@ pub fn merge(
             .iter()
             .map(|r| r.totals.offered_per_s)
             .try_fold(0.0, |a, v| Some(a + v?)),
-        p99_us: all_hist.as_ref().map(|h| h.value_at_quantile(0.99) as f64),
-    };
-    let mut lagged: Vec<i64> = rs.iter().flat_map(|r| r.lagged.iter().copied()).collect();
-    lagged.sort_unstable();
-    lagged.dedup();
-    let merged = LoadResults {
-        format: Format::Merged,
-        seconds,
-        columns,
-        totals,
-        origin: Origin::Window,
-        start_unix_s: starts.map(|s| s.into_iter().fold(f64::INFINITY, f64::min)),
-        skipped_lines: rs.iter().map(|r| r.skipped_lines).sum(),
-        hists,
-        all_hist,
-        lagged,
-        problems: list
-            .iter()
-            .flat_map(|g| g.problems.iter().map(move |p| format!("{}: {p}", g.file)))
-            .collect(),
-    };
-    Ok((merged, list))
+        p99_us: all.map(|h| h.value_at_quantile(0.99) as f64),
+    }
 }
 
 /// Adds `h` into the histogram at `t` (a copy of it where there is none yet).
