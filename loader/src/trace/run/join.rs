@@ -276,7 +276,7 @@ fn processes(k: &Sampler, pick: impl Fn(u32) -> bool, peers: bool, window_s: f64
 fn timeline(s: &LoadSide, k: &Sampler, mounts: &MountTable, attached: bool) -> Vec<RunSecond> {
     let mut seconds: Vec<RunSecond> = s.seconds.clone();
     let by_requests = served_by_requests(k);
-    let workers = k.worker_tids();
+    let workers = k.worker_mask();
     for ks in &k.seconds {
         let i = match seconds.iter().position(|r| r.t_s == ks.t_s) {
             Some(i) => i,
@@ -303,10 +303,10 @@ fn timeline(s: &LoadSide, k: &Sampler, mounts: &MountTable, attached: bool) -> V
         }
         r.threads = ks.threads;
         r.busy_threads = ks.busy_now;
-        if !ks.sampled.is_empty() {
-            let of_pool = ks.sampled.iter().filter(|(t, _)| workers.contains(t));
-            r.workers = Some(of_pool.clone().count());
-            r.busy_workers = Some(of_pool.filter(|(_, busy)| *busy).count());
+        if ks.sampled.seen.ones() > 0 {
+            let (seen, busy) = ks.sampled.in_pool(&workers);
+            r.workers = Some(seen);
+            r.busy_workers = Some(busy);
         }
         r.path_calls = (ks.path_calls as f64 / dt).round() as u64;
         for (d, n) in &ks.fuse_ops {
