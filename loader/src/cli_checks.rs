@@ -256,8 +256,8 @@ mod load_flags {
 
     use crate::{
         cli::{Cli, Command},
-        cmd::load::{LoadArgs, plan},
-        load::Arrival,
+        cmd::load::{LoadArgs, plan, step_spec},
+        load::{self, Arrival},
     };
 
     fn parse(extra: &[&str]) -> std::result::Result<LoadArgs, clap::Error> {
@@ -267,6 +267,51 @@ mod load_flags {
             Some(Command::Load(a)) => Ok(*a),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// --shard divides the rate (each step's too) and records I/N; a bad one is one usage line.
+    #[test]
+    fn shard_divides_the_rate_and_is_echoed() {
+        let args = |extra: &[&str]| parse(extra).unwrap();
+        let p = plan(&args(&["--rate", "1000", "--shard", "2/4"])).unwrap();
+        assert_eq!(p.rate, Some(250.0));
+        assert_eq!(p.shard, Some(load::Shard { index: 2, count: 4 }));
+        assert_eq!(p.phase(), 0.25);
+        let echo = serde_json::to_value(p.echo("127.0.0.1:1")).unwrap();
+        assert_eq!(echo["rate_per_s"], 250.0);
+        assert_eq!(echo["shard"], serde_json::json!({"index": 2, "count": 4}));
+        let p = plan(&args(&["--rate", "1000"])).unwrap();
+        assert_eq!((p.rate, p.shard, p.phase()), (Some(1000.0), None, 0.0));
+        let echo = serde_json::to_value(p.echo("127.0.0.1:1")).unwrap();
+        assert!(
+            echo.get("shard").is_none(),
+            "absent without --shard: {echo}"
+        );
+        let e = plan(&args(&["--rate", "1000", "--shard", "3/2"])).unwrap_err();
+        assert_eq!(
+            (e.exit_code(), e.to_string()),
+            (2, "--shard 3/2: I must be between 1 and N".to_string())
+        );
+        let s = step_spec(&args(&[
+            "--rate",
+            "1000..3000",
+            "--step",
+            "500",
+            "--shard",
+            "1/4",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!((s.from, s.to, s.step), (250.0, 750.0, 125.0));
+        assert_eq!(s.rates(), [250.0, 375.0, 500.0, 625.0, 750.0]);
+        let e = step_spec(&args(&[
+            "--rate", "1..3", "--step", "1", "--shard", "1/1001",
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--shard 1/1001: N must be between 1 and 1000"
+        );
     }
 
     #[test]

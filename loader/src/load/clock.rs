@@ -180,6 +180,42 @@ pub fn ns(d: Duration) -> u64 {
     d.as_nanos().min(u64::MAX as u128) as u64
 }
 
+/// Longest wait `--start-at` accepts.
+const START_AT_AHEAD_NS: i128 = 86_400 * 1_000_000_000;
+/// How long ago a `--start-at` instant may be and still start the run (at once).
+const START_AT_LATE_NS: i128 = 1_000_000_000;
+
+/// `--start-at UNIX_TIME` against the wall clock `now_ns`: the instant, ns since the epoch.
+/// Refuses a time more than 24 h ahead or more than 1 s past.
+pub fn start_at(s: &str, now_ns: i128) -> crate::error::Result<i128> {
+    let shown = crate::escape::text(s);
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || int.len() > 12 || !digits(int) || !digits(frac) || s.ends_with('.') {
+        return Err(crate::error::Error::usage(format!(
+            "--start-at {shown}: expected seconds since the Unix epoch, e.g. 1733400000.5 \
+             (date +%s)"
+        )));
+    }
+    let ns_frac: i128 = format!("{:0<9}", &frac[..frac.len().min(9)])
+        .parse()
+        .unwrap_or(0);
+    let at = int.parse::<i128>().unwrap_or(0) * 1_000_000_000 + ns_frac;
+    if at - now_ns > START_AT_AHEAD_NS {
+        return Err(crate::error::Error::usage(format!(
+            "--start-at {shown}: more than 24 h ahead ({:.0} s from now)",
+            (at - now_ns) as f64 / 1e9
+        )));
+    }
+    if now_ns - at > START_AT_LATE_NS {
+        return Err(crate::error::Error::usage(format!(
+            "--start-at {shown}: that time passed {:.1} s ago",
+            (now_ns - at) as f64 / 1e9
+        )));
+    }
+    Ok(at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +265,72 @@ mod tests {
         assert!(!synchronized(TIME_OK, STA_PLL | STA_UNSYNC));
         let c = clock_info();
         assert!(c.esterror_us.is_some() && c.maxerror_us.is_some(), "{c:?}");
+    }
+
+    #[test]
+    fn start_at_is_an_instant_within_a_day_and_not_past() {
+        let now = 1_733_400_000_250_000_000i128;
+        assert_eq!(
+            start_at("1733400000.5", now).unwrap(),
+            1_733_400_000_500_000_000
+        );
+        assert_eq!(
+            start_at("1733400010", now).unwrap(),
+            1_733_400_010_000_000_000
+        );
+        assert_eq!(
+            start_at("1733400000.1234567899", now).unwrap(),
+            1_733_400_000_123_456_789
+        );
+        // Within 1 s past: accepted (the run starts at once).
+        assert_eq!(
+            start_at("1733399999.3", now).unwrap(),
+            1_733_399_999_300_000_000
+        );
+        assert_eq!(
+            start_at("1733486400.25", now).unwrap(),
+            1_733_486_400_250_000_000
+        );
+        let got: Vec<String> = [
+            "1733399990",
+            "1733486400.26",
+            "",
+            "x",
+            "1e9",
+            "-5",
+            "1733400000.",
+            ".5",
+            "17334000001111111",
+            "1733400000.5.5",
+            " 1733400000",
+        ]
+        .iter()
+        .map(|s| {
+            let e = start_at(s, now).unwrap_err();
+            format!("{} {e}", e.exit_code())
+        })
+        .collect();
+        let bad = |s: &str| {
+            format!(
+                "2 --start-at {s}: expected seconds since the Unix epoch, e.g. 1733400000.5 \
+                 (date +%s)"
+            )
+        };
+        assert_eq!(
+            got,
+            [
+                "2 --start-at 1733399990: that time passed 10.2 s ago".to_string(),
+                "2 --start-at 1733486400.26: more than 24 h ahead (86400 s from now)".into(),
+                bad(""),
+                bad("x"),
+                bad("1e9"),
+                bad("-5"),
+                bad("1733400000."),
+                bad(".5"),
+                bad("17334000001111111"),
+                bad("1733400000.5.5"),
+                bad(" 1733400000"),
+            ]
+        );
     }
 }

@@ -48,7 +48,7 @@ mod transport;
 
 pub use classify::ErrorKind;
 pub use client::Engine;
-pub use clock::{mono_ns, unix_ns_now};
+pub use clock::{mono_ns, start_at, unix_ns_now};
 pub use engine::{Live, Running, raise_fd_limit, start};
 pub use exchange::H2Settings;
 pub use findings::{findings, problems};

@@ -491,6 +491,22 @@ pub struct Totals {
     pub generator: GeneratorCost,
 }
 
+/// The per-second series: a row for every second of the window, those in which nothing ended
+/// too.
+fn series_of(r: &Recorder, t: &Totals) -> Vec<Point> {
+    let window_secs = t.window_ns.div_ceil(1_000_000_000) as usize;
+    let mut series: Vec<Point> = r
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Point::of(i, s))
+        .collect();
+    while series.len() < window_secs {
+        series.push(Point::of(series.len(), &Second::default()));
+    }
+    series
+}
+
 /// Builds the summary.
 pub fn build(r: &Recorder, t: Totals) -> Summary {
     let window_s = t.window_ns as f64 / 1e9;
@@ -502,22 +518,11 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
         }
     };
     let errors = Errors::from_counts(&r.errors);
-    let window_secs = t.window_ns.div_ceil(1_000_000_000) as usize;
-    let mut series: Vec<Point> = r
-        .series
-        .iter()
-        .enumerate()
-        .map(|(i, s)| Point::of(i, s))
-        .collect();
-    // Seconds of the window in which nothing ended still get a row.
-    while series.len() < window_secs {
-        series.push(Point::of(series.len(), &Second::default()));
-    }
+    let series = series_of(r, &t);
     let (max_wait_s, budget) = (t.plan.max_wait_s, t.plan.max_connections as u64);
     Summary {
         schema: SCHEMA,
         version: env!("CARGO_PKG_VERSION"),
-        plan: t.plan,
         window: Window {
             measured_s: crate::traps::round(window_s, 6),
             drain_s: crate::traps::round(
@@ -528,6 +533,7 @@ pub fn build(r: &Recorder, t: Totals) -> Summary {
             start_unix_s: t.start_unix_s.map(|v| crate::traps::round(v, 3)),
             clock: t.clock,
         },
+        plan: t.plan,
         scheduled: t.scheduled,
         unsent: t.unsent,
         completed: r.completed,

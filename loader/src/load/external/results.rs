@@ -869,24 +869,7 @@ fn trapdetect_load(v: &Value, window_start_unix: f64) -> Result<LoadResults, Par
             None if u(p, "/ok_2xx").unwrap_or(0) > 0 => all = None,
             None => {}
         }
-        let errors = p
-            .get("errors")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .map(|(_, n)| n.as_u64().unwrap_or(0))
-            .fold(0, u64::saturating_add);
-        seconds.insert(
-            t,
-            ResultSecond {
-                offered: u(p, "/scheduled").unwrap_or(0),
-                ok_2xx: u(p, "/ok_2xx").unwrap_or(0),
-                non_2xx: u(p, "/non_2xx").unwrap_or(0),
-                errors,
-                p99_us: f(p, "/lat_2xx_p99_us"),
-                in_flight: u(p, "/in_flight_max").unwrap_or(0),
-            },
-        );
+        seconds.insert(t, load_second(p));
     }
     let measured = f(v, "/window/measured_s").ok_or_else(|| bad(fm, "no window.measured_s"))?;
     // Its run is the window and the drain after it, as another tool's run is its first
@@ -915,18 +898,41 @@ fn trapdetect_load(v: &Value, window_start_unix: f64) -> Result<LoadResults, Par
         hists,
         all_hist: all.filter(|a| !a.is_empty()),
         lagged,
-        problems: if v.pointer("/measurement/trusted") == Some(&Value::Bool(false)) {
-            v.pointer("/measurement/problems")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(crate::escape::text)
-                .collect()
-        } else {
-            vec![]
-        },
+        problems: load_problems(v),
     })
+}
+
+/// One second of a trapdetect load JSON's series.
+fn load_second(p: &Value) -> ResultSecond {
+    let errors = p
+        .get("errors")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(_, n)| n.as_u64().unwrap_or(0))
+        .fold(0, u64::saturating_add);
+    ResultSecond {
+        offered: u(p, "/scheduled").unwrap_or(0),
+        ok_2xx: u(p, "/ok_2xx").unwrap_or(0),
+        non_2xx: u(p, "/non_2xx").unwrap_or(0),
+        errors,
+        p99_us: f(p, "/lat_2xx_p99_us"),
+        in_flight: u(p, "/in_flight_max").unwrap_or(0),
+    }
+}
+
+/// Why a trapdetect load JSON did not trust its own measurement (none where it did).
+fn load_problems(v: &Value) -> Vec<String> {
+    if v.pointer("/measurement/trusted") != Some(&Value::Bool(false)) {
+        return vec![];
+    }
+    v.pointer("/measurement/problems")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(crate::escape::text)
+        .collect()
 }
 
 /// A second's `lat_2xx_hist_ns` (`[[highest value in the bucket, ns], count], ...]`) as a
