@@ -225,6 +225,12 @@ pub mod de {
     }
 }
 
+/// A file's modification time, Unix s.
+pub fn mtime_unix(p: &std::path::Path) -> Option<f64> {
+    let m = std::fs::metadata(p).ok()?.modified().ok()?;
+    Some(m.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -154,23 +154,29 @@ impl NetNs {
     /// Links this namespace to `other` with a veth pair (`td0` on both sides), gives each end
     /// an address (CIDR, e.g. `10.77.0.1/24`) and brings both up.
     pub fn veth(&self, other: &NetNs, addr_here: &str, addr_there: &str) {
+        self.veth_named(other, "td0", addr_here, addr_there);
+    }
+
+    /// [`NetNs::veth`] with the pair's ends named `dev` (a namespace linked to several others
+    /// needs one name per link).
+    pub fn veth_named(&self, other: &NetNs, dev: &str, addr_here: &str, addr_there: &str) {
         ip(&[
             "link",
             "add",
-            "td0",
+            dev,
             "netns",
             &self.name,
             "type",
             "veth",
             "peer",
             "name",
-            "td0",
+            dev,
             "netns",
             &other.name,
         ]);
         for (ns, addr) in [(self, addr_here), (other, addr_there)] {
-            ip(&["-n", &ns.name, "addr", "add", addr, "dev", "td0"]);
-            ip(&["-n", &ns.name, "link", "set", "td0", "up"]);
+            ip(&["-n", &ns.name, "addr", "add", addr, "dev", dev]);
+            ip(&["-n", &ns.name, "link", "set", dev, "up"]);
         }
     }
 }

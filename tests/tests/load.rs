@@ -948,3 +948,176 @@ fn start_at_in_the_past_is_one_line_exit_2() {
         .unwrap_or_else(|| panic!("{err}"));
     assert!((10.0..12.0).contains(&ago), "{err}");
 }
+
+/// Issue 24: two copies of the built-in generator in two network namespaces (two "hosts"),
+/// each on its own link to a server in a third, offer 100/s each on one schedule; `trapdetect
+/// report` merges their JSONs on wall-clock seconds into the figures one generator offering
+/// 200/s from one of them measures: the same requests each second, the same 2xx, a p99 each
+/// second from the merged latencies, and the merged document reads back to the same text.
+#[test]
+fn two_generators_in_two_namespaces_merge_to_one_at_the_full_rate() {
+    if !trapdetect_e2e::require_root(
+        "two_generators_in_two_namespaces_merge_to_one_at_the_full_rate",
+    ) {
+        return;
+    }
+    use trapdetect_e2e::netns::NetNs;
+    let (srv, a, b) = (NetNs::new("ms"), NetNs::new("ma"), NetNs::new("mb"));
+    srv.veth_named(&a, "tda", "10.79.1.1/24", "10.79.1.2/24");
+    srv.veth_named(&b, "tdb", "10.79.2.1/24", "10.79.2.2/24");
+    let dir = TempDir::new("merge-ns");
+    std::fs::write(dir.path().join("index.html"), "merged\n").unwrap();
+    srv.spawn(
+        Command::new("python3")
+            .args(["-m", "http.server", "8080", "--bind", "0.0.0.0"])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    );
+    for (ns, addr) in [(&a, "10.79.1.1:8080"), (&b, "10.79.2.1:8080")] {
+        trapdetect_e2e::wait_until(
+            "the server in its namespace",
+            Duration::from_secs(10),
+            || ns.run(|| std::net::TcpStream::connect(addr).is_ok()),
+        );
+    }
+    let load_in = |ns: &NetNs, host: &str, rate: &str, extra: &[&str], out: &str| {
+        let mut cmd = Command::new(trapdetect_e2e::bin());
+        cmd.args(["load", "-q", "--allow-remote", "--lag-budget", "5s"])
+            .args(["--url", &format!("http://{host}:8080/"), "--rate", rate])
+            .args(["--duration", "3s", "--json-out", out])
+            .args(extra);
+        let o = run_bounded(ns.enter_on_exec(&mut cmd), LIMIT);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice::<Value>(&std::fs::read(out).unwrap()).unwrap()
+    };
+    let file = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    // One generator at the full rate, from the first namespace.
+    let one = load_in(&a, "10.79.1.1", "200", &[], &file("one.json"));
+    // Two at half each, on one schedule.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let at = format!("{:.3}", now + 2.0);
+    std::thread::scope(|sc| {
+        let x = sc.spawn(|| {
+            load_in(
+                &a,
+                "10.79.1.1",
+                "200",
+                &["--shard", "1/2", "--start-at", &at],
+                &file("a.json"),
+            )
+        });
+        let y = sc.spawn(|| {
+            load_in(
+                &b,
+                "10.79.2.1",
+                "200",
+                &["--shard", "2/2", "--start-at", &at],
+                &file("b.json"),
+            )
+        });
+        for v in [x.join().unwrap(), y.join().unwrap()] {
+            assert_eq!(
+                (v["scheduled"].as_u64(), v["ok_2xx"].as_u64()),
+                (Some(300), Some(300)),
+                "{v}"
+            );
+        }
+    });
+    let out = trapdetect(
+        &["report", &file("a.json"), &file("b.json"), "--json"],
+        LIMIT,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = json(&out);
+    assert_eq!(m["schema"], "trapdetect.merged-load/1");
+    let gens = m["load"]["generators"].as_array().unwrap();
+    assert_eq!(gens.len(), 2, "{m}");
+    for g in gens {
+        assert_eq!(
+            (
+                g["totals"]["requests"].as_u64(),
+                g["totals"]["ok_2xx"].as_u64()
+            ),
+            (Some(300), Some(300)),
+            "{g}"
+        );
+    }
+    let totals = &m["load"]["totals"];
+    assert_eq!(totals["requests"], one["scheduled"], "{totals}");
+    assert_eq!(totals["ok_2xx"], one["ok_2xx"], "{totals}");
+    assert_eq!(totals["requests"], 600);
+    // Second by second: the two copies offered together what the one did, exactly (constant
+    // arrivals, 100 each a second); their 2xx end where the one's did, give or take the
+    // requests in flight across either edge of the second: at most the rate times the slowest
+    // 2xx latency of that second in either run at each edge, and one request for rounding.
+    let merged = m["series"].as_array().unwrap();
+    let single = one["series"].as_array().unwrap();
+    for t in 0..3 {
+        let s = merged
+            .iter()
+            .find(|s| s["t_s"] == t)
+            .unwrap_or_else(|| panic!("no second {t}: {m}"));
+        let o = &single[t as usize];
+        assert_eq!(s["offered"], o["scheduled"], "second {t}: {s}");
+        assert_eq!(s["offered"], 200, "second {t}: {s}");
+        let p99_s = |v: &Value| v.as_f64().unwrap_or(0.0) / 1e6;
+        let slowest = p99_s(&s["p99_us"]).max(p99_s(&o["lat_2xx_p99_us"]));
+        let edge = 2 * (200.0 * slowest).ceil() as i64 + 1;
+        let (two, one_ok) = (s["ok_2xx"].as_i64().unwrap(), o["ok_2xx"].as_i64().unwrap());
+        assert!(
+            (two - one_ok).abs() <= edge,
+            "second {t}: merged {two} 2xx, one generator {one_ok} (in flight at an edge: {edge})"
+        );
+        assert!(
+            s["p99_us"].as_f64().is_some_and(|p| p > 0.0),
+            "second {t}: {s}"
+        );
+        assert_eq!(s["generator_lag"], false, "second {t}: {s}");
+    }
+    assert_eq!(
+        merged
+            .iter()
+            .map(|s| s["ok_2xx"].as_u64().unwrap())
+            .sum::<u64>(),
+        600
+    );
+    // The text, live and read back from the merged document, is one.
+    let text = trapdetect(&["report", &file("a.json"), &file("b.json")], LIMIT);
+    eprintln!("{}", String::from_utf8_lossy(&text.stdout));
+    std::fs::write(file("m.json"), &out.stdout).unwrap();
+    let back = trapdetect(&["report", &file("m.json")], LIMIT);
+    assert_eq!(back.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&back.stdout),
+        String::from_utf8_lossy(&text.stdout)
+    );
+    assert!(String::from_utf8_lossy(&text.stdout).starts_with("MERGED LOAD: 2 generators"));
+    // A summary without wall-clock times beside them cannot be placed: refused by name.
+    std::fs::write(
+        file("wrk.txt"),
+        include_str!("../../loader/fixtures/load_results/wrk.txt"),
+    )
+    .unwrap();
+    let out = trapdetect(&["report", &file("a.json"), &file("wrk.txt")], LIMIT);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("wrk.txt: wrk text summary has no wall-clock times"),
+        "{err}"
+    );
+}

@@ -103,9 +103,10 @@ pub fn check_ignore(ids: &[String]) -> crate::error::Result<()> {
 }
 
 /// The schemas `report` re-renders (prefixes, any version).
-const RENDERED: [&str; 5] = [
+const RENDERED: [&str; 6] = [
     "trapdetect.report/",
     "trapdetect.load/",
+    "trapdetect.merged-load/",
     "trapdetect.load-steps/",
     "trapdetect.compare/",
     "trapdetect.wait-drain/",
@@ -120,7 +121,7 @@ pub fn read_saved(path: &std::path::Path) -> crate::error::Result<serde_json::Va
     match doc["schema"].as_str() {
         Some(s) if RENDERED.iter().any(|k| s.starts_with(k)) => Ok(doc),
         Some(s) => Err(crate::error::Error::usage(format!(
-            "{}: unknown schema {:?} (expected one of trapdetect.report/1, load/1, load-steps/1, compare/1, wait-drain/1)",
+            "{}: unknown schema {:?} (expected one of trapdetect.report/1, load/1, merged-load/1, load-steps/1, compare/1, wait-drain/1)",
             path.display(),
             crate::escape::text(s)
         ))),

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::{
     error::{Error, Result, exit},
+    load::external::{self, merged},
     report::{self, Report, Section, export::ExportArgs, preflight},
 };
 
@@ -19,11 +20,16 @@ use crate::{
 #[command(after_help = "Exit codes:
   0  rendered
   2  bad input: the file is missing, not JSON, or not a trapdetect report; an output file
-     could not be written")]
+     could not be written; several files that cannot be merged")]
 pub struct ReportArgs {
-    /// A JSON report saved with --json or --json-out (any trapdetect command).
-    #[arg(value_name = "FILE.json")]
-    pub file: PathBuf,
+    /// A JSON report saved with --json or --json-out (any trapdetect command). Several: load
+    /// generators' results (`trapdetect load --json-out` of copies run with --shard, vegeta
+    /// or k6 results of several runners), merged on wall-clock seconds.
+    #[arg(value_name = "FILE", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Several files: print the merged document (JSON) instead of its text.
+    #[arg(long)]
+    pub json: bool,
     /// Write the HTML report to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
@@ -37,15 +43,23 @@ pub struct ReportArgs {
 
 /// Runs the command; 0 once everything asked for is written.
 pub fn run(a: ReportArgs) -> Result<i32> {
-    let doc = super::read_saved(&a.file)?;
+    if a.files.len() > 1 {
+        return merged(&a);
+    }
+    if a.json {
+        return Err(Error::usage(
+            "--json is for several files merged (one saved document is JSON already)",
+        ));
+    }
+    let file = &a.files[0];
+    let doc = super::read_saved(file)?;
     let comparison = if doc["schema"]
         .as_str()
         .is_some_and(|s| s.starts_with("trapdetect.compare/"))
     {
         Some(
-            serde_json::from_value::<crate::report::compare::Comparison>(doc.clone()).map_err(
-                |e| Error::usage(format!("{}: not a comparison ({e})", a.file.display())),
-            )?,
+            serde_json::from_value::<crate::report::compare::Comparison>(doc.clone())
+                .map_err(|e| Error::usage(format!("{}: not a comparison ({e})", file.display())))?,
         )
     } else {
         None
@@ -56,7 +70,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
     if !exportable && a.export != Default::default() {
         return Err(Error::usage(format!(
             "{}: the exports need a report or a load run (this is {})",
-            a.file.display(),
+            file.display(),
             crate::escape::text(doc["schema"].as_str().unwrap_or("?"))
         )));
     }
@@ -76,10 +90,36 @@ pub fn run(a: ReportArgs) -> Result<i32> {
     if a.text || !files {
         let text = match &comparison {
             Some(c) => report::text::terminal_safe(&crate::report::compare::text(c)),
-            None => text(doc, &a.file)?,
+            None => text(doc, file)?,
         };
         crate::util::print(&text)?;
     }
+    Ok(exit::OK)
+}
+
+/// Several generators' results merged on wall-clock seconds: the text, or with --json the
+/// document (which `report` reads back to the same text).
+fn merged(a: &ReportArgs) -> Result<i32> {
+    if a.html.is_some() || a.export != Default::default() {
+        return Err(Error::usage(
+            "several files are merged into text or --json: --html and the exports are for one \
+             report",
+        ));
+    }
+    let mut files = vec![];
+    for f in &a.files {
+        let name = crate::escape::bytes(f.as_os_str().as_encoded_bytes());
+        let bytes = crate::input::read_capped(&name, f, external::RESULTS_CAP)?;
+        let mtime = crate::util::mtime_unix(f).unwrap_or(0.0);
+        files.push((name, bytes, mtime));
+    }
+    let m = merged::build(&files).map_err(Error::usage)?;
+    let out = if a.json {
+        serde_json::to_string_pretty(&m).unwrap_or_default() + "\n"
+    } else {
+        report::text::terminal_safe(&m.text())
+    };
+    crate::util::print(&out)?;
     Ok(exit::OK)
 }
 
@@ -107,6 +147,9 @@ fn text(mut doc: Value, file: &Path) -> Result<String> {
         } else {
             report::text::render(&r)
         })
+    } else if schema.starts_with("trapdetect.merged-load/") {
+        let m: merged::MergedLoad = serde_json::from_value(doc).map_err(bad)?;
+        Ok(m.text())
     } else if schema.starts_with("trapdetect.load/") {
         let d: crate::load::document::Document = serde_json::from_value(doc).map_err(bad)?;
         Ok(crate::load::document::text(&d))

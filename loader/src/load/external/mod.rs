@@ -4,8 +4,13 @@
 
 pub mod child;
 pub mod merge;
+pub mod merged;
 pub mod results;
 pub mod section;
 pub mod time;
 
 pub use results::{COLUMNS, Format, LoadResults, ParseError, ResultSecond, Totals, parse};
+
+/// Largest results file read (`run --load-results`, `report` merging several): a 10-minute
+/// vegeta run at 5,000 req/s.
+pub const RESULTS_CAP: u64 = 1 << 30;

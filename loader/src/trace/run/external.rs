@@ -28,9 +28,6 @@ use crate::{
     traps::{Finding, Id, Severity, round, run::RunSecond},
 };
 
-/// Largest results file read (`--load-results`): a 10-minute vegeta run at 5,000 req/s.
-pub const RESULTS_CAP: u64 = 1 << 30;
-
 /// The load side of the timeline, from the built-in generator or another one.
 #[derive(Debug, Default)]
 pub struct LoadSide {
@@ -214,7 +211,7 @@ impl ExternalDriver {
             // must be there now, in a format trapdetect reads.
             for f in &results_files {
                 let what = results_what(f);
-                let bytes = crate::input::read_capped(&what, f, RESULTS_CAP)?;
+                let bytes = crate::input::read_capped(&what, f, external::RESULTS_CAP)?;
                 if !bytes.is_empty() {
                     external::parse(&bytes, unix_now())
                         .map_err(|e| Error::usage(format!("{what}: {e}")))?;
@@ -242,13 +239,13 @@ impl ExternalDriver {
     /// write less its length.
     fn read_file(&self, f: &std::path::Path) -> Result<LoadResults> {
         let what = results_what(f);
-        let bytes = crate::input::read_capped(&what, f, RESULTS_CAP)?;
+        let bytes = crate::input::read_capped(&what, f, external::RESULTS_CAP)?;
         let mut r = external::parse(&bytes, self.start_unix)
             .map_err(|e| Error::usage(format!("{what}: {e}")))?;
         if let Origin::Relative { length_s } = r.origin {
             let start = match &self.generator {
                 Some(_) => self.command_start_unix,
-                None => mtime_unix(f).map_or(self.start_unix, |m| m - length_s),
+                None => crate::util::mtime_unix(f).map_or(self.start_unix, |m| m - length_s),
             };
             r.shift(start - self.start_unix);
         }
@@ -314,11 +311,6 @@ fn runnable(prog: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|d| !prog.is_empty() && exec(&d.join(prog)))
     })
-}
-
-fn mtime_unix(p: &std::path::Path) -> Option<f64> {
-    let m = std::fs::metadata(p).ok()?.modified().ok()?;
-    Some(m.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64())
 }
 
 impl LoadDriver for ExternalDriver {
