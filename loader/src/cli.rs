@@ -57,6 +57,9 @@ pub enum Command {
     Run(Box<cmd::run::RunArgs>),
     /// The open-loop load generator alone.
     Load(Box<cmd::load::LoadArgs>),
+    /// Trace a node's server window after window; serve the last window to Prometheus
+    /// (`/metrics`) and as JSON (`/report`), or print one (`--once`) (docs/agent.md).
+    Agent(Box<cmd::agent::AgentArgs>),
     /// Fast static check of the environment for harness scripts (no tracing).
     Preflight(cmd::preflight::PreflightArgs),
     /// Re-render a saved JSON report (any command's) as text, HTML, CSV, OpenMetrics or .hgrm.

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("version", 2),
     ("traps", 2),
     ("report", 3),
+    ("agent", 4),
     ("load", 4),
     ("preflight", 4),
     ("trace", 4),

@@ -4,6 +4,7 @@
 //! Observations flow one way: probes and snapshots → observations → rules → findings → report.
 //! Rules (`traps`) never touch the kernel.
 
+pub mod agent;
 pub mod btf;
 pub mod cli;
 pub mod cmd;

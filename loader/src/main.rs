@@ -28,6 +28,7 @@ fn main() {
         None => cmd::trace::run(cli.trace),
         Some(Command::Trace(a)) => cmd::trace::run(a),
         Some(Command::Load(a)) => cmd::load::run(*a),
+        Some(Command::Agent(a)) => cmd::agent::run(*a),
         Some(Command::Preflight(a)) => cmd::preflight::run(a),
         Some(Command::Report(a)) => cmd::report::run(a),
         Some(Command::Compare(a)) => cmd::compare::run(a),

@@ -36,6 +36,9 @@ pub enum Progress {
     Line,
     /// A line per update (`--progress` into a file or pipe).
     Lines,
+    /// No progress, and not the line a trace starts with either (the agent says its own
+    /// line a window).
+    Silent,
 }
 
 impl Progress {
@@ -55,10 +58,15 @@ impl Progress {
     /// Shows `text` as the current progress.
     pub fn show(&self, text: &str) {
         match self {
-            Progress::Off => {}
+            Progress::Off | Progress::Silent => {}
             Progress::Line => eprint!("\r{text}\x1b[K"),
             Progress::Lines => eprintln!("{text}"),
         }
+    }
+
+    /// Whether the line a trace starts with is printed.
+    pub fn says_start(&self) -> bool {
+        *self != Progress::Silent
     }
 
     /// Clears the updating line before other output.

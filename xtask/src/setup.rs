@@ -64,6 +64,8 @@ const APT_TEST: &[&[&str]] = &[
     // checked with the reference Python parser.
     &["chromium"],
     &["python3-prometheus-client"],
+    // `trapdetect agent` is scraped by a real Prometheus in tests/tests/agent.rs.
+    &["prometheus"],
     // The kernel matrix (xtask/src/vm.rs): qemu for TCG guests, a static busybox for their
     // initramfs, xz for compressed modules, the archive keys for the older suites.
     &["qemu-system-x86"],

@@ -1,5 +1,6 @@
 //! One module per subcommand: its flags (clap `Args`) and its `run`, returning the exit code.
 
+pub mod agent;
 pub mod compare;
 pub mod explain;
 pub mod generate;

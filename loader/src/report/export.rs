@@ -249,10 +249,14 @@ fn label(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-struct Family {
-    name: &'static str,
-    help: &'static str,
-    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+/// One OpenMetrics family: gauges by their labels.
+pub struct Family {
+    /// The metric's name.
+    pub name: &'static str,
+    /// Its HELP text.
+    pub help: &'static str,
+    /// Each sample's labels and value.
+    pub samples: Vec<(Labels, f64)>,
 }
 
 /// Findings (one gauge per finding, labelled by id and severity), the verdict, per-request
@@ -267,18 +271,22 @@ pub fn openmetrics(doc: &Value) -> String {
     } else {
         doc["command"].as_str().unwrap_or("report").to_string()
     };
-    let base = vec![("command", command)];
+    write_families(&families(doc, &vec![("command", command)]))
+}
+
+/// The families [`openmetrics`] writes, every sample labelled with `base` first.
+pub fn families(doc: &Value, base: &Labels) -> Vec<Family> {
     let mut fams = vec![];
-    verdict_families(doc, &base, &mut fams);
-    fs_families(doc, &base, &mut fams);
+    verdict_families(doc, base, &mut fams);
+    fs_families(doc, base, &mut fams);
     if let Some(l) = load_of(doc) {
-        load_families(l, &base, &mut fams);
+        load_families(l, base, &mut fams);
     }
-    write_families(&fams)
+    fams
 }
 
 /// Labels every sample carries.
-type Labels = Vec<(&'static str, String)>;
+pub type Labels = Vec<(&'static str, String)>;
 
 /// The findings, the exit code and whether the figures are trusted.
 fn verdict_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
@@ -429,8 +437,8 @@ fn load_families(l: &Value, base: &Labels, fams: &mut Vec<Family>) {
     fams.push(lat);
 }
 
-/// The exposition text.
-fn write_families(fams: &[Family]) -> String {
+/// The exposition text (families without samples are left out).
+pub fn write_families(fams: &[Family]) -> String {
     let mut o = String::new();
     for f in fams.iter().filter(|f| !f.samples.is_empty()) {
         let _ = writeln!(o, "# TYPE {} gauge\n# HELP {} {}", f.name, f.name, f.help);

@@ -182,12 +182,14 @@ pub fn run(
     check_access(opts.pid)?;
     let mounts = MountTable::of_pid(opts.pid)?;
     let mut source = ProcSource::start(opts.pid, hz, mounts.clone());
-    eprintln!(
-        "Tracing pid {} ({}) and its children for {:.1} s by sampling /proc at {hz} Hz (no eBPF)... Ctrl-C to end.",
-        opts.pid,
-        escape::bytes(&target.stat.comm),
-        opts.duration.as_secs_f64(),
-    );
+    if opts.progress.says_start() {
+        eprintln!(
+            "Tracing pid {} ({}) and its children for {:.1} s by sampling /proc at {hz} Hz (no eBPF)... Ctrl-C to end.",
+            opts.pid,
+            escape::bytes(&target.stat.comm),
+            opts.duration.as_secs_f64(),
+        );
+    }
     // The first round is the baseline.
     std::thread::sleep(Duration::from_millis(20));
     if let Some(l) = load.as_deref_mut() {

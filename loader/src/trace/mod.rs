@@ -66,9 +66,18 @@ pub struct Options {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// SIGINT/SIGTERM received since the process started; never reset (a long-running caller
+/// such as the agent asks whether one came between two windows, when STOP is reset).
+static SIGNALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 extern "C" fn on_signal(_: std::ffi::c_int) {
     STOP.store(true, Ordering::SeqCst);
+    SIGNALS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// SIGINT/SIGTERM received so far (see [`install_signal_handlers`]).
+pub(crate) fn signals() -> u64 {
+    SIGNALS.load(Ordering::SeqCst)
 }
 
 /// Whether SIGINT/SIGTERM asked to end the window.

@@ -246,12 +246,14 @@ impl Session {
         opts: &Options,
         load: &mut Option<&mut dyn LoadDriver>,
     ) -> Result<Window> {
-        eprintln!(
-            "Tracing pid {} ({}) and its children for {:.1} s... Ctrl-C to end.",
-            opts.pid,
-            escape::bytes(&self.target.stat.comm),
-            opts.duration.as_secs_f64()
-        );
+        if opts.progress.says_start() {
+            eprintln!(
+                "Tracing pid {} ({}) and its children for {:.1} s... Ctrl-C to end.",
+                opts.pid,
+                escape::bytes(&self.target.stat.comm),
+                opts.duration.as_secs_f64()
+            );
+        }
         if let Some(l) = load.as_deref_mut() {
             l.start()?;
         }
@@ -292,13 +294,15 @@ impl Session {
                 exited_after = Some(start.elapsed().as_secs_f64());
                 break;
             }
-            if opts.progress != crate::util::Progress::Off
-                && last_progress.elapsed()
-                    >= if opts.progress == crate::util::Progress::Line {
-                        Duration::from_millis(250)
-                    } else {
-                        Duration::from_secs(1)
-                    }
+            if !matches!(
+                opts.progress,
+                crate::util::Progress::Off | crate::util::Progress::Silent
+            ) && last_progress.elapsed()
+                >= if opts.progress == crate::util::Progress::Line {
+                    Duration::from_millis(250)
+                } else {
+                    Duration::from_secs(1)
+                }
             {
                 last_progress = Instant::now();
                 let req = load

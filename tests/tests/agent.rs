@@ -1,0 +1,442 @@
+//! `trapdetect agent` against a real Prometheus (Debian's `prometheus`, started by the test on
+//! a free loopback port, scraping every second): two php-fpm stacks, one whose working
+//! directory is 7 levels deep in a slow FUSE mount (the planted trap) and a clean twin on
+//! ext4, each under light load and watched by its own agent. What Prometheus stored is what
+//! the agent's own report of the same window says: the findings, the exit code, lookups per
+//! request on each filesystem, the request rate; and `--once` names the same trap.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use trapdetect_e2e::{
+    IGNORE_NET, TempDir, bin, ci, free_port, require_root,
+    servers::{PhpStack, http_get},
+    skip,
+    slowfs::SlowFs,
+    trapdetect, wait_until,
+};
+
+/// A child killed and reaped when dropped (a failing assertion leaves nothing running).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Percent-encodes a PromQL query for a URL.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Prometheus's instant query at `time` (Unix s): each series' labels and value.
+fn query(port: u16, q: &str, time: f64) -> Vec<(BTreeMap<String, String>, f64)> {
+    let path = format!("/api/v1/query?query={}&time={time:.3}", encode(q));
+    let (status, body) = http_get(port, &path).expect("query Prometheus");
+    let v: Value = serde_json::from_slice(&body).expect("Prometheus answers JSON");
+    assert_eq!(status, 200, "{q}: {v}");
+    v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let labels = r["metric"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                .collect();
+            let value = r["value"][1].as_str().unwrap().parse().unwrap();
+            (labels, value)
+        })
+        .collect()
+}
+
+/// One value of a query that must give exactly one series.
+fn single(port: u16, q: &str, time: f64) -> f64 {
+    let r = query(port, q, time);
+    assert_eq!(r.len(), 1, "{q}: {r:?}");
+    r[0].1
+}
+
+/// Every report an agent serves, by its window number, gathered until `done`.
+fn collect_reports(
+    port: u16,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<BTreeMap<u64, Value>> {
+    std::thread::spawn(move || {
+        let mut seen = BTreeMap::new();
+        while !done.load(Ordering::SeqCst) {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                use std::io::{Read, Write};
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let _ = s.write_all(b"GET /report HTTP/1.0\r\n\r\n");
+                let mut raw = vec![];
+                let _ = s.read_to_end(&mut raw);
+                let text = String::from_utf8_lossy(&raw);
+                if let Some((head, body)) = text.split_once("\r\n\r\n")
+                    && let Some(n) = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("X-Trapdetect-Window: "))
+                        .and_then(|n| n.trim().parse::<u64>().ok())
+                {
+                    seen.entry(n)
+                        .or_insert_with(|| serde_json::from_str(body).expect("report JSON"));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        seen
+    })
+}
+
+fn agent(pid: u32, port: u16, test_id: &str) -> Killed {
+    let mut cmd = Command::new(bin());
+    cmd.args(["agent", "--pid", &pid.to_string(), "--window", "3s"])
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--test-id",
+            test_id,
+        ])
+        .args(IGNORE_NET)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    Killed(cmd.spawn().expect("start the agent"))
+}
+
+fn prometheus(dir: &Path, port: u16, agents: &[u16]) -> Killed {
+    let targets: Vec<String> = agents
+        .iter()
+        .map(|p| format!("\"127.0.0.1:{p}\""))
+        .collect();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: trapdetect\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        ),
+    )
+    .unwrap();
+    let data = dir.join("data");
+    let mut cmd = Command::new("prometheus");
+    cmd.arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--web.enable-remote-write-receiver")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let p = Killed(cmd.spawn().expect("start prometheus"));
+    wait_until("Prometheus ready", Duration::from_secs(30), || {
+        matches!(http_get(port, "/-/ready"), Ok((200, _)))
+    });
+    p
+}
+
+/// The findings of a report as (id, severity).
+fn findings(r: &Value) -> BTreeSet<(String, String)> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["id"].as_str().unwrap().to_string(),
+                f["severity"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_stores_what_the_agents_report_of_the_same_window_says() {
+    if !require_root("prometheus_stores_what_the_agents_report_of_the_same_window_says") {
+        return;
+    }
+    if Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            !ci(),
+            "prometheus is not installed (cargo xtask setup installs it)"
+        );
+        skip("agent", "no prometheus binary");
+        return;
+    }
+    let dir = TempDir::new("agent");
+    let fs = SlowFs::mount(200, |_| {});
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
+    let slow = PhpStack::start(&deep, 2, "<?php echo \"ok\\n\";");
+    let clean_dir = TempDir::new("agent-clean");
+    let clean = PhpStack::start(clean_dir.path(), 2, "<?php echo \"ok\\n\";");
+    // 40 requests a second on each until the end of the test (at most 90 s).
+    let stop = Arc::new(AtomicBool::new(false));
+    let loads = [
+        steady(slow.port, stop.clone()),
+        steady(clean.port, stop.clone()),
+    ];
+    // `--once`: one window printed as JSON, the trap named.
+    let once = trapdetect(
+        &[
+            &[
+                "agent",
+                "--pid",
+                &slow.fpm.pid().to_string(),
+                "--once",
+                "--json",
+            ],
+            &["--window", "3s"][..],
+            &IGNORE_NET[..],
+        ]
+        .concat(),
+        Duration::from_secs(30),
+    );
+    let once_json: Value = serde_json::from_slice(&once.stdout).expect("--once prints JSON");
+    assert_eq!(once.status.code(), Some(1), "{once_json}");
+    assert_eq!(once_json["schema"], "trapdetect.report/1");
+    assert!(
+        findings(&once_json).contains(&("fs.cwd-slow".into(), "fail".into())),
+        "{once_json}"
+    );
+    let (a_slow, a_clean, prom_port) = (free_port(), free_port(), free_port());
+    let _agents = [
+        agent(slow.fpm.pid(), a_slow, "slow"),
+        agent(clean.fpm.pid(), a_clean, "clean"),
+    ];
+    let done = Arc::new(AtomicBool::new(false));
+    let collectors = [
+        collect_reports(a_slow, done.clone()),
+        collect_reports(a_clean, done.clone()),
+    ];
+    let _prom = prometheus(dir.path(), prom_port, &[a_slow, a_clean]);
+    // Until Prometheus holds each agent's second window (the first starts before it scrapes).
+    wait_until(
+        "two windows of each agent in Prometheus",
+        Duration::from_secs(45),
+        || {
+            query(prom_port, "trapdetect_agent_windows", unix_now())
+                .iter()
+                .filter(|(_, v)| *v >= 2.0)
+                .count()
+                == 2
+        },
+    );
+    let at = unix_now();
+    // Let the collectors see the window Prometheus holds, then stop them.
+    std::thread::sleep(Duration::from_millis(500));
+    done.store(true, Ordering::SeqCst);
+    let reports: Vec<BTreeMap<u64, Value>> =
+        collectors.into_iter().map(|c| c.join().unwrap()).collect();
+    for ((test_id, port), served) in [("slow", a_slow), ("clean", a_clean)].iter().zip(&reports) {
+        let sel = format!("{{test_id=\"{test_id}\"}}");
+        let n = single(prom_port, &format!("trapdetect_agent_windows{sel}"), at) as u64;
+        let r = served.get(&n).unwrap_or_else(|| {
+            panic!("{test_id}: window {n} not served (saw {:?})", served.keys())
+        });
+        // The findings, one series each, labelled by id and severity.
+        let stored: BTreeSet<(String, String)> =
+            query(prom_port, &format!("trapdetect_finding{sel}"), at)
+                .into_iter()
+                .map(|(l, v)| {
+                    assert_eq!(v, 1.0);
+                    assert_eq!(l["target"], r["target"]["comm"].as_str().unwrap());
+                    assert_eq!(l["job"], "trapdetect");
+                    assert_eq!(l["instance"], format!("127.0.0.1:{port}"));
+                    (l["id"].clone(), l["severity"].clone())
+                })
+                .collect();
+        assert_eq!(stored, findings(r), "{test_id}: window {n}");
+        assert_eq!(
+            single(prom_port, &format!("trapdetect_exit_code{sel}"), at),
+            r["exit_code"].as_f64().unwrap(),
+            "{test_id}"
+        );
+        assert_eq!(
+            single(
+                prom_port,
+                &format!("trapdetect_requests_per_second{sel}"),
+                at
+            ),
+            r["requests"]["rate_per_s"].as_f64().unwrap(),
+            "{test_id}"
+        );
+        // Lookups per request, filesystem by filesystem.
+        let lookups: BTreeMap<String, f64> = query(
+            prom_port,
+            &format!("trapdetect_lookups_per_request{sel}"),
+            at,
+        )
+        .into_iter()
+        .map(|(l, v)| (l["mount_point"].clone(), v))
+        .collect();
+        let want: BTreeMap<String, f64> = r["filesystems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| {
+                Some((
+                    f["mount_point"].as_str()?.to_string(),
+                    f["lookups_per_request"].as_f64()?,
+                ))
+            })
+            .collect();
+        assert!(!want.is_empty(), "{test_id}: {r}");
+        assert_eq!(lookups, want, "{test_id}: window {n}");
+        assert_eq!(
+            single(prom_port, &format!("trapdetect_agent_up{sel}"), at),
+            1.0
+        );
+    }
+    // The planted trap is found, and only there; the clean twin's window passes.
+    let fs_found = |test_id: &str| -> BTreeSet<(String, String)> {
+        query(
+            prom_port,
+            &format!("trapdetect_finding{{test_id=\"{test_id}\",id=~\"fs\\\\..*\"}}"),
+            at,
+        )
+        .into_iter()
+        .map(|(l, _)| (l["id"].clone(), l["severity"].clone()))
+        .collect()
+    };
+    assert!(
+        fs_found("slow").contains(&("fs.cwd-slow".into(), "fail".into())),
+        "{:?}",
+        fs_found("slow")
+    );
+    assert!(fs_found("clean").is_empty(), "{:?}", fs_found("clean"));
+    assert_eq!(
+        single(prom_port, "trapdetect_exit_code{test_id=\"clean\"}", at),
+        0.0
+    );
+    let slow_mount = fs.mount.to_str().unwrap().to_string();
+    let on_mount = query(
+        prom_port,
+        "trapdetect_lookups_per_request{test_id=\"slow\",fs_type=\"fuse.slowfs\"}",
+        at,
+    );
+    assert_eq!(on_mount.len(), 1, "{on_mount:?}");
+    assert_eq!(on_mount[0].0["mount_point"], slow_mount);
+    drop(_agents);
+    stop.store(true, Ordering::SeqCst);
+    for l in loads {
+        assert!(l.join().unwrap() > 0, "the load reached nothing");
+    }
+}
+
+/// 40 requests a second on fresh connections to `port` until `stop` (or 90 s); the 200s.
+fn steady(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u32> {
+    std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut ok = 0;
+        for i in 0..3_600u32 {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let due = start + Duration::from_secs_f64(f64::from(i) / 40.0);
+            if let Some(d) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(d);
+            }
+            if matches!(http_get(port, "/"), Ok((200, _))) {
+                ok += 1;
+            }
+        }
+        ok
+    })
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A target that is never found: the window is counted as tracing nothing, waited out, and
+/// the agent ends with 3 (nothing measured), saying why; SIGTERM ends a serving agent at once
+/// with 0 and its port closed.
+#[test]
+fn no_target_is_said_and_sigterm_stops_at_once() {
+    if !require_root("no_target_is_said_and_sigterm_stops_at_once") {
+        return;
+    }
+    let t = Instant::now();
+    let out = trapdetect(
+        &[
+            "agent",
+            "--comm",
+            "no-such-srv-td",
+            "--window",
+            "1s",
+            "--windows",
+            "2",
+        ],
+        Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(
+        lines[0].starts_with("trapdetect agent: window 1: no trace: "),
+        "{err}"
+    );
+    assert!(lines[0].contains("no-such-srv-td"), "{err}");
+    assert!(
+        lines[1].starts_with("trapdetect agent: window 2: no trace: "),
+        "{err}"
+    );
+    assert_eq!(
+        lines[2],
+        "trapdetect agent: no window traced the target (2 tried): nothing was measured"
+    );
+    // Each window that found nothing was waited out: 2 s at least.
+    assert!(t.elapsed() >= Duration::from_secs(2), "{:?}", t.elapsed());
+
+    let stack = PhpStack::start(TempDir::new("agent-term").path(), 1, "<?php echo 1;");
+    let port = free_port();
+    let mut a = agent(stack.fpm.pid(), port, "term");
+    wait_until("the agent serving", Duration::from_secs(10), || {
+        matches!(http_get(port, "/metrics"), Ok((200, _)))
+    });
+    // Mid-window (the agent's windows are 3 s): the window ends, the agent stops.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let t = Instant::now();
+    // SAFETY: kill(2) on the agent's own pid, which this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(a.0.id() as i32, libc::SIGTERM) }, 0);
+    let status = loop {
+        if let Some(s) = a.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the agent did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "stopped after a window traced");
+    assert!(
+        http_get(port, "/metrics").is_err(),
+        "still serving after it stopped"
+    );
+}
