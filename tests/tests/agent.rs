@@ -440,3 +440,95 @@ fn no_target_is_said_and_sigterm_stops_at_once() {
         "still serving after it stopped"
     );
 }
+
+/// A server named by `--comm` that restarts is followed: the agent's windows trace the first
+/// process, the window it dies in or the next finds no target (counted, not hidden), and the
+/// windows after trace the new process; the time not covered is exported.
+#[test]
+fn a_restarted_server_is_followed_by_name() {
+    if !require_root("a_restarted_server_is_followed_by_name") {
+        return;
+    }
+    let dir = TempDir::new("agent-restart");
+    // A name no other process has: python3 run through a symlink (its comm is the link's
+    // name; it finds its library through the link's target).
+    // The interpreter itself, not a wrapper script (pyenv's shims are shell scripts).
+    let exe = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap()
+        .stdout;
+    let python = std::fs::canonicalize(String::from_utf8(exe).unwrap().trim()).unwrap();
+    let name = "tdrestartsrv";
+    let link = dir.path().join(name);
+    std::os::unix::fs::symlink(&python, &link).unwrap();
+    let http = free_port();
+    let start = || {
+        let c = Command::new(&link)
+            .args([
+                "-m",
+                "http.server",
+                &http.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until("the server up", Duration::from_secs(10), || {
+            http_get(http, "/").is_ok()
+        });
+        Killed(c)
+    };
+    let mut first = start();
+    let port = free_port();
+    let mut cmd = Command::new(bin());
+    cmd.args(["agent", "--comm", name, "--window", "1s", "-q"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(IGNORE_NET)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let _agent = Killed(cmd.spawn().unwrap());
+    let traced_pid = || -> Option<u32> {
+        let (status, body) = http_get(port, "/report").ok()?;
+        let v: Value = serde_json::from_slice(&body)
+            .ok()
+            .filter(|_| status == 200)?;
+        v["target"]["pid"].as_u64().map(|p| p as u32)
+    };
+    let p1 = first.0.id();
+    wait_until(
+        "a window of the first server",
+        Duration::from_secs(20),
+        || traced_pid() == Some(p1),
+    );
+    let _ = first.0.kill();
+    let _ = first.0.wait();
+    std::thread::sleep(Duration::from_millis(1_500));
+    let second = start();
+    let p2 = second.0.id();
+    assert_ne!(p1, p2);
+    wait_until(
+        "a window of the restarted server",
+        Duration::from_secs(20),
+        || traced_pid() == Some(p2),
+    );
+    let (_, m) = http_get(port, "/metrics").unwrap();
+    let m = String::from_utf8_lossy(&m);
+    let value = |metric: &str| -> f64 {
+        m.lines()
+            .find(|l| l.starts_with(&format!("{metric}{{")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{metric} in\n{m}"))
+    };
+    assert_eq!(value("trapdetect_agent_up"), 1.0, "{m}");
+    assert!(m.contains(&format!("target=\"{name}\"")), "{m}");
+    // The 1.5 s without a server: a window found none (or ended with it), and the time
+    // between the two processes' windows was not covered.
+    assert!(value("trapdetect_agent_windows_failed") >= 1.0, "{m}");
+    assert!(value("trapdetect_agent_unobserved_seconds") >= 1.0, "{m}");
+    assert!(value("trapdetect_agent_windows") >= 2.0, "{m}");
+}
