@@ -108,9 +108,10 @@ fn collect_reports(
     })
 }
 
-fn agent(pid: u32, port: u16, test_id: &str) -> Killed {
+fn agent(pid: u32, port: u16, test_id: &str, extra: &[&str]) -> Killed {
     let mut cmd = Command::new(bin());
     cmd.args(["agent", "--pid", &pid.to_string(), "--window", "3s"])
+        .args(extra)
         .args([
             "--listen",
             &format!("127.0.0.1:{port}"),
@@ -150,6 +151,66 @@ fn prometheus(dir: &Path, port: u16, agents: &[u16]) -> Killed {
         matches!(http_get(port, "/-/ready"), Ok((200, _)))
     });
     p
+}
+
+/// What Prometheus holds at `at` for the series `sel` (scraped from the agent at `instance`,
+/// or pushed by it) is the agent's own report of that window, `served[n]`, `n` being the
+/// window count Prometheus holds: the findings, the exit code, the request rate, the lookups
+/// per request on each filesystem.
+fn same_as_report(
+    port: u16,
+    sel: &str,
+    instance: Option<u16>,
+    at: f64,
+    served: &BTreeMap<u64, Value>,
+) {
+    let n = single(port, &format!("trapdetect_agent_windows{sel}"), at) as u64;
+    let r = served
+        .get(&n)
+        .unwrap_or_else(|| panic!("{sel}: window {n} not served (saw {:?})", served.keys()));
+    let stored: BTreeSet<(String, String)> = query(port, &format!("trapdetect_finding{sel}"), at)
+        .into_iter()
+        .map(|(l, v)| {
+            assert_eq!(v, 1.0);
+            assert_eq!(l["target"], r["target"]["comm"].as_str().unwrap());
+            match instance {
+                Some(p) => assert_eq!(l["instance"], format!("127.0.0.1:{p}")),
+                None => assert!(!l.contains_key("instance"), "pushed: {l:?}"),
+            }
+            (l["id"].clone(), l["severity"].clone())
+        })
+        .collect();
+    assert_eq!(stored, findings(r), "{sel}: window {n}");
+    let one = |m: &str| single(port, &format!("{m}{sel}"), at);
+    assert_eq!(
+        one("trapdetect_exit_code"),
+        r["exit_code"].as_f64().unwrap(),
+        "{sel}"
+    );
+    assert_eq!(
+        one("trapdetect_requests_per_second"),
+        r["requests"]["rate_per_s"].as_f64().unwrap(),
+        "{sel}"
+    );
+    assert_eq!(one("trapdetect_agent_up"), 1.0, "{sel}");
+    let lookups: BTreeMap<String, f64> =
+        query(port, &format!("trapdetect_lookups_per_request{sel}"), at)
+            .into_iter()
+            .map(|(l, v)| (l["mount_point"].clone(), v))
+            .collect();
+    let want: BTreeMap<String, f64> = r["filesystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| {
+            Some((
+                f["mount_point"].as_str()?.to_string(),
+                f["lookups_per_request"].as_f64()?,
+            ))
+        })
+        .collect();
+    assert!(!want.is_empty(), "{sel}: {r}");
+    assert_eq!(lookups, want, "{sel}: window {n}");
 }
 
 /// The findings of a report as (id, severity).
@@ -220,9 +281,11 @@ fn prometheus_stores_what_the_agents_report_of_the_same_window_says() {
         "{once_json}"
     );
     let (a_slow, a_clean, prom_port) = (free_port(), free_port(), free_port());
+    // The trap's agent also pushes each window to Prometheus's remote-write receiver.
+    let write = format!("http://127.0.0.1:{prom_port}/api/v1/write");
     let _agents = [
-        agent(slow.fpm.pid(), a_slow, "slow"),
-        agent(clean.fpm.pid(), a_clean, "clean"),
+        agent(slow.fpm.pid(), a_slow, "slow", &["--remote-write", &write]),
+        agent(clean.fpm.pid(), a_clean, "clean", &[]),
     ];
     let done = Arc::new(AtomicBool::new(false));
     let collectors = [
@@ -230,17 +293,22 @@ fn prometheus_stores_what_the_agents_report_of_the_same_window_says() {
         collect_reports(a_clean, done.clone()),
     ];
     let _prom = prometheus(dir.path(), prom_port, &[a_slow, a_clean]);
-    // Until Prometheus holds each agent's second window (the first starts before it scrapes).
+    // Until Prometheus holds each agent's second window, scraped (the first window starts
+    // before it scrapes) and, from the trap's agent, pushed.
+    let windows = |sel: &str| {
+        query(
+            prom_port,
+            &format!("trapdetect_agent_windows{sel}"),
+            unix_now(),
+        )
+        .iter()
+        .filter(|(_, v)| *v >= 2.0)
+        .count()
+    };
     wait_until(
         "two windows of each agent in Prometheus",
         Duration::from_secs(45),
-        || {
-            query(prom_port, "trapdetect_agent_windows", unix_now())
-                .iter()
-                .filter(|(_, v)| *v >= 2.0)
-                .count()
-                == 2
-        },
+        || windows("{job=\"trapdetect\"}") == 2 && windows("{job=\"\"}") == 1,
     );
     let at = unix_now();
     // Let the collectors see the window Prometheus holds, then stop them.
@@ -248,71 +316,22 @@ fn prometheus_stores_what_the_agents_report_of_the_same_window_says() {
     done.store(true, Ordering::SeqCst);
     let reports: Vec<BTreeMap<u64, Value>> =
         collectors.into_iter().map(|c| c.join().unwrap()).collect();
-    for ((test_id, port), served) in [("slow", a_slow), ("clean", a_clean)].iter().zip(&reports) {
-        let sel = format!("{{test_id=\"{test_id}\"}}");
-        let n = single(prom_port, &format!("trapdetect_agent_windows{sel}"), at) as u64;
-        let r = served.get(&n).unwrap_or_else(|| {
-            panic!("{test_id}: window {n} not served (saw {:?})", served.keys())
-        });
-        // The findings, one series each, labelled by id and severity.
-        let stored: BTreeSet<(String, String)> =
-            query(prom_port, &format!("trapdetect_finding{sel}"), at)
-                .into_iter()
-                .map(|(l, v)| {
-                    assert_eq!(v, 1.0);
-                    assert_eq!(l["target"], r["target"]["comm"].as_str().unwrap());
-                    assert_eq!(l["job"], "trapdetect");
-                    assert_eq!(l["instance"], format!("127.0.0.1:{port}"));
-                    (l["id"].clone(), l["severity"].clone())
-                })
-                .collect();
-        assert_eq!(stored, findings(r), "{test_id}: window {n}");
-        assert_eq!(
-            single(prom_port, &format!("trapdetect_exit_code{sel}"), at),
-            r["exit_code"].as_f64().unwrap(),
-            "{test_id}"
-        );
-        assert_eq!(
-            single(
-                prom_port,
-                &format!("trapdetect_requests_per_second{sel}"),
-                at
-            ),
-            r["requests"]["rate_per_s"].as_f64().unwrap(),
-            "{test_id}"
-        );
-        // Lookups per request, filesystem by filesystem.
-        let lookups: BTreeMap<String, f64> = query(
-            prom_port,
-            &format!("trapdetect_lookups_per_request{sel}"),
-            at,
-        )
-        .into_iter()
-        .map(|(l, v)| (l["mount_point"].clone(), v))
-        .collect();
-        let want: BTreeMap<String, f64> = r["filesystems"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|f| {
-                Some((
-                    f["mount_point"].as_str()?.to_string(),
-                    f["lookups_per_request"].as_f64()?,
-                ))
-            })
-            .collect();
-        assert!(!want.is_empty(), "{test_id}: {r}");
-        assert_eq!(lookups, want, "{test_id}: window {n}");
-        assert_eq!(
-            single(prom_port, &format!("trapdetect_agent_up{sel}"), at),
-            1.0
-        );
+    let scraped = |id: &str| format!("{{test_id=\"{id}\",job=\"trapdetect\"}}");
+    let pushed = "{test_id=\"slow\",job=\"\"}".to_string();
+    for (sel, instance, served) in [
+        (scraped("slow"), Some(a_slow), &reports[0]),
+        (scraped("clean"), Some(a_clean), &reports[1]),
+        (pushed, None, &reports[0]),
+    ] {
+        same_as_report(prom_port, &sel, instance, at, served);
     }
     // The planted trap is found, and only there; the clean twin's window passes.
     let fs_found = |test_id: &str| -> BTreeSet<(String, String)> {
         query(
             prom_port,
-            &format!("trapdetect_finding{{test_id=\"{test_id}\",id=~\"fs\\\\..*\"}}"),
+            &format!(
+                "trapdetect_finding{{test_id=\"{test_id}\",job=\"trapdetect\",id=~\"fs\\\\..*\"}}"
+            ),
             at,
         )
         .into_iter()
@@ -326,13 +345,17 @@ fn prometheus_stores_what_the_agents_report_of_the_same_window_says() {
     );
     assert!(fs_found("clean").is_empty(), "{:?}", fs_found("clean"));
     assert_eq!(
-        single(prom_port, "trapdetect_exit_code{test_id=\"clean\"}", at),
+        single(
+            prom_port,
+            "trapdetect_exit_code{test_id=\"clean\",job=\"trapdetect\"}",
+            at
+        ),
         0.0
     );
     let slow_mount = fs.mount.to_str().unwrap().to_string();
     let on_mount = query(
         prom_port,
-        "trapdetect_lookups_per_request{test_id=\"slow\",fs_type=\"fuse.slowfs\"}",
+        "trapdetect_lookups_per_request{test_id=\"slow\",job=\"trapdetect\",fs_type=\"fuse.slowfs\"}",
         at,
     );
     assert_eq!(on_mount.len(), 1, "{on_mount:?}");
@@ -415,7 +438,7 @@ fn no_target_is_said_and_sigterm_stops_at_once() {
 
     let stack = PhpStack::start(TempDir::new("agent-term").path(), 1, "<?php echo 1;");
     let port = free_port();
-    let mut a = agent(stack.fpm.pid(), port, "term");
+    let mut a = agent(stack.fpm.pid(), port, "term", &[]);
     wait_until("the agent serving", Duration::from_secs(10), || {
         matches!(http_get(port, "/metrics"), Ok((200, _)))
     });

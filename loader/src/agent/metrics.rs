@@ -8,10 +8,15 @@
 use serde_json::Value;
 
 use super::State;
-use crate::report::export::{Family, Labels, families, write_families};
+use crate::report::export::{self, Family, Labels, write_families};
 
 /// The exposition text for the state as it is now.
 pub fn text(s: &State) -> String {
+    write_families(&families(s))
+}
+
+/// The families [`text`] writes (and remote-write pushes).
+pub fn families(s: &State) -> Vec<Family> {
     let target = s
         .last
         .as_ref()
@@ -24,14 +29,14 @@ pub fn text(s: &State) -> String {
     }
     let mut fams = match &s.last {
         Some(d) => {
-            let mut f = families(&d.doc, &base);
+            let mut f = export::families(&d.doc, &base);
             f.extend(rates(&d.doc, &base));
             f
         }
         None => vec![],
     };
     fams.extend(own(s, &base));
-    write_families(&fams)
+    fams
 }
 
 /// Gauges of one sample each, from the report's figures where present.
@@ -131,6 +136,12 @@ fn own(s: &State, base: &Labels) -> Vec<Family> {
              windows that traced nothing.",
             base,
             Some(round(s.unobserved_s)),
+        ),
+        one(
+            "trapdetect_agent_remote_write_failures",
+            "Pushes to --remote-write that failed (the reason is on stderr).",
+            base,
+            s.remote.then_some(s.push_failures as f64),
         ),
         one(
             "trapdetect_agent_window_end_timestamp_seconds",

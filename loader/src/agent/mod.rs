@@ -7,6 +7,7 @@
 //! windows, windows without a target) is counted and exported, never hidden.
 
 mod metrics;
+pub mod remote;
 mod serve;
 
 use std::{
@@ -45,6 +46,8 @@ pub struct Config {
     pub backend: BackendArgs,
     /// `--btf`.
     pub btf: Option<PathBuf>,
+    /// Where each window's series are pushed (Prometheus remote-write).
+    pub remote_write: Option<remote::RemoteWrite>,
     /// Progress of each window's trace ([`crate::util::Progress::Silent`] between windows).
     pub progress: crate::util::Progress,
 }
@@ -90,6 +93,9 @@ pub struct State {
     up: bool,
     /// Why the last window did not (one line).
     last_error: Option<String>,
+    /// Pushing to a remote-write receiver, and the pushes that failed.
+    remote: bool,
+    push_failures: u64,
 }
 
 /// A window that traced the target.
@@ -102,6 +108,8 @@ struct Done {
 impl State {
     fn new(test_id: Option<String>) -> State {
         State {
+            remote: false,
+            push_failures: 0,
             test_id,
             last: None,
             windows: 0,
@@ -157,6 +165,7 @@ pub fn run(cfg: &Config, resolve: &Resolve) -> Result<i32> {
     let signals = trace::signals();
     let stop = || trace::signals() != signals;
     let state = Arc::new(Mutex::new(State::new(cfg.test_id.clone())));
+    lock(&state).remote = cfg.remote_write.is_some();
     let server = match cfg.listen {
         Some(a) => Some(serve::Server::start(a, state.clone())?),
         None => None,
@@ -191,6 +200,9 @@ pub fn run(cfg: &Config, resolve: &Resolve) -> Result<i32> {
                 lock(&state).fail(e.to_string(), started.elapsed().as_secs_f64());
             }
         }
+        if let Some(rw) = &cfg.remote_write {
+            push(rw, &state);
+        }
     }
     drop(server);
     let traced = lock(&state).windows;
@@ -201,6 +213,16 @@ pub fn run(cfg: &Config, resolve: &Resolve) -> Result<i32> {
         return Ok(exit::UNTRUSTED);
     }
     Ok(exit::OK)
+}
+
+/// Pushes the state's series; a failure is said (one line) and counted, never fatal.
+fn push(rw: &remote::RemoteWrite, state: &Mutex<State>) {
+    let fams = metrics::families(&lock(state));
+    let at_ms = (crate::load::unix_ns_now() / 1_000_000) as i64;
+    if let Err(e) = rw.push(&fams, at_ms) {
+        eprintln!("trapdetect agent: --remote-write: {e}");
+        lock(state).push_failures += 1;
+    }
 }
 
 fn lock(s: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {

@@ -44,6 +44,11 @@ pub struct AgentArgs {
     /// With --once: the report as JSON (trapdetect.report/1).
     #[arg(long, requires = "once")]
     pub json: bool,
+    /// Also push every window's series to this Prometheus remote-write receiver
+    /// (`http://HOST:PORT/api/v1/write`: Prometheus with --web.enable-remote-write-receiver,
+    /// Mimir, Thanos Receive, VictoriaMetrics).
+    #[arg(long, value_name = "URL", conflicts_with = "once")]
+    pub remote_write: Option<String>,
     /// A `test_id` label on every series (the tag k6 puts on its own output, so one query
     /// joins the load with the traps).
     #[arg(long, value_name = "ID")]
@@ -76,11 +81,18 @@ pub fn run(a: AgentArgs) -> Result<i32> {
     if a.window < Duration::from_secs(1) {
         return Err(Error::usage("--window: at least 1s"));
     }
-    if !a.once && a.listen.is_none() && a.windows.is_none() {
+    if !a.once && a.listen.is_none() && a.windows.is_none() && a.remote_write.is_none() {
         return Err(Error::usage(
-            "nothing would see the windows: give --listen ADDR:PORT, --windows N or --once",
+            "nothing would see the windows: give --listen ADDR:PORT, --remote-write URL, \
+             --windows N or --once",
         ));
     }
+    let remote_write = a
+        .remote_write
+        .as_deref()
+        .map(agent::remote::RemoteWrite::parse)
+        .transpose()
+        .map_err(Error::Usage)?;
     if a.windows == Some(0) {
         return Err(Error::usage("--windows 0: at least one"));
     }
@@ -100,6 +112,7 @@ pub fn run(a: AgentArgs) -> Result<i32> {
         strict: a.verdict.strict,
         backend: a.backend.clone(),
         btf: a.btf.clone(),
+        remote_write,
         progress: if a.once {
             crate::util::Progress::new(a.quiet, false)
         } else {
