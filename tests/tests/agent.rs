@@ -18,7 +18,7 @@ use std::{
 
 use serde_json::Value;
 use trapdetect_e2e::{
-    IGNORE_NET, TempDir, bin, ci, free_port, require_root,
+    IGNORE_NET, TempDir, bin, ci, free_port, require_root, run_bounded,
     servers::{PhpStack, http_get},
     skip,
     slowfs::SlowFs,
@@ -554,4 +554,91 @@ fn a_restarted_server_is_followed_by_name() {
     assert!(value("trapdetect_agent_windows_failed") >= 1.0, "{m}");
     assert!(value("trapdetect_agent_unobserved_seconds") >= 1.0, "{m}");
     assert!(value("trapdetect_agent_windows") >= 2.0, "{m}");
+}
+
+/// deploy/daemonset.yaml validates against Kubernetes' own schemas (kubernetes-validate from
+/// PyPI, strict: an unknown field fails, as a misspelt one here does), and the capabilities it
+/// adds are enough: the agent run with exactly those in its bounding set, every other one
+/// dropped, traces the planted trap with eBPF.
+#[test]
+fn the_daemonset_validates_and_its_capabilities_suffice() {
+    if !require_root("the_daemonset_validates_and_its_capabilities_suffice") {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let manifest = root.join("deploy/daemonset.yaml");
+    let tool = root.join("target/kubeval/bin/kubernetes-validate");
+    if !tool.exists() {
+        assert!(
+            !ci(),
+            "{} missing (cargo xtask setup installs it)",
+            tool.display()
+        );
+        skip("agent", "no kubernetes-validate (cargo xtask setup)");
+        return;
+    }
+    let validate = |file: &Path| {
+        run_bounded(
+            Command::new(&tool).arg("--strict").arg(file),
+            Duration::from_secs(60),
+        )
+    };
+    let out = validate(&manifest);
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("passed for resource daemonset/trapdetect-agent"),
+        "{said}"
+    );
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let dir = TempDir::new("agent-manifest");
+    let typo = dir.path().join("typo.yaml");
+    std::fs::write(
+        &typo,
+        text.replace("readOnlyRootFilesystem", "readOnlyRootFilesytem"),
+    )
+    .unwrap();
+    assert_eq!(
+        validate(&typo).status.code(),
+        Some(1),
+        "a misspelt field must fail"
+    );
+    // The capabilities the container adds, as setpriv names them.
+    let add = text
+        .lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("add: ["))
+        .and_then(|l| l.strip_suffix(']'))
+        .expect("capabilities: add: [...]");
+    let caps: Vec<String> = add
+        .split(',')
+        .map(|c| format!("+{}", c.trim().to_ascii_lowercase()))
+        .collect();
+    assert_eq!(caps, ["+bpf", "+perfmon", "+sys_ptrace"]);
+    let fs = SlowFs::mount(200, |_| {});
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
+    let slow = PhpStack::start(&deep, 2, "<?php echo \"ok\\n\";");
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = steady(slow.port, stop.clone());
+    let pid = slow.fpm.pid().to_string();
+    let mut cmd = Command::new("setpriv");
+    cmd.arg("--bounding-set")
+        .arg(format!("-all,{}", caps.join(",")))
+        .arg("--")
+        .arg(bin())
+        .args(["agent", "--pid", &pid, "--once", "--json", "--window", "3s"])
+        .args(IGNORE_NET);
+    let out = run_bounded(&mut cmd, Duration::from_secs(30));
+    stop.store(true, Ordering::SeqCst);
+    assert!(load.join().unwrap() > 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(r["measurement"]["backend"]["name"], "ebpf", "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        findings(&r).contains(&("fs.cwd-slow".into(), "fail".into())),
+        "{}",
+        r["findings"]
+    );
 }

@@ -270,7 +270,31 @@ pub fn install_test_packages(log: &Path) -> Result<()> {
         apt_install(&missing, Some(log))
             .with_context(|| format!("apt-get (its output: {})", log.display()))?;
     }
-    Ok(())
+    install_kube_validator()
+}
+
+/// The Kubernetes schema validator the agent's DaemonSet manifest is checked with
+/// (tests/tests/agent.rs): PyPI's kubernetes-validate, pinned, in a virtualenv under target/.
+const KUBE_VALIDATE: &str = "kubernetes-validate==1.37.0";
+
+/// `target/kubeval/bin/kubernetes-validate`, installed once.
+pub fn install_kube_validator() -> Result<()> {
+    let venv = util::root().join("target/kubeval");
+    let tool = venv.join("bin/kubernetes-validate");
+    if tool.exists() {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: installing {KUBE_VALIDATE} (PyPI) into {}",
+        venv.display()
+    );
+    util::run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    util::run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        KUBE_VALIDATE,
+    ]))
 }
 
 pub fn run(scope: Scope) -> Result<()> {
@@ -281,6 +305,7 @@ pub fn run(scope: Scope) -> Result<()> {
     }
     if scope == Scope::All {
         disable_xdebug()?;
+        install_kube_validator()?;
     }
     if !has("rustup") {
         bail!(
