@@ -28,7 +28,7 @@ pub struct Options {
 }
 
 /// RSS (KiB) and user+system CPU ticks of a live process.
-fn sample(pid: u32) -> Option<(u64, u64)> {
+pub fn sample(pid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let rss = status
         .lines()

@@ -4,6 +4,7 @@
 
 use std::{collections::BTreeMap, sync::Mutex};
 
+mod agent;
 mod load;
 mod load_hyper;
 
@@ -56,6 +57,10 @@ fn all() -> Vec<Bench> {
         Bench {
             name: "sample",
             run: sample::run,
+        },
+        Bench {
+            name: "agent",
+            run: agent::run,
         },
     ]
 }
