@@ -145,9 +145,13 @@ impl State {
     }
 
     /// The last window's report as JSON, and how many windows have traced the target (its
-    /// number; `None` before the first one).
-    pub fn report_json(&self) -> Option<(String, u64)> {
-        self.last.as_ref().map(|d| (d.json.clone(), self.windows))
+    /// number); before the first one, why there is none yet.
+    pub fn report_json(&self) -> std::result::Result<(String, u64), String> {
+        match (&self.last, &self.last_error) {
+            (Some(d), _) => Ok((d.json.clone(), self.windows)),
+            (None, Some(e)) => Err(format!("no window has traced the target yet: {e}")),
+            (None, None) => Err("no window has ended yet".into()),
+        }
     }
 
     /// `/metrics`: the last window's findings and figures and the agent's own counters.

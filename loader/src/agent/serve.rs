@@ -125,13 +125,8 @@ fn route(method: &str, path: &str, state: &Mutex<State>) -> Answer {
             None,
         ),
         "/report" => match lock(state).report_json() {
-            Some((j, n)) => ("200 OK", "application/json", j, Some(n)),
-            None => (
-                "503 Service Unavailable",
-                TEXT,
-                "no window has traced the target yet\n".into(),
-                None,
-            ),
+            Ok((j, n)) => ("200 OK", "application/json", j, Some(n)),
+            Err(why) => ("503 Service Unavailable", TEXT, why + "\n", None),
         },
         "/" => (
             "200 OK",
@@ -160,7 +155,7 @@ mod tests {
     #[test]
     fn routes_and_stop() {
         let state = Arc::new(Mutex::new(State::new(None)));
-        let s = Server::start("127.0.0.1:0".parse().unwrap(), state).unwrap();
+        let s = Server::start("127.0.0.1:0".parse().unwrap(), state.clone()).unwrap();
         let a = s.addr();
         let m = get(a, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
         assert!(
@@ -174,6 +169,13 @@ mod tests {
         assert!(m.ends_with("# EOF\n"), "{m}");
         let r = get(a, "GET /report HTTP/1.1\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 503 "), "{r}");
+        assert!(r.ends_with("\r\n\r\nno window has ended yet\n"), "{r}");
+        lock(&state).fail("no process named x".into(), 1.0);
+        let r = get(a, "GET /report HTTP/1.1\r\n\r\n");
+        assert!(
+            r.ends_with("\r\n\r\nno window has traced the target yet: no process named x\n"),
+            "{r}"
+        );
         assert!(get(a, "GET /nope HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 404 "));
         assert!(get(a, "POST /metrics HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 405 "));
         let h = get(a, "HEAD /metrics HTTP/1.0\r\n\r\n");
