@@ -292,25 +292,21 @@ mod load_flags {
             (e.exit_code(), e.to_string()),
             (2, "--shard 3/2: I must be between 1 and N".to_string())
         );
-        let s = step_spec(&args(&[
-            "--rate",
-            "1000..3000",
-            "--step",
-            "500",
-            "--shard",
-            "1/4",
-        ]))
-        .unwrap()
-        .unwrap();
+        // Each step's rate is this copy's share; --shard is parsed once, by the plan.
+        let a = args(&["--rate", "1000..3000", "--step", "500", "--shard", "1/4"]);
+        let s = step_spec(&a, plan(&a).unwrap().shard).unwrap().unwrap();
         assert_eq!((s.from, s.to, s.step), (250.0, 750.0, 125.0));
         assert_eq!(s.rates(), [250.0, 375.0, 500.0, 625.0, 750.0]);
-        let e = step_spec(&args(&[
+        let e = plan(&args(&[
             "--rate", "1..3", "--step", "1", "--shard", "1/1001",
         ]))
         .unwrap_err();
         assert_eq!(
-            e.to_string(),
-            "--shard 1/1001: N must be between 1 and 1000"
+            (e.exit_code(), e.to_string()),
+            (
+                2,
+                "--shard 1/1001: N must be between 1 and 1000".to_string()
+            )
         );
     }
 

@@ -55,6 +55,11 @@ impl Progress {
         }
     }
 
+    /// Whether progress is shown at all (worth computing its text).
+    pub fn shows(&self) -> bool {
+        matches!(self, Progress::Line | Progress::Lines)
+    }
+
     /// Shows `text` as the current progress.
     pub fn show(&self, text: &str) {
         match self {

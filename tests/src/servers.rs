@@ -48,19 +48,24 @@ impl Proc {
 
     /// Stops it now (SIGTERM, bounded wait, SIGKILL).
     pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        self.terminate();
+    }
+
+    /// SIGTERM, up to 5 s for it to exit, then SIGKILL; how it ended (`None` if it had
+    /// already been stopped).
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = c.try_wait() {
+                return Some(s);
             }
-            eprintln!("{} ignored SIGTERM; killing", self.name);
-            let _ = c.kill();
-            let _ = c.wait();
+            std::thread::sleep(Duration::from_millis(20));
         }
+        eprintln!("{} ignored SIGTERM; killing", self.name);
+        let _ = c.kill();
+        c.wait().ok()
     }
 }
 

@@ -8,7 +8,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -19,21 +19,11 @@ use std::{
 use serde_json::Value;
 use trapdetect_e2e::{
     IGNORE_NET, TempDir, bin, ci, free_port, require_root, run_bounded,
-    servers::{PhpStack, http_get},
+    servers::{PhpStack, Proc, http_get},
     skip,
     slowfs::SlowFs,
     trapdetect, wait_until,
 };
-
-/// A child killed and reaped when dropped (a failing assertion leaves nothing running).
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Percent-encodes a PromQL query for a URL.
 fn encode(s: &str) -> String {
@@ -108,7 +98,7 @@ fn collect_reports(
     })
 }
 
-fn agent(pid: u32, port: u16, test_id: &str, extra: &[&str]) -> Killed {
+fn agent(pid: u32, port: u16, test_id: &str, extra: &[&str]) -> Proc {
     let mut cmd = Command::new(bin());
     cmd.args(["agent", "--pid", &pid.to_string(), "--window", "3s"])
         .args(extra)
@@ -121,10 +111,10 @@ fn agent(pid: u32, port: u16, test_id: &str, extra: &[&str]) -> Killed {
         .args(IGNORE_NET)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    Killed(cmd.spawn().expect("start the agent"))
+    Proc::spawn("trapdetect agent", &mut cmd)
 }
 
-fn prometheus(dir: &Path, port: u16, agents: &[u16]) -> Killed {
+fn prometheus(dir: &Path, port: u16, agents: &[u16]) -> Proc {
     let targets: Vec<String> = agents
         .iter()
         .map(|p| format!("\"127.0.0.1:{p}\""))
@@ -146,7 +136,7 @@ fn prometheus(dir: &Path, port: u16, agents: &[u16]) -> Killed {
         .arg("--web.enable-remote-write-receiver")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let p = Killed(cmd.spawn().expect("start prometheus"));
+    let p = Proc::spawn("prometheus", &mut cmd);
     wait_until("Prometheus ready", Duration::from_secs(30), || {
         matches!(http_get(port, "/-/ready"), Ok((200, _)))
     });
@@ -444,19 +434,8 @@ fn no_target_is_said_and_sigterm_stops_at_once() {
     });
     // Mid-window (the agent's windows are 3 s): the window ends, the agent stops.
     std::thread::sleep(Duration::from_millis(1_500));
-    let t = Instant::now();
-    // SAFETY: kill(2) on the agent's own pid, which this test started and has not reaped.
-    assert_eq!(unsafe { libc::kill(a.0.id() as i32, libc::SIGTERM) }, 0);
-    let status = loop {
-        if let Some(s) = a.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "the agent did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    // SIGTERM, and 5 s for it to exit before SIGKILL (which would leave no exit code).
+    let status = a.terminate().expect("running");
     assert_eq!(status.code(), Some(0), "stopped after a window traced");
     assert!(
         http_get(port, "/metrics").is_err(),
@@ -487,23 +466,24 @@ fn a_restarted_server_is_followed_by_name() {
     std::os::unix::fs::symlink(&python, &link).unwrap();
     let http = free_port();
     let start = || {
-        let c = Command::new(&link)
-            .args([
-                "-m",
-                "http.server",
-                &http.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ])
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let c = Proc::spawn(
+            name,
+            Command::new(&link)
+                .args([
+                    "-m",
+                    "http.server",
+                    &http.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                ])
+                .current_dir(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
         wait_until("the server up", Duration::from_secs(10), || {
             http_get(http, "/").is_ok()
         });
-        Killed(c)
+        c
     };
     let mut first = start();
     let port = free_port();
@@ -513,7 +493,7 @@ fn a_restarted_server_is_followed_by_name() {
         .args(IGNORE_NET)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    let _agent = Killed(cmd.spawn().unwrap());
+    let _agent = Proc::spawn("trapdetect agent", &mut cmd);
     let traced_pid = || -> Option<u32> {
         let (status, body) = http_get(port, "/report").ok()?;
         let v: Value = serde_json::from_slice(&body)
@@ -521,17 +501,16 @@ fn a_restarted_server_is_followed_by_name() {
             .filter(|_| status == 200)?;
         v["target"]["pid"].as_u64().map(|p| p as u32)
     };
-    let p1 = first.0.id();
+    let p1 = first.pid();
     wait_until(
         "a window of the first server",
         Duration::from_secs(20),
         || traced_pid() == Some(p1),
     );
-    let _ = first.0.kill();
-    let _ = first.0.wait();
+    first.stop();
     std::thread::sleep(Duration::from_millis(1_500));
     let second = start();
-    let p2 = second.0.id();
+    let p2 = second.pid();
     assert_ne!(p1, p2);
     wait_until(
         "a window of the restarted server",

@@ -110,7 +110,7 @@ fn own(s: &State, base: &Labels) -> Vec<Family> {
             "trapdetect_agent_up",
             "1 when the last window traced the target, 0 when it found no target or failed.",
             base,
-            Some(if s.up { 1.0 } else { 0.0 }),
+            Some(if s.up() { 1.0 } else { 0.0 }),
         ),
         one(
             "trapdetect_agent_windows",
@@ -171,7 +171,7 @@ mod tests {
     /// gauges; before any window only the agent's own, with up 0.
     #[test]
     fn a_window_becomes_labelled_families_and_none_only_the_agents_own() {
-        let mut s = State::new(Some("run-7".into()));
+        let mut s = State::new(Some("run-7".into()), false);
         let before = text(&s);
         assert!(before.ends_with("# EOF\n"), "{before}");
         assert!(
@@ -193,7 +193,6 @@ mod tests {
             "tracer": {"bpf_cpu_pct": 0.5},
         });
         s.windows = 1;
-        s.up = true;
         s.observed_s = 2.0;
         s.unobserved_s = 0.4321;
         s.last = Some(super::super::Done {

@@ -89,8 +89,6 @@ pub struct State {
     /// (attach, detach and judging) or in windows that traced nothing.
     observed_s: f64,
     unobserved_s: f64,
-    /// The last window traced the target.
-    up: bool,
     /// Why the last window did not (one line).
     last_error: Option<String>,
     /// Pushing to a remote-write receiver, and the pushes that failed.
@@ -106,9 +104,9 @@ struct Done {
 }
 
 impl State {
-    fn new(test_id: Option<String>) -> State {
+    fn new(test_id: Option<String>, remote: bool) -> State {
         State {
-            remote: false,
+            remote,
             push_failures: 0,
             test_id,
             last: None,
@@ -116,9 +114,13 @@ impl State {
             failed: 0,
             observed_s: 0.0,
             unobserved_s: 0.0,
-            up: false,
             last_error: None,
         }
+    }
+
+    /// The last window traced the target.
+    fn up(&self) -> bool {
+        self.last.is_some() && self.last_error.is_none()
     }
 
     /// A window that traced: `span_s` from looking for the target to its report judged.
@@ -127,7 +129,6 @@ impl State {
         self.windows += 1;
         self.observed_s += w;
         self.unobserved_s += (span_s - w).max(0.0);
-        self.up = true;
         self.last_error = None;
         self.last = Some(Done {
             doc: serde_json::to_value(r).unwrap_or_default(),
@@ -140,7 +141,6 @@ impl State {
     fn fail(&mut self, why: String, span_s: f64) {
         self.failed += 1;
         self.unobserved_s += span_s;
-        self.up = false;
         self.last_error = Some(why);
     }
 
@@ -168,8 +168,10 @@ pub fn run(cfg: &Config, resolve: &Resolve) -> Result<i32> {
     trace::install_signal_handlers();
     let signals = trace::signals();
     let stop = || trace::signals() != signals;
-    let state = Arc::new(Mutex::new(State::new(cfg.test_id.clone())));
-    lock(&state).remote = cfg.remote_write.is_some();
+    let state = Arc::new(Mutex::new(State::new(
+        cfg.test_id.clone(),
+        cfg.remote_write.is_some(),
+    )));
     let server = match cfg.listen {
         Some(a) => Some(serve::Server::start(a, state.clone())?),
         None => None,

@@ -154,7 +154,7 @@ mod tests {
     /// 405; the server stops when dropped (its port then refuses).
     #[test]
     fn routes_and_stop() {
-        let state = Arc::new(Mutex::new(State::new(None)));
+        let state = Arc::new(Mutex::new(State::new(None, false)));
         let s = Server::start("127.0.0.1:0".parse().unwrap(), state.clone()).unwrap();
         let a = s.addr();
         let m = get(a, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");

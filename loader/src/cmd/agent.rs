@@ -119,11 +119,11 @@ pub fn run(a: AgentArgs) -> Result<i32> {
             crate::util::Progress::Silent
         },
     };
-    let resolve = || match a.select.selector() {
-        None => Ok((a.pid.unwrap_or(0), None)),
-        Some(sel) => crate::host::target::resolve(&sel)
-            .map(|r| (r.pid, Some(r.how)))
-            .map_err(Error::usage),
+    // Checked above: a pid or a selector, so `find` always names one.
+    let resolve = || {
+        a.select
+            .find(a.pid)
+            .map(|(pid, how)| (pid.unwrap_or(0), how))
     };
     if a.once {
         let r = agent::window(&cfg, &resolve)?;

@@ -69,11 +69,20 @@ impl SelectArgs {
     /// and returned for the report), else none. A selector that names nothing, or several
     /// separate servers, is a usage error (exit 2).
     pub fn resolve(&self, pid: Option<u32>) -> crate::error::Result<(Option<u32>, Option<String>)> {
+        let found = self.find(pid)?;
+        if let Some(how) = &found.1 {
+            eprintln!("trapdetect: {how}");
+        }
+        Ok(found)
+    }
+
+    /// [`SelectArgs::resolve`] without the line on stderr (the agent finds its target before
+    /// every window and says its own line).
+    pub fn find(&self, pid: Option<u32>) -> crate::error::Result<(Option<u32>, Option<String>)> {
         let Some(sel) = self.selector() else {
             return Ok((pid, None));
         };
         let r = crate::host::target::resolve(&sel).map_err(crate::error::Error::usage)?;
-        eprintln!("trapdetect: {}", r.how);
         Ok((Some(r.pid), Some(r.how)))
     }
 }

@@ -19,7 +19,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
@@ -65,13 +65,14 @@ pub struct Options {
     pub offcpu: bool,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-/// SIGINT/SIGTERM received since the process started; never reset (a long-running caller
-/// such as the agent asks whether one came between two windows, when STOP is reset).
-static SIGNALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// SIGINT/SIGTERM received since the process started, never reset; and how many there had
+/// been when the current window's handlers were installed. A window is interrupted when the
+/// count has moved since; a long-running caller (the agent) keeps its own starting count, so a
+/// signal between two windows is not lost when the next window starts.
+static SIGNALS: AtomicU64 = AtomicU64::new(0);
+static SIGNALS_AT_INSTALL: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn on_signal(_: std::ffi::c_int) {
-    STOP.store(true, Ordering::SeqCst);
     SIGNALS.fetch_add(1, Ordering::SeqCst);
 }
 
@@ -82,13 +83,13 @@ pub(crate) fn signals() -> u64 {
 
 /// Whether SIGINT/SIGTERM asked to end the window.
 pub(crate) fn interrupted() -> bool {
-    STOP.load(Ordering::SeqCst)
+    signals() != SIGNALS_AT_INSTALL.load(Ordering::SeqCst)
 }
 
 /// SIGINT/SIGTERM end the window early; the report is still printed.
 pub(crate) fn install_signal_handlers() {
     use nix::sys::signal::{SigHandler, Signal, signal};
-    STOP.store(false, Ordering::SeqCst);
+    SIGNALS_AT_INSTALL.store(signals(), Ordering::SeqCst);
     // SAFETY: installing a handler is unsafe in nix; this one only stores to an atomic, which is
     // async-signal-safe.
     unsafe {

@@ -143,8 +143,6 @@ pub struct KernelSecond {
     pub off_s: [f64; NUM_CLASSES as usize],
     /// Traced threads at the sample.
     pub threads: usize,
-    /// Threads that were not waiting for work at the sample.
-    pub busy_now: usize,
     /// Each thread at the sample and whether it was busy, by the thread's index in the run:
     /// which of them were workers is known only once the run has ended
     /// ([`Sampler::worker_mask`]).
@@ -599,7 +597,6 @@ impl Sampler {
         };
         split_time(&mut sec, &prev, &reading, &credit, &self.credit);
         sec.sampled = self.count_idle(&slots);
-        sec.busy_now = sec.sampled.busy.ones();
         sec.path_calls = paths.saturating_sub(self.prev_paths);
         for (d, n) in &fuse {
             let d0 = self.prev_fuse.get(d).copied().unwrap_or(0);

@@ -19,7 +19,7 @@ use trapdetect_common::{
 };
 
 use super::{
-    CwdSampler, LoadDriver, LoadOutcome, Options, STOP,
+    CwdSampler, LoadDriver, LoadOutcome, Options, interrupted,
     keepalive::{self, KeepAliveWatch},
     net, requests, spawn_ring_reader, thread_cpu_ns,
 };
@@ -267,7 +267,7 @@ impl Session {
         let mut last_sample = Instant::now();
         let mut last_rescan = Instant::now();
         let mut last_look = Instant::now();
-        while start.elapsed() < opts.duration && !STOP.load(Ordering::SeqCst) {
+        while start.elapsed() < opts.duration && !interrupted() {
             if self.keepalive.is_some() && last_look.elapsed() >= keepalive::LOOK_EVERY {
                 last_look = Instant::now();
                 self.watch_keepalive(start)?;
@@ -294,15 +294,13 @@ impl Session {
                 exited_after = Some(start.elapsed().as_secs_f64());
                 break;
             }
-            if !matches!(
-                opts.progress,
-                crate::util::Progress::Off | crate::util::Progress::Silent
-            ) && last_progress.elapsed()
-                >= if opts.progress == crate::util::Progress::Line {
-                    Duration::from_millis(250)
-                } else {
-                    Duration::from_secs(1)
-                }
+            if opts.progress.shows()
+                && last_progress.elapsed()
+                    >= if opts.progress == crate::util::Progress::Line {
+                        Duration::from_millis(250)
+                    } else {
+                        Duration::from_secs(1)
+                    }
             {
                 last_progress = Instant::now();
                 let req = load
@@ -323,7 +321,7 @@ impl Session {
             l.end(&self.probes);
         }
         opts.progress.clear();
-        if STOP.load(Ordering::SeqCst) {
+        if interrupted() {
             eprintln!("interrupted after {window_s:.1} s: reporting what was gathered");
         }
         Ok(Window {

@@ -178,7 +178,7 @@ pub struct LoadArgs {
 pub fn run(args: LoadArgs) -> Result<i32> {
     crate::cmd::check_ignore(&args.verdict.ignore)?;
     let plan = plan(&args)?;
-    let spec = step_spec(&args)?;
+    let spec = step_spec(&args, plan.shard)?;
     let outputs = Outputs {
         json: args.output.json,
         json_out: args.output.json_out.as_deref(),

@@ -86,7 +86,8 @@ pub fn plan(a: &LoadArgs) -> Result<Plan> {
 }
 
 /// The steps of `--rate FROM..TO --step N`, if asked for; refuses what a step run cannot do.
-pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
+/// `shard`: the plan's (`--shard`, parsed once by [`plan`]).
+pub fn step_spec(a: &LoadArgs, shard: Option<load::Shard>) -> Result<Option<StepSpec>> {
     let (range, step) = match (a.rate.and_then(|r| r.to.map(|to| (r.from, to))), a.step) {
         (None, None) => return Ok(None),
         (Some(_), None) => {
@@ -116,11 +117,7 @@ pub fn step_spec(a: &LoadArgs) -> Result<Option<StepSpec>> {
         ));
     }
     // With --shard every step's rate is this copy's share.
-    let n = match a.shard.as_deref().map(load::Shard::parse) {
-        Some(Ok(s)) => f64::from(s.count),
-        Some(Err(e)) => return Err(Error::Usage(e)),
-        None => 1.0,
-    };
+    let n = shard.map_or(1.0, |s| f64::from(s.count));
     let spec = StepSpec {
         from: range.0 / n,
         to: range.1 / n,

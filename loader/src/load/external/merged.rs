@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Format, LoadResults,
+    LoadResults,
     merge::merge,
     parse,
     section::{ExternalLoad, ExternalResults},
@@ -33,8 +33,6 @@ pub struct MergedLoad {
     pub load: ExternalLoad,
     /// Second by second, summed over the generators.
     pub series: Vec<MergedSecond>,
-    /// Why a generator did not trust its own measurement, by file.
-    pub problems: Vec<String>,
 }
 
 /// One wall-clock second of the merged run.
@@ -86,7 +84,6 @@ pub fn build(files: &[(String, Vec<u8>, f64)]) -> Result<MergedLoad, String> {
         version: env!("CARGO_PKG_VERSION").into(),
         start_unix_s: crate::traps::round(start, 3),
         series: series_of(&r),
-        problems: r.problems.clone(),
         load: ExternalLoad {
             source: "files".into(),
             command: vec![],
@@ -94,24 +91,10 @@ pub fn build(files: &[(String, Vec<u8>, f64)]) -> Result<MergedLoad, String> {
             interrupted: false,
             killed: false,
             missing_columns: r.missing().iter().map(|c| c.to_string()).collect(),
-            results: Some(results_of(&r)),
+            results: Some(ExternalResults::of(&r)),
             generators,
         },
     })
-}
-
-fn results_of(r: &LoadResults) -> ExternalResults {
-    ExternalResults {
-        format: Format::Merged,
-        totals: r.totals.clone(),
-        delivered_per_s: r
-            .totals
-            .delivered_per_s()
-            .map(|d| crate::traps::round(d, 1)),
-        start_unix_s: r.start_unix_s.map(|s| crate::traps::round(s, 3)),
-        skipped_lines: r.skipped_lines,
-        seconds_before_window: 0,
-    }
 }
 
 fn series_of(r: &LoadResults) -> Vec<MergedSecond> {
@@ -161,8 +144,11 @@ impl MergedLoad {
                 }
             );
         }
-        for p in &self.problems {
-            let _ = writeln!(out, "Not trusted by its generator: {p}");
+        // Why a generator did not trust its own measurement, by file.
+        for g in &self.load.generators {
+            for p in &g.problems {
+                let _ = writeln!(out, "Not trusted by its generator: {}: {p}", g.file);
+            }
         }
         out
     }

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Format, Totals, merge::GeneratorPart};
+use super::{Format, LoadResults, Totals, merge::GeneratorPart};
 use crate::report::section::{Section, to_json};
 
 /// The section.
@@ -48,6 +48,21 @@ pub struct ExternalResults {
     pub skipped_lines: u64,
     /// Seconds of results before the window opened.
     pub seconds_before_window: usize,
+}
+
+impl ExternalResults {
+    /// What `r` says, placed in the window its seconds count from.
+    pub fn of(r: &LoadResults) -> ExternalResults {
+        let round = crate::traps::round;
+        ExternalResults {
+            format: r.format,
+            totals: r.totals.clone(),
+            delivered_per_s: r.totals.delivered_per_s().map(|d| round(d, 1)),
+            start_unix_s: r.start_unix_s.map(|s| round(s, 3)),
+            skipped_lines: r.skipped_lines,
+            seconds_before_window: r.seconds.range(..0).count(),
+        }
+    }
 }
 
 impl Section for ExternalLoad {

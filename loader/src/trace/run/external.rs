@@ -395,14 +395,7 @@ impl LoadDriver for ExternalDriver {
             interrupted: g.is_some_and(|g| g.interrupted),
             killed: g.is_some_and(|g| g.killed),
             missing_columns: side.missing.iter().map(|m| m.to_string()).collect(),
-            results: self.results.as_ref().map(|r| ExternalResults {
-                format: r.format,
-                totals: r.totals.clone(),
-                delivered_per_s: r.totals.delivered_per_s().map(|d| round(d, 1)),
-                start_unix_s: r.start_unix_s.map(|s| round(s, 3)),
-                skipped_lines: r.skipped_lines,
-                seconds_before_window: r.seconds.range(..0).count(),
-            }),
+            results: self.results.as_ref().map(ExternalResults::of),
             generators: self.generators.clone(),
         }));
         // A generator that says its own measurement cannot be trusted (it fell behind its

@@ -302,7 +302,7 @@ fn timeline(s: &LoadSide, k: &Sampler, mounts: &MountTable, attached: bool) -> V
             }
         }
         r.threads = ks.threads;
-        r.busy_threads = ks.busy_now;
+        r.busy_threads = ks.sampled.busy.ones();
         if ks.sampled.seen.ones() > 0 {
             let (seen, busy) = ks.sampled.in_pool(&workers);
             r.workers = Some(seen);
