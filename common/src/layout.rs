@@ -31,5 +31,5 @@ layout! {
     ConnectStat: 480, 8;
     OffKey: 16, 8;
     OffVal: 16, 8;
-    ThreadSlot: 56, 8;
+    ThreadSlot: 64, 8;
 }

@@ -256,6 +256,22 @@ pub struct ThreadSlot {
     /// Blocked time of the timed futex wait it is in (`FUTEX_TIMED`), ns, not yet added to
     /// `OFFCPU`: the call's result says under which class.
     pub timed_ns: u64,
+    /// Blocked time, ns, since the thread took the slot, of the waits that are a thread
+    /// waiting for work ([`waits_for_work`]): a thread's share of time at work is read from
+    /// it, not from where a once-a-second sample happens to find the thread (a master that
+    /// wakes once a second to manage its pool is found awake at every sample when the two
+    /// clocks keep step).
+    pub idle_ns: u64,
+}
+
+/// Whether a thread blocked for `key` waits for work: in a wait-for-work syscall, or parked
+/// on a futex without a timeout (an idle pool thread waits on a condition variable: Go's
+/// parked Ms, Node's libuv pool, a gthread worker waiting for its queue). A futex wait with a
+/// timeout is a deadline the thread set itself (Ruby's `sleep`, Python's `Event.wait(t)`
+/// inside a request) and is work, as a `nanosleep` is.
+#[inline(always)]
+pub fn waits_for_work(key: &OffKey) -> bool {
+    key.class == CLASS_WAIT_WORK || (key.class == CLASS_FUTEX && key.dev != FUTEX_TIMED)
 }
 
 /// Slots of the `SCHED_TOTALS` per-CPU array.

@@ -27,7 +27,7 @@ use trapdetect_common::{
         S_ENTRY_UNSEEN, S_KEY_INSERT_FAILS, S_ONCPU_NS, S_REGS_FAILS, S_RUNQ_COUNT, S_RUNQ_NS,
         S_SLOT_COLLISIONS, S_SWITCHES, SC_IN, SC_NONE, SC_UNSEEN, ST_OFF_CPU, ST_ON_CPU,
         ST_RUNNABLE, StackKey, THREAD_SLOTS, ThreadSlot, WAKERS_ENTRIES, WakerKey, class_of,
-        futex_timed, is_read,
+        futex_timed, is_read, waits_for_work,
     },
 };
 
@@ -250,6 +250,9 @@ fn blocked_for(s: *mut ThreadSlot, ns: u64) {
         } else {
             credit(&(*s).key, ns);
         }
+        if waits_for_work(&(*s).key) {
+            (*s).idle_ns += ns;
+        }
     }
 }
 
@@ -309,6 +312,7 @@ fn on_switch<const REGS: bool>(preempt: u64, prev: u64, next: u64) {
                 if !owned {
                     (*s).sc_state = SC_UNSEEN;
                     (*s).timed_ns = 0;
+                    (*s).idle_ns = 0;
                 }
                 (*s).tid = tid;
                 (*s).state = if runnable { ST_RUNNABLE } else { ST_OFF_CPU };
@@ -338,6 +342,7 @@ fn on_switch<const REGS: bool>(preempt: u64, prev: u64, next: u64) {
                 }
                 (*s).sc_state = SC_UNSEEN;
                 (*s).timed_ns = 0;
+                (*s).idle_ns = 0;
             }
             (*s).tid = tid;
             (*s).state = ST_ON_CPU;
@@ -405,6 +410,7 @@ fn on_wakeup<const REGS: bool>(task: u64, new: bool) {
             }
             (*s).sc_state = SC_UNSEEN;
             (*s).timed_ns = 0;
+            (*s).idle_ns = 0;
         }
         (*s).tid = tid;
         (*s).state = ST_RUNNABLE;
@@ -525,6 +531,7 @@ fn current_slot() -> Option<*mut ThreadSlot> {
             (*s).state = ST_ON_CPU;
             (*s).ts = bpf_ktime_get_ns();
             (*s).timed_ns = 0;
+            (*s).idle_ns = 0;
         }
     }
     Some(s)

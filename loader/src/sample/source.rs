@@ -22,7 +22,7 @@ use trapdetect_common::offcpu::{
     ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK, CLASS_NO_SYSCALL,
     CLASS_OTHER, CLASS_PATH, CLASS_UNKNOWN, CLASS_WAIT_WORK, F_OFD_SETLKW, F_SETLKW, NUM_CLASSES,
     NUM_SCHED_SLOTS, OffKey, OffVal, S_ONCPU_NS, S_RUNQ_NS, S_SWITCHES, ST_OFF_CPU, ST_ON_CPU,
-    ThreadSlot, class_of, host_arch, is_read,
+    ThreadSlot, class_of, host_arch, is_read, waits_for_work,
 };
 
 use super::procfs::{self, Syscall};
@@ -89,6 +89,8 @@ struct Seen {
     runq: u64,
     slices: u64,
     key: Option<OffKey>,
+    /// Its blocked time waiting for work so far ([`ThreadSlot::idle_ns`]).
+    idle_ns: u64,
 }
 
 struct Thread {
@@ -321,15 +323,17 @@ impl Walker {
             let Some(t) = self.threads.get_mut(&tid) else {
                 continue;
             };
-            if let Some(prev) = t.last {
-                add_since(s, &prev, now, (on, runq, slices), key);
-            }
+            let idle_ns = match t.last {
+                Some(prev) => prev.idle_ns + add_since(s, &prev, now, (on, runq, slices), key),
+                None => 0,
+            };
             t.last = Some(Seen {
                 at: now,
                 on,
                 runq,
                 slices,
                 key,
+                idle_ns,
             });
             s.slots.insert(
                 tid,
@@ -338,6 +342,7 @@ impl Walker {
                     state: if key.is_some() { ST_OFF_CPU } else { ST_ON_CPU },
                     ts: now,
                     key: key.unwrap_or_default(),
+                    idle_ns,
                     ..Default::default()
                 },
             );
@@ -488,7 +493,13 @@ fn count_key(s: &mut Sums, k: OffKey) {
 /// Adds a thread's time since its last sample `prev` to the sums: on CPU and in the run queue
 /// from its schedstat (`sched`), the rest off CPU at its wait `key` (else the last one's), and
 /// a wait episode when the wait is new or the thread ran since.
-fn add_since(s: &mut Sums, prev: &Seen, now: u64, sched: (u64, u64, u64), key: Option<OffKey>) {
+fn add_since(
+    s: &mut Sums,
+    prev: &Seen,
+    now: u64,
+    sched: (u64, u64, u64),
+    key: Option<OffKey>,
+) -> u64 {
     let (on, runq, slices) = sched;
     let don = on.saturating_sub(prev.on);
     let drq = runq.saturating_sub(prev.runq);
@@ -496,12 +507,16 @@ fn add_since(s: &mut Sums, prev: &Seen, now: u64, sched: (u64, u64, u64), key: O
     s.on_ns += don;
     s.runq_ns += drq;
     s.switches += slices.saturating_sub(prev.slices);
+    let mut idle = 0;
     if off > 0 {
         let k = key.or(prev.key).unwrap_or(OffKey {
             class: CLASS_UNKNOWN,
             ..Default::default()
         });
         s.keys.entry(k).or_default().ns += off;
+        if waits_for_work(&k) {
+            idle = off;
+        }
     }
     // A wait seen for the first time, or the thread ran since: another episode
     // (a lower bound: several short waits between two samples count once).
@@ -510,6 +525,7 @@ fn add_since(s: &mut Sums, prev: &Seen, now: u64, sched: (u64, u64, u64), key: O
     {
         s.keys.entry(k).or_default().count += 1;
     }
+    idle
 }
 
 /// A NUL-terminated string at `addr` in a process's memory (at most 4 KiB, PATH_MAX).
@@ -557,9 +573,14 @@ mod tests {
             runq: 50,
             slices: 3,
             key: None,
+            idle_ns: 0,
         };
         let mut s = Sums::default();
-        add_since(&mut s, &prev, 2_000, (400, 150, 4), Some(wait));
+        // A path lookup is work: no time waiting for work.
+        assert_eq!(
+            add_since(&mut s, &prev, 2_000, (400, 150, 4), Some(wait)),
+            0
+        );
         assert_eq!((s.on_ns, s.runq_ns, s.switches), (300, 100, 1));
         assert_eq!(s.keys[&wait].ns, 600);
         assert_eq!(s.keys[&wait].count, 1);
@@ -569,10 +590,22 @@ mod tests {
             runq: 150,
             slices: 4,
             key: Some(wait),
+            idle_ns: 0,
         };
         // Still blocked at the same wait, never ran: more time, the same episode.
-        add_since(&mut s, &prev, 3_000, (400, 150, 4), None);
+        assert_eq!(add_since(&mut s, &prev, 3_000, (400, 150, 4), None), 0);
         assert_eq!(s.keys[&wait].ns, 1_600);
         assert_eq!(s.keys[&wait].count, 1);
+        // Then in accept for 700 ns of the next 1,000 (it ran 200, waited for a CPU 100):
+        // those 700 are its time waiting for work.
+        let accept = OffKey {
+            class: CLASS_WAIT_WORK,
+            ..Default::default()
+        };
+        assert_eq!(
+            add_since(&mut s, &prev, 3_000, (600, 250, 5), Some(accept)),
+            700
+        );
+        assert_eq!(s.keys[&accept].ns, 700);
     }
 }

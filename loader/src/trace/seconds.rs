@@ -8,9 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use trapdetect_common::offcpu::{
-    CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_WAIT_WORK, FUTEX_TIMED, NUM_CLASSES, OffKey,
-    S_KEY_INSERT_FAILS, S_ONCPU_NS, S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU,
-    ST_RUNNABLE, ThreadSlot,
+    CLASS_FILE_LOCK, NUM_CLASSES, OffKey, S_KEY_INSERT_FAILS, S_ONCPU_NS, S_RUNQ_NS,
+    S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, ThreadSlot, waits_for_work,
 };
 
 use crate::{
@@ -202,6 +201,43 @@ struct Other {
     allowed: Option<Vec<u32>>,
 }
 
+/// One thread as the samples found it ([`Sampler::worker_mask`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct ThreadSeen {
+    /// Samples that found it waiting for work, of `samples`.
+    idle_samples: u32,
+    samples: u32,
+    /// Its index in [`KernelSecond::sampled`].
+    index: usize,
+    /// Its time waiting for work, from the kernel's count ([`ThreadSlot::idle_ns`]).
+    time: Option<IdleTime>,
+}
+
+/// A thread's time waiting for work at its first sample and its last (ns).
+#[derive(Clone, Copy, Debug, Default)]
+struct IdleTime {
+    first_at: u64,
+    first_idle_ns: u64,
+    at: u64,
+    idle_ns: u64,
+}
+
+impl ThreadSeen {
+    /// A worker: at work (not waiting for it) at least half the time. From its time between
+    /// its first sample and its last where there is some; from the samples where it was found
+    /// once (or only at one instant): then at work at least half the samples.
+    fn works(&self) -> bool {
+        match self.time.filter(|t| t.at > t.first_at) {
+            Some(t) => {
+                let span = t.at - t.first_at;
+                let idle = (t.idle_ns - t.first_idle_ns).min(span);
+                (span - idle) * 2 >= span
+            }
+            None => self.samples > 0 && (self.samples - self.idle_samples) * 2 >= self.samples,
+        }
+    }
+}
+
 /// Samples the probes once a second.
 pub struct Sampler {
     /// Readings of the off-CPU sums that failed (the second is then sampled late), and the
@@ -223,9 +259,9 @@ pub struct Sampler {
     /// (served requests, accepts) at the last sample.
     prev_served: (u64, u64),
     ncpu: f64,
-    /// tid → (samples idle, samples, the thread's index in [`KernelSecond::sampled`]) to
-    /// tell workers from threads that never work.
-    idle: HashMap<u32, (u32, u32, usize)>,
+    /// tid → how it was found at the samples and how long it waited for work, to tell
+    /// workers from threads that never work.
+    idle: HashMap<u32, ThreadSeen>,
     /// Every second so far.
     pub seconds: Vec<KernelSecond>,
     /// Lock objects seen: (dev, ino) → name (resolved while the file was open).
@@ -596,7 +632,7 @@ impl Sampler {
             ..Default::default()
         };
         split_time(&mut sec, &prev, &reading, &credit, &self.credit);
-        sec.sampled = self.count_idle(&slots);
+        sec.sampled = self.count_idle(&slots, at);
         sec.path_calls = paths.saturating_sub(self.prev_paths);
         for (d, n) in &fuse {
             let d0 = self.prev_fuse.get(d).copied().unwrap_or(0);
@@ -681,29 +717,43 @@ impl Sampler {
         }
     }
 
-    /// Counts, per thread, the samples and those that found it waiting for work; returns each
-    /// thread and whether it is busy now.
-    fn count_idle(&mut self, slots: &[ThreadSlot]) -> ThreadBits {
-        // Who is waiting for work right now: in a wait-for-work syscall, or parked on a futex
-        // (an idle pool thread waits on a condition variable: Go's parked Ms, Node's libuv
-        // pool and V8 platform threads, a gthread worker waiting for its queue). Threads that
-        // queue on a contended mutex are the lock rule's, which reads the futex time itself.
-        // A futex wait with a timeout is a deadline the thread set itself — Ruby's `sleep`,
-        // Python's `Event.wait(t)` inside a request — and counts as busy, as a `nanosleep`
-        // does; whether it ran out is known only when it ends (its time's class then).
+    /// Counts, per thread, the samples, those that found it waiting for work, and its time
+    /// waiting for work by the kernel's count up to `at`; returns each thread and whether it
+    /// is busy now.
+    fn count_idle(&mut self, slots: &[ThreadSlot], at: u64) -> ThreadBits {
+        // Who is waiting for work right now ([`waits_for_work`]); threads that queue on a
+        // contended mutex are the lock rule's, which reads the futex time itself. A timed
+        // futex wait counts as busy, as a `nanosleep` does; whether it ran out is known only
+        // when it ends (its time's class then).
         let mut now = ThreadBits::default();
         for s in slots {
-            let parked = s.key.class == CLASS_FUTEX && s.key.dev != FUTEX_TIMED;
-            let idle = s.state == ST_OFF_CPU && (s.key.class == CLASS_WAIT_WORK || parked);
+            let idle = s.state == ST_OFF_CPU && waits_for_work(&s.key);
             let next = self.idle.len();
-            let e = self.idle.entry(s.tid).or_insert((0, 0, next));
-            e.1 += 1;
+            let e = self.idle.entry(s.tid).or_insert_with(|| ThreadSeen {
+                index: next,
+                ..Default::default()
+            });
+            e.samples += 1;
             if idle {
-                e.0 += 1;
+                e.idle_samples += 1;
             }
-            now.seen.set(e.2);
+            // Its time waiting for work so far: the closed waits, and the one it is in.
+            let idle_ns = s.idle_ns + if idle { at.saturating_sub(s.ts) } else { 0 };
+            e.time = match e.time {
+                // The slot was taken over since (a tid collision): its time starts again.
+                Some(t) if idle_ns >= t.idle_ns && at >= t.at => {
+                    Some(IdleTime { at, idle_ns, ..t })
+                }
+                _ => Some(IdleTime {
+                    first_at: at,
+                    first_idle_ns: idle_ns,
+                    at,
+                    idle_ns,
+                }),
+            };
+            now.seen.set(e.index);
             if !idle {
-                now.busy.set(e.2);
+                now.busy.set(e.index);
             }
         }
         now
@@ -814,10 +864,10 @@ impl Sampler {
         best
     }
 
-    /// Threads found doing something other than waiting for work (or parked on a futex) at
-    /// half the samples or more (a master in epoll_wait that wakes for its once-a-second timer
-    /// is not a worker, nor is a runtime's parked thread; a worker of a saturated pool is busy
-    /// at nearly every sample).
+    /// Threads doing something other than waiting for work (or parked on a futex) half their
+    /// time or more ([`ThreadSeen::works`]): a master in epoll_wait that wakes for its
+    /// once-a-second timer is not a worker, even when every sample finds it awake, nor is a
+    /// runtime's parked thread; a worker of a saturated pool works nearly all its time.
     pub fn workers(&self) -> usize {
         self.worker_mask().ones()
     }
@@ -826,9 +876,9 @@ impl Sampler {
     /// [`KernelSecond::sampled`].
     pub fn worker_mask(&self) -> Bits {
         let mut mask = Bits::default();
-        for (idle, n, i) in self.idle.values() {
-            if *n > 0 && (n - idle) * 2 >= *n {
-                mask.set(*i);
+        for t in self.idle.values() {
+            if t.works() {
+                mask.set(t.index);
             }
         }
         mask
@@ -889,6 +939,7 @@ mod tests {
     }
 
     use super::*;
+    use trapdetect_common::offcpu::{CLASS_FUTEX, CLASS_SLEEP, CLASS_WAIT_WORK, FUTEX_TIMED};
 
     /// At a sample, threads waiting for work or parked on a futex are idle; a futex wait with
     /// a timeout is a deadline the thread set itself (Puma's threads in Ruby's `sleep`, a
@@ -896,7 +947,6 @@ mod tests {
     /// as busy, as a thread on a CPU does.
     #[test]
     fn a_timed_futex_wait_is_busy_at_the_sample_an_untimed_one_idle() {
-        use trapdetect_common::offcpu::CLASS_SLEEP;
         let slot = |tid, state, class, dev| ThreadSlot {
             tid,
             state,
@@ -911,9 +961,9 @@ mod tests {
             slot(5, ST_OFF_CPU, CLASS_SLEEP, 0),
         ];
         let mut s = Sampler::new(1, 0);
-        let first = s.count_idle(&slots);
+        let first = s.count_idle(&slots, 7);
         assert_eq!((first.seen.ones(), first.busy.ones()), (5, 3));
-        assert_eq!(s.count_idle(&slots), first);
+        assert_eq!(s.count_idle(&slots, 7), first);
         // The workers are threads 1, 4 and 5: numbered in the order they were first seen,
         // bits 0, 3 and 4.
         let workers = s.worker_mask();
@@ -921,12 +971,70 @@ mod tests {
         assert_eq!(first.in_pool(&workers), (3, 3));
         assert_eq!(first.in_pool(&bits(&[1, 2])), (2, 0));
         // A thread first seen later takes the next index, whatever its tid.
-        let later = s.count_idle(&[
-            slot(2, ST_OFF_CPU, CLASS_FUTEX, 0),
-            slot(9, ST_ON_CPU, 0, 0),
-        ]);
+        let later = s.count_idle(
+            &[
+                slot(2, ST_OFF_CPU, CLASS_FUTEX, 0),
+                slot(9, ST_ON_CPU, 0, 0),
+            ],
+            7,
+        );
         assert_eq!(later.seen, bits(&[1, 5]));
         assert_eq!(later.busy, bits(&[5]));
+    }
+
+    /// Workers by their time, not by where the samples find them. Three samples a second
+    /// apart: a master that manages its pool once a second, in step with the sampler, is on a
+    /// CPU at every sample but waited for work 99 % of the time; a worker that serves back
+    /// to back is found in accept at every sample, 1 ms into it, and waited 10 % of the time;
+    /// a worker in `usleep` (a sleep is work) never waited; a thread in accept since before
+    /// the first sample waited all along. A thread seen at one sample only is judged by it.
+    #[test]
+    fn workers_are_told_by_their_time_waiting_for_work() {
+        const S: u64 = 1_000_000_000;
+        let slot = |tid, state, class, ts, idle_ns| ThreadSlot {
+            tid,
+            state,
+            ts,
+            key: OffKey {
+                class,
+                dev: 0,
+                ino: 0,
+            },
+            idle_ns,
+            ..Default::default()
+        };
+        let mut s = Sampler::new(1, 0);
+        for i in 1..=3u64 {
+            let at = i * S;
+            let mut slots = vec![
+                slot(10, ST_ON_CPU, 0, at - 1_000, (i - 1) * S * 99 / 100),
+                slot(
+                    11,
+                    ST_OFF_CPU,
+                    CLASS_WAIT_WORK,
+                    at - 1_000_000,
+                    (i - 1) * S / 10,
+                ),
+                slot(12, ST_OFF_CPU, CLASS_SLEEP, at - 5, 0),
+                slot(13, ST_OFF_CPU, CLASS_WAIT_WORK, S / 2, 0),
+            ];
+            if i == 3 {
+                slots.push(slot(14, ST_ON_CPU, 0, at, 0));
+            }
+            let b = s.count_idle(&slots, at);
+            assert_eq!(b.busy.ones(), if i == 3 { 3 } else { 2 }, "sample {i}");
+        }
+        // By the samples alone the master (bit 0) would be a worker and the first worker
+        // (bit 1) not.
+        assert_eq!(s.worker_mask(), bits(&[1, 2, 4]));
+        // Its slot taken over by another thread (its count starts again, lower): the time
+        // from there on.
+        s.count_idle(&[slot(11, ST_ON_CPU, 0, 4 * S, 0)], 4 * S);
+        s.count_idle(
+            &[slot(11, ST_OFF_CPU, CLASS_WAIT_WORK, 4 * S + 1, 0)],
+            5 * S,
+        );
+        assert_eq!(s.worker_mask(), bits(&[2, 4]));
     }
 
     fn bits(ones: &[usize]) -> Bits {
