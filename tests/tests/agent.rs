@@ -601,8 +601,16 @@ fn the_daemonset_validates_and_its_capabilities_suffice() {
     let stop = Arc::new(AtomicBool::new(false));
     let load = steady(slow.port, stop.clone());
     let pid = slow.fpm.pid().to_string();
-    let mut cmd = Command::new("setpriv");
-    cmd.arg("--bounding-set")
+    // The container's view: the node's tracefs mounted (the manifest's hostPath; a node
+    // mounts it at boot, as systemd does; this machine's init does not), in a mount namespace
+    // of its own so nothing stays mounted here; then only the manifest's capabilities.
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg(
+            "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing \
+             || exit 97; exec \"$@\"",
+        )
+        .args(["sh", "setpriv", "--bounding-set"])
         .arg(format!("-all,{}", caps.join(",")))
         .arg("--")
         .arg(bin())
@@ -612,6 +620,7 @@ fn the_daemonset_validates_and_its_capabilities_suffice() {
     stop.store(true, Ordering::SeqCst);
     assert!(load.join().unwrap() > 0);
     let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(97), "mounting tracefs: {err}");
     let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {err}"));
     assert_eq!(r["measurement"]["backend"]["name"], "ebpf", "{err}");
     assert_eq!(out.status.code(), Some(1), "{err}");
