@@ -146,14 +146,14 @@ fn prometheus(dir: &Path, port: u16, agents: &[u16]) -> Proc {
 /// What Prometheus holds at `at` for the series `sel` (scraped from the agent at `instance`,
 /// or pushed by it) is the agent's own report of that window, `served[n]`, `n` being the
 /// window count Prometheus holds: the findings, the exit code, the request rate, the lookups
-/// per request on each filesystem.
-fn same_as_report(
+/// per request on each filesystem, the threads on average in each state. Returns that report.
+fn same_as_report<'a>(
     port: u16,
     sel: &str,
     instance: Option<u16>,
     at: f64,
-    served: &BTreeMap<u64, Value>,
-) {
+    served: &'a BTreeMap<u64, Value>,
+) -> &'a Value {
     let n = single(port, &format!("trapdetect_agent_windows{sel}"), at) as u64;
     let r = served
         .get(&n)
@@ -201,6 +201,70 @@ fn same_as_report(
         .collect();
     assert!(!want.is_empty(), "{sel}: {r}");
     assert_eq!(lookups, want, "{sel}: window {n}");
+    let states: BTreeMap<String, f64> = query(port, &format!("trapdetect_threads{sel}"), at)
+        .into_iter()
+        .map(|(l, v)| (l["state"].clone(), v))
+        .collect();
+    let t = &r["threads"];
+    let w = t["window_s"].as_f64().unwrap();
+    let want: BTreeMap<String, f64> = t["thread_seconds"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), (v.as_f64().unwrap() / w * 1e3).round() / 1e3))
+        .collect();
+    // On a CPU, waiting for one, and the nine classes of blocking.
+    assert_eq!(want.len(), 11, "{sel}: {t}");
+    assert_eq!(states, want, "{sel}: window {n}");
+    r
+}
+
+/// Where the threads' time went adds up. No more thread-seconds than the window's threads
+/// had (php-fpm's master and two workers: each thread's time counted once), and no less but
+/// for the time before each one's first switch. Blocked in path
+/// lookups and file I/O no longer than those calls took on the mounts, as the syscall probes
+/// timed them: on the slow mount at least half of it (a FUSE round trip blocks the caller
+/// while the daemon sleeps), on the clean twin's ext4 under a thread-hundredth.
+fn threads_add_up(r: &Value, slow: bool) {
+    let t = &r["threads"];
+    let w = t["window_s"].as_f64().unwrap();
+    assert_eq!(t["threads"], 3, "{t}");
+    let ts = |k: &str| t["thread_seconds"][k].as_f64().unwrap();
+    let total: f64 = t["thread_seconds"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert!(
+        total <= 3.0 * w * 1.01,
+        "{total} thread-seconds in {w} s: {t}"
+    );
+    // A thread counts from its first switch after the probes attached: the workers serve
+    // every 50 ms, the master wakes for its timer at least once a second.
+    assert!(
+        total >= 3.0 * w - 1.0,
+        "{total} thread-seconds in {w} s: {t}"
+    );
+    let requests = r["requests"]["count"].as_f64().unwrap();
+    let on_mounts: f64 = r["filesystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["syscall_ms_per_request"].as_f64())
+        .sum::<f64>()
+        * requests
+        / 1e3
+        * (w / r["window_s"].as_f64().unwrap());
+    let blocked = ts("path") + ts("file_io");
+    if slow {
+        assert!(
+            blocked <= on_mounts * 1.05 && blocked >= 0.5 * on_mounts,
+            "blocked on the mounts {blocked} thread-s, their calls took {on_mounts}: {t}"
+        );
+    } else {
+        assert!(blocked < 0.01 * w, "{blocked}: {t}");
+    }
 }
 
 /// The findings of a report as (id, severity).
@@ -308,12 +372,12 @@ fn prometheus_stores_what_the_agents_report_of_the_same_window_says() {
         collectors.into_iter().map(|c| c.join().unwrap()).collect();
     let scraped = |id: &str| format!("{{test_id=\"{id}\",job=\"trapdetect\"}}");
     let pushed = "{test_id=\"slow\",job=\"\"}".to_string();
-    for (sel, instance, served) in [
-        (scraped("slow"), Some(a_slow), &reports[0]),
-        (scraped("clean"), Some(a_clean), &reports[1]),
-        (pushed, None, &reports[0]),
+    for (sel, instance, served, slow) in [
+        (scraped("slow"), Some(a_slow), &reports[0], true),
+        (scraped("clean"), Some(a_clean), &reports[1], false),
+        (pushed, None, &reports[0], true),
     ] {
-        same_as_report(prom_port, &sel, instance, at, served);
+        threads_add_up(same_as_report(prom_port, &sel, instance, at, served), slow);
     }
     // The planted trap is found, and only there; the clean twin's window passes.
     let fs_found = |test_id: &str| -> BTreeSet<(String, String)> {

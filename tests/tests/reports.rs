@@ -515,6 +515,7 @@ fn trace_report_renders_in_chromium_with_every_chart() {
         "--duration",
         "4s",
         "--quiet",
+        "--offcpu",
     ];
     let (j, h, c, o) = (
         p(&dir, "t.json"),
@@ -541,6 +542,13 @@ fn trace_report_renders_in_chromium_with_every_chart() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    trapdetect_e2e::schema::validate(&trapdetect_e2e::schema::load("report.schema.json"), &v, "$");
+    // --offcpu: the threads' time split, php-fpm's master and two workers, each state there.
+    assert_eq!(v["threads"]["threads"], 3, "{}", v["threads"]);
+    assert_eq!(
+        v["threads"]["thread_seconds"].as_object().unwrap().len(),
+        11
+    );
     let html = std::fs::read_to_string(&h).unwrap();
     // Findings first, then the charts.
     let finding = html.find("fs.cwd-slow").expect("the finding in the page");
@@ -566,6 +574,15 @@ fn trace_report_renders_in_chromium_with_every_chart() {
         sample(&om, "trapdetect_finding", ("id", "fs.cwd-slow")),
         1.0
     );
+    // Each state's threads on average: its thread-seconds over the window.
+    let w = v["threads"]["window_s"].as_f64().unwrap();
+    for (state, ts) in v["threads"]["thread_seconds"].as_object().unwrap() {
+        assert_eq!(
+            sample(&om, "trapdetect_threads", ("state", state)),
+            (ts.as_f64().unwrap() / w * 1e3).round() / 1e3,
+            "{state}"
+        );
+    }
     let (header, rows) = csv_rows(Path::new(&c));
     assert_eq!(
         column_sum(&header, &rows, "load_ok_2xx"),
@@ -581,7 +598,13 @@ fn trace_report_renders_in_chromium_with_every_chart() {
     let text = rerendered(
         &dir,
         "t.json",
-        &["FILESYSTEMS", "fuse.slowfs", "NETWORK", "-> exit 1"],
+        &[
+            "FILESYSTEMS",
+            "fuse.slowfs",
+            "NETWORK",
+            "THREADS",
+            "-> exit 1",
+        ],
     );
     assert!(text.contains("FAIL fs.cwd-slow"), "{text}");
     same_as_live(&dir, "t.json", &out.stdout);

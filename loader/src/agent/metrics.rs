@@ -191,6 +191,9 @@ mod tests {
             "network": {"time_wait": {"count": 12}, "ephemeral": {"usable": 28232,
                 "distinct_ports_in_range": 3}},
             "tracer": {"bpf_cpu_pct": 0.5},
+            "threads": {"window_s": 2.0, "threads": 3, "lost_intervals": 0,
+                "thread_seconds": {"on_cpu": 0.5, "run_queue": 0.1, "wait_work": 4.2,
+                    "path": 1.2}},
         });
         s.windows = 1;
         s.observed_s = 2.0;
@@ -219,6 +222,10 @@ mod tests {
             format!("trapdetect_time_wait_sockets{{{l}}} 12"),
             format!("trapdetect_ephemeral_ports_in_use{{{l}}} 3"),
             format!("trapdetect_tracer_cpu_ratio{{{l}}} 0.005"),
+            format!("trapdetect_threads{{{l},state=\"on_cpu\"}} 0.25"),
+            format!("trapdetect_threads{{{l},state=\"run_queue\"}} 0.05"),
+            format!("trapdetect_threads{{{l},state=\"wait_work\"}} 2.1"),
+            format!("trapdetect_threads{{{l},state=\"path\"}} 0.6"),
             format!("trapdetect_agent_up{{{l}}} 1"),
             format!("trapdetect_agent_windows{{{l}}} 1"),
             format!("trapdetect_agent_window_end_timestamp_seconds{{{l}}} 1800000000.5"),

@@ -46,6 +46,8 @@ pub struct Config {
     pub backend: BackendArgs,
     /// `--btf`.
     pub btf: Option<PathBuf>,
+    /// Attach the off-CPU probes: each window says where the threads' time went.
+    pub offcpu: bool,
     /// Where each window's series are pushed (Prometheus remote-write).
     pub remote_write: Option<remote::RemoteWrite>,
     /// Progress of each window's trace ([`crate::util::Progress::Silent`] between windows).
@@ -67,7 +69,7 @@ pub fn window(cfg: &Config, resolve: &Resolve) -> Result<Report> {
         btf: cfg.btf.clone(),
         watch_clients: vec![],
         skip_probes: vec![],
-        offcpu: false,
+        offcpu: cfg.offcpu,
     };
     let (mut report, _) = crate::sample::measure(&cfg.backend, &opts, None)?;
     if let Some(t) = report.target.as_mut() {

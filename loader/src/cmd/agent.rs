@@ -62,6 +62,10 @@ pub struct AgentArgs {
     /// --backend and --sample-hz.
     #[command(flatten)]
     pub backend: crate::sample::BackendArgs,
+    /// Leave out the off-CPU probes, and with them where the threads' time went (on a CPU,
+    /// waiting for one, blocked by why): they run at every context switch of the host.
+    #[arg(long)]
+    pub no_offcpu: bool,
     /// No progress on stderr: no line a window (errors, and the line saying where it serves,
     /// remain).
     #[arg(long, short = 'q')]
@@ -112,6 +116,7 @@ pub fn run(a: AgentArgs) -> Result<i32> {
         strict: a.verdict.strict,
         backend: a.backend.clone(),
         btf: a.btf.clone(),
+        offcpu: !a.no_offcpu,
         remote_write,
         progress: if a.once {
             crate::util::Progress::new(a.quiet, false)

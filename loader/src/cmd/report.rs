@@ -189,6 +189,7 @@ fn section_text(
     match name {
         "network" => typed::<crate::host::net::NetObservation>(v),
         "tracer" => typed::<crate::trace::cost::TracerCost>(v),
+        "threads" => typed::<crate::trace::threads::ThreadTime>(v),
         // `run -- COMMAND` / `--load-results`: another generator's section.
         "load" if v.get("source").is_some() => {
             typed::<crate::load::external::section::ExternalLoad>(v)

@@ -60,8 +60,10 @@ pub struct TraceArgs {
     /// measuring overhead). Leaving out a required one makes the measurement untrusted (exit 3).
     #[arg(long = "skip-probe", value_name = "PROGRAM", hide = true)]
     pub skip_probe: Vec<String>,
-    /// Also attach the off-CPU probes `trapdetect run` uses (for measuring their overhead).
-    #[arg(long, hide = true)]
+    /// Also attach the off-CPU probes `trapdetect run` uses and report where the threads'
+    /// time went over the window (on a CPU, waiting for one, blocked by why); they run at
+    /// every context switch of the host.
+    #[arg(long)]
     pub offcpu: bool,
     /// No progress on stderr (errors, warnings and the start line remain).
     #[arg(long, short = 'q', conflicts_with = "progress")]

@@ -279,6 +279,7 @@ pub fn families(doc: &Value, base: &Labels) -> Vec<Family> {
     let mut fams = vec![];
     verdict_families(doc, base, &mut fams);
     fs_families(doc, base, &mut fams);
+    threads_families(doc, base, &mut fams);
     if let Some(l) = load_of(doc) {
         load_families(l, base, &mut fams);
     }
@@ -365,6 +366,29 @@ fn fs_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
                 let mut l = fs_labels(r);
                 l.push(("syscall", r["syscall"].as_str().unwrap_or("").to_string()));
                 Some((l, r["per_request"].as_f64()?))
+            })
+            .collect(),
+    });
+}
+
+/// Where the traced threads' time went (the `threads` section of `trace --offcpu` and the
+/// agent's windows): threads on average in each state, thread-seconds per second.
+fn threads_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
+    let t = &doc["threads"];
+    let (Some(states), Some(w)) = (t["thread_seconds"].as_object(), t["window_s"].as_f64()) else {
+        return;
+    };
+    fams.push(Family {
+        name: "trapdetect_threads",
+        help: "The target's threads on average in each state over the window (thread-seconds \
+               per second): on_cpu, run_queue (runnable, waiting for a CPU), or blocked by why \
+               (path, file_io, file_lock, futex, wait_work, sleep, other, no_syscall, unknown).",
+        samples: states
+            .iter()
+            .filter_map(|(state, v)| {
+                let mut l = base.clone();
+                l.push(("state", state.clone()));
+                Some((l, crate::traps::round(v.as_f64()? / w.max(1e-9), 3)))
             })
             .collect(),
     });

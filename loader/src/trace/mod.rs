@@ -14,6 +14,7 @@ pub mod run;
 pub mod seconds;
 mod session;
 pub mod stack;
+pub mod threads;
 
 use std::{
     collections::HashMap,
@@ -330,6 +331,7 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
         armed,
         net: net_measured,
         cost: tracer_cost,
+        threads,
     } = obs;
     let hints: Vec<Vec<u8>> = cwds.iter().map(|c| c.path.clone()).collect();
 
@@ -391,6 +393,9 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
     report.paths = aggregate::path_rows(&fs.calls, &mounts, requests, opts.top);
     net::finish(net_start, armed, net_measured, &probe_rows, report);
     report.add(&cost::section(&tracer_cost, requests));
+    if let Some(t) = &threads {
+        report.add(t);
+    }
     report.probes = probe_rows;
     let m = measurement(
         &counts,

@@ -490,6 +490,50 @@ fn split_time(
     }
 }
 
+/// The off-CPU sums and the intervals each of the tree's threads is in, at one instant: two
+/// of them split the time between ([`TimeMark::until`]), as the sampler splits a second.
+pub struct TimeMark {
+    reading: OffcpuReading,
+    credit: HashMap<u32, (Bucket, u64)>,
+    threads: usize,
+}
+
+impl TimeMark {
+    /// Now, for the threads of `root` and its descendants (`None`: the off-CPU probes are not
+    /// attached, or their sums could not be read).
+    pub fn now(probes: &dyn KernelSource, root: u32) -> Option<TimeMark> {
+        if !probes.offcpu_attached() {
+            return None;
+        }
+        let (_, tids) = threads_of(root, &process::scan());
+        let reading = probes.offcpu_read().ok()?;
+        let slots = probes.thread_slots(&tids).unwrap_or_default();
+        Some(TimeMark {
+            credit: credit_of(&slots, reading.at_ns),
+            reading,
+            threads: tids.len(),
+        })
+    }
+
+    /// The threads' time from this mark to `later`: on a CPU, waiting for one, blocked by
+    /// class (thread-seconds), the intervals lost, and the threads at `later`.
+    pub fn until(&self, later: &TimeMark) -> KernelSecond {
+        let mut sec = KernelSecond {
+            dt_s: later.reading.at_ns.saturating_sub(self.reading.at_ns) as f64 / 1e9,
+            threads: later.threads,
+            ..Default::default()
+        };
+        split_time(
+            &mut sec,
+            &self.reading,
+            &later.reading,
+            &later.credit,
+            &self.credit,
+        );
+        sec
+    }
+}
+
 impl Sampler {
     /// A sampler whose seconds count from `start_ns` (the load's measured start).
     pub fn new(root: u32, start_ns: u64) -> Self {

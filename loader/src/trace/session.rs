@@ -21,7 +21,10 @@ use trapdetect_common::{
 use super::{
     CwdSampler, LoadDriver, LoadOutcome, Options, interrupted,
     keepalive::{self, KeepAliveWatch},
-    net, requests, spawn_ring_reader, thread_cpu_ns,
+    net, requests,
+    seconds::TimeMark,
+    spawn_ring_reader, thread_cpu_ns,
+    threads::ThreadTime,
 };
 use crate::{
     error::Result,
@@ -65,6 +68,8 @@ pub(super) struct Window {
     exited_after: Option<f64>,
     cwds: CwdSampler,
     cpu_before: Option<HashMap<u32, u64>>,
+    /// The threads' off-CPU sums and open intervals at the window's start.
+    time_start: Option<TimeMark>,
 }
 
 /// Everything one trace observed, gathered once after the window.
@@ -116,6 +121,8 @@ pub(super) struct Observations {
     pub net: net::Measured,
     /// What the trace cost: its programs' run time, its own CPU.
     pub cost: super::cost::Measured,
+    /// Where the threads' time went, when the off-CPU probes were attached.
+    pub threads: Option<ThreadTime>,
 }
 
 impl Session {
@@ -264,6 +271,7 @@ impl Session {
         cwds.rescan(opts.pid);
         cwds.sample();
         let cpu_before = thread_cpu_ns(&cwds.tree);
+        let time_start = TimeMark::now(&self.probes, opts.pid);
         let mut last_sample = Instant::now();
         let mut last_rescan = Instant::now();
         let mut last_look = Instant::now();
@@ -329,6 +337,7 @@ impl Session {
             exited_after,
             cwds,
             cpu_before,
+            time_start,
         })
     }
 
@@ -361,7 +370,11 @@ impl Session {
             exited_after,
             cwds,
             cpu_before,
+            time_start,
         } = window;
+        // The threads' time up to the window's end, before anything else is read.
+        let threads = time_start
+            .and_then(|a| TimeMark::now(&probes, opts.pid).map(|b| ThreadTime::of(&a.until(&b))));
         // Stop the probe load first (in-flight requests finish) so its last requests'
         // syscalls are in the counts read next.
         let (outcome, sent_bytes_max, request_ms) = finish_load(load)?;
@@ -382,6 +395,7 @@ impl Session {
         let (strings, truncated) = path_strings(&done, reader);
         let fuse_measured = probes.is_attached(PROG_FUSE_REQUEST_SEND);
         let cost = cost_of(&probes, &stats.borrow(), stats_since, cpu_since);
+
         let probe_rows = std::mem::take(&mut probes.rows);
         let missing_required = std::mem::take(&mut probes.missing_required);
         // Detach now: everything below is user-space work. Statistics off with them (the
@@ -427,6 +441,7 @@ impl Session {
                     upstream,
                 },
                 cost,
+                threads,
             },
             outcome,
         ))

@@ -6,7 +6,10 @@
 //! the same for both), as % of one core, the agent's beyond `trace`'s; the agent's RSS after
 //! its first window and at the end; the time a `/metrics` scrape takes (20 scrapes); the CPU
 //! a window costs beyond `trace`'s (attaching: mostly the verifier, in the kernel; judging),
-//! and what that makes at the default 60 s window.
+//! and what that makes at the default 60 s window; the eBPF programs' own share of one CPU
+//! (the kernel's run-time statistics: `tracer.bpf_cpu_pct`) in trace's window and in the
+//! agent's last. Both with the off-CPU probes attached (`trace --offcpu`; the agent's
+//! default), so both split the threads' time.
 //! `TRAPDETECT_AGENT_BENCH_SECONDS` sets the run's length (default 60; 1800 for the 30-minute
 //! RSS check).
 
@@ -76,6 +79,8 @@ struct Figures {
     rss_end_kib: u64,
     scrape_ms: (f64, f64),
     rates: [f64; 2],
+    /// The eBPF programs' share of one CPU, %: trace's window, the agent's last.
+    bpf_pct: [f64; 2],
     /// Windows the agent completed, and its CPU seconds beyond trace's over the run, per
     /// window.
     windows: f64,
@@ -86,15 +91,28 @@ struct Figures {
 fn measure(pid: u32, url: &str, rate: u32, secs: u64) -> Result<Figures> {
     // trace: one window of the whole run.
     let l = load(url, rate, secs)?;
-    let mut t = Command::new(bin())
-        .args(["trace", "--pid", &pid.to_string(), "-q", "--json"])
+    let t = Command::new(bin())
+        .args([
+            "trace",
+            "--pid",
+            &pid.to_string(),
+            "-q",
+            "--json",
+            "--offcpu",
+        ])
         .args(["--duration", &format!("{secs}s")])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
     std::thread::sleep(Duration::from_secs(secs) - Duration::from_millis(500));
     let (trace_cpu, _) = usage(t.id()).context("trace's /proc")?;
-    let _ = t.wait();
+    let out = t.wait_with_output()?;
+    let trace_doc: serde_json::Value = serde_json::from_slice(&out.stdout).context("trace JSON")?;
+    anyhow::ensure!(
+        trace_doc["threads"].is_object(),
+        "trace --offcpu gave no threads section"
+    );
+    let trace_bpf = trace_doc["tracer"]["bpf_cpu_pct"].as_f64().unwrap_or(0.0);
     let trace_rate = delivered(l)?;
     // agent: 10 s windows.
     let port = free_port();
@@ -117,7 +135,9 @@ fn measure(pid: u32, url: &str, rate: u32, secs: u64) -> Result<Figures> {
     std::thread::sleep(left);
     let (agent_cpu, rss_end) = usage(a.id()).context("agent's /proc")?;
     let agent_s = start.elapsed().as_secs_f64();
-    let windows = gauge(&scrape(port)?.1, "trapdetect_agent_windows").unwrap_or(0.0);
+    let last = scrape(port)?.1;
+    let windows = gauge(&last, "trapdetect_agent_windows").unwrap_or(0.0);
+    let agent_bpf = gauge(&last, "trapdetect_tracer_cpu_ratio").unwrap_or(0.0) * 100.0;
     let trace_per_s = trace_cpu / (secs as f64 - 0.5);
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(a.id() as i32, libc::SIGTERM) };
@@ -133,6 +153,7 @@ fn measure(pid: u32, url: &str, rate: u32, secs: u64) -> Result<Figures> {
         rss_end_kib: rss_end,
         scrape_ms: (median(&scrapes), max),
         rates: [trace_rate, agent_rate],
+        bpf_pct: [trace_bpf, agent_bpf],
     })
 }
 
@@ -163,7 +184,7 @@ pub fn run() -> Result<()> {
         "\ntrapdetect agent (10 s windows) against trace (one window), {secs} s each, the same open-loop load:"
     );
     println!(
-        "{:<52} {:>7} {:>7} {:>8} {:>7} {:>9} {:>7} {:>11} {:>9} {:>9} {:>12}",
+        "{:<52} {:>7} {:>7} {:>8} {:>7} {:>9} {:>7} {:>11} {:>9} {:>9} {:>12} {:>11}",
         "server @ rate",
         "trace %",
         "agent %",
@@ -174,7 +195,8 @@ pub fn run() -> Result<()> {
         "2xx/s t|a",
         "RSS 1st",
         "RSS end",
-        "scrape ms"
+        "scrape ms",
+        "eBPF % t|a"
     );
     for (what, pid, url, rate) in cases {
         let f = measure(pid, &url, rate, secs)?;
@@ -182,7 +204,7 @@ pub fn run() -> Result<()> {
         // At the default 60 s window the same cost a window is spread over 60 s.
         let at_60 = f.per_window_cpu_s / 60.0 * 100.0;
         println!(
-            "{:<52} {:>7.2} {:>7.2} {:>8.2} {:>7.0} {:>9.3} {:>7.2} {:>5.0}|{:<5.0} {:>8}K {:>8}K {:>5.2}|{:<6.2}",
+            "{:<52} {:>7.2} {:>7.2} {:>8.2} {:>7.0} {:>9.3} {:>7.2} {:>5.0}|{:<5.0} {:>8}K {:>8}K {:>5.2}|{:<6.2} {:>5.2}|{:<5.2}",
             format!("{what} @ {rate}/s"),
             f.trace_cpu_pct,
             f.agent_cpu_pct,
@@ -195,7 +217,9 @@ pub fn run() -> Result<()> {
             f.rss_first_kib,
             f.rss_end_kib,
             f.scrape_ms.0,
-            f.scrape_ms.1
+            f.scrape_ms.1,
+            f.bpf_pct[0],
+            f.bpf_pct[1]
         );
         record(
             &format!("agent/{rate}"),
@@ -210,6 +234,7 @@ pub fn run() -> Result<()> {
                 "delivered_per_s": {"trace": f.rates[0], "agent": f.rates[1]},
                 "agent_rss_kib": {"first_window": f.rss_first_kib, "end": f.rss_end_kib},
                 "scrape_ms": {"median": f.scrape_ms.0, "max": f.scrape_ms.1},
+                "ebpf_cpu_pct_of_one_core": {"trace": f.bpf_pct[0], "agent_last_window": f.bpf_pct[1]},
             }),
         );
     }
