@@ -69,7 +69,11 @@ pub fn window(cfg: &Config, resolve: &Resolve) -> Result<Report> {
         btf: cfg.btf.clone(),
         watch_clients: vec![],
         skip_probes: vec![],
-        offcpu: cfg.offcpu,
+        offcpu: if cfg.offcpu {
+            trace::OffCpu::Window
+        } else {
+            trace::OffCpu::Off
+        },
     };
     let (mut report, _) = crate::sample::measure(&cfg.backend, &opts, None)?;
     if let Some(t) = report.target.as_mut() {

@@ -122,7 +122,7 @@ pub fn run(args: RunArgs) -> Result<i32> {
         btf: args.btf.clone(),
         watch_clients: vec![],
         skip_probes: vec![],
-        offcpu: true,
+        offcpu: trace::OffCpu::PerSecond,
     };
     let other = if external {
         Some(ExternalDriver::new(

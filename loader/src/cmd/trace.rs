@@ -143,7 +143,11 @@ pub fn run(args: TraceArgs) -> Result<i32> {
         btf: args.btf.clone(),
         watch_clients: args.watch_client.clone(),
         skip_probes: args.skip_probe.clone(),
-        offcpu: args.offcpu,
+        offcpu: if args.offcpu {
+            trace::OffCpu::Window
+        } else {
+            trace::OffCpu::Off
+        },
     };
     // Validate and resolve the URL before attaching anything.
     let mut probe = match &args.url {

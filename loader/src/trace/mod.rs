@@ -62,8 +62,20 @@ pub struct Options {
     pub watch_clients: Vec<u32>,
     /// Programs not to attach (`--skip-probe`).
     pub skip_probes: Vec<String>,
-    /// Attach the off-CPU probes (`trapdetect run`).
-    pub offcpu: bool,
+    /// Whether the off-CPU probes attach, and who reads them.
+    pub offcpu: OffCpu,
+}
+
+/// Whether the off-CPU probes attach ([`Options::offcpu`]), and who reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffCpu {
+    /// Not attached.
+    Off,
+    /// Attached; the report splits the threads' time over the window (its `threads` section:
+    /// `trace --offcpu`, the agent).
+    Window,
+    /// Attached for `run`'s sampler, which splits every second in its own section.
+    PerSecond,
 }
 
 /// SIGINT/SIGTERM received since the process started, never reset; and how many there had

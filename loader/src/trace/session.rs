@@ -68,8 +68,8 @@ pub(super) struct Window {
     exited_after: Option<f64>,
     cwds: CwdSampler,
     cpu_before: Option<HashMap<u32, u64>>,
-    /// The threads' off-CPU sums and open intervals at the window's start.
-    time_start: Option<TimeMark>,
+    /// Where the threads' time went over the window (the off-CPU probes attached).
+    threads: Option<ThreadTime>,
 }
 
 /// Everything one trace observed, gathered once after the window.
@@ -168,7 +168,7 @@ impl Session {
             &AttachOptions {
                 skip: opts.skip_probes.clone(),
                 watch_clients: !opts.watch_clients.is_empty(),
-                offcpu: opts.offcpu,
+                offcpu: opts.offcpu != super::OffCpu::Off,
                 no_served_ports: own_ports.is_empty() && front_ports.is_empty(),
                 served_held: keepalive.is_some(),
             },
@@ -271,7 +271,9 @@ impl Session {
         cwds.rescan(opts.pid);
         cwds.sample();
         let cpu_before = thread_cpu_ns(&cwds.tree);
-        let time_start = TimeMark::now(&self.probes, opts.pid);
+        let time_start = (opts.offcpu == super::OffCpu::Window)
+            .then(|| TimeMark::now(&self.probes, opts.pid))
+            .flatten();
         let mut last_sample = Instant::now();
         let mut last_rescan = Instant::now();
         let mut last_look = Instant::now();
@@ -325,6 +327,9 @@ impl Session {
             }
         }
         let window_s = start.elapsed().as_secs_f64();
+        let threads = time_start.and_then(|a| {
+            TimeMark::now(&self.probes, opts.pid).map(|b| ThreadTime::of(&a.until(&b)))
+        });
         if let Some(l) = load.as_deref_mut() {
             l.end(&self.probes);
         }
@@ -337,7 +342,7 @@ impl Session {
             exited_after,
             cwds,
             cpu_before,
-            time_start,
+            threads,
         })
     }
 
@@ -370,11 +375,8 @@ impl Session {
             exited_after,
             cwds,
             cpu_before,
-            time_start,
+            threads,
         } = window;
-        // The threads' time up to the window's end, before anything else is read.
-        let threads = time_start
-            .and_then(|a| TimeMark::now(&probes, opts.pid).map(|b| ThreadTime::of(&a.until(&b))));
         // Stop the probe load first (in-flight requests finish) so its last requests'
         // syscalls are in the counts read next.
         let (outcome, sent_bytes_max, request_ms) = finish_load(load)?;
@@ -395,7 +397,6 @@ impl Session {
         let (strings, truncated) = path_strings(&done, reader);
         let fuse_measured = probes.is_attached(PROG_FUSE_REQUEST_SEND);
         let cost = cost_of(&probes, &stats.borrow(), stats_since, cpu_since);
-
         let probe_rows = std::mem::take(&mut probes.rows);
         let missing_required = std::mem::take(&mut probes.missing_required);
         // Detach now: everything below is user-space work. Statistics off with them (the
