@@ -1014,10 +1014,19 @@ fn host_noise(o: &RunObs, quota_binds: bool) -> Option<Finding> {
 /// cpu.saturated: the load is capped, the CPUs the target may use are busy, with the target
 /// (and the processes that hand it work), and its busy time is mostly on a CPU or waiting for
 /// one. No trap: that is the server's capacity on these CPUs. Busy CPUs alone may be other
-/// processes' (host.noise); under a binding quota the cap is the quota.
+/// processes' (host.noise); under a binding quota the cap is the quota. A server at its
+/// capacity has a thread at work most of its time (a worker): a proxy whose threads wait for
+/// work while the stack behind it and the generator fill the CPUs is not (nginx in front of
+/// php-fpm and a Node app, its worker at work 36 % of its time, the CPUs 1.70 of 2 busy).
 fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
     let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.work_s();
-    if quota_binds || !o.capped() || !o.cpus_saturated() || !cpu_bound || o.noisy() {
+    if quota_binds
+        || !o.capped()
+        || !o.cpus_saturated()
+        || !cpu_bound
+        || o.noisy()
+        || o.workers == 0
+    {
         return None;
     }
     let busy = o.mean(|s| s.target_cpus_busy);
@@ -2694,6 +2703,43 @@ mod tests {
                 r##"{"id":"fs.slow-ops","severity":"fail","title":"0.8 threads on average wait on /mnt/slow (fuse.slowfs, FUSE)","evidence":{"share_of_busy_thread_time_pct":69.6,"share_of_thread_wall_time_pct":36.4,"mean_threads":0.8,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":5850.0,"ops_per_request":9.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"files the requests use","predicted_ceiling_per_s":452.2,"mount_ceiling_per_s":650.0},"predicted":"ceiling ≈ 1 worker ÷ 2.21 ms busy per request ≈ 452 req/s (delivered 520 req/s): each request holds a worker through its 1.54 ms on /mnt/slow (70 % of its busy time); the mount alone could serve 650 req/s","remedy":"move the code and files the requests use (docroot, includes, sessions) off /mnt/slow to a native filesystem, or enable caching on the mount; the server's start directory is not the cause"}"##,
                 r##"{"id":"fs.serialized","severity":"fail","title":"4.7 threads on average wait on /mnt/slow (fuse.slowfs, FUSE): its operations are serialized (flat rate while waiters queue)","evidence":{"share_of_busy_thread_time_pct":94.9,"share_of_thread_wall_time_pct":78.3,"mean_threads":4.7,"mount":"/mnt/slow","fs_type":"fuse.slowfs","ops_kind":"FUSE requests","ops_per_s":4680.0,"capacity_ops_per_s":4680.0,"delivered_per_s":520.0,"serialized_basis":"its per-second rate against the threads waiting (no per-request latency here: FUSE on Linux 6.13+ only)","cause":"working directory"},"remedy":"start the server from a directory on a native filesystem (its working directory is on /mnt/slow, and every request walks it), or enable caching on the mount"}"##,
             ],
+        );
+    }
+
+    /// nginx in front of php-fpm and a Node app, flooded (the shape of a CI run): the CPUs
+    /// 1.70 of 2 busy with the stack behind it and the generator, nginx's two threads (master
+    /// and worker) on a CPU 0.17 of a core and waiting for one 0.19, waiting for work the
+    /// rest. Its busy time is CPU, but no thread of it works half its time: not the server at
+    /// its capacity. The same with a worker (a thread at work most of its time) is.
+    #[test]
+    fn saturated_cpus_are_no_verdict_on_a_server_without_a_worker() {
+        let mut o = flat_run(RunSecond {
+            offered: 3712,
+            ok_2xx: 1832,
+            cores_busy: 1.7,
+            target_cpus_busy: 1.7,
+            threads: 2,
+            ..Default::default()
+        });
+        o.delivered_rate = 1832.0;
+        o.answered = 1832 * 6;
+        o.on_cpu_s = 0.17 * 5.95;
+        o.runq_s = 0.19 * 5.95;
+        o.off_s = off(&[("wait_work", 1.64 * 5.95)]);
+        o.workers = 0;
+        let ids = |o: &RunObs| -> Vec<String> {
+            rules(o).iter().map(|f| f.id.as_str().to_string()).collect()
+        };
+        assert!(
+            !ids(&o).contains(&"cpu.saturated".to_string()),
+            "{:?}",
+            ids(&o)
+        );
+        o.workers = 1;
+        assert!(
+            ids(&o).contains(&"cpu.saturated".to_string()),
+            "{:?}",
+            ids(&o)
         );
     }
 
