@@ -213,6 +213,38 @@ fn same_as_report<'a>(
         .iter()
         .map(|(k, v)| (k.clone(), (v.as_f64().unwrap() / w * 1e3).round() / 1e3))
         .collect();
+    // The syscall latency on each filesystem, bucket by bucket (le compared as a number:
+    // Prometheus may write it its own way).
+    let le = |s: &str| -> u64 {
+        if s == "+Inf" {
+            f64::INFINITY.to_bits()
+        } else {
+            s.parse::<f64>().unwrap().to_bits()
+        }
+    };
+    let buckets: BTreeMap<(String, u64), f64> = query(
+        port,
+        &format!("trapdetect_syscall_duration_seconds_bucket{sel}"),
+        at,
+    )
+    .into_iter()
+    .map(|(l, v)| ((l["mount_point"].clone(), le(&l["le"])), v))
+    .collect();
+    let mut want_buckets = BTreeMap::new();
+    for f in r["filesystems"].as_array().unwrap() {
+        let h = &f["syscall_latency"];
+        let Some(calls) = h["calls"].as_f64() else {
+            continue;
+        };
+        let m = f["mount_point"].as_str().unwrap().to_string();
+        for b in h["le_us"].as_array().unwrap() {
+            let ns = (b[0].as_f64().unwrap() * 1e3).round();
+            want_buckets.insert((m.clone(), (ns / 1e9).to_bits()), b[1].as_f64().unwrap());
+        }
+        want_buckets.insert((m, f64::INFINITY.to_bits()), calls);
+    }
+    assert!(!want_buckets.is_empty(), "{sel}: {r}");
+    assert_eq!(buckets, want_buckets, "{sel}: window {n}");
     // On a CPU, waiting for one, and the nine classes of blocking.
     assert_eq!(want.len(), 11, "{sel}: {t}");
     assert_eq!(states, want, "{sel}: window {n}");

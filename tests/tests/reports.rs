@@ -574,6 +574,37 @@ fn trace_report_renders_in_chromium_with_every_chart() {
         sample(&om, "trapdetect_finding", ("id", "fs.cwd-slow")),
         1.0
     );
+    // The slow mount's syscall latency, bucket by bucket, as the JSON has it.
+    let slow_fs = v["filesystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["fs_type"] == "fuse.slowfs")
+        .unwrap();
+    let lat = &slow_fs["syscall_latency"];
+    let om_buckets: Vec<(String, f64)> = om["trapdetect_syscall_duration_seconds_bucket"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s[0]["fs_type"] == "fuse.slowfs")
+        .map(|s| {
+            (
+                s[0]["le"].as_str().unwrap().to_string(),
+                s[1].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let mut want: Vec<(String, f64)> = lat["le_us"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let ns = (b[0].as_f64().unwrap() * 1e3).round();
+            (format!("{}", ns / 1e9), b[1].as_f64().unwrap())
+        })
+        .collect();
+    want.push(("+Inf".into(), lat["calls"].as_f64().unwrap()));
+    assert_eq!(om_buckets, want, "{lat}");
     // Each state's threads on average: its thread-seconds over the window.
     let w = v["threads"]["window_s"].as_f64().unwrap();
     for (state, ts) in v["threads"]["thread_seconds"].as_object().unwrap() {

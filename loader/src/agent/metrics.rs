@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::State;
-use crate::report::export::{self, Family, Labels, write_families};
+use crate::report::export::{self, Family, Kind, Labels, write_families};
 
 /// The exposition text for the state as it is now.
 pub fn text(s: &State) -> String {
@@ -42,6 +42,7 @@ pub fn families(s: &State) -> Vec<Family> {
 /// Gauges of one sample each, from the report's figures where present.
 fn one(name: &'static str, help: &'static str, base: &Labels, v: Option<f64>) -> Family {
     Family {
+        kind: Kind::Gauge,
         name,
         help,
         samples: v.into_iter().map(|v| (base.clone(), v)).collect(),
@@ -53,6 +54,7 @@ fn one(name: &'static str, help: &'static str, base: &Labels, v: Option<f64>) ->
 fn rates(doc: &Value, base: &Labels) -> Vec<Family> {
     let net = &doc["network"];
     let mut lookups = Family {
+        kind: Kind::Gauge,
         name: "trapdetect_lookups_per_second",
         help: "Path components resolved per second of the window, per filesystem.",
         samples: vec![],

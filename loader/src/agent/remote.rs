@@ -107,7 +107,8 @@ pub fn encode(fams: &[Family], at_ms: i64) -> Vec<u8> {
     let mut req = vec![];
     for f in fams {
         for (labels, v) in &f.samples {
-            let mut all: Vec<(&str, &str)> = vec![("__name__", f.name)];
+            let name = f.series_name();
+            let mut all: Vec<(&str, &str)> = vec![("__name__", &name)];
             all.extend(labels.iter().map(|(k, v)| (*k, v.as_str())));
             all.sort_by(|a, b| a.0.cmp(b.0));
             let mut ts = vec![];
@@ -164,12 +165,14 @@ pub fn snappy_literal(data: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::export::Kind;
 
     /// One sample, encoded by hand from the protobuf wire format: the bytes must be exactly
     /// these (labels sorted, `__name__` first here as it sorts first).
     #[test]
     fn one_sample_is_the_wire_format_by_hand() {
         let fams = [Family {
+            kind: Kind::Gauge,
             name: "m",
             help: "",
             samples: vec![(vec![("test_id", "t".to_string())], 1.0)],

@@ -251,12 +251,37 @@ fn label(s: &str) -> String {
 
 /// One OpenMetrics family: gauges by their labels.
 pub struct Family {
+    /// How its samples are typed.
+    pub kind: Kind,
     /// The metric's name.
     pub name: &'static str,
     /// Its HELP text.
     pub help: &'static str,
     /// Each sample's labels and value.
     pub samples: Vec<(Labels, f64)>,
+}
+
+/// How a family's samples are typed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    /// One value per label set.
+    #[default]
+    Gauge,
+    /// A histogram: each sample a cumulative bucket, `le` its last label (`+Inf` the last),
+    /// written `NAME_bucket`. Of the window (read them with `histogram_quantile`, not `rate`):
+    /// OpenMetrics' `gaugehistogram` says that, but the classic text format node_exporter's
+    /// textfile collector parses has no such type.
+    Histogram,
+}
+
+impl Family {
+    /// The series name each sample is written under.
+    pub fn series_name(&self) -> String {
+        match self.kind {
+            Kind::Gauge => self.name.to_string(),
+            Kind::Histogram => format!("{}_bucket", self.name),
+        }
+    }
 }
 
 /// Findings (one gauge per finding, labelled by id and severity), the verdict, per-request
@@ -293,6 +318,7 @@ pub type Labels = Vec<(&'static str, String)>;
 fn verdict_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
     let base = || base.clone();
     let mut f = Family {
+        kind: Kind::Gauge,
         name: "trapdetect_finding",
         help: "A trap the run found (1 per finding), by id and severity.",
         samples: vec![],
@@ -305,11 +331,13 @@ fn verdict_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
     }
     fams.push(f);
     fams.push(Family {
+        kind: Kind::Gauge,
         name: "trapdetect_exit_code",
         help: "The run's exit code (0 ok, 1 fail finding, 3 untrusted).",
         samples: vec![(base(), doc["exit_code"].as_f64().unwrap_or(0.0))],
     });
     fams.push(Family {
+        kind: Kind::Gauge,
         name: "trapdetect_measurement_trusted",
         help: "1 when the run's figures can be trusted.",
         samples: vec![(
@@ -337,6 +365,7 @@ fn fs_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
     };
     let fs = doc["filesystems"].as_array().cloned().unwrap_or_default();
     let per_fs = |name, help, key: &str, scale: f64| Family {
+        kind: Kind::Gauge,
         name,
         help,
         samples: fs
@@ -357,7 +386,9 @@ fn fs_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
         1e-3,
     ));
     let sys = doc["syscalls"].as_array().cloned().unwrap_or_default();
+    fams.push(latency_family(&fs, fs_labels));
     fams.push(Family {
+        kind: Kind::Gauge,
         name: "trapdetect_syscalls_per_request",
         help: "Calls per request, per syscall and filesystem.",
         samples: sys
@@ -371,6 +402,38 @@ fn fs_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
     });
 }
 
+/// The latency of the syscalls ending on each filesystem (`syscall_latency`), as buckets of
+/// seconds.
+fn latency_family(fs: &[Value], labels: impl Fn(&Value) -> Labels) -> Family {
+    let mut f = Family {
+        kind: Kind::Histogram,
+        name: "trapdetect_syscall_duration_seconds",
+        help: "Latency of the window's syscalls whose object is on the filesystem: calls at \
+               or under each bound (exact: the bounds are the kernel buckets' edges).",
+        samples: vec![],
+    };
+    for r in fs {
+        let h = &r["syscall_latency"];
+        let (Some(calls), Some(le)) = (h["calls"].as_f64(), h["le_us"].as_array()) else {
+            continue;
+        };
+        let bucket = |bound: String, n: f64| {
+            let mut l = labels(r);
+            l.push(("le", bound));
+            (l, n)
+        };
+        for b in le {
+            if let (Some(us), Some(n)) = (b[0].as_f64(), b[1].as_f64()) {
+                // The bounds are whole nanoseconds: seconds from those, correctly rounded.
+                let ns = (us * 1e3).round() as u64;
+                f.samples.push(bucket(format!("{}", ns as f64 / 1e9), n));
+            }
+        }
+        f.samples.push(bucket("+Inf".into(), calls));
+    }
+    f
+}
+
 /// Where the traced threads' time went (the `threads` section of `trace --offcpu` and the
 /// agent's windows): threads on average in each state, thread-seconds per second.
 fn threads_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
@@ -379,6 +442,7 @@ fn threads_families(doc: &Value, base: &Labels, fams: &mut Vec<Family>) {
         return;
     };
     fams.push(Family {
+        kind: Kind::Gauge,
         name: "trapdetect_threads",
         help: "The target's threads on average in each state over the window (thread-seconds \
                per second): on_cpu, run_queue (runnable, waiting for a CPU), or blocked by why \
@@ -431,6 +495,7 @@ fn load_families(l: &Value, base: &Labels, fams: &mut Vec<Family>) {
     ] {
         if let Some(v) = l[key].as_f64() {
             fams.push(Family {
+                kind: Kind::Gauge,
                 name,
                 help,
                 samples: vec![(url(), v)],
@@ -438,6 +503,7 @@ fn load_families(l: &Value, base: &Labels, fams: &mut Vec<Family>) {
         }
     }
     let mut lat = Family {
+        kind: Kind::Gauge,
         name: "trapdetect_load_latency_seconds",
         help: "Latency from the intended send time, by status class and quantile.",
         samples: vec![],
@@ -465,13 +531,18 @@ fn load_families(l: &Value, base: &Labels, fams: &mut Vec<Family>) {
 pub fn write_families(fams: &[Family]) -> String {
     let mut o = String::new();
     for f in fams.iter().filter(|f| !f.samples.is_empty()) {
-        let _ = writeln!(o, "# TYPE {} gauge\n# HELP {} {}", f.name, f.name, f.help);
+        let kind = match f.kind {
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        };
+        let _ = writeln!(o, "# TYPE {} {kind}\n# HELP {} {}", f.name, f.name, f.help);
+        let series = f.series_name();
         for (labels, v) in &f.samples {
             let l: Vec<String> = labels
                 .iter()
                 .map(|(k, v)| format!("{k}=\"{}\"", label(v)))
                 .collect();
-            let _ = writeln!(o, "{}{{{}}} {}", f.name, l.join(","), fmt_value(*v));
+            let _ = writeln!(o, "{series}{{{}}} {}", l.join(","), fmt_value(*v));
         }
     }
     o.push_str("# EOF\n");
@@ -510,6 +581,58 @@ mod tests {
         assert_eq!(lines[4], "       2.000 1.000000000000          4");
         assert!(lines[5].starts_with("#[Mean    =        1.500, StdDeviation   =        0.500]"));
         assert!(lines[6].ends_with("Total count    =            4]"));
+    }
+
+    /// A filesystem's syscall latency from the kernel's buckets: calls at 300 ns, 5 µs and
+    /// two at 250 µs give exact counts at the bounds up to the first that holds all four, and
+    /// the OpenMetrics histogram of them in seconds, `+Inf` the calls.
+    #[test]
+    fn syscall_latency_is_exact_at_the_kernels_bucket_edges() {
+        use trapdetect_common::hist::{HIST_BUCKETS, bucket_of};
+        let mut hist = vec![0u64; HIST_BUCKETS as usize];
+        for ns in [300, 5_000, 250_000, 250_000] {
+            hist[bucket_of(ns) as usize] += 1;
+        }
+        let b = crate::report::LatencyBuckets::of(&hist, 4, 505_300);
+        assert_eq!(
+            b.le_us,
+            [
+                (1.024, 1),
+                (4.096, 1),
+                (16.384, 2),
+                (65.536, 2),
+                (262.144, 4)
+            ]
+        );
+        assert_eq!((b.calls, b.sum_us), (4, 505.3));
+        let doc = json!({"schema": "trapdetect.report/1", "command": "trace", "exit_code": 0,
+            "filesystems": [{"mount_point": "/mnt/slow", "fs_type": "fuse.slowfs",
+                "syscall_latency": serde_json::to_value(&b).unwrap()},
+                {"mount_point": "/", "fs_type": "ext4"}]});
+        let t = openmetrics(&doc);
+        let l = "command=\"trace\",mount_point=\"/mnt/slow\",fs_type=\"fuse.slowfs\"";
+        let lines: Vec<&str> = t
+            .lines()
+            .filter(|x| x.contains("syscall_duration"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "# TYPE trapdetect_syscall_duration_seconds histogram".to_string(),
+                "# HELP trapdetect_syscall_duration_seconds Latency of the window's syscalls whose object is on the filesystem: calls at or under each bound (exact: the bounds are the kernel buckets' edges).".to_string(),
+                format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"0.000001024\"}} 1"),
+                format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"0.000004096\"}} 1"),
+                format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"0.000016384\"}} 2"),
+                format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"0.000065536\"}} 2"),
+                format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"0.000262144\"}} 4"),
+                format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"+Inf\"}} 4"),
+            ]
+        );
+        // A call beyond the last bound (4.29 s) is in +Inf only.
+        hist[bucket_of(5_000_000_000) as usize] += 1;
+        let b = crate::report::LatencyBuckets::of(&hist, 5, 0);
+        assert_eq!(b.le_us.len(), 12);
+        assert_eq!(b.le_us[11], (4_294_967.296, 4));
     }
 
     #[test]

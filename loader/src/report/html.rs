@@ -1606,6 +1606,7 @@ mod tests {
             lookups_per_request: Some(7.0),
             lookups_per_second: 70.0,
             syscall_ms_per_request: Some(1.5),
+            syscall_latency: None,
             fuse_ops: vec![],
             fuse_queue: vec![],
         });

@@ -118,6 +118,9 @@ pub struct FsRow {
     pub lookups_per_second: f64,
     /// Time per request spent in syscalls whose walk ends on this filesystem, ms.
     pub syscall_ms_per_request: Option<f64>,
+    /// Those syscalls' latency distribution (absent when none ended here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscall_latency: Option<LatencyBuckets>,
     /// FUSE requests measured at the fuse tracepoint, per opcode.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fuse_ops: Vec<FuseOps>,
@@ -125,6 +128,43 @@ pub struct FsRow {
     /// already in flight on the connection (fuse_request_end, Linux 6.13+).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fuse_queue: Vec<FuseQueueRow>,
+}
+
+/// A latency distribution as cumulative counts at fixed bounds: the calls at or under each
+/// bound, the bounds every second power of two of nanoseconds (1.024 µs, 4.096 µs, 16.4 µs …
+/// 4.29 s), where the kernel's log-linear buckets have edges, so each count is exact; listed up
+/// to the first bound that holds every call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencyBuckets {
+    /// Calls.
+    pub calls: u64,
+    /// Their summed latency, µs.
+    pub sum_us: f64,
+    /// (bound µs, calls at or under it), ascending.
+    pub le_us: Vec<(f64, u64)>,
+}
+
+impl LatencyBuckets {
+    /// From a kernel histogram ([`trapdetect_common::hist`]) of `calls` calls summing `sum_ns`.
+    pub fn of(hist: &[u64], calls: u64, sum_ns: u64) -> LatencyBuckets {
+        use trapdetect_common::hist::{MIN_OCTAVE, OCTAVES, SUB};
+        let mut le_us = vec![];
+        // Octave k's buckets start at index 1 + (k - MIN_OCTAVE) * SUB: everything before is
+        // under 2^k ns.
+        for k in (MIN_OCTAVE + 2..=MIN_OCTAVE + OCTAVES - 4).step_by(2) {
+            let below = (1 + (k - MIN_OCTAVE) * SUB) as usize;
+            let n: u64 = hist.iter().take(below).sum();
+            le_us.push(((1u64 << k) as f64 / 1e3, n));
+            if n >= calls {
+                break;
+            }
+        }
+        LatencyBuckets {
+            calls,
+            sum_us: crate::traps::round(sum_ns as f64 / 1e3, 3),
+            le_us,
+        }
+    }
 }
 
 /// FUSE requests sent with `ahead` of the traced processes' requests already in flight on the

@@ -13,7 +13,9 @@ use crate::{
     escape,
     host::mounts::{MountTable, normalize, relative_lookups},
     probe::PathTotals,
-    report::{FsRow, FuseOps, FuseQueueRow, PathRow, SyscallRow, latency, merge_hist},
+    report::{
+        FsRow, FuseOps, FuseQueueRow, LatencyBuckets, PathRow, SyscallRow, latency, merge_hist,
+    },
     traps::{
         fs::{Base, CallObs, FuseObs},
         round,
@@ -266,12 +268,15 @@ pub fn fs_rows(
 ) -> Vec<FsRow> {
     let mut lookups: HashMap<usize, u64> = HashMap::new();
     let mut time_ns: HashMap<usize, u64> = HashMap::new();
+    // The calls ending on each mount: their latency histogram.
+    let mut hists: HashMap<usize, Vec<u64>> = HashMap::new();
     for c in calls {
         for (m, n) in &c.walk {
             *lookups.entry(*m).or_default() += c.count * *n as u64;
         }
         if let Some(t) = c.target {
             *time_ns.entry(t).or_default() += c.sum_ns;
+            merge_hist(hists.entry(t).or_default(), &c.hist);
         }
     }
     let mut idx: Vec<usize> = lookups.keys().chain(time_ns.keys()).copied().collect();
@@ -296,6 +301,12 @@ pub fn fs_rows(
                     time_ns.get(&m).copied().unwrap_or(0) as f64 / 1e6,
                     requests,
                 ),
+                // Where the calls were timed (a sampled backend counts calls, not latency).
+                syscall_latency: hists
+                    .get(&m)
+                    .map(|h| (h, h.iter().sum::<u64>()))
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(h, n)| LatencyBuckets::of(h, n, time_ns.get(&m).copied().unwrap_or(0))),
                 fuse_ops: fuse
                     .iter()
                     .filter(|f| f.mount == Some(m))
