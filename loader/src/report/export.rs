@@ -249,7 +249,7 @@ fn label(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// One OpenMetrics family: gauges by their labels.
+/// One OpenMetrics family: gauges, or a histogram's buckets, by their labels ([`Kind`]).
 pub struct Family {
     /// How its samples are typed.
     pub kind: Kind,
