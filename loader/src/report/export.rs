@@ -584,8 +584,8 @@ mod tests {
     }
 
     /// A filesystem's syscall latency from the kernel's buckets: calls at 300 ns, 5 µs and
-    /// two at 250 µs give exact counts at the bounds up to the first that holds all four, and
-    /// the OpenMetrics histogram of them in seconds, `+Inf` the calls.
+    /// two at 250 µs give exact counts at every one of the twelve bounds, and the OpenMetrics
+    /// histogram of them in seconds, `+Inf` the calls.
     #[test]
     fn syscall_latency_is_exact_at_the_kernels_bucket_edges() {
         use trapdetect_common::hist::{HIST_BUCKETS, bucket_of};
@@ -594,16 +594,19 @@ mod tests {
             hist[bucket_of(ns) as usize] += 1;
         }
         let b = crate::report::LatencyBuckets::of(&hist, 4, 505_300);
+        assert_eq!(b.le_us.len(), 12);
         assert_eq!(
-            b.le_us,
+            b.le_us[..6],
             [
                 (1.024, 1),
                 (4.096, 1),
                 (16.384, 2),
                 (65.536, 2),
-                (262.144, 4)
+                (262.144, 4),
+                (1048.576, 4)
             ]
         );
+        assert_eq!(b.le_us[11], (4_294_967.296, 4));
         assert_eq!((b.calls, b.sum_us), (4, 505.3));
         let doc = json!({"schema": "trapdetect.report/1", "command": "trace", "exit_code": 0,
             "filesystems": [{"mount_point": "/mnt/slow", "fs_type": "fuse.slowfs",
@@ -615,8 +618,9 @@ mod tests {
             .lines()
             .filter(|x| x.contains("syscall_duration"))
             .collect();
+        assert_eq!(lines.len(), 2 + 13, "{t}");
         assert_eq!(
-            lines,
+            lines[..7],
             [
                 "# TYPE trapdetect_syscall_duration_seconds histogram".to_string(),
                 "# HELP trapdetect_syscall_duration_seconds Latency of the window's syscalls whose object is on the filesystem: calls at or under each bound (exact: the bounds are the kernel buckets' edges).".to_string(),
@@ -625,6 +629,12 @@ mod tests {
                 format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"0.000016384\"}} 2"),
                 format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"0.000065536\"}} 2"),
                 format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"0.000262144\"}} 4"),
+            ]
+        );
+        assert_eq!(
+            lines[13..],
+            [
+                format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"4.294967296\"}} 4"),
                 format!("trapdetect_syscall_duration_seconds_bucket{{{l},le=\"+Inf\"}} 4"),
             ]
         );

@@ -132,8 +132,9 @@ pub struct FsRow {
 
 /// A latency distribution as cumulative counts at fixed bounds: the calls at or under each
 /// bound, the bounds every second power of two of nanoseconds (1.024 µs, 4.096 µs, 16.4 µs …
-/// 4.29 s), where the kernel's log-linear buckets have edges, so each count is exact; listed up
-/// to the first bound that holds every call.
+/// 4.29 s), where the kernel's log-linear buckets have edges, so each count is exact; every
+/// bound listed, always the same twelve (a histogram's series must not come and go between
+/// windows: a pushed bucket that is not pushed again stays in Prometheus as it was).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LatencyBuckets {
     /// Calls.
@@ -155,9 +156,6 @@ impl LatencyBuckets {
             let below = (1 + (k - MIN_OCTAVE) * SUB) as usize;
             let n: u64 = hist.iter().take(below).sum();
             le_us.push(((1u64 << k) as f64 / 1e3, n));
-            if n >= calls {
-                break;
-            }
         }
         LatencyBuckets {
             calls,
