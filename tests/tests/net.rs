@@ -61,6 +61,66 @@ fn close_first_batch(ns: &NetNs, dst: &'static str, first: u16, n: u16) -> (Inst
     })
 }
 
+/// Waits until nothing is left in the namespace but the listener, TIME_WAIT, and server
+/// sockets the kernel stranded in FIN_WAIT2: returns when it settled, and those strands
+/// (local, peer). Rarely (seen once in a CI run, on a loaded 2-core machine) the kernel loses
+/// a client's FIN: the client's socket is gone and the server's waits in FIN_WAIT2 for
+/// `tcp_fin_timeout` (60 s), never to become TIME_WAIT. A FIN_WAIT2 whose client socket is
+/// still there is in flight; one whose client is gone and stays so for a second is stranded.
+fn settle(ns: &NetNs) -> (Instant, Vec<(String, String)>) {
+    let t0 = Instant::now();
+    let mut strands_since: Option<(Vec<(String, String)>, Instant)> = None;
+    loop {
+        let o = ns.exec(
+            &[
+                "ss",
+                "-Htan",
+                "exclude",
+                "time-wait",
+                "exclude",
+                "listening",
+            ],
+            LIMIT,
+        );
+        let now = Instant::now();
+        let left = String::from_utf8_lossy(&o.stdout).into_owned();
+        let socks: Vec<Vec<&str>> = left
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let has_socket = |addr: &str| socks.iter().any(|s| s.get(3) == Some(&addr));
+        let strands: Vec<(String, String)> = socks
+            .iter()
+            .filter(|s| {
+                s.len() >= 5 && s[0] == "FIN-WAIT-2" && s[3].ends_with(":8080") && !has_socket(s[4])
+            })
+            .map(|s| (s[3].to_string(), s[4].to_string()))
+            .collect();
+        if strands.len() == socks.len() {
+            match &strands_since {
+                _ if strands.is_empty() => return (now, strands),
+                Some((seen, since)) if *seen == strands => {
+                    if now - *since >= Duration::from_secs(1) {
+                        return (now, strands);
+                    }
+                }
+                _ => strands_since = Some((strands, now)),
+            }
+        } else {
+            strands_since = None;
+        }
+        // Name what lingers when it does not settle (the sockets, with their states).
+        assert!(
+            t0.elapsed() < LIMIT,
+            "the namespace did not settle within {LIMIT:?}; left besides TIME_WAIT and \
+             LISTEN ({} sockets, first 20):\n{}",
+            left.lines().count(),
+            left.lines().take(20).collect::<Vec<_>>().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves() {
     if !require_root("time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves") {
@@ -81,59 +141,47 @@ fn time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves() {
     let (b_last, b_end) = close_first_batch(&ns, "127.0.0.2:8080", 40_000, 5_000);
     assert_eq!(server.accepted(), 20_000);
     // With other tests loading both cores the last FINs and ACKs may still be in flight, and a
-    // dump (ours or `ss`) is not atomic. Let the namespace settle first: nothing but the
-    // listener and TIME_WAIT left, by `ss`.
+    // dump (ours or `ss`) is not atomic. Let the namespace settle first (see `settle`).
     // The server enters TIME_WAIT when it processes the client's FIN, which under load can be
     // after the client loop returned: the latest a TIME_WAIT can have started is the end of
     // the poll that saw the namespace settled.
-    let mut settled;
-    let t0 = Instant::now();
-    loop {
-        let o = ns.exec(
-            &[
-                "ss",
-                "-Htan",
-                "exclude",
-                "time-wait",
-                "exclude",
-                "listening",
-            ],
-            LIMIT,
-        );
-        settled = Instant::now();
-        let left = String::from_utf8_lossy(&o.stdout).into_owned();
-        if left.trim().is_empty() {
-            break;
-        }
-        // Name what lingers when it does not settle (the sockets, with their states).
-        assert!(
-            t0.elapsed() < LIMIT,
-            "the namespace did not settle within {LIMIT:?}; left besides TIME_WAIT and \
-             LISTEN ({} sockets, first 20):\n{}",
-            left.lines().count(),
-            left.lines().take(20).collect::<Vec<_>>().join("\n")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (settled, stranded) = settle(&ns);
+    // The kernel's count is the truth the census must match: the connections closed, less any
+    // the kernel stranded in FIN_WAIT2 (their own 60 s timer), by server address.
+    let lost = |server_ip: &str| {
+        let local = format!("{server_ip}:8080");
+        stranded.iter().filter(|s| s.0 == local).count() as u64
+    };
+    let (na, nb) = (15_000 - lost("127.0.0.1"), 5_000 - lost("127.0.0.2"));
+    let all = na + nb;
+    assert_eq!(all + stranded.len() as u64, 20_000, "{stranded:?}");
 
     let before = Instant::now();
     let (code, r) = census(&["--netns", ns.name(), "--port", "8080"]);
     let after = Instant::now();
-    assert_eq!(code, Some(1), "20,000 TIME_WAIT is a fail finding: {r:#}");
+    assert_eq!(code, Some(1), "{all} TIME_WAIT is a fail finding: {r:#}");
     let n = &r["network"];
     assert_eq!(n["source"], "sock_diag");
     let tw = &n["time_wait"];
-    assert_eq!(tw["count"], 20_000, "{}", n["sockets"]);
-    assert_eq!(n["sockets"]["TIME_WAIT"], 20_000);
+    assert_eq!(tw["count"], all, "{}", n["sockets"]);
+    assert_eq!(n["sockets"]["TIME_WAIT"], all);
+    if !stranded.is_empty() {
+        assert_eq!(
+            n["sockets"]["FIN_WAIT2"],
+            stranded.len(),
+            "{}",
+            n["sockets"]
+        );
+    }
     assert_eq!(tw["local_ports_total"], 1);
     assert_eq!(tw["by_local_port"][0]["port"], 8080);
-    assert_eq!(tw["by_local_port"][0]["count"], 20_000);
-    assert_eq!(tw["closed_first"]["server"], 20_000);
+    assert_eq!(tw["by_local_port"][0]["count"], all);
+    assert_eq!(tw["closed_first"]["server"], all);
     assert_eq!(tw["closed_first"]["client"], 0);
     assert_eq!(tw["closed_first"]["unknown"], 0);
     let groups = tw["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 2, "{groups:#?}");
-    for (server_ip, count) in [("127.0.0.1", 15_000), ("127.0.0.2", 5_000)] {
+    for (server_ip, count) in [("127.0.0.1", na), ("127.0.0.2", nb)] {
         let g = groups
             .iter()
             .find(|g| g["server"] == server_ip)
@@ -154,10 +202,10 @@ fn time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves() {
     );
     let f = finding(&r, "net.time-wait");
     assert_eq!(f["severity"], "fail");
-    assert_eq!(f["evidence"]["time_wait_sockets"], 20_000);
+    assert_eq!(f["evidence"]["time_wait_sockets"], all);
     assert_eq!(f["evidence"]["top_local_port"], 8080);
-    assert_eq!(f["evidence"]["time_wait_on_top_local_port"], 20_000);
-    assert_eq!(f["evidence"]["closed_first_by_server_sockets"], 20_000);
+    assert_eq!(f["evidence"]["time_wait_on_top_local_port"], all);
+    assert_eq!(f["evidence"]["closed_first_by_server_sockets"], all);
     assert!(
         f["remedy"]
             .as_str()
@@ -192,7 +240,7 @@ fn time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves() {
     let (code, v, t0, t1) = wd("5001", "1s");
     assert_eq!(code, Some(1), "{v}");
     assert_eq!(v["drained"], false);
-    assert_eq!(v["time_wait"], 20_000);
+    assert_eq!(v["time_wait"], all);
     assert!(v["elapsed_s"].as_f64().unwrap() >= 1.0, "{v}");
     assert!(v["samples"].as_u64().unwrap() >= 2, "{v}");
     let eta = v["expected_below_in_s"].as_f64().unwrap() * 1000.0;
@@ -212,7 +260,7 @@ fn time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves() {
             v["time_wait"].clone(),
             v["samples"].clone()
         ),
-        (Value::from(true), Value::from(20_000), Value::from(1))
+        (Value::from(true), Value::from(all), Value::from(1))
     );
 
     // Crossing while it polls. TIME_WAIT lasts 60 s, longer than this test may take, so batch
@@ -246,12 +294,15 @@ fn time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves() {
         LIMIT,
     );
     assert!(killed.status.success());
-    assert_eq!(String::from_utf8_lossy(&killed.stdout).trim(), "15000");
+    assert_eq!(
+        String::from_utf8_lossy(&killed.stdout).trim(),
+        na.to_string()
+    );
     let (out, took) = waiter.join().unwrap();
     let v = json(&out);
     assert_eq!(out.status.code(), Some(0), "{v}");
     assert_eq!(v["drained"], true);
-    assert_eq!(v["time_wait"], 5_000);
+    assert_eq!(v["time_wait"], nb);
     assert!(
         v["samples"].as_u64().unwrap() >= 2,
         "it must have polled before the drop: {v}"
@@ -259,7 +310,7 @@ fn time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves() {
     assert!(v["elapsed_s"].as_f64().unwrap() >= 0.9, "{v}");
     assert!(took < Duration::from_secs(20));
     let (_, r) = census(&["--netns", ns.name(), "--port", "8080"]);
-    assert_eq!(r["network"]["time_wait"]["count"], 5_000);
+    assert_eq!(r["network"]["time_wait"]["count"], nb);
     drop(server);
 }
 
