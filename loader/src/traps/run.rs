@@ -520,6 +520,30 @@ impl RunObs {
             && q.iter().filter(|&&n| n > 0).count() * 2 >= q.len()
     }
 
+    /// The requests the server finished in the window, which every per-request figure divides
+    /// by: the 2xx answered; where the generator gave up on arrivals of a capped run
+    /// ([`given_up`]), the rate before at every second of the window, as such a server goes on
+    /// answering at its rate, to closed connections that count nowhere (4 workers on one flock
+    /// held 50 ms, offered 60/s: 19.8 req/s answered until the 3 s timeout ended arrivals at
+    /// t=4 s, 14.8 over the window; 117 served at the rate before).
+    pub fn served(&self) -> u64 {
+        match gave_up(self, !self.capped_by().is_empty()) {
+            Some((_, before)) => self.answered.max((before * self.window_s).round() as u64),
+            None => self.answered,
+        }
+    }
+
+    /// The server's rate over the window: [`RunObs::served`] per second where it exceeds the
+    /// answers, else the delivered rate.
+    pub fn served_rate(&self) -> f64 {
+        let served = self.served();
+        if served > self.answered {
+            served as f64 / self.window_s.max(1e-9)
+        } else {
+            self.delivered_rate
+        }
+    }
+
     /// Why the load is at a ceiling. With an open loop's offered rate, only that counts: the
     /// server kept up when it delivered (nearly) what was offered, whatever its CPUs or queues
     /// show. Without one (a closed-loop generator: wrk, hey, k6 with VUs), from the kernel: a
@@ -752,7 +776,8 @@ fn quota_rule(o: &RunObs) -> Option<Finding> {
     if (q.nr_throttled == 0 && usage < 0.9) || o.runq_s < 0.2 * o.busy_s() {
         return None;
     }
-    let cpu_per_req = (o.answered > 0).then(|| o.cpu_s() / o.answered as f64);
+    let served = o.served();
+    let cpu_per_req = (served > 0).then(|| o.cpu_s() / served as f64);
     let throttled_share = if q.nr_periods > 0 {
         round(q.nr_throttled as f64 / q.nr_periods as f64, 3)
     } else {
@@ -1234,7 +1259,8 @@ fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
     if fs.syscall_s < 0.2 * o.work_s() || q.waiters < 0.3 {
         return None;
     }
-    let per_req = (o.answered > 0).then(|| fs.ops as f64 / o.answered as f64);
+    let served = o.served();
+    let per_req = (served > 0).then(|| fs.ops as f64 / served as f64);
     // The threads' time on it, and their wait for a CPU that its daemon and transport held.
     let cpu_s = o.runq_s * serving_share(o, fs.serving_cores());
     let f = with_shares(fs_waits_titled(o, fs, &q), fs.syscall_s + cpu_s, o).with(
@@ -1426,7 +1452,7 @@ fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -
     // delivered).
     let work_s = o.work_s();
     let pool = ((l < 1.0 || side_by_side) && o.workers > 0 && work_s > 0.0)
-        .then(|| o.workers as f64 * o.answered as f64 / work_s)
+        .then(|| o.workers as f64 * o.served() as f64 / work_s)
         .filter(|p| side_by_side || *p < mount);
     let predicted = pool.unwrap_or(mount);
     f.with("predicted_ceiling_per_s", round(predicted, 1))
@@ -1449,9 +1475,9 @@ fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -
             Some(p) => format!(
                 "ceiling ≈ {} ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); {}",
                 workers_n(o.workers),
-                work_s / o.answered.max(1) as f64 * 1e3,
+                work_s / o.served().max(1) as f64 * 1e3,
                 o.delivered_rate,
-                fs.syscall_s / o.answered.max(1) as f64 * 1e3,
+                fs.syscall_s / o.served().max(1) as f64 * 1e3,
                 fs.mount,
                 pct(fs.syscall_s, work_s),
                 if side_by_side {
@@ -1678,7 +1704,7 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
             ),
             format!(
                 "if these waits are one lock, requests holding it run one at a time: throughput stays near {:.0} req/s whatever the workers or cores (which lock, and whether one, is in the threads' stacks)",
-                o.delivered_rate
+                o.served_rate()
             ),
         )
     } else {
@@ -1689,7 +1715,8 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
             ),
             format!(
                 "requests holding {} run one at a time: throughput stays near {:.0} req/s whatever the workers or cores",
-                lock.object, o.delivered_rate
+                lock.object,
+                o.served_rate()
             ),
         )
     };
@@ -1732,7 +1759,7 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
         return None;
     }
     Some({
-        let serve_s_per_req = o.work_s() / o.answered.max(1) as f64;
+        let serve_s_per_req = o.work_s() / o.served().max(1) as f64;
         let predicted = o.workers as f64 / serve_s_per_req.max(1e-9);
         // The accept queue: connections the kernel completed that no worker took yet.
         let queues: Vec<u64> = o.loaded().iter().filter_map(|s| s.accept_queue).collect();
@@ -2043,6 +2070,11 @@ pub struct GivenUp {
     pub timeouts: u64,
     /// 2xx per second over the whole seconds before `from_t_s`.
     pub delivered_before_per_s: f64,
+    /// The requests the server served in the window ([`RunObs::served`]), what every
+    /// per-request figure divides by: at that rate where the load side saw the run capped,
+    /// else the answers counted.
+    #[serde(default)]
+    pub served_estimate: u64,
 }
 
 /// The window's answers lost to the generator's own timeout: an overloaded server that takes
@@ -2053,18 +2085,30 @@ pub struct GivenUp {
 /// the run was capped, a timeout ended in a loaded second of the window after at least one
 /// without, and the seconds before delivered more than the window did.
 fn given_up(o: &RunObs, capped: bool) -> Option<GivenUp> {
+    let (first, before) = gave_up(o, capped)?;
     let seconds = o.loaded();
-    let timeouts = |s: &RunSecond| s.errors.get("timeout").copied().unwrap_or(0);
+    Some(GivenUp {
+        from_t_s: seconds[first].t_s,
+        timeouts: seconds.iter().map(|s| timeouts(s)).sum(),
+        delivered_before_per_s: round(before, 1),
+        served_estimate: o.served(),
+    })
+}
+
+fn timeouts(s: &RunSecond) -> u64 {
+    s.errors.get("timeout").copied().unwrap_or(0)
+}
+
+/// [`given_up`]'s shape: the index among the loaded seconds of the first in which a timeout
+/// ended an arrival, and the 2xx rate over the seconds before it.
+fn gave_up(o: &RunObs, capped: bool) -> Option<(usize, f64)> {
+    let seconds = o.loaded();
     let first = seconds.iter().position(|s| timeouts(s) > 0)?;
     if !capped || first == 0 {
         return None;
     }
     let before = seconds[..first].iter().map(|s| s.ok_2xx).sum::<u64>() as f64 / first as f64;
-    (before > o.delivered_rate).then(|| GivenUp {
-        from_t_s: seconds[first].t_s,
-        timeouts: seconds.iter().map(|s| timeouts(s)).sum(),
-        delivered_before_per_s: round(before, 1),
-    })
+    (before > o.delivered_rate).then_some((first, before))
 }
 
 /// What the verdict needs besides the observations.
@@ -2122,6 +2166,12 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
             "; from t={} s the generator's timeout ended {} arrivals (answers that came later went to closed connections and count nowhere): {:.0} req/s delivered before",
             g.from_t_s, g.timeouts, g.delivered_before_per_s
         ));
+        if g.served_estimate > o.answered {
+            summary.push_str(&format!(
+                "; per-request figures divide by the {} requests served at that rate",
+                g.served_estimate
+            ));
+        }
     }
     Verdict {
         cause: cause.as_ref().map(|c| c.id.to_string()),
@@ -4135,19 +4185,29 @@ mod tests {
             s.errors.insert("timeout".into(), timeouts);
         }
         o.delivered_rate = (7.0 * 520.0 + 260.0) / 10.0;
+        o.answered = 7 * 520 + 260;
+        // Per request, the mount's 46,800 requests are over the 5,200 the server served at its
+        // rate (9 each, a ceiling of 4,680 ÷ 9 = 520/s), not over the 3,900 answers counted
+        // (12 each: 390/s, the count's fall read as the mount's).
+        assert_eq!(o.served(), 5200);
+        assert_eq!(o.served_rate(), 520.0);
         let mut all = rules(&o);
         let v = verdict_of_the_builtin_load(&o, &mut all);
         assert_eq!(v.cause.as_deref(), Some("fs.serialized"));
+        let f = all.iter().find(|f| f.id == "fs.serialized").unwrap();
+        assert_eq!(f.evidence["ops_per_request"], 9.0);
+        assert_eq!(v.predicted_ceiling_per_s, Some(520.0));
         assert_eq!(
             v.given_up,
             Some(GivenUp {
                 from_t_s: 7,
                 timeouts: 1320,
                 delivered_before_per_s: 520.0,
+                served_estimate: 5200,
             })
         );
         assert!(
-            v.summary.ends_with("; from t=7 s the generator's timeout ended 1320 arrivals (answers that came later went to closed connections and count nowhere): 520 req/s delivered before"),
+            v.summary.ends_with("; from t=7 s the generator's timeout ended 1320 arrivals (answers that came later went to closed connections and count nowhere): 520 req/s delivered before; per-request figures divide by the 5200 requests served at that rate"),
             "{}",
             v.summary
         );
@@ -4161,6 +4221,11 @@ mod tests {
         let mut steady = fuse_flood();
         steady.seconds[5].errors.insert("timeout".into(), 3);
         assert_eq!(given_up(&steady, true), None);
+        assert_eq!(steady.served(), steady.answered);
+        // Uncapped (everything offered delivered): the answers are the count.
+        o.offered_rate = o.delivered_rate;
+        assert_eq!(o.served(), 3900);
+        assert_eq!(o.served_rate(), 390.0);
     }
 
     /// nginx in front of php-fpm at 0.7 of its capacity: the generator's 512 connections were
