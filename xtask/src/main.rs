@@ -77,6 +77,10 @@ enum Cmd {
         /// Offered rate, requests per second.
         #[arg(long, default_value_t = 300)]
         rate: u64,
+        /// Soak `trapdetect agent` (5 s windows) instead of one `run`: python's
+        /// ThreadingHTTPServer, a new thread per request, under `trapdetect load`.
+        #[arg(long)]
+        agent: bool,
     },
     /// Build the static binary (musl), man pages, completions, a tarball and a .deb into
     /// target/dist, and check them: static, runs, installs and removes, traces.
@@ -201,10 +205,19 @@ fn main() -> Result<()> {
             })
             .map(drop)
         }
-        Cmd::Soak { minutes, rate } => {
+        Cmd::Soak {
+            minutes,
+            rate,
+            agent,
+        } => {
             setup::run(setup::Scope::All)?;
             util::cargo(&["build", "--release"])?;
-            soak::run(&soak::Options { minutes, rate })
+            let opts = soak::Options { minutes, rate };
+            if agent {
+                soak::agent(&opts)
+            } else {
+                soak::run(&opts)
+            }
         }
         Cmd::Bench { filter } => {
             setup::run(setup::Scope::All)?;
