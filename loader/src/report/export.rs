@@ -262,10 +262,9 @@ pub struct Family {
 }
 
 /// How a family's samples are typed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     /// One value per label set.
-    #[default]
     Gauge,
     /// A histogram: each sample a cumulative bucket, `le` its last label (`+Inf` the last),
     /// written `NAME_bucket`. Of the window (read them with `histogram_quantile`, not `rate`):
