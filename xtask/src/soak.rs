@@ -261,11 +261,16 @@ pub fn agent(opts: &Options) -> Result<()> {
     let _ = server.kill();
     let _ = server.wait();
     let l: Value = serde_json::from_slice(&load_out.stdout).context("load JSON")?;
+    agent_summary(opts, &rows, status.code(), &l)
+}
+
+/// `soak --agent`'s summary: written to target/soak/soak-agent.json and said in one line.
+fn agent_summary(opts: &Options, rows: &[Value], code: Option<i32>, l: &Value) -> Result<()> {
     let peak = |r: Option<&Value>| r.map(|r| r["peak_kib"].clone());
     let summary = json!({
         "minutes": opts.minutes,
         "rate_per_s": opts.rate,
-        "agent_exit_code": status.code(),
+        "agent_exit_code": code,
         "delivered_per_s": l["delivered_rate_per_s"],
         "windows": rows.last().map(|r| r["windows"].clone()),
         "peak_kib_first": peak(rows.first()),
@@ -283,7 +288,7 @@ pub fn agent(opts: &Options) -> Result<()> {
     eprintln!(
         "xtask soak --agent: exit {:?}; {} windows; delivered {}/s; peak RSS {} KiB after 30 s, \
          {} KiB at the end; RSS {}-{} KiB; descriptors at most {}; {}",
-        status.code(),
+        code,
         summary["windows"],
         summary["delivered_per_s"],
         summary["peak_kib_first"],
