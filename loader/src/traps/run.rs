@@ -1451,8 +1451,9 @@ fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -
     // thread-seconds as libuv's four on the mount, halved the ceiling: 91/s predicted, 185/s
     // delivered).
     let work_s = o.work_s();
+    let served = o.served();
     let pool = ((l < 1.0 || side_by_side) && o.workers > 0 && work_s > 0.0)
-        .then(|| o.workers as f64 * o.served() as f64 / work_s)
+        .then(|| o.workers as f64 * served as f64 / work_s)
         .filter(|p| side_by_side || *p < mount);
     let predicted = pool.unwrap_or(mount);
     f.with("predicted_ceiling_per_s", round(predicted, 1))
@@ -1475,9 +1476,9 @@ fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -
             Some(p) => format!(
                 "ceiling ≈ {} ÷ {:.2} ms busy per request ≈ {p:.0} req/s (delivered {:.0} req/s): each request holds a worker through its {:.2} ms on {} ({:.0} % of its busy time); {}",
                 workers_n(o.workers),
-                work_s / o.served().max(1) as f64 * 1e3,
+                work_s / served.max(1) as f64 * 1e3,
                 o.delivered_rate,
-                fs.syscall_s / o.served().max(1) as f64 * 1e3,
+                fs.syscall_s / served.max(1) as f64 * 1e3,
                 fs.mount,
                 pct(fs.syscall_s, work_s),
                 if side_by_side {
