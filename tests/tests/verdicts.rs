@@ -1041,6 +1041,34 @@ fn one_flock_serializes_gunicorn_workers_and_is_named() {
     near("delivered", r.delivered(), 50.0);
     let t = e["mean_threads"].as_f64().unwrap();
     assert!((2.0..=3.5).contains(&t), "mean waiting threads {t}");
+    // The generator giving up (a 2 s timeout at three times the lock's rate): from the first
+    // second a timeout ends an arrival the 2xx fall while the workers keep the lock's pace, so
+    // the per-request figures and the lock's rate are over the requests served at the rate
+    // before (the lock's 50/s by construction), not over the window's 2xx.
+    let r = builtin(g.master.pid(), &g.url(), 150.0, &["--timeout", "2s"]);
+    r.assert_cause(&["lock.contention"]);
+    let v = r.verdict();
+    let gave_up = &v["given_up"];
+    let served = gave_up["served_estimate"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no given_up: {v}"));
+    let before = gave_up["delivered_before_per_s"].as_f64().unwrap();
+    let window = r.r["run"]["window_s"].as_f64().unwrap();
+    assert!(r.delivered() < before, "{v}");
+    // The rate before over the whole window (that rate is rounded to a tenth in the JSON).
+    assert!(
+        (served - before * window).abs() <= 0.05 * window + 0.5,
+        "{v}"
+    );
+    near("served per second", served / window, 50.0);
+    let p = r.finding("lock.contention")["predicted"].as_str().unwrap();
+    assert!(
+        p.contains(&format!(
+            "throughput stays near {:.0} req/s",
+            served / window
+        )),
+        "{p}"
+    );
 }
 
 /// A CPU-bound server on one thread (Node's event loop; one gunicorn sync worker) with two
