@@ -148,12 +148,11 @@ pub struct LatencyBuckets {
 impl LatencyBuckets {
     /// From a kernel histogram ([`trapdetect_common::hist`]) of `calls` calls summing `sum_ns`.
     pub fn of(hist: &[u64], calls: u64, sum_ns: u64) -> LatencyBuckets {
-        use trapdetect_common::hist::{MIN_OCTAVE, OCTAVES, SUB};
+        use trapdetect_common::hist::{MIN_OCTAVE, OCTAVES, bucket_of};
         let mut le_us = vec![];
-        // Octave k's buckets start at index 1 + (k - MIN_OCTAVE) * SUB: everything before is
-        // under 2^k ns.
+        // 2^k ns is the lower edge of its bucket: every bucket before it is under 2^k ns.
         for k in (MIN_OCTAVE + 2..=MIN_OCTAVE + OCTAVES - 4).step_by(2) {
-            let below = (1 + (k - MIN_OCTAVE) * SUB) as usize;
+            let below = bucket_of(1u64 << k) as usize;
             let n: u64 = hist.iter().take(below).sum();
             le_us.push(((1u64 << k) as f64 / 1e3, n));
         }
