@@ -392,3 +392,153 @@ fn fmt_thousands(n: u16) -> String {
     }
     out
 }
+
+/// A server that closes idle kept-alive connections after 1 s, on two families: Node's
+/// `keepAliveTimeout` and Python's `BaseHTTPRequestHandler.timeout`.
+const IDLE_CLOSERS: [(&str, &[&str]); 2] = [
+    (
+        "node",
+        &[
+            "node",
+            "-e",
+            "const s=require('http').createServer((q,r)=>r.end('ok'));s.keepAliveTimeout=1000;s.listen(+process.argv[1],'127.0.0.1')",
+        ],
+    ),
+    (
+        "python3",
+        &[
+            "python3",
+            "-c",
+            "import sys,http.server as h\nclass H(h.BaseHTTPRequestHandler):\n protocol_version='HTTP/1.1'\n timeout=1\n disable_nagle_algorithm=True\n def do_GET(self):\n  self.send_response(200);self.send_header('Content-Length','2');self.end_headers();self.wfile.write(b'ok')\n def log_message(self,*a):pass\nclass S(h.ThreadingHTTPServer):\n request_queue_size=4096\nS(('127.0.0.1',int(sys.argv[1])),H).serve_forever()",
+        ],
+    ),
+];
+
+/// `k` kept-alive connections, three requests on each, left idle until the server closes them
+/// (its 1 s idle timeout), then closed: `k` TIME_WAIT sockets on the server's side, in a burst.
+fn pool_closed_by_idle_timeout(port: u16, k: usize) {
+    use std::{io::Write, net::TcpStream};
+    let addr = format!("127.0.0.1:{port}");
+    let mut pool: Vec<TcpStream> = (0..k)
+        .map(|_| {
+            let mut c = TcpStream::connect(&addr).unwrap();
+            c.set_read_timeout(Some(LIMIT)).unwrap();
+            for _ in 0..3 {
+                c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+                let mut got = Vec::new();
+                let mut b = [0u8; 512];
+                while !got.ends_with(b"\r\n\r\nok") {
+                    let n = c.read(&mut b).unwrap();
+                    assert!(
+                        n > 0,
+                        "closed mid-response: {}",
+                        String::from_utf8_lossy(&got)
+                    );
+                    got.extend_from_slice(&b[..n]);
+                }
+            }
+            c
+        })
+        .collect();
+    for c in &mut pool {
+        let mut b = [0u8; 1];
+        assert_eq!(
+            c.read(&mut b).unwrap(),
+            0,
+            "the server must close the idle connection"
+        );
+    }
+}
+
+/// A kept-alive pool the server closes at once (its idle timeout) leaves as many TIME_WAIT
+/// sockets as it had connections, in a second or two: a burst bounded by the pool, not a rate
+/// the load keeps up. net.time-wait counts what it leaves instead of projecting the window's
+/// mean over 60 s (600 closes in a 6 s window, projected, "settled near 6,000" and warned; a
+/// clean Node server at half its capacity under `run` warned so from the generator's own pool).
+/// Two families; 600 connections are no finding, 1,500 are a warning with their exact count.
+#[test]
+fn a_kept_alive_pool_closed_by_the_servers_idle_timeout_is_counted_not_projected() {
+    if !require_root(
+        "a_kept_alive_pool_closed_by_the_servers_idle_timeout_is_counted_not_projected",
+    ) {
+        return;
+    }
+    let _serial = serial();
+    let mut lp = 8090u16;
+    for (family, argv) in IDLE_CLOSERS {
+        // A namespace each: the other family's TIME_WAIT would be context (an info) here.
+        let ns = NetNs::new(&format!("twb{lp}"));
+        for k in [600usize, 1_500] {
+            lp += 1;
+            let pid = ns.spawn(
+                std::process::Command::new(argv[0])
+                    .args(&argv[1..])
+                    .arg(lp.to_string()),
+            );
+            wait_until(&format!("{family} listening on {lp}"), LIMIT, || {
+                ss_count(&ns, &format!("state listening sport = :{lp}")) == 1
+            });
+            let t = Tracer::start(&[
+                "--pid",
+                &pid.to_string(),
+                "--duration",
+                "120s",
+                "--json",
+                "--quiet",
+            ]);
+            let start = Instant::now();
+            ns.run(|| pool_closed_by_idle_timeout(lp, k));
+            wait_until(&format!("{k} TIME_WAIT on {lp}"), LIMIT, || {
+                ss_count(&ns, &format!("state time-wait sport = :{lp}")) == k
+            });
+            // The window goes on past the burst: six seconds at least.
+            std::thread::sleep(Duration::from_secs(6).saturating_sub(start.elapsed()));
+            let r = report(&t.interrupt());
+            let tr = &r["network"]["traced"];
+            // What this test judges is the rule on the trace's own count, which the finding
+            // must repeat exactly. The count itself runs a few short under this burst of closes
+            // (1,476 to 1,500 of 1,500 here, recursion misses 0 to 24; bpftrace's tracepoint
+            // counted 1,494 to 1,500 FIN_WAIT2 entries of 1,500 under the same burst, `ss`
+            // 1,500 TIME_WAIT each time: transitions neither program ran for), so it is held to
+            // the kernel's `ss` count from above only; docs/net.md says so. Exact counts of
+            // closes one at a time are `time_wait_entries_on_the_servers_port_are_counted_exactly`.
+            let entered = tr["on_ports"]["time_wait_entered"].as_u64().unwrap();
+            assert!(entered <= k as u64, "{family} {k}: {entered} entered");
+            assert_eq!(port(tr, lp)["local"]["time_wait_entered"], entered);
+            let series = tr["time_wait_entered_per_s"].as_array().unwrap();
+            let with = series.iter().filter(|n| n.as_u64().unwrap() > 0).count();
+            // The premise: the closes came in fewer than half the window's seconds.
+            assert!(
+                2 * with < series.len(),
+                "{family} {k}: not a burst: {series:?}"
+            );
+            let f = r["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["id"] == "net.time-wait");
+            if k < 1_000 {
+                assert!(f.is_none(), "{family} {k}: {f:#?}");
+                continue;
+            }
+            let f = f.unwrap_or_else(|| panic!("{family} {k}: no net.time-wait"));
+            assert_eq!(f["severity"], "warn");
+            assert_eq!(
+                f["title"],
+                format!(
+                    "the run leaves {} TIME_WAIT sockets, closed in a burst ({with} of its {} seconds)",
+                    fmt_thousands(entered as u16),
+                    series.len()
+                )
+            );
+            assert_eq!(f["evidence"]["time_wait_left_by_run"], entered);
+            assert_eq!(f["evidence"]["time_wait_burst_seconds"], with);
+            assert_eq!(f["evidence"]["time_wait_entered_server_side"], entered);
+            assert_eq!(f["evidence"]["time_wait_entered_client_side"], 0);
+            assert!(
+                !f["predicted"].as_str().unwrap().contains("settles near"),
+                "{f:#}"
+            );
+        }
+    }
+}
