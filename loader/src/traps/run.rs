@@ -2347,6 +2347,12 @@ fn verdict_summary(
                 capped_by.join(", ")
             ),
         },
+        // A closed loop (no offered rate) runs at its connections over the latency: what it
+        // delivered is its own rate, not something the server kept up with.
+        None if offered.is_none() => format!(
+            "no ceiling: the closed-loop generator (no offered rate) reached none the kernel shows (an accept queue, saturated CPUs, busy workers, a serialized resource); {:.0} req/s delivered is its connections over the latency, not the server's capacity",
+            o.delivered_rate
+        ),
         None => format!("no ceiling: the server kept up ({rates})"),
     }
 }
@@ -4619,7 +4625,7 @@ mod tests {
                 r##"[{"id":"net.time-wait","severity":"fail","title":"net.time-wait","evidence":{},"remedy":""},{"id":"net.fd-limit","severity":"fail","title":"net.fd-limit","evidence":{"accept_emfile":5},"remedy":""}]"##,
                 r##"{"cause":null,"summary":"no ceiling: the server kept up (5261 req/s delivered of 5294/s offered)","capped":false,"capped_by":[],"delivered_per_s":5261.0,"delivered_basis":"generator-2xx","offered_per_s":5294.0,"consequences":[],"trusted":true}"##,
                 r##"[{"id":"load.ceiling","severity":"info","title":"the generator's connections were all busy and arrivals queued for them, but the server delivered 99.4 % of the offered rate: queueing in the latency, not a throughput ceiling","evidence":{"capped":false},"remedy":""},{"id":"proc.not-fresh","severity":"warn","title":"proc.not-fresh","evidence":{},"predicted":"the run found no ceiling","remedy":""}]"##,
-                r##"{"cause":null,"summary":"no ceiling: the server kept up (5261 req/s delivered)","capped":false,"capped_by":[],"delivered_per_s":5261.0,"delivered_basis":"generator-2xx","consequences":[],"trusted":true}"##,
+                r##"{"cause":null,"summary":"no ceiling: the closed-loop generator (no offered rate) reached none the kernel shows (an accept queue, saturated CPUs, busy workers, a serialized resource); 5261 req/s delivered is its connections over the latency, not the server's capacity","capped":false,"capped_by":[],"delivered_per_s":5261.0,"delivered_basis":"generator-2xx","consequences":[],"trusted":true}"##,
                 r##"[]"##,
             ],
         );
