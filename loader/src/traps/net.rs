@@ -125,9 +125,8 @@ struct TimeWaitCounts {
     /// Where `growth` settles: every socket lives 60 s. Only when the entries recur
     /// ([`NetTraced::time_wait_recurs`]): a burst is not a rate to project.
     steady: Option<u64>,
-    /// The entries came in a burst: `(seconds with entries, seconds, sockets still held)`,
-    /// those entered in the window's last 60 s, which the next point inherits.
-    burst: Option<(usize, usize, u64)>,
+    /// The entries came in a burst (they do not recur).
+    burst: Option<Burst>,
     /// TCPTimeWaitOverflow's increase during the run.
     overflow: u64,
     /// The target's sockets present (every socket in the namespace without a target).
@@ -157,11 +156,11 @@ fn time_wait_counts(o: &NetObservation) -> TimeWaitCounts {
     let burst = o.traced.as_ref().filter(|_| !recurs).map(|t| {
         let s = &t.time_wait_entered_per_s;
         let last_min = (TIME_WAIT_LEN_S as f64 / t.interval_s.max(1e-3)).ceil() as usize;
-        (
-            s.iter().filter(|&&n| n > 0).count(),
-            s.len(),
-            s.iter().rev().take(last_min).sum::<u64>(),
-        )
+        Burst {
+            with: s.iter().filter(|&&n| n > 0).count(),
+            secs: s.len(),
+            held: s.iter().rev().take(last_min).sum(),
+        }
     });
     let overflow = o
         .tcp_ext_delta
@@ -174,7 +173,7 @@ fn time_wait_counts(o: &NetObservation) -> TimeWaitCounts {
     let present = if tw.scoped { tw.own.count } else { tw.count };
     let worst = present
         .max(steady.unwrap_or(0))
-        .max(burst.map_or(0, |b| b.2));
+        .max(burst.map_or(0, |b| b.held));
     // Measured at the kernel's TIME_WAIT buckets: present there, or its overflow counter moved.
     // A steady state projected from this run's growth is not: at half the capacity of a server
     // that closes every connection it passes the buckets (5,600 closes/s × 60 s), and the
@@ -191,6 +190,17 @@ fn time_wait_counts(o: &NetObservation) -> TimeWaitCounts {
         worst,
         at_cap,
     }
+}
+
+/// TIME_WAIT entries that came in a burst: counted, not projected.
+#[derive(Clone, Copy)]
+struct Burst {
+    /// Seconds of the window with entries, and the window's seconds.
+    with: usize,
+    secs: usize,
+    /// Sockets still held: those entered in the window's last 60 s, which the next point
+    /// inherits.
+    held: u64,
 }
 
 /// Where net.time-wait's sockets are: the target's busiest local port and flow group, the
@@ -252,7 +262,7 @@ fn time_wait_title(o: &NetObservation, c: &TimeWaitCounts, side: Side) -> String
                 Side::Unknown => "no listener tells which side closed first",
             }
         )
-    } else if let Some((with, secs, held)) = c.burst {
+    } else if let Some(Burst { with, secs, held }) = c.burst {
         format!(
             "the run leaves {} TIME_WAIT sockets, closed in a burst ({with} of its {secs} seconds)",
             fmt_count(held)
@@ -296,10 +306,10 @@ fn time_wait_evidence(
         .with_opt("tcp_tw_reuse", o.sysctls.tcp_tw_reuse)
         .with_opt("time_wait_growth_per_s", c.growth.map(|g| round(g, 1)))
         .with_opt("time_wait_entered_during_trace", c.entered);
-    if let Some((with, _, held)) = c.burst {
+    if let Some(b) = c.burst {
         f = f
-            .with("time_wait_burst_seconds", with as u64)
-            .with("time_wait_left_by_run", held);
+            .with("time_wait_burst_seconds", b.with as u64)
+            .with("time_wait_left_by_run", b.held);
     }
     if let Some((server, client)) = at.traced_sides {
         f = f
@@ -408,7 +418,7 @@ fn time_wait_predictions(
             TIME_WAIT_LEN_S
         ));
     }
-    if let Some((with, secs, held)) = c.burst {
+    if let Some(Burst { with, secs, held }) = c.burst {
         predicted.push(format!(
             "the {} TIME_WAIT sockets the run closed in {with} of its {secs} seconds expire {TIME_WAIT_LEN_S} s after their close; a burst (a kept-alive pool closed at once) is no rate to project",
             fmt_count(held)
