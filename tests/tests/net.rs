@@ -61,66 +61,6 @@ fn close_first_batch(ns: &NetNs, dst: &'static str, first: u16, n: u16) -> (Inst
     })
 }
 
-/// Waits until nothing is left in the namespace but the listener, TIME_WAIT, and server
-/// sockets the kernel stranded in FIN_WAIT2: returns when it settled, and those strands
-/// (local, peer). Rarely (seen once in a CI run, on a loaded 2-core machine) the kernel loses
-/// a client's FIN: the client's socket is gone and the server's waits in FIN_WAIT2 for
-/// `tcp_fin_timeout` (60 s), never to become TIME_WAIT. A FIN_WAIT2 whose client socket is
-/// still there is in flight; one whose client is gone and stays so for a second is stranded.
-fn settle(ns: &NetNs) -> (Instant, Vec<(String, String)>) {
-    let t0 = Instant::now();
-    let mut strands_since: Option<(Vec<(String, String)>, Instant)> = None;
-    loop {
-        let o = ns.exec(
-            &[
-                "ss",
-                "-Htan",
-                "exclude",
-                "time-wait",
-                "exclude",
-                "listening",
-            ],
-            LIMIT,
-        );
-        let now = Instant::now();
-        let left = String::from_utf8_lossy(&o.stdout).into_owned();
-        let socks: Vec<Vec<&str>> = left
-            .lines()
-            .map(|l| l.split_whitespace().collect())
-            .collect();
-        let has_socket = |addr: &str| socks.iter().any(|s| s.get(3) == Some(&addr));
-        let strands: Vec<(String, String)> = socks
-            .iter()
-            .filter(|s| {
-                s.len() >= 5 && s[0] == "FIN-WAIT-2" && s[3].ends_with(":8080") && !has_socket(s[4])
-            })
-            .map(|s| (s[3].to_string(), s[4].to_string()))
-            .collect();
-        if strands.len() == socks.len() {
-            match &strands_since {
-                _ if strands.is_empty() => return (now, strands),
-                Some((seen, since)) if *seen == strands => {
-                    if now - *since >= Duration::from_secs(1) {
-                        return (now, strands);
-                    }
-                }
-                _ => strands_since = Some((strands, now)),
-            }
-        } else {
-            strands_since = None;
-        }
-        // Name what lingers when it does not settle (the sockets, with their states).
-        assert!(
-            t0.elapsed() < LIMIT,
-            "the namespace did not settle within {LIMIT:?}; left besides TIME_WAIT and \
-             LISTEN ({} sockets, first 20):\n{}",
-            left.lines().count(),
-            left.lines().take(20).collect::<Vec<_>>().join("\n")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves() {
     if !require_root("time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves") {
@@ -141,11 +81,11 @@ fn time_wait_on_one_port_is_counted_by_port_and_wait_drain_behaves() {
     let (b_last, b_end) = close_first_batch(&ns, "127.0.0.2:8080", 40_000, 5_000);
     assert_eq!(server.accepted(), 20_000);
     // With other tests loading both cores the last FINs and ACKs may still be in flight, and a
-    // dump (ours or `ss`) is not atomic. Let the namespace settle first (see `settle`).
+    // dump (ours or `ss`) is not atomic. Let the namespace settle first (see `NetNs::settle`).
     // The server enters TIME_WAIT when it processes the client's FIN, which under load can be
     // after the client loop returned: the latest a TIME_WAIT can have started is the end of
     // the poll that saw the namespace settled.
-    let (settled, stranded) = settle(&ns);
+    let (settled, stranded) = ns.settle(8080, LIMIT);
     // The kernel's count is the truth the census must match: the connections closed, less any
     // the kernel stranded in FIN_WAIT2 (their own 60 s timer), by server address.
     let lost = |server_ip: &str| {

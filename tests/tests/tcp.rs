@@ -111,24 +111,18 @@ fn time_wait_entries_on_the_servers_port_are_counted_exactly() {
         }
     });
     // The last FIN/ACK exchanges may still be in flight under load: wait until only the
-    // listener and TIME_WAIT are left, else say which sockets stayed in which state (a 6.1
-    // guest under TCG once still had some after 30 s; which, it did not say).
-    let start = std::time::Instant::now();
-    while ss_count(&ns, "exclude time-wait exclude listening") != 0 {
-        if start.elapsed() > LIMIT {
-            let o = ns.exec(
-                &["sh", "-c", "ss -Htan exclude time-wait exclude listening"],
-                LIMIT,
-            );
-            panic!(
-                "the namespace did not settle within {LIMIT:?}: {} time-wait, and still\n{}",
-                ss_count(&ns, "state time-wait"),
-                String::from_utf8_lossy(&o.stdout)
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert_eq!(ss_count(&ns, "state time-wait"), N as usize);
+    // listener, TIME_WAIT and sockets the kernel stranded in FIN_WAIT2 are left (a 6.1 guest
+    // under TCG once still had some after 30 s; `NetNs::settle` names them). A strand is a
+    // server socket whose client's FIN was never processed: it waits out tcp_fin_timeout in
+    // FIN_WAIT2 and is no TIME_WAIT in `ss`, but it passed FIN_WAIT2→CLOSE when the server
+    // closed it, which the tracer counts as its entry, so the traced counts stay N.
+    let (_, stranded) = ns.settle(8080, LIMIT);
+    let strands = stranded.len();
+    assert_eq!(
+        ss_count(&ns, "state time-wait"),
+        N as usize - strands,
+        "{stranded:?}"
+    );
     let out = t.interrupt();
     let r = report(&out);
     let n = &r["network"];
@@ -153,11 +147,22 @@ fn time_wait_entries_on_the_servers_port_are_counted_exactly() {
     assert_eq!(p["local"]["time_wait_entered"], N);
     assert_eq!(p["local"]["passive_opens"], N);
     assert_eq!(p["remote"]["time_wait_entered"], 0);
-    // The clients (same namespace, remote port 8080) connected and closed second.
+    // The clients (same namespace, remote port 8080) connected and closed second; a
+    // stranded connection's client socket went without the server seeing its FIN, by an
+    // abort or its own close, so those two add up to N.
     assert_eq!(p["remote"]["active_opens"], N);
-    assert_eq!(p["remote"]["passive_closes"], N);
+    let remote_ends = |k: &str| p["remote"][k].as_u64().unwrap();
+    if strands == 0 {
+        assert_eq!(p["remote"]["passive_closes"], N);
+        assert_eq!(p["remote"]["aborts"], 0);
+    } else {
+        assert_eq!(
+            remote_ends("passive_closes") + remote_ends("aborts"),
+            N as u64
+        );
+    }
+    assert_eq!(p["local"]["aborts"], 0);
     for side in ["local", "remote"] {
-        assert_eq!(p[side]["aborts"], 0, "{side}");
         assert_eq!(p[side]["connect_failures"], 0, "{side}");
     }
     assert_eq!(tr["on_ports"]["time_wait_entered"], N);
@@ -488,9 +493,8 @@ fn a_kept_alive_pool_closed_by_the_servers_idle_timeout_is_counted_not_projected
             ]);
             let start = Instant::now();
             ns.run(|| pool_closed_by_idle_timeout(lp, k));
-            wait_until(&format!("{k} TIME_WAIT on {lp}"), LIMIT, || {
-                ss_count(&ns, &format!("state time-wait sport = :{lp}")) == k
-            });
+            // Every close processed (or stranded: see `NetNs::settle`) before the window ends.
+            ns.settle(lp, LIMIT);
             // The window goes on past the burst: six seconds at least.
             std::thread::sleep(Duration::from_secs(6).saturating_sub(start.elapsed()));
             let r = report(&t.interrupt());
