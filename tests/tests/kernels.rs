@@ -419,7 +419,7 @@ fn run_on(pid: u32, port: u16, rate: &str) -> (Value, i32) {
     );
     for t in r["run"]["timeline"].as_array().into_iter().flatten() {
         eprintln!(
-            "t={} offered={} 2xx={} cores={} runq={} off={} fs={} busy={}",
+            "t={} offered={} 2xx={} cores={} runq={} off={} fs={} path_calls={} busy={}",
             t["t_s"],
             t["offered"],
             t["ok_2xx"],
@@ -427,6 +427,7 @@ fn run_on(pid: u32, port: u16, rate: &str) -> (Value, i32) {
             t["run_queue"],
             t["off_cpu"],
             t["fs_ops"],
+            t["path_calls"],
             t["busy_threads"]
         );
     }
