@@ -123,7 +123,7 @@ struct TimeWaitCounts {
     /// Sockets that entered TIME_WAIT during the trace.
     entered: Option<u64>,
     /// Where `growth` settles: every socket lives 60 s. Only when the entries recur
-    /// ([`NetTraced::time_wait_recurs`]): a burst is not a rate to project.
+    /// ([`NetTraced::time_wait_burst`]): a burst is not a rate to project.
     steady: Option<u64>,
     /// The entries came in a burst (they do not recur).
     burst: Option<Burst>,
@@ -149,19 +149,18 @@ fn time_wait_counts(o: &NetObservation) -> TimeWaitCounts {
     // Steady state under a constant close rate: every socket lives 60 s. Entries in a burst
     // (a kept-alive pool closed at once) are bounded by the connections there were: what they
     // leave is counted, not projected.
-    let recurs = o.traced.as_ref().is_none_or(|t| t.time_wait_recurs());
-    let steady = growth
-        .filter(|_| recurs)
-        .map(|g| (g * TIME_WAIT_LEN_S as f64).round() as u64);
-    let burst = o.traced.as_ref().filter(|_| !recurs).map(|t| {
-        let s = &t.time_wait_entered_per_s;
+    let burst = o.traced.as_ref().and_then(|t| {
+        let (with, secs) = t.time_wait_burst()?;
         let last_min = (TIME_WAIT_LEN_S as f64 / t.interval_s.max(1e-3)).ceil() as usize;
-        Burst {
-            with: s.iter().filter(|&&n| n > 0).count(),
-            secs: s.len(),
-            held: s.iter().rev().take(last_min).sum(),
-        }
+        Some(Burst {
+            with,
+            secs,
+            held: t.time_wait_entered_per_s.iter().rev().take(last_min).sum(),
+        })
     });
+    let steady = growth
+        .filter(|_| burst.is_none())
+        .map(|g| (g * TIME_WAIT_LEN_S as f64).round() as u64);
     let overflow = o
         .tcp_ext_delta
         .as_ref()

@@ -434,11 +434,11 @@ impl RunObs {
     /// or, when the generator gave no offered column (a closed loop: wrk, hey), seconds in
     /// which requests were answered or the kernel saw them served.
     fn loaded(&self) -> Vec<&RunSecond> {
-        let n = self.window_s.floor() as u64;
+        let n = self.whole_seconds() as u64;
         let offered_known = self.seconds.iter().any(|s| s.offered > 0);
         self.seconds
             .iter()
-            .filter(|s| s.t_s < n.max(1))
+            .filter(|s| s.t_s < n)
             .filter(|s| {
                 if offered_known {
                     s.offered > 0
@@ -447,6 +447,12 @@ impl RunObs {
                 }
             })
             .collect()
+    }
+
+    /// The window's whole seconds, at least one: the sampler's last second is partial and the
+    /// seconds after it hold the drain, no rate of the load.
+    fn whole_seconds(&self) -> usize {
+        (self.window_s.floor() as usize).max(1)
     }
 
     /// The most threads the target's tree had in any second.
@@ -1213,12 +1219,16 @@ fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
         return None;
     }
     let window_rate = fs.ops as f64 / o.window_s.max(1e-9);
-    // The window's whole seconds: the sampler's last second is partial (its count over a
-    // fraction of a second) and holds the drain's work after the window, neither a rate the
-    // mount sustained (6.1 under TCG: 36 path calls a second, then 83 in the last sample, and a
-    // partial one read as 144 a second, which made a flat mount's rate look uneven).
-    let whole = (o.window_s.floor() as usize).max(1);
-    let loaded: Vec<f64> = fs.ops_per_s.iter().take(whole).map(|&x| x as f64).collect();
+    // The window's whole seconds, as everywhere in `run`: the sampler's last second is partial
+    // (its count over a fraction of a second) and holds the drain's work, no rate the mount
+    // sustained (6.1 under TCG: 36 path calls a second, then 83 in the last sample, which made
+    // a flat mount's rate look uneven).
+    let loaded: Vec<f64> = fs
+        .ops_per_s
+        .iter()
+        .take(o.whole_seconds())
+        .map(|&x| x as f64)
+        .collect();
     let rate = if loaded.len() >= 3 {
         let steady = &loaded[1..];
         steady.iter().sum::<f64>() / steady.len() as f64

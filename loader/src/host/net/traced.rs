@@ -171,15 +171,17 @@ impl NetTraced {
         })
     }
 
-    /// Whether the window's TIME_WAIT entries recur — some in at least half of its seconds —
-    /// so that their mean rate can be projected forward. Entries in fewer seconds are a burst:
-    /// a connection pool closed at once (a generator's connections opened in its first second
-    /// and closed by the server's idle timeout, or by the generator at its end), bounded by the
-    /// connections there were, not a rate the load keeps up. One entry (a window of a second
-    /// or less) cannot tell: it recurs.
-    pub fn time_wait_recurs(&self) -> bool {
+    /// The window's TIME_WAIT entries as a burst, `(seconds with entries, seconds)`, or `None`
+    /// where they recur — some in at least half of its seconds — so that their mean rate can
+    /// be projected forward. Entries in fewer seconds are a burst: a connection pool closed at
+    /// once (a generator's connections opened in its first second and closed by the server's
+    /// idle timeout, or by the generator at its end), bounded by the connections there were,
+    /// not a rate the load keeps up. One entry (a window of a second or less) cannot tell: it
+    /// recurs.
+    pub fn time_wait_burst(&self) -> Option<(usize, usize)> {
         let s = &self.time_wait_entered_per_s;
-        s.len() < 2 || 2 * s.iter().filter(|&&n| n > 0).count() >= s.len()
+        let with = s.iter().filter(|&&n| n > 0).count();
+        (s.len() >= 2 && 2 * with < s.len()).then_some((with, s.len()))
     }
 
     /// TIME_WAIT entries on the watched ports by which side closed first: (server, client):
@@ -210,7 +212,7 @@ mod tests {
     }
 
     #[test]
-    fn entries_recur_in_half_the_seconds_or_more() {
+    fn entries_in_fewer_than_half_the_seconds_are_a_burst() {
         let t = |s: &[u64]| NetTraced {
             window_s: s.len() as f64,
             time_wait_entered_per_s: s.to_vec(),
@@ -218,14 +220,17 @@ mod tests {
         };
         // A kept-alive pool of 512 opened in the first second, closed by Node's 5 s idle
         // timeout and by the generator at its end (recorded: `run` at half the capacity).
-        assert!(!t(&[0, 0, 0, 0, 0, 0, 426, 0, 86]).time_wait_recurs());
+        assert_eq!(
+            t(&[0, 0, 0, 0, 0, 0, 426, 0, 86]).time_wait_burst(),
+            Some((2, 9))
+        );
         // One connection per request: every second.
-        assert!(t(&[190, 200, 210]).time_wait_recurs());
+        assert_eq!(t(&[190, 200, 210]).time_wait_burst(), None);
         // Every other second: half.
-        assert!(t(&[5, 0, 5, 0]).time_wait_recurs());
-        assert!(!t(&[5, 0, 0, 5, 0]).time_wait_recurs());
-        assert!(t(&[7]).time_wait_recurs());
-        assert!(t(&[]).time_wait_recurs());
+        assert_eq!(t(&[5, 0, 5, 0]).time_wait_burst(), None);
+        assert_eq!(t(&[5, 0, 0, 5, 0]).time_wait_burst(), Some((2, 5)));
+        assert_eq!(t(&[7]).time_wait_burst(), None);
+        assert_eq!(t(&[]).time_wait_burst(), None);
     }
 
     #[test]
