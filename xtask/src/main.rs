@@ -173,7 +173,14 @@ fn main() -> Result<()> {
                         std::fs::canonicalize(&b).with_context(|| format!("--bin {}", b.display()))
                     })
                     .transpose()?;
-                vm::run(arch, no_btf, &names, bin.as_deref(), target.as_deref())
+                vm::run(
+                    arch,
+                    no_btf,
+                    &names,
+                    bin.as_deref(),
+                    target.as_deref(),
+                    None,
+                )
             }
         }
         Cmd::Fuzz {
@@ -238,6 +245,33 @@ fn test(args: &[String]) -> Result<()> {
     r
 }
 
+/// The fuzz targets built, then each fuzzed for a few seconds (TRAPDETECT_FUZZ_SECONDS,
+/// default 4; 0 skips the run) on the quick build (fuzz.rs); the seed corpus of every target
+/// is also replayed by a unit test. Each step with its time and outcome, in order; the first
+/// failure ends it.
+fn fuzz_beside() -> Vec<(&'static str, std::time::Duration, Result<()>)> {
+    let mut done = vec![];
+    let t = std::time::Instant::now();
+    let built = fuzz::build(false).map(drop);
+    let ok = built.is_ok();
+    done.push(("fuzz build", t.elapsed(), built));
+    let secs = std::env::var("TRAPDETECT_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(4);
+    if !ok {
+        return done;
+    }
+    if secs == 0 {
+        eprintln!("xtask: fuzzers not run (TRAPDETECT_FUZZ_SECONDS=0)");
+        return done;
+    }
+    let t = std::time::Instant::now();
+    let ran = fuzz::run(secs, None, false).map(drop);
+    done.push(("fuzz run", t.elapsed(), ran));
+    done
+}
+
 fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
     let full = args.is_empty();
     clock.time("setup (build tools)", || setup::run(setup::Scope::Build))?;
@@ -278,9 +312,6 @@ fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
             .unwrap_or(compile.len());
         compile.insert(at, "--no-run");
         clock.time("test --no-run", || util::cargo(&compile))?;
-        if full {
-            clock.time("fuzz build", || fuzz::build(false).map(drop))?;
-        }
         Ok(())
     })();
     // Whatever the builds did, apt is not left running on its own.
@@ -296,18 +327,6 @@ fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
     clock.time("setup (all)", || setup::run(setup::Scope::All))?;
     clock.time("tests", || util::cargo(&a))?;
     if full {
-        // The seed corpus of every fuzz target is replayed by a unit test; then every target
-        // fuzzes for a few seconds (TRAPDETECT_FUZZ_SECONDS, default 4; 0 skips it) on the
-        // quick build (fuzz.rs: about 3.5 min cold).
-        let secs = std::env::var("TRAPDETECT_FUZZ_SECONDS")
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-            .unwrap_or(4);
-        if secs > 0 {
-            clock.time("fuzz run", || fuzz::run(secs, None, false).map(drop))?;
-        } else {
-            eprintln!("xtask: fuzzers not run (TRAPDETECT_FUZZ_SECONDS=0)");
-        }
         // What a user copies to a benchmark host: the static binary the tests above ran,
         // packed and checked (static, installs and removes in an empty dpkg root; its trace
         // check is the whole test run); the kernel matrix's guests then run their tests with
@@ -318,10 +337,31 @@ fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
                 no_trace_check: true,
             })
         })?;
-        // A filtered run is someone narrowing down one test: the matrix only runs in full.
-        clock.time("kernel matrix", || {
-            vm::run(vm::Arch::X86_64, false, &[], Some(&bin), Some(target))
-        })?;
+        // A filtered run is someone narrowing down one test: the matrix and the fuzzers only
+        // run in full, the fuzzers beside the guests (vm::Beside: on the core they leave idle).
+        let fuzzed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let into = fuzzed.clone();
+        let job: vm::Beside = Box::new(move || *into.lock().unwrap() = fuzz_beside());
+        let matrix = clock.time("kernel matrix", || {
+            vm::run(
+                vm::Arch::X86_64,
+                false,
+                &[],
+                Some(&bin),
+                Some(target),
+                Some(job),
+            )
+        });
+        let mut fuzzed = std::mem::take(&mut *fuzzed.lock().unwrap());
+        if fuzzed.is_empty() {
+            // The matrix ended before its guests (skipped outside CI, or failed): alone, then.
+            fuzzed = fuzz_beside();
+        }
+        for (name, d, r) in fuzzed {
+            clock.add(&format!("  beside: {name}"), d);
+            r?;
+        }
+        matrix?;
     }
     Ok(())
 }

@@ -840,13 +840,16 @@ fn qemu_unavailable(arch: Arch) -> Option<String> {
 ///
 /// `bin`: the trapdetect binary the guests' tests run (`TRAPDETECT_BIN`); the build tree's
 /// when `None`. `target`: the Rust target the test executables are built for (`cargo xtask
-/// test` builds everything for the static musl one); the host's when `None`.
+/// test` builds everything for the static musl one); the host's when `None`. `beside`: work
+/// that runs while the guests do, in the idle scheduling class (see [`Beside`]); it has ended
+/// before the host kernel's own rows are taken.
 pub fn run(
     arch: Arch,
     no_btf: bool,
     filter: &[String],
     bin: Option<&Path>,
     target: Option<&str>,
+    beside: Option<Beside>,
 ) -> Result<()> {
     if let Some(why) = qemu_unavailable(arch) {
         let line = format!("SKIP kernel matrix: {why}");
@@ -884,11 +887,20 @@ pub fn run(
     // the next kernel) was no better: the 5.10 guest's two vCPUs, starved, soft-locked for
     // 180 s under `run`'s flock test (RCU stall, "CPU#0 stuck for 22s") and its retry made
     // the matrix 515 s, as long as in turn.
-    let mut results = vec![];
-    for k in &kernels {
-        let initrd = initramfs(k)?;
-        results.push(guest(k, &initrd, &run_list, bin));
-    }
+    let results = std::thread::scope(|scope| -> Result<Vec<_>> {
+        let side = beside.map(|job| scope.spawn(move || idle_class(job)));
+        let mut results = vec![];
+        for k in &kernels {
+            let initrd = initramfs(k)?;
+            results.push(guest(k, &initrd, &run_list, bin));
+        }
+        if let Some(side) = side
+            && let Err(p) = side.join()
+        {
+            std::panic::resume_unwind(p);
+        }
+        Ok(results)
+    })?;
     for (k, r) in kernels.iter().zip(results) {
         let (result, secs) = r?;
         match result {
@@ -954,6 +966,26 @@ pub fn run(
         bail!("kernel matrix failed on: {}", failed.join(", "));
     }
     Ok(())
+}
+
+/// Work for the host's idle CPU while the guests run: an x86 guest is one host thread
+/// (`tcg,thread=single`), so on two cores the other one waits through the whole matrix.
+pub type Beside = Box<dyn FnOnce() + Send>;
+
+/// Runs `job` on this thread in the `SCHED_IDLE` class, which the processes it starts
+/// inherit: it gets only the CPU time no guest wants, so a guest's vCPUs are never queued
+/// behind it (two guests side by side starved a 5.10 guest into an RCU stall, above).
+fn idle_class(job: Beside) {
+    // SAFETY: sched_param is plain integers (musl's has more fields than glibc's), all zero
+    // for SCHED_IDLE; pid 0 is the calling thread.
+    let param: libc::sched_param = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        eprintln!(
+            "xtask: SCHED_IDLE refused ({}): the work beside the guests runs at normal priority",
+            std::io::Error::last_os_error()
+        );
+    }
+    job()
 }
 
 /// Boots one kernel until it gives a result or has hung `ATTEMPTS` times: its exit code and
