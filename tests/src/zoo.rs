@@ -472,6 +472,117 @@ impl PyHttpServer {
     }
 }
 
+/// The two servers of [`SplitWriter`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitFamily {
+    /// Java's built-in `com.sun.net.httpserver.HttpServer` (OpenJDK), eight handler threads.
+    Java,
+    /// Python's `http.server.ThreadingHTTPServer` speaking HTTP/1.1.
+    Python,
+}
+
+/// Java's server: each response's headers and body go out in two writes.
+const SPLIT_JAVA: &str = r#"import com.sun.net.httpserver.HttpServer;
+import java.net.InetSocketAddress;
+import java.util.concurrent.Executors;
+
+public class Split {
+    public static void main(String[] a) throws Exception {
+        HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", Integer.parseInt(a[0])), 128);
+        s.setExecutor(Executors.newFixedThreadPool(8));
+        byte[] body = "x".repeat(2700).getBytes();
+        s.createContext("/", ex -> {
+            ex.sendResponseHeaders(200, body.length);
+            ex.getResponseBody().write(body);
+            ex.close();
+        });
+        s.start();
+    }
+}
+"#;
+
+/// Python's: `end_headers` flushes the headers, then the body is written.
+const SPLIT_PYTHON: &str = r#"import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = sys.argv[2] == "nodelay"
+    def do_GET(self):
+        body = b"x" * 2700
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+/// A keep-alive server that writes each response's headers and body in two calls, with
+/// Nagle's algorithm on (each socket's default) or off (`nodelay`: TCP_NODELAY, which both
+/// servers have a switch for: `-Dsun.net.httpserver.nodelay=true`, `disable_nagle_algorithm`).
+pub struct SplitWriter {
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The server.
+    pub proc: Proc,
+    _dir: TempDir,
+}
+
+impl SplitWriter {
+    /// Starts `family`'s server (Java's compiled first with `javac`).
+    pub fn start(family: SplitFamily, nodelay: bool) -> SplitWriter {
+        let dir = TempDir::new("split");
+        let d = dir.path();
+        let log = d.join("server.log");
+        let port = free_port();
+        let mut cmd = match family {
+            SplitFamily::Java => {
+                std::fs::write(d.join("Split.java"), SPLIT_JAVA).unwrap();
+                let out = Command::new("javac")
+                    .arg("Split.java")
+                    .current_dir(d)
+                    .output()
+                    .expect("run javac (cargo xtask setup installs openjdk-17-jdk-headless)");
+                assert!(
+                    out.status.success(),
+                    "javac: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let mut c = Command::new("java");
+                c.arg(format!("-Dsun.net.httpserver.nodelay={nodelay}"))
+                    .args(["-Xmx128m", "-cp", "."]);
+                c.arg("Split");
+                c
+            }
+            SplitFamily::Python => {
+                std::fs::write(d.join("split.py"), SPLIT_PYTHON).unwrap();
+                let mut c = Command::new(PYTHON);
+                c.arg("split.py");
+                c
+            }
+        };
+        cmd.arg(port.to_string())
+            .arg(if nodelay { "nodelay" } else { "nagle" })
+            .current_dir(d)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let name = format!("{family:?} split writer");
+        let mut proc = Proc::spawn(&name, &mut cmd);
+        wait_200(&name, &mut proc, port, &log, Duration::from_secs(60));
+        SplitWriter {
+            port,
+            proc,
+            _dir: dir,
+        }
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
 /// A bounded busy loop (`sh` spinning under `timeout`), optionally pinned to one CPU: other
 /// work on the host. Stopped on drop, or by itself after its time.
 pub struct CpuHog {

@@ -25,7 +25,8 @@ use trapdetect_e2e::{
     sshfs::Sshfs,
     trapdetect, url_port,
     zoo::{
-        AppServer, CpuHog, GoBinary, Gunicorn, PyHttpServer, Work, pin_tree, tree, wrk_capacity,
+        AppServer, CpuHog, GoBinary, Gunicorn, PyHttpServer, SplitFamily, SplitWriter, Work,
+        pin_tree, tree, wrk_capacity,
     },
 };
 
@@ -108,17 +109,22 @@ impl Run {
         c
     }
 
+    /// The findings `keep` selects.
+    fn findings_where(&self, keep: impl Fn(&Value) -> bool) -> Vec<&Value> {
+        self.r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| keep(f))
+            .collect()
+    }
+
     /// No cause: the server kept up, nothing fails, the run is trusted.
     fn assert_clean(&self) {
         assert_eq!(self.cause(), None, "{}\n{:?}", self.verdict(), self.ids());
         assert_eq!(self.verdict()["capped"], false, "{}", self.verdict());
         assert_eq!(self.verdict()["trusted"], true, "{}", self.verdict());
-        let failing: Vec<&Value> = self.r["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["severity"] == "fail")
-            .collect();
+        let failing = self.findings_where(|f| f["severity"] == "fail");
         assert!(failing.is_empty(), "{failing:?}");
         // Exit 0, or 3 when the built-in generator says it fell behind its own schedule (at
         // 6,000 new connections a second on two cores it shares with the server and the
@@ -1385,13 +1391,73 @@ fn no_time_wait_alarm_when_kept_alive(r: &Run, family: &str) {
     if !matches!(family, "nginx" | "node" | "go") {
         return;
     }
-    let alarms: Vec<&Value> = r.r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["id"] == "net.time-wait" && f["severity"] != "info")
-        .collect();
+    let alarms = r.findings_where(|f| f["id"] == "net.time-wait" && f["severity"] != "info");
     assert!(alarms.is_empty(), "{family}: {alarms:#?}");
+}
+
+/// net.nagle: no server here writes a response in pieces on a socket with Nagle's algorithm
+/// on (nginx, Node and Go set TCP_NODELAY; gunicorn and php-fpm close each connection).
+fn no_held_tails(r: &Run, family: &str) {
+    let held = r.findings_where(|f| f["id"] == "net.nagle");
+    assert!(held.is_empty(), "{family}: {held:#?}");
+}
+
+/// A keep-alive server that writes each response's headers and body in two calls, Nagle's
+/// algorithm on: the body waits unsent until the client acknowledges the headers, which the
+/// client's kernel delays (Linux's delayed-ACK timer, 40 ms at least). Named on Java's
+/// built-in HttpServer and on Python's http.server speaking HTTP/1.1, from the server's own
+/// sockets (sock_diag's tcp_info: a tail under one segment unsent, a segment unacknowledged,
+/// room in the window) in every second of the window, with the generator's service time at
+/// the timer; the same servers with TCP_NODELAY hold nothing and answer in under a quarter of
+/// it. 100 req/s is far below either server's capacity: the server is idle while it waits.
+#[test]
+fn a_response_held_for_the_clients_ack_is_named_on_java_and_python_and_not_with_nodelay() {
+    const TEST: &str =
+        "a_response_held_for_the_clients_ack_is_named_on_java_and_python_and_not_with_nodelay";
+    if !require_root(TEST) {
+        return;
+    }
+    let _s = serial();
+    // Linux's TCP_DELACK_MIN (HZ/25 jiffies), µs.
+    const DELACK_MIN_US: f64 = 40_000.0;
+    for family in [SplitFamily::Java, SplitFamily::Python] {
+        for nodelay in [false, true] {
+            let s = SplitWriter::start(family, nodelay);
+            let r = builtin(s.proc.pid(), &s.url(), 100.0, &[]);
+            let p50 = r.r["load"]["service_time_2xx"]["p50_us"].as_f64().unwrap();
+            eprintln!("{family:?} nodelay={nodelay}: service time p50 {p50:.0} µs");
+            assert_eq!(
+                r.cause(),
+                None,
+                "{family:?} nodelay={nodelay}: {:#}",
+                r.verdict()
+            );
+            if nodelay {
+                no_held_tails(&r, &format!("{family:?} with TCP_NODELAY"));
+                assert!(p50 < DELACK_MIN_US / 4.0, "{family:?}: p50 {p50} µs");
+                continue;
+            }
+            let f = *r
+                .findings_where(|f| f["id"] == "net.nagle")
+                .first()
+                .unwrap_or_else(|| panic!("{family:?}: no net.nagle in {:#}", r.r["findings"]));
+            assert_eq!(f["severity"], "warn");
+            let e = &f["evidence"];
+            let read = e["seconds_read"].as_u64().unwrap();
+            assert!(read >= 4, "{family:?}: {e:#}");
+            assert_eq!(
+                e["seconds_with_held_connections"], read,
+                "{family:?}: {e:#}"
+            );
+            assert!(e["held_connections_max"].as_u64().unwrap() >= 1);
+            assert!(
+                e["held_connections_mean"].as_f64().unwrap()
+                    <= e["connections_mean"].as_f64().unwrap()
+            );
+            // A timer set part way through a jiffy fires up to one jiffy early (10 ms at HZ=100).
+            assert!(p50 >= 0.75 * DELACK_MIN_US, "{family:?}: p50 {p50} µs");
+        }
+    }
 }
 
 #[test]
@@ -1439,6 +1505,7 @@ fn clean_servers_at_half_capacity_have_no_cause_even_beside_a_cpu_hog() {
         eprintln!("{family}: capacity {cap:.0}/s, offered {rate:.0}/s");
         r.assert_clean();
         no_time_wait_alarm_when_kept_alive(&r, family);
+        no_held_tails(&r, family);
         if matches!(family, "gunicorn" | "node") {
             // Half the capacity measured beside the hog (it takes one of the two CPUs), on a
             // fresh instance on its own port: the first run's TIME_WAIT stays behind.

@@ -382,6 +382,7 @@ pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
         fd_peak: None,
         accept_emfile: tl.accept_emfile,
         generator: None,
+        send_holds: None,
         cpu_unknown: true,
     };
     let stops = Stops {

@@ -23,6 +23,18 @@ pub struct Backlog {
     pub queued: u64,
     /// Sum of their backlogs (unix listeners only: /proc/net/tcp does not show it).
     pub backlog: Option<u64>,
+    /// The TCP listeners' local ports (read from sock_diag only).
+    pub ports: Vec<u16>,
+}
+
+/// The target's established connections at one sample, and those holding a small response
+/// tail unsent behind unacknowledged bytes ([`crate::host::net::diag::SendState::holds_a_small_tail`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendHolds {
+    /// Server-side connections on the target's listening ports.
+    pub connections: u64,
+    /// Of them, those holding a tail.
+    pub held: u64,
 }
 
 /// Socket inodes the processes hold open (`socket:[N]` links in /proc/PID/fd).
@@ -200,6 +212,28 @@ impl Reader {
         b
     }
 
+    /// The server-side established connections on `ports` and what they hold unsent, from
+    /// each one's `tcp_info`; `None` without sock_diag, or with no port.
+    pub fn sends(&mut self, ports: &[u16]) -> Option<SendHolds> {
+        use crate::host::net::diag::TCP_ESTABLISHED;
+        let d = self.diag.as_mut().filter(|_| !ports.is_empty())?;
+        let mut h = SendHolds::default();
+        let mut info = false;
+        d.dump_tcp_sends(1 << TCP_ESTABLISHED, &mut |r, send| {
+            if r.state != TCP_ESTABLISHED || !ports.contains(&r.local.port()) {
+                return;
+            }
+            h.connections += 1;
+            if let Some(send) = send {
+                info = true;
+                h.held += u64::from(send.holds_a_small_tail());
+            }
+        })
+        .ok()?;
+        // Connections and no tcp_info for any (a kernel before 4.6): nothing was read.
+        (info || h.connections == 0).then_some(h)
+    }
+
     /// The TCP listeners among `inodes` (listeners and queued connections).
     fn tcp(&mut self, inodes: &HashSet<u64>) -> Backlog {
         let mut b = Backlog::default();
@@ -210,6 +244,7 @@ impl Reader {
                 if r.state == crate::host::net::diag::TCP_LISTEN && inodes.contains(&r.inode) {
                     found.listeners += 1;
                     found.queued += u64::from(r.rqueue);
+                    found.ports.push(r.local.port());
                 }
             });
             match read {

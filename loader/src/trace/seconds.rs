@@ -158,6 +158,9 @@ pub struct KernelSecond {
     /// The same for the listeners of the stack's processes (`trace::stack`) that are not the
     /// target's.
     pub stack_accept_queue: Option<u64>,
+    /// The target's established connections at the sample and those holding a small
+    /// response tail unsent (`None`: not read, no TCP listener).
+    pub send_holds: Option<backlog::SendHolds>,
     /// Throttling of the target's binding CPU quota in this second (`None`: no quota).
     pub throttle: Option<ThrottleCounters>,
     /// Requests the target's own TCP ports received in this second (`tcp_probe`).
@@ -651,6 +654,7 @@ impl Sampler {
         let throttle = self.quota.as_mut().and_then(|q| q.tick());
         let tree_sockets = backlog::socket_inodes(&pids);
         let queue = self.backlog.sample(&tree_sockets);
+        let send_holds = self.backlog.sends(&queue.ports);
         let credit = credit_of(&slots, at);
         let Some(prev) = self.prev.take() else {
             self.base = Some(reading.clone());
@@ -673,6 +677,7 @@ impl Sampler {
             throttle,
             accept_queue: (queue.listeners > 0).then_some(queue.queued),
             stack_accept_queue: self.stack_queue(&pids, &tree_sockets),
+            send_holds,
             ..Default::default()
         };
         split_time(&mut sec, &prev, &reading, &credit, &self.credit);

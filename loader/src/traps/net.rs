@@ -879,6 +879,43 @@ pub fn fd_limit(u: &FdUse, plan: Option<&Plan>) -> Option<Finding> {
     )))
 }
 
+/// net.nagle: in most of the window's looks (one a second) some of the target's connections
+/// held a tail smaller than a segment unsent behind unacknowledged bytes with room in the
+/// congestion window: the state Nagle's algorithm (or a cork) leaves a socket in until the
+/// peer's ACK. One look catches a brief cork (nginx's `tcp_nopush` around one response) or an
+/// autocorked segment now and then; a server that writes every response that way is caught at
+/// most looks, for as long as each response waits for the client's delayed ACK.
+pub fn nagle(o: &crate::traps::run::RunObs) -> Option<Finding> {
+    let h = o.send_holds.as_ref()?;
+    if h.seconds_read < 2 || h.seconds_held * 2 < h.seconds_read {
+        return None;
+    }
+    let n = h.seconds_read as f64;
+    let held = h.held_total as f64 / n;
+    let conns = h.connections_total as f64 / n;
+    Some(
+        Finding::new(
+            Id::NetNagle,
+            Severity::Warn,
+            format!(
+                "the server's connections hold response tails unsent until the client acknowledges: {held:.1} of {conns:.1} held at each look on average, in {} of {} seconds",
+                h.seconds_held, h.seconds_read
+            ),
+        )
+        .with("seconds_with_held_connections", h.seconds_held)
+        .with("seconds_read", h.seconds_read)
+        .with("held_connections_mean", round(held, 2))
+        .with("held_connections_max", h.held_max)
+        .with("connections_mean", round(conns, 2))
+        .predict(
+            "each held tail waits for the client's ACK, which a client delays (Linux: 40 ms or more): the latency measured is that timer, not the server, and a closed-loop generator's throughput is its connections over it",
+        )
+        .remedy(
+            "set TCP_NODELAY on the server's accepted sockets or write each response in one call (Java's built-in HttpServer: -Dsun.net.httpserver.nodelay=true; Python's socketserver handlers: disable_nagle_algorithm = True)",
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::{collections::HashSet, path::Path, time::Duration};
@@ -929,6 +966,40 @@ mod tests {
     /// Issue 9: nginx's per-request FastCGI connections to 127.0.0.1:9000 are its own upstream
     /// TIME_WAIT (remedy in nginx's upstream settings), not the load generator's and not other
     /// processes'; the clients' TIME_WAIT on nginx's port stays net.time-wait's.
+    fn holds(read: u64, held: u64, held_total: u64) -> crate::traps::run::RunObs {
+        crate::traps::run::RunObs {
+            send_holds: Some(crate::traps::run::SendHoldsObs {
+                seconds_read: read,
+                seconds_held: held,
+                held_total,
+                held_max: 8,
+                connections_total: 9 * read,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tails_held_at_most_looks_are_named_and_a_few_are_not() {
+        // Java's HttpServer at 181/s (2026-12-06): 7 of 9 connections held at each of 7 looks.
+        let f = nagle(&holds(7, 7, 49)).unwrap();
+        assert_eq!(f.id, "net.nagle");
+        assert_eq!(f.severity, Severity::Warn);
+        assert_eq!(f.evidence["seconds_with_held_connections"], 7);
+        assert_eq!(f.evidence["held_connections_mean"], 7.0);
+        assert_eq!(f.evidence["connections_mean"], 9.0);
+        assert_eq!(
+            f.title,
+            "the server's connections hold response tails unsent until the client acknowledges: 7.0 of 9.0 held at each look on average, in 7 of 7 seconds"
+        );
+        // Half the looks: the way the server writes, not a moment.
+        assert!(nagle(&holds(6, 3, 3)).is_some());
+        // A cork caught at two looks of five, one look of one, nothing read.
+        assert!(nagle(&holds(5, 2, 2)).is_none());
+        assert!(nagle(&holds(1, 1, 1)).is_none());
+        assert!(nagle(&crate::traps::run::RunObs::default()).is_none());
+    }
+
     #[test]
     fn upstream_time_wait_is_the_targets_own_not_the_generators() {
         let sys = tw_sysctls();

@@ -955,6 +955,29 @@ registry! {
         can_fail: true,
         consequence: true,
     },
+    NetNagle => Rule {
+        id: "net.nagle",
+        run: Some(RunRule { order: 95, eval: judge::send_holds }),
+        title: "the server's connections hold response tails until the client acknowledges",
+        commands: &[Run],
+        mechanism: "a response written in pieces on a socket without TCP_NODELAY: Nagle's \
+                    algorithm holds the last piece, smaller than a segment, until the client \
+                    acknowledges the first, and a client delays that acknowledgment (Linux: \
+                    40 ms or more). The server is idle through the wait; latency measures the \
+                    client's delayed-ACK timer and a closed-loop generator's throughput is its \
+                    connections over it.",
+        evidence: &[
+            "seconds_with_held_connections",
+            "seconds_read",
+            "held_connections_mean",
+            "held_connections_max",
+            "connections_mean",
+        ],
+        remedy: "set TCP_NODELAY on the server's accepted sockets, or write each response in one \
+                 call (Java's built-in HttpServer: -Dsun.net.httpserver.nodelay=true; Python's \
+                 socketserver handlers: disable_nagle_algorithm = True).",
+        doc: "docs/net.md",
+    },
     NetTimeWait => Rule {
         id: "net.time-wait",
         title: "TIME_WAIT sockets left from earlier runs or building up",

@@ -326,10 +326,29 @@ pub struct RunObs {
     pub accept_emfile: u64,
     /// The built-in generator's own limits, when one of them held arrivals back.
     pub generator: Option<GeneratorLimits>,
+    /// What the target's connections held unsent, looked at once a second (`None`: not read:
+    /// no TCP listener, no sock_diag, an strace log).
+    pub send_holds: Option<SendHoldsObs>,
     /// The threads' CPU time is not known apart from the tracer's own cost (an strace log:
     /// the time between a thread's calls holds strace's stops, which also take the threads
     /// one at a time): no CPU verdict is drawn from it.
     pub cpu_unknown: bool,
+}
+
+/// The target's server-side connections over the window's seconds, looked at once a second
+/// with sock_diag: how many held a small response tail unsent behind unacknowledged bytes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SendHoldsObs {
+    /// Seconds whose look was read.
+    pub seconds_read: u64,
+    /// Of them, seconds in which at least one connection held a tail.
+    pub seconds_held: u64,
+    /// Connections holding one, summed over the looks.
+    pub held_total: u64,
+    /// The most at one look.
+    pub held_max: u64,
+    /// Server-side connections, summed over the looks.
+    pub connections_total: u64,
 }
 
 /// A process and the CPU it used on the target's CPUs.
@@ -896,6 +915,11 @@ pub mod judge {
     /// `gen.budget`.
     pub fn generator(o: &RunObs, _: &[Finding]) -> Vec<Finding> {
         generator_bound(o).into_iter().collect()
+    }
+
+    /// `net.nagle`.
+    pub fn send_holds(o: &RunObs, _: &[Finding]) -> Vec<Finding> {
+        crate::traps::net::nagle(o).into_iter().collect()
     }
 
     /// `net.fd-limit`.

@@ -105,11 +105,32 @@ impl Diag {
     /// Dumps the TCP sockets of both address families in `states` (a bit mask of
     /// `1 << state`), calling `f` for each.
     pub fn dump_tcp(&mut self, states: u32, f: &mut dyn FnMut(SockRec)) -> io::Result<()> {
+        self.dump_tcp_ext(states, 0, &mut |r, _| f(r))
+    }
+
+    /// As [`Diag::dump_tcp`], with each socket's send state from its `tcp_info`
+    /// (`INET_DIAG_INFO`; `None` where the kernel attached none, as for TIME_WAIT).
+    pub fn dump_tcp_sends(
+        &mut self,
+        states: u32,
+        f: &mut dyn FnMut(SockRec, Option<SendState>),
+    ) -> io::Result<()> {
+        self.dump_tcp_ext(states, 1 << (INET_DIAG_INFO - 1), &mut |r, attrs| {
+            f(r, send_state(attrs))
+        })
+    }
+
+    fn dump_tcp_ext(
+        &mut self,
+        states: u32,
+        ext: u8,
+        f: &mut dyn FnMut(SockRec, &[u8]),
+    ) -> io::Result<()> {
         if !self.per_family {
             let mut seen = 0usize;
-            match self.dump(None, states, &mut |r| {
+            match self.dump(None, states, ext, &mut |r, a| {
                 seen += 1;
-                f(r)
+                f(r, a)
             }) {
                 Ok(()) => return Ok(()),
                 // Only an unknown request type is worth a retry, and only before any record.
@@ -125,8 +146,8 @@ impl Diag {
                 Err(e) => return Err(e),
             }
         }
-        self.dump(Some(AF_INET), states, f)?;
-        self.dump(Some(AF_INET6), states, f)
+        self.dump(Some(AF_INET), states, ext, f)?;
+        self.dump(Some(AF_INET6), states, ext, f)
     }
 
     /// One dump: both families in one walk (`None`), or one family (`inet_diag_req_v2`).
@@ -134,7 +155,8 @@ impl Diag {
         &mut self,
         family: Option<u8>,
         states: u32,
-        f: &mut dyn FnMut(SockRec),
+        ext: u8,
+        f: &mut dyn FnMut(SockRec, &[u8]),
     ) -> io::Result<()> {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
@@ -143,12 +165,14 @@ impl Diag {
             None => {
                 // The family byte is ignored (AF_UNSPEC); states follow the socket id.
                 req[16] = AF_INET;
+                req[16 + 3] = ext;
                 req[16 + 52..16 + 56].copy_from_slice(&states.to_ne_bytes());
                 (TCPDIAG_GETSOCK, NLMSG_HDRLEN + REQ_COMPAT_LEN)
             }
             Some(fam) => {
                 req[16] = fam;
                 req[17] = IPPROTO_TCP;
+                req[18] = ext;
                 req[20..24].copy_from_slice(&states.to_ne_bytes());
                 (SOCK_DIAG_BY_FAMILY, NLMSG_HDRLEN + REQ_LEN)
             }
@@ -167,7 +191,7 @@ impl Diag {
                 Err(Errno::EINTR) => continue,
                 Err(e) => return Err(e.into()),
             };
-            if parse_batch(&self.buf[..n], seq, f)? {
+            if parse_batch_attrs(&self.buf[..n], seq, f)? {
                 return Ok(());
             }
         }
@@ -176,6 +200,15 @@ impl Diag {
 
 /// Parses one `recv` worth of netlink messages; true at the end of the dump.
 pub fn parse_batch(b: &[u8], seq: u32, f: &mut dyn FnMut(SockRec)) -> io::Result<bool> {
+    parse_batch_attrs(b, seq, &mut |r, _| f(r))
+}
+
+/// As [`parse_batch`], with each record's attributes (the bytes after `inet_diag_msg`).
+pub fn parse_batch_attrs(
+    b: &[u8],
+    seq: u32,
+    f: &mut dyn FnMut(SockRec, &[u8]),
+) -> io::Result<bool> {
     let mut off = 0;
     while off + NLMSG_HDRLEN <= b.len() {
         let len = u32::from_ne_bytes(b[off..off + 4].try_into().unwrap()) as usize;
@@ -211,7 +244,7 @@ pub fn parse_batch(b: &[u8], seq: u32, f: &mut dyn FnMut(SockRec)) -> io::Result
                     }
                 }
                 SOCK_DIAG_BY_FAMILY | TCPDIAG_GETSOCK if payload.len() >= MSG_LEN => {
-                    f(parse_msg(payload))
+                    f(parse_msg(payload), &payload[MSG_LEN..])
                 }
                 _ => {}
             }
@@ -219,6 +252,62 @@ pub fn parse_batch(b: &[u8], seq: u32, f: &mut dyn FnMut(SockRec)) -> io::Result
         off += (len + 3) & !3;
     }
     Ok(false)
+}
+
+/// The `INET_DIAG_INFO` attribute (`struct tcp_info`) and its bit in the request's `ext`.
+const INET_DIAG_INFO: u16 = 2;
+
+/// What a socket holds back, from its `struct tcp_info` (include/uapi/linux/tcp.h).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendState {
+    /// `tcpi_snd_mss`: the largest segment it sends, bytes.
+    pub snd_mss: u32,
+    /// `tcpi_unacked`: segments sent and not acknowledged.
+    pub unacked: u32,
+    /// `tcpi_snd_cwnd`: the congestion window, segments.
+    pub snd_cwnd: u32,
+    /// `tcpi_notsent_bytes` (Linux 4.6+): bytes written and not yet sent.
+    pub notsent: u32,
+}
+
+impl SendState {
+    /// Bytes written, fewer than a full segment, held unsent while earlier ones wait for an
+    /// acknowledgment and the congestion window has room: what Nagle's algorithm (a socket
+    /// without TCP_NODELAY) or a cork does. A socket the window or the peer's receive window
+    /// holds back has a full segment or more waiting, or no room in the window.
+    pub fn holds_a_small_tail(&self) -> bool {
+        self.notsent > 0
+            && self.notsent < self.snd_mss
+            && self.unacked > 0
+            && self.unacked < self.snd_cwnd
+    }
+}
+
+/// The send state from a record's attributes (netlink `rtattr`s, 4-byte aligned): `None`
+/// without an `INET_DIAG_INFO` long enough to hold `tcpi_notsent_bytes`.
+pub fn send_state(mut attrs: &[u8]) -> Option<SendState> {
+    while attrs.len() >= 4 {
+        let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
+        let ty = u16::from_ne_bytes([attrs[2], attrs[3]]);
+        if len < 4 || len > attrs.len() {
+            return None;
+        }
+        let data = &attrs[4..len];
+        if ty == INET_DIAG_INFO {
+            let u32_at = |o: usize| {
+                data.get(o..o + 4)
+                    .map(|b| u32::from_ne_bytes(b.try_into().unwrap()))
+            };
+            return Some(SendState {
+                snd_mss: u32_at(16)?,
+                unacked: u32_at(24)?,
+                snd_cwnd: u32_at(80)?,
+                notsent: u32_at(144)?,
+            });
+        }
+        attrs = attrs.get((len + 3) & !3..).unwrap_or_default();
+    }
+    None
 }
 
 fn addr(family: u8, raw: &[u8], port: u16) -> SocketAddr {
@@ -322,6 +411,67 @@ mod tests {
                 format!("sock_diag: error message with errno {bad}")
             );
         }
+    }
+
+    /// An `INET_DIAG_INFO` attribute holding a `tcp_info` of `len` bytes with the fields read.
+    fn info_attr(len: usize, mss: u32, unacked: u32, cwnd: u32, notsent: u32) -> Vec<u8> {
+        let mut info = vec![0u8; len];
+        for (o, v) in [(16, mss), (24, unacked), (80, cwnd), (144, notsent)] {
+            if o + 4 <= len {
+                info[o..o + 4].copy_from_slice(&v.to_ne_bytes());
+            }
+        }
+        let mut a = vec![];
+        a.extend(((4 + len) as u16).to_ne_bytes());
+        a.extend(INET_DIAG_INFO.to_ne_bytes());
+        a.extend(info);
+        a.resize((a.len() + 3) & !3, 0);
+        a
+    }
+
+    #[test]
+    fn the_send_state_is_read_from_tcp_info_after_other_attributes() {
+        // What `ss -ti` showed on a Java HttpServer connection (2026-12-06): mss:65483
+        // cwnd:18 unacked:1 notsent:2704, the body held behind the headers.
+        let mut attrs = vec![];
+        // An INET_DIAG_MEMINFO (1) first, 16 bytes of payload: skipped.
+        attrs.extend(20u16.to_ne_bytes());
+        attrs.extend(1u16.to_ne_bytes());
+        attrs.extend([0u8; 16]);
+        attrs.extend(info_attr(232, 65483, 1, 18, 2704));
+        let s = send_state(&attrs).unwrap();
+        assert_eq!(
+            s,
+            SendState {
+                snd_mss: 65483,
+                unacked: 1,
+                snd_cwnd: 18,
+                notsent: 2704
+            }
+        );
+        assert!(s.holds_a_small_tail());
+        // A tcp_info from before tcpi_notsent_bytes (Linux < 4.6): nothing read.
+        assert_eq!(send_state(&info_attr(104, 65483, 1, 18, 0)), None);
+        // No attribute, a truncated one.
+        assert_eq!(send_state(&[]), None);
+        assert_eq!(send_state(&info_attr(232, 1, 1, 1, 1)[..100]), None);
+    }
+
+    #[test]
+    fn only_a_small_tail_behind_unacked_bytes_with_room_in_the_window_is_held() {
+        let s = |mss, unacked, cwnd, notsent| SendState {
+            snd_mss: mss,
+            unacked,
+            snd_cwnd: cwnd,
+            notsent,
+        };
+        assert!(s(1448, 1, 10, 700).holds_a_small_tail());
+        // Nothing unsent; nothing in flight (Nagle sends at once); a full segment waiting
+        // (the window, not Nagle); the window full (congestion, not Nagle).
+        assert!(!s(1448, 1, 10, 0).holds_a_small_tail());
+        assert!(!s(1448, 0, 10, 700).holds_a_small_tail());
+        assert!(!s(1448, 1, 10, 1448).holds_a_small_tail());
+        assert!(!s(1448, 10, 10, 700).holds_a_small_tail());
     }
 
     #[test]

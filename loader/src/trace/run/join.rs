@@ -11,10 +11,13 @@ use crate::{
     escape,
     host::mounts::MountTable,
     report::Report,
-    trace::seconds::Sampler,
+    trace::seconds::{KernelSecond, Sampler},
     traps::{
         self,
-        run::{AheadLatency, FdPeakObs, FsLoad, LockLoad, ProcCpu, QuotaObs, RunObs, RunSecond},
+        run::{
+            AheadLatency, FdPeakObs, FsLoad, LockLoad, ProcCpu, QuotaObs, RunObs, RunSecond,
+            SendHoldsObs,
+        },
     },
 };
 
@@ -163,8 +166,28 @@ pub fn observe(
             }),
         accept_emfile: k.seconds.iter().map(|x| x.accept_emfile).sum(),
         generator: s.generator.clone(),
+        send_holds: send_holds(&k.seconds, window_s),
         cpu_unknown: false,
     }
+}
+
+/// The looks at the target's connections in the window's whole seconds (the sample after it
+/// holds the drain); `None` where no second was read.
+fn send_holds(seconds: &[KernelSecond], window_s: f64) -> Option<SendHoldsObs> {
+    let whole = window_s.floor() as u64;
+    let mut o = SendHoldsObs::default();
+    for h in seconds
+        .iter()
+        .filter(|x| x.t_s < whole)
+        .filter_map(|x| x.send_holds)
+    {
+        o.seconds_read += 1;
+        o.seconds_held += u64::from(h.held > 0);
+        o.held_total += h.held;
+        o.held_max = o.held_max.max(h.held);
+        o.connections_total += h.connections;
+    }
+    (o.seconds_read > 0).then_some(o)
 }
 
 /// The generator's 2xx inside the span the sampler covered, `window_s` from the measured
