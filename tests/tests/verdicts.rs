@@ -1432,6 +1432,11 @@ fn a_response_held_for_the_clients_ack_is_named_on_java_and_python_and_not_with_
                 "{family:?} nodelay={nodelay}: {:#}",
                 r.verdict()
             );
+            let said = r.verdict()["summary"]
+                .as_str()
+                .unwrap()
+                .ends_with("until the client acknowledged (net.nagle)");
+            assert_eq!(said, !nodelay, "{family:?}: {}", r.verdict()["summary"]);
             if nodelay {
                 no_held_tails(&r, &format!("{family:?} with TCP_NODELAY"));
                 assert!(p50 < DELACK_MIN_US / 4.0, "{family:?}: p50 {p50} µs");

@@ -2201,6 +2201,13 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
     let offered = (o.offered_rate > 0.0).then_some(o.offered_rate);
     let given_up = given_up(o, capped);
     let mut summary = verdict_summary(o, cause.as_ref(), predicted, offered, capped, &capped_by);
+    if cause.is_none() && findings.iter().any(|f| f.id == Id::NetNagle) {
+        // Not a cause (the server is idle through the wait), but what the latency, and a
+        // closed loop's rate, is made of.
+        summary.push_str(
+            "; the latency is the client's delayed-ACK timer: the server's connections held each response's tail until the client acknowledged (net.nagle)",
+        );
+    }
     if let Some(g) = &given_up {
         summary.push_str(&format!(
             "; from t={} s the generator's timeout ended {} arrivals (answers that came later went to closed connections and count nowhere): {:.0} req/s delivered before",
@@ -4696,6 +4703,41 @@ mod tests {
                 r##"{"cause":null,"summary":"no ceiling: the closed-loop generator (no offered rate) reached none the kernel shows (an accept queue, saturated CPUs, busy workers, a serialized resource); 5261 req/s delivered is its connections over the latency, not the server's capacity","capped":false,"capped_by":[],"delivered_per_s":5261.0,"delivered_basis":"generator-2xx","consequences":[],"trusted":true}"##,
                 r##"[]"##,
             ],
+        );
+    }
+
+    #[test]
+    fn held_tails_are_what_the_latency_is_made_of_when_nothing_caps() {
+        // Java's HttpServer under `run -- wrk -c16` (closed loop): 363 req/s, its threads
+        // waiting for work, 7 of 9 connections holding a tail at each look.
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.off_s = off(&[("wait_work", 40.0)]);
+        o.offered_rate = 0.0;
+        o.delivered_rate = 363.0;
+        o.send_holds = Some(SendHoldsObs {
+            seconds_read: 7,
+            seconds_held: 7,
+            held_total: 49,
+            held_max: 8,
+            connections_total: 63,
+        });
+        let mut f = rules(&o);
+        assert!(f.iter().any(|f| f.id == Id::NetNagle));
+        let v = verdict(&o, &mut f, &VerdictInputs::default());
+        assert_eq!(v.cause, None);
+        assert_eq!(
+            v.summary,
+            "no ceiling: the closed-loop generator (no offered rate) reached none the kernel shows (an accept queue, saturated CPUs, busy workers, a serialized resource); 363 req/s delivered is its connections over the latency, not the server's capacity; the latency is the client's delayed-ACK timer: the server's connections held each response's tail until the client acknowledged (net.nagle)"
+        );
+        // Without the holds, the sentence ends at the rate.
+        o.send_holds = None;
+        let mut f = rules(&o);
+        let v = verdict(&o, &mut f, &VerdictInputs::default());
+        assert!(
+            v.summary.ends_with("not the server's capacity"),
+            "{}",
+            v.summary
         );
     }
 }
