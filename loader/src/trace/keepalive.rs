@@ -8,15 +8,19 @@
 //! trace) is one accept for many requests, and only the counter tells them. Such a
 //! connection stays open: the watch lists the ESTABLISHED server-side sockets of the target's
 //! ports with sock_diag every [`LOOK_EVERY`] and reports the first one seen in two looks in a
-//! row. That also catches one request served slower than the interval (a slow request, or one
-//! queued for a worker): the counter is then attached though not needed, which costs what it
-//! always cost and counts the same requests.
+//! row that has answered (sent data: `tcpi_data_segs_out`) and is still open, so carries or
+//! awaits another request. One request served slower than the interval (a slow request, or one
+//! queued for a worker) is in two looks too, but before its answer: a php-fpm worker stalled
+//! 100 ms once under wrk attached the counter that way, though every connection carried one
+//! request. A connection stalled between its answer and its close still attaches it, which
+//! costs what the counter always cost and counts the same requests. Where the kernel gives no
+//! `tcp_info` (before Linux 4.6), being in two looks is enough.
 
 use std::{collections::HashSet, time::Duration};
 
 use crate::host::net::{
     SockRec,
-    diag::{Diag, TCP_ESTABLISHED},
+    diag::{Diag, SendState, TCP_ESTABLISHED},
 };
 
 /// How often the watch looks while the counter is held back.
@@ -67,7 +71,7 @@ impl KeepAliveWatch {
     pub fn look(&mut self) -> std::io::Result<Option<StayedOpen>> {
         let mut now = vec![];
         self.diag
-            .dump_tcp(1 << TCP_ESTABLISHED, &mut |r| now.push(r))?;
+            .dump_tcp_sends(1 << TCP_ESTABLISHED, &mut |r, s| now.push((r, s)))?;
         let (seen, stayed) = stayed_open(&self.last, &now, &self.ports);
         self.last = seen;
         Ok(stayed)
@@ -75,20 +79,21 @@ impl KeepAliveWatch {
 }
 
 /// The server-side sockets of `ports` among `now` (by inode), and the first of them that was
-/// in `before` too.
+/// in `before` too and has answered (or whose answers the kernel does not say).
 pub fn stayed_open(
     before: &HashSet<u64>,
-    now: &[SockRec],
+    now: &[(SockRec, Option<SendState>)],
     ports: &[u16],
 ) -> (HashSet<u64>, Option<StayedOpen>) {
     let mut seen = HashSet::new();
     let mut stayed: Option<&SockRec> = None;
-    for r in now {
+    for (r, send) in now {
         if r.state != TCP_ESTABLISHED || r.inode == 0 || !ports.contains(&r.local.port()) {
             continue;
         }
         seen.insert(r.inode);
-        if stayed.is_none() && before.contains(&r.inode) {
+        let answered = send.is_none_or(|s| s.data_segs_out > 0);
+        if stayed.is_none() && before.contains(&r.inode) && answered {
             stayed = Some(r);
         }
     }
@@ -103,7 +108,11 @@ pub fn stayed_open(
 mod tests {
     use super::*;
 
-    fn rec(state: u8, local: &str, remote: &str, inode: u64) -> SockRec {
+    fn rec(state: u8, local: &str, remote: &str, inode: u64) -> (SockRec, Option<SendState>) {
+        (sock(state, local, remote, inode), None)
+    }
+
+    fn sock(state: u8, local: &str, remote: &str, inode: u64) -> SockRec {
         SockRec {
             state,
             local: local.parse().unwrap(),
@@ -159,6 +168,39 @@ mod tests {
         ];
         let (seen, stayed) = stayed_open(&HashSet::from([14]), &d, &ports);
         assert!(seen.is_empty());
+        assert_eq!(stayed, None);
+    }
+
+    #[test]
+    fn a_connection_in_two_looks_before_its_answer_is_a_slow_request() {
+        let ports = [9000];
+        let with = |inode, data_segs_out| {
+            let send = SendState {
+                snd_mss: 65483,
+                snd_cwnd: 10,
+                data_segs_out,
+                ..Default::default()
+            };
+            (
+                sock(1, "127.0.0.1:9000", "127.0.0.1:40001", inode),
+                Some(send),
+            )
+        };
+        // A FastCGI connection whose worker stalled: in both looks, nothing answered yet.
+        let (seen, stayed) = stayed_open(&HashSet::from([11]), &[with(11, 0)], &ports);
+        assert_eq!(seen, HashSet::from([11]));
+        assert_eq!(stayed, None);
+        // Answered and still open: it carries (or waits for) another request.
+        let (_, stayed) = stayed_open(&seen, &[with(11, 3)], &ports);
+        assert_eq!(
+            stayed,
+            Some(StayedOpen {
+                port: 9000,
+                remote: "127.0.0.1:40001".into()
+            })
+        );
+        // Answered, but new at this look: not yet.
+        let (_, stayed) = stayed_open(&HashSet::new(), &[with(12, 3)], &ports);
         assert_eq!(stayed, None);
     }
 }

@@ -268,6 +268,8 @@ pub struct SendState {
     pub snd_cwnd: u32,
     /// `tcpi_notsent_bytes` (Linux 4.6+): bytes written and not yet sent.
     pub notsent: u32,
+    /// `tcpi_data_segs_out` (Linux 4.6+): segments with data it sent (a server: its answers).
+    pub data_segs_out: u32,
 }
 
 impl SendState {
@@ -284,7 +286,7 @@ impl SendState {
 }
 
 /// The send state from a record's attributes (netlink `rtattr`s, 4-byte aligned): `None`
-/// without an `INET_DIAG_INFO` long enough to hold `tcpi_notsent_bytes`.
+/// without an `INET_DIAG_INFO` long enough to hold `tcpi_data_segs_out`.
 pub fn send_state(mut attrs: &[u8]) -> Option<SendState> {
     while attrs.len() >= 4 {
         let len = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
@@ -303,6 +305,7 @@ pub fn send_state(mut attrs: &[u8]) -> Option<SendState> {
                 unacked: u32_at(24)?,
                 snd_cwnd: u32_at(80)?,
                 notsent: u32_at(144)?,
+                data_segs_out: u32_at(156)?,
             });
         }
         attrs = attrs.get((len + 3) & !3..).unwrap_or_default();
@@ -416,7 +419,13 @@ mod tests {
     /// An `INET_DIAG_INFO` attribute holding a `tcp_info` of `len` bytes with the fields read.
     fn info_attr(len: usize, mss: u32, unacked: u32, cwnd: u32, notsent: u32) -> Vec<u8> {
         let mut info = vec![0u8; len];
-        for (o, v) in [(16, mss), (24, unacked), (80, cwnd), (144, notsent)] {
+        for (o, v) in [
+            (16, mss),
+            (24, unacked),
+            (80, cwnd),
+            (144, notsent),
+            (156, 87),
+        ] {
             if o + 4 <= len {
                 info[o..o + 4].copy_from_slice(&v.to_ne_bytes());
             }
@@ -432,7 +441,7 @@ mod tests {
     #[test]
     fn the_send_state_is_read_from_tcp_info_after_other_attributes() {
         // What `ss -ti` showed on a Java HttpServer connection (2026-12-06): mss:65483
-        // cwnd:18 unacked:1 notsent:2704, the body held behind the headers.
+        // cwnd:18 unacked:1 notsent:2704 data_segs_out:87, the body held behind the headers.
         let mut attrs = vec![];
         // An INET_DIAG_MEMINFO (1) first, 16 bytes of payload: skipped.
         attrs.extend(20u16.to_ne_bytes());
@@ -446,12 +455,15 @@ mod tests {
                 snd_mss: 65483,
                 unacked: 1,
                 snd_cwnd: 18,
-                notsent: 2704
+                notsent: 2704,
+                data_segs_out: 87,
             }
         );
         assert!(s.holds_a_small_tail());
-        // A tcp_info from before tcpi_notsent_bytes (Linux < 4.6): nothing read.
+        // A tcp_info from before tcpi_notsent_bytes (Linux < 4.6), or cut before
+        // tcpi_data_segs_out: nothing read.
         assert_eq!(send_state(&info_attr(104, 65483, 1, 18, 0)), None);
+        assert_eq!(send_state(&info_attr(156, 65483, 1, 18, 0)), None);
         // No attribute, a truncated one.
         assert_eq!(send_state(&[]), None);
         assert_eq!(send_state(&info_attr(232, 1, 1, 1, 1)[..100]), None);
@@ -464,6 +476,7 @@ mod tests {
             unacked,
             snd_cwnd: cwnd,
             notsent,
+            data_segs_out: 1,
         };
         assert!(s(1448, 1, 10, 700).holds_a_small_tail());
         // Nothing unsent; nothing in flight (Nagle sends at once); a full segment waiting
