@@ -804,3 +804,43 @@ fn the_tracer_states_its_own_cost_from_the_kernel() {
     assert!((per_req - want).abs() <= 0.001, "{per_req} vs {want}");
     assert_eq!(r["measurement"]["trusted"], true, "{}", r["measurement"]);
 }
+
+/// net.nagle under `trace` and the user's own wrk (keep-alive, four connections, 3 s): Java's
+/// built-in HttpServer and Python's http.server over HTTP/1.1, writing headers and body in two
+/// calls with Nagle's algorithm on, hold a tail at every look (one a second) and are named once;
+/// their TCP_NODELAY twins hold nothing.
+#[test]
+fn held_response_tails_are_named_under_the_users_own_wrk() {
+    use trapdetect_e2e::zoo::{SplitFamily, SplitWriter, wrk_capacity};
+    if !require_root("held_response_tails_are_named_under_the_users_own_wrk") {
+        return;
+    }
+    for family in [SplitFamily::Java, SplitFamily::Python] {
+        for nodelay in [false, true] {
+            let s = SplitWriter::start(family, nodelay);
+            let url = s.url();
+            let (r, _) = trace_json(s.proc.pid(), || {
+                wrk_capacity(&url, 4, 3);
+            });
+            let found: Vec<&Value> = r["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| f["id"] == "net.nagle")
+                .collect();
+            if nodelay {
+                assert!(found.is_empty(), "{family:?} with TCP_NODELAY: {found:#?}");
+                continue;
+            }
+            assert_eq!(found.len(), 1, "{family:?}: {:#}", r["findings"]);
+            let e = &found[0]["evidence"];
+            let read = e["seconds_read"].as_u64().unwrap();
+            assert!(read >= 2, "{family:?}: {e:#}");
+            assert_eq!(
+                e["seconds_with_held_connections"], read,
+                "{family:?}: {e:#}"
+            );
+            assert!(e["held_connections_max"].as_u64().unwrap() >= 1, "{e:#}");
+        }
+    }
+}

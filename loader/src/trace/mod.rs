@@ -344,6 +344,7 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
         net: net_measured,
         cost: tracer_cost,
         threads,
+        send_holds,
     } = obs;
     let hints: Vec<Vec<u8>> = cwds.iter().map(|c| c.path.clone()).collect();
 
@@ -404,6 +405,9 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
     );
     report.paths = aggregate::path_rows(&fs.calls, &mounts, requests, opts.top);
     net::finish(net_start, armed, net_measured, &probe_rows, report);
+    report
+        .findings
+        .extend(traps::net::nagle(send_holds.as_ref()));
     report.add(&cost::section(&tracer_cost, requests));
     if let Some(t) = &threads {
         report.add(t);

@@ -19,7 +19,7 @@ use trapdetect_common::{
 };
 
 use super::{
-    CwdSampler, LoadDriver, LoadOutcome, Options, interrupted,
+    CwdSampler, LoadDriver, LoadOutcome, Options, backlog, interrupted,
     keepalive::{self, KeepAliveWatch},
     net, requests,
     seconds::TimeMark,
@@ -34,7 +34,7 @@ use crate::{
         process::{self, Process, ReadOptions},
     },
     probe::{AttachOptions, Counts, ProbeRow, Probes},
-    traps::fs::CwdObs,
+    traps::{fs::CwdObs, run::SendHoldsObs},
 };
 
 /// Attached: the probes run, the target's forks are followed.
@@ -70,6 +70,9 @@ pub(super) struct Window {
     cpu_before: Option<HashMap<u32, u64>>,
     /// Where the threads' time went over the window (the off-CPU probes attached).
     threads: Option<ThreadTime>,
+    /// What the target's connections held unsent, looked at once a second (not for `run`,
+    /// whose sampler looks).
+    send_holds: Option<SendHoldsObs>,
 }
 
 /// Everything one trace observed, gathered once after the window.
@@ -123,6 +126,8 @@ pub(super) struct Observations {
     pub cost: super::cost::Measured,
     /// Where the threads' time went, when the off-CPU probes were attached.
     pub threads: Option<ThreadTime>,
+    /// See [`Window`].
+    pub send_holds: Option<SendHoldsObs>,
 }
 
 impl Session {
@@ -277,10 +282,22 @@ impl Session {
         let mut last_sample = Instant::now();
         let mut last_rescan = Instant::now();
         let mut last_look = Instant::now();
+        // `run`'s sampler looks at the connections every second itself.
+        let mut sends = (opts.offcpu != super::OffCpu::PerSecond && !self.own_ports.is_empty())
+            .then(|| (backlog::Reader::new(opts.pid), SendHoldsObs::default()));
+        let mut last_sends = Instant::now();
         while start.elapsed() < opts.duration && !interrupted() {
             if self.keepalive.is_some() && last_look.elapsed() >= keepalive::LOOK_EVERY {
                 last_look = Instant::now();
                 self.watch_keepalive(start)?;
+            }
+            if let Some((reader, seen)) = sends.as_mut()
+                && last_sends.elapsed() >= Duration::from_secs(1)
+            {
+                last_sends = Instant::now();
+                if let Some(h) = reader.sends(&self.own_ports) {
+                    seen.add(h.connections, h.held);
+                }
             }
             self.stats.borrow_mut().tick();
             if last_rescan.elapsed() >= Duration::from_secs(1) {
@@ -343,6 +360,7 @@ impl Session {
             cwds,
             cpu_before,
             threads,
+            send_holds: sends.map(|(_, seen)| seen).filter(|s| s.seconds_read > 0),
         })
     }
 
@@ -376,6 +394,7 @@ impl Session {
             cwds,
             cpu_before,
             threads,
+            send_holds,
         } = window;
         // Stop the probe load first (in-flight requests finish) so its last requests'
         // syscalls are in the counts read next.
@@ -443,6 +462,7 @@ impl Session {
                 },
                 cost,
                 threads,
+                send_holds,
             },
             outcome,
         ))

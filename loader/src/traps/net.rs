@@ -885,8 +885,8 @@ pub fn fd_limit(u: &FdUse, plan: Option<&Plan>) -> Option<Finding> {
 /// peer's ACK. One look catches a brief cork (nginx's `tcp_nopush` around one response) or an
 /// autocorked segment now and then; a server that writes every response that way is caught at
 /// most looks, for as long as each response waits for the client's delayed ACK.
-pub fn nagle(o: &crate::traps::run::RunObs) -> Option<Finding> {
-    let h = o.send_holds.as_ref()?;
+pub fn nagle(h: Option<&crate::traps::run::SendHoldsObs>) -> Option<Finding> {
+    let h = h?;
     if h.seconds_read < 2 || h.seconds_held * 2 < h.seconds_read {
         return None;
     }
@@ -966,23 +966,20 @@ mod tests {
     /// Issue 9: nginx's per-request FastCGI connections to 127.0.0.1:9000 are its own upstream
     /// TIME_WAIT (remedy in nginx's upstream settings), not the load generator's and not other
     /// processes'; the clients' TIME_WAIT on nginx's port stays net.time-wait's.
-    fn holds(read: u64, held: u64, held_total: u64) -> crate::traps::run::RunObs {
-        crate::traps::run::RunObs {
-            send_holds: Some(crate::traps::run::SendHoldsObs {
-                seconds_read: read,
-                seconds_held: held,
-                held_total,
-                held_max: 8,
-                connections_total: 9 * read,
-            }),
-            ..Default::default()
-        }
+    fn holds(read: u64, held: u64, held_total: u64) -> Option<crate::traps::run::SendHoldsObs> {
+        Some(crate::traps::run::SendHoldsObs {
+            seconds_read: read,
+            seconds_held: held,
+            held_total,
+            held_max: 8,
+            connections_total: 9 * read,
+        })
     }
 
     #[test]
     fn tails_held_at_most_looks_are_named_and_a_few_are_not() {
         // Java's HttpServer at 181/s (2026-12-06): 7 of 9 connections held at each of 7 looks.
-        let f = nagle(&holds(7, 7, 49)).unwrap();
+        let f = nagle(holds(7, 7, 49).as_ref()).unwrap();
         assert_eq!(f.id, "net.nagle");
         assert_eq!(f.severity, Severity::Warn);
         assert_eq!(f.evidence["seconds_with_held_connections"], 7);
@@ -993,11 +990,11 @@ mod tests {
             "the server's connections hold response tails unsent until the client acknowledges: 7.0 of 9.0 held at each look on average, in 7 of 7 seconds"
         );
         // Half the looks: the way the server writes, not a moment.
-        assert!(nagle(&holds(6, 3, 3)).is_some());
+        assert!(nagle(holds(6, 3, 3).as_ref()).is_some());
         // A cork caught at two looks of five, one look of one, nothing read.
-        assert!(nagle(&holds(5, 2, 2)).is_none());
-        assert!(nagle(&holds(1, 1, 1)).is_none());
-        assert!(nagle(&crate::traps::run::RunObs::default()).is_none());
+        assert!(nagle(holds(5, 2, 2).as_ref()).is_none());
+        assert!(nagle(holds(1, 1, 1).as_ref()).is_none());
+        assert!(nagle(None).is_none());
     }
 
     #[test]

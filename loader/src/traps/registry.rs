@@ -959,7 +959,7 @@ registry! {
         id: "net.nagle",
         run: Some(RunRule { order: 95, eval: judge::send_holds }),
         title: "the server's connections hold response tails until the client acknowledges",
-        commands: &[Run],
+        commands: &[Trace, Run],
         mechanism: "a response written in pieces on a socket without TCP_NODELAY: Nagle's \
                     algorithm holds the last piece, smaller than a segment, until the client \
                     acknowledges the first, and a client delays that acknowledgment (Linux: \

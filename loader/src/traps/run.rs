@@ -351,6 +351,17 @@ pub struct SendHoldsObs {
     pub connections_total: u64,
 }
 
+impl SendHoldsObs {
+    /// Adds one look: `connections` server-side, `held` of them holding a tail.
+    pub fn add(&mut self, connections: u64, held: u64) {
+        self.seconds_read += 1;
+        self.seconds_held += u64::from(held > 0);
+        self.held_total += held;
+        self.held_max = self.held_max.max(held);
+        self.connections_total += connections;
+    }
+}
+
 /// A process and the CPU it used on the target's CPUs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct ProcCpu {
@@ -919,7 +930,9 @@ pub mod judge {
 
     /// `net.nagle`.
     pub fn send_holds(o: &RunObs, _: &[Finding]) -> Vec<Finding> {
-        crate::traps::net::nagle(o).into_iter().collect()
+        crate::traps::net::nagle(o.send_holds.as_ref())
+            .into_iter()
+            .collect()
     }
 
     /// `net.fd-limit`.

@@ -181,11 +181,7 @@ fn send_holds(seconds: &[KernelSecond], window_s: f64) -> Option<SendHoldsObs> {
         .filter(|x| x.t_s < whole)
         .filter_map(|x| x.send_holds)
     {
-        o.seconds_read += 1;
-        o.seconds_held += u64::from(h.held > 0);
-        o.held_total += h.held;
-        o.held_max = o.held_max.max(h.held);
-        o.connections_total += h.connections;
+        o.add(h.connections, h.held);
     }
     (o.seconds_read > 0).then_some(o)
 }
