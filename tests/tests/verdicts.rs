@@ -1524,6 +1524,7 @@ fn clean_servers_at_half_capacity_have_no_cause_even_beside_a_cpu_hog() {
             eprintln!("{family} beside a CPU hog");
             r.assert_clean();
             no_time_wait_alarm_when_kept_alive(&r, family);
+            no_held_tails(&r, family);
         }
     }
 }

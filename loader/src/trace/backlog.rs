@@ -27,15 +27,7 @@ pub struct Backlog {
     pub ports: Vec<u16>,
 }
 
-/// The target's established connections at one sample, and those holding a small response
-/// tail unsent behind unacknowledged bytes ([`crate::host::net::diag::SendState::holds_a_small_tail`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SendHolds {
-    /// Server-side connections on the target's listening ports.
-    pub connections: u64,
-    /// Of them, those holding a tail.
-    pub held: u64,
-}
+use crate::traps::run::SendHolds;
 
 /// Socket inodes the processes hold open (`socket:[N]` links in /proc/PID/fd).
 pub fn socket_inodes(pids: &[u32]) -> HashSet<u64> {

@@ -160,7 +160,7 @@ pub struct KernelSecond {
     pub stack_accept_queue: Option<u64>,
     /// The target's established connections at the sample and those holding a small
     /// response tail unsent (`None`: not read, no TCP listener).
-    pub send_holds: Option<backlog::SendHolds>,
+    pub send_holds: Option<crate::traps::run::SendHolds>,
     /// Throttling of the target's binding CPU quota in this second (`None`: no quota).
     pub throttle: Option<ThrottleCounters>,
     /// Requests the target's own TCP ports received in this second (`tcp_probe`).

@@ -296,7 +296,7 @@ impl Session {
             {
                 last_sends = Instant::now();
                 if let Some(h) = reader.sends(&self.own_ports) {
-                    seen.add(h.connections, h.held);
+                    seen.add(h);
                 }
             }
             self.stats.borrow_mut().tick();

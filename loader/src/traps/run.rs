@@ -351,14 +351,25 @@ pub struct SendHoldsObs {
     pub connections_total: u64,
 }
 
+/// The target's established connections at one look, and those holding a small response
+/// tail unsent behind unacknowledged bytes
+/// ([`crate::host::net::diag::SendState::holds_a_small_tail`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendHolds {
+    /// Server-side connections on the target's listening ports.
+    pub connections: u64,
+    /// Of them, those holding a tail.
+    pub held: u64,
+}
+
 impl SendHoldsObs {
-    /// Adds one look: `connections` server-side, `held` of them holding a tail.
-    pub fn add(&mut self, connections: u64, held: u64) {
+    /// Adds one look.
+    pub fn add(&mut self, look: SendHolds) {
         self.seconds_read += 1;
-        self.seconds_held += u64::from(held > 0);
-        self.held_total += held;
-        self.held_max = self.held_max.max(held);
-        self.connections_total += connections;
+        self.seconds_held += u64::from(look.held > 0);
+        self.held_total += look.held;
+        self.held_max = self.held_max.max(look.held);
+        self.connections_total += look.connections;
     }
 }
 

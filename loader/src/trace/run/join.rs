@@ -181,7 +181,7 @@ fn send_holds(seconds: &[KernelSecond], window_s: f64) -> Option<SendHoldsObs> {
         .filter(|x| x.t_s < whole)
         .filter_map(|x| x.send_holds)
     {
-        o.add(h.connections, h.held);
+        o.add(h);
     }
     (o.seconds_read > 0).then_some(o)
 }
