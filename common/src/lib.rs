@@ -38,3 +38,10 @@ pub const TRACED_CLIENT: u8 = 2;
 /// that serves the target (a FUSE daemon and its transport, an upstream's database) is the
 /// stack, not the host's noise. Forks do not inherit it.
 pub const TRACED_STACK: u8 = 4;
+/// `TRACED` flag on a thread id (not a process's): a thread the target's runtime runs for
+/// itself and names (the JVM's compiler, garbage collector and service threads). Its time on
+/// and queued for a CPU counts; its blocked time does not: a JIT compiler thread waiting for
+/// methods to compile or a periodic task thread sleeping between ticks waits for the
+/// runtime's own events, not for anything a request needs. User space decides, thread by
+/// thread (`run` only); the thread's exit clears it and forks do not inherit it.
+pub const TRACED_RUNTIME: u8 = 8;

@@ -19,7 +19,7 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 use trapdetect_common::{
-    AT_FDCWD, TRACED_STACK, TRACED_TARGET,
+    AT_FDCWD, TRACED_RUNTIME, TRACED_STACK, TRACED_TARGET,
     offcpu::{
         ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK, CLASS_FUTEX,
         CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_PATH, CLASS_SLEEP, CLASS_UNKNOWN, CLASS_WAIT_WORK,
@@ -241,10 +241,14 @@ fn why_blocked<const REGS: bool>(prev: u64, s: *mut ThreadSlot, owned: bool) -> 
 }
 
 /// A blocked interval of the thread in slot `s` ended after `ns`: added under its key, or,
-/// for a timed futex wait, held in the slot until the call's result names the class.
+/// for a timed futex wait, held in the slot until the call's result names the class; not at
+/// all for a thread of the runtime's own (`TRACED_RUNTIME`).
 #[inline(always)]
 fn blocked_for(s: *mut ThreadSlot, ns: u64) {
     unsafe {
+        if crate::process::flags((*s).tid) & TRACED_RUNTIME != 0 {
+            return;
+        }
         if (*s).key.class == CLASS_FUTEX && (*s).key.dev == FUTEX_TIMED {
             (*s).timed_ns += ns;
         } else {

@@ -8,7 +8,7 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 use trapdetect_common::{
-    TRACED_STACK, TRACED_TARGET,
+    TRACED_RUNTIME, TRACED_STACK, TRACED_TARGET,
     counters::{C_EXITS, C_FORKS_FOLLOWED, NUM_COUNTERS},
     process::exit_action,
 };
@@ -46,7 +46,7 @@ pub fn current_traced() -> Option<(u32, u32)> {
 }
 
 #[inline(always)]
-fn flags(pid: u32) -> u8 {
+pub fn flags(pid: u32) -> u8 {
     TRACED.get(pid).copied().unwrap_or(0)
 }
 
@@ -65,9 +65,9 @@ pub fn sched_process_fork(ctx: RawTracePointContext) -> i32 {
     }
     // The parent may be a thread of a traced process: check its tgid, not its tid. The child
     // inherits every flag (a watched load generator's worker processes are watched too) but
-    // the stack's, which user space decides process by process.
+    // the stack's and the runtime's own threads', which user space decides.
     let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    let inherit = (flags(parent) | flags(parent_tgid)) & !TRACED_STACK;
+    let inherit = (flags(parent) | flags(parent_tgid)) & !(TRACED_STACK | TRACED_RUNTIME);
     if inherit == 0 {
         return 0;
     }

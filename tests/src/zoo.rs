@@ -536,24 +536,7 @@ impl SplitWriter {
         let log = d.join("server.log");
         let port = free_port();
         let mut cmd = match family {
-            SplitFamily::Java => {
-                std::fs::write(d.join("Split.java"), SPLIT_JAVA).unwrap();
-                let out = Command::new("javac")
-                    .arg("Split.java")
-                    .current_dir(d)
-                    .output()
-                    .expect("run javac (cargo xtask setup installs openjdk-17-jdk-headless)");
-                assert!(
-                    out.status.success(),
-                    "javac: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                let mut c = Command::new("java");
-                c.arg(format!("-Dsun.net.httpserver.nodelay={nodelay}"))
-                    .args(["-Xmx128m", "-cp", "."]);
-                c.arg("Split");
-                c
-            }
+            SplitFamily::Java => java_command(d, "Split", SPLIT_JAVA, nodelay),
             SplitFamily::Python => {
                 std::fs::write(d.join("split.py"), SPLIT_PYTHON).unwrap();
                 let mut c = Command::new(PYTHON);
@@ -571,6 +554,102 @@ impl SplitWriter {
         let mut proc = Proc::spawn(&name, &mut cmd);
         wait_200(&name, &mut proc, port, &log, Duration::from_secs(60));
         SplitWriter {
+            port,
+            proc,
+            _dir: dir,
+        }
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+/// `java` running class `class`, its source `src` compiled with `javac` into `dir` first;
+/// TCP_NODELAY on the server's connections as `nodelay` says.
+fn java_command(dir: &Path, class: &str, src: &str, nodelay: bool) -> Command {
+    std::fs::write(dir.join(format!("{class}.java")), src).unwrap();
+    let out = Command::new("javac")
+        .arg(format!("{class}.java"))
+        .current_dir(dir)
+        .output()
+        .expect("run javac (cargo xtask setup installs openjdk-17-jdk-headless)");
+    assert!(
+        out.status.success(),
+        "javac: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut c = Command::new("java");
+    c.arg(format!("-Dsun.net.httpserver.nodelay={nodelay}"))
+        .args(["-Xmx128m", "-cp", ".", class]);
+    c
+}
+
+/// Java's server with a fixed pool whose handlers sleep, alone or holding one monitor.
+const POOL_JAVA: &str = r#"import com.sun.net.httpserver.HttpServer;
+import java.net.InetSocketAddress;
+import java.util.concurrent.Executors;
+
+public class Pool {
+    static final Object LOCK = new Object();
+    public static void main(String[] a) throws Exception {
+        HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", Integer.parseInt(a[0])), 1024);
+        s.setExecutor(Executors.newFixedThreadPool(Integer.parseInt(a[1])));
+        long ms = Long.parseLong(a[2]);
+        boolean locked = a[3].equals("locked");
+        byte[] body = "ok\n".getBytes();
+        s.createContext("/", ex -> {
+            try {
+                if (locked) {
+                    synchronized (LOCK) { Thread.sleep(ms); }
+                } else {
+                    Thread.sleep(ms);
+                }
+            } catch (InterruptedException e) {
+                throw new RuntimeException(e);
+            }
+            ex.sendResponseHeaders(200, body.length);
+            ex.getResponseBody().write(body);
+            ex.close();
+        });
+        s.start();
+    }
+}
+"#;
+
+/// Java's built-in `com.sun.net.httpserver.HttpServer` (OpenJDK 17) on a fixed pool of
+/// `threads` handler threads, each request `Thread.sleep(ms)` (`locked`: inside one
+/// `synchronized` block all requests share), TCP_NODELAY on. Beside them the JVM runs its own
+/// threads: compilers, G1's, the VM thread and its periodic task thread, the JDK's service
+/// threads.
+pub struct JavaPool {
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The server.
+    pub proc: Proc,
+    _dir: TempDir,
+}
+
+impl JavaPool {
+    /// Starts it (compiled first).
+    pub fn start(threads: u32, ms: u32, locked: bool) -> JavaPool {
+        let dir = TempDir::new("java-pool");
+        let d = dir.path();
+        let log = d.join("server.log");
+        let port = free_port();
+        let mut cmd = java_command(d, "Pool", POOL_JAVA, true);
+        cmd.arg(port.to_string())
+            .arg(threads.to_string())
+            .arg(ms.to_string())
+            .arg(if locked { "locked" } else { "free" })
+            .current_dir(d)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let mut proc = Proc::spawn("java pool", &mut cmd);
+        wait_200("java pool", &mut proc, port, &log, Duration::from_secs(60));
+        JavaPool {
             port,
             proc,
             _dir: dir,

@@ -25,8 +25,8 @@ use trapdetect_e2e::{
     sshfs::Sshfs,
     trapdetect, url_port,
     zoo::{
-        AppServer, CpuHog, GoBinary, Gunicorn, PyHttpServer, SplitFamily, SplitWriter, Work,
-        pin_tree, tree, wrk_capacity,
+        AppServer, CpuHog, GoBinary, Gunicorn, JavaPool, PyHttpServer, SplitFamily, SplitWriter,
+        Work, pin_tree, tree, wrk_capacity,
     },
 };
 
@@ -1463,6 +1463,61 @@ fn a_response_held_for_the_clients_ack_is_named_on_java_and_python_and_not_with_
             assert!(p50 >= 0.75 * DELACK_MIN_US, "{family:?}: p50 {p50} µs");
         }
     }
+}
+
+/// A JVM runs a dozen threads of its own beside the server's: JIT compiler threads woken
+/// when a method is queued (a futex wait, as a worker queued on a lock makes), a periodic task
+/// thread whose waits end as a request's `Thread.sleep` does, G1's and the JDK's service
+/// threads. Counted as the server's, they were a pool of one's "9 workers" and "2.6 threads
+/// waiting on a lock" (lock.contention, wrong). OpenJDK 17's HttpServer with one handler
+/// thread sleeping 20 ms (50/s by construction) is a pool of one; eight threads sleeping
+/// 20 ms inside one monitor are a lock (50/s as well); eight sleeping alone at 100/s (a
+/// quarter of their 400/s) are clean.
+#[test]
+fn a_jvms_own_threads_are_neither_workers_nor_waiters() {
+    if !require_root("a_jvms_own_threads_are_neither_workers_nor_waiters") {
+        return;
+    }
+    let _s = serial();
+    let s = JavaPool::start(1, 20, false);
+    let r = builtin(s.proc.pid(), &s.url(), 100.0, &[]);
+    assert_eq!(r.assert_cause(&["pool.too-small"]), "pool.too-small");
+    assert_eq!(r.finding("pool.too-small")["evidence"]["workers"], 1);
+    assert!(
+        !r.ids().contains(&"lock.contention".to_string()),
+        "{:?}",
+        r.ids()
+    );
+    near("predicted", r.ceiling(), 50.0);
+    near("delivered", r.delivered(), 50.0);
+    // The JVM's own threads named, one VM thread and one of each compiler among them; the
+    // server's (the handler thread, the dispatcher, the launcher's `java`) not.
+    let own = &r.r["run"]["runtime_threads"];
+    for name in [
+        "VM Thread",
+        "VM Periodic Tas",
+        "C1 CompilerThre",
+        "C2 CompilerThre",
+    ] {
+        assert_eq!(own[name], 1, "{name}: {own:#}");
+    }
+    for name in ["pool-1-thread-1", "HTTP-Dispatcher", "java"] {
+        assert!(own.get(name).is_none(), "{name}: {own:#}");
+    }
+    drop(s);
+    let s = JavaPool::start(8, 20, true);
+    let r = builtin(s.proc.pid(), &s.url(), 100.0, &[]);
+    assert_eq!(r.assert_cause(&["lock.contention"]), "lock.contention");
+    near("delivered", r.delivered(), 50.0);
+    drop(s);
+    let s = JavaPool::start(8, 20, false);
+    let r = builtin(s.proc.pid(), &s.url(), 100.0, &[]);
+    r.assert_clean();
+    assert!(
+        r.findings_where(|f| f["severity"] != "info").is_empty(),
+        "{:#}",
+        r.r["findings"]
+    );
 }
 
 #[test]

@@ -237,6 +237,57 @@ fn go_buildinfo(path: &Path) -> Option<GoBuild> {
     parse_go_buildinfo(sec.data().ok()?)
 }
 
+/// Names HotSpot gives the threads a Java virtual machine runs for itself (as Linux keeps
+/// them: the first 15 bytes), matched as prefixes: its VM thread and periodic task thread, the
+/// garbage collectors' (G1, Parallel, ZGC, Shenandoah), the JIT compilers', and the JDK's
+/// service threads (reference handling, finalization, cleaners, signals, the attach
+/// listener, JFR). None of them serves a request: they wait for the runtime's own events (a
+/// compiler thread for methods to compile, the periodic task thread for its next tick), so
+/// their waits say nothing about the server's. Threads the application or a library starts
+/// (a pool's `pool-1-thread-1`, `HTTP-Dispatcher`, Tomcat's `http-nio-8080-exec-1`) are not
+/// here, nor is the launcher's `java`.
+pub const JVM_OWN_THREADS: &[&[u8]] = &[
+    b"VM Thread",
+    b"VM Periodic Tas",
+    b"GC Thread#",
+    b"G1 ",
+    b"ZDirector",
+    b"ZDriver",
+    b"ZStat",
+    b"ZUncommitter",
+    b"ZUnmapper",
+    b"ZWorker",
+    b"ZRuntimeWorker",
+    b"RuntimeWorker#",
+    b"Shenandoah",
+    b"C1 CompilerThre",
+    b"C2 CompilerThre",
+    b"JVMCI",
+    b"Sweeper thread",
+    b"Service Thread",
+    b"Monitor Deflati",
+    b"Notification Th",
+    b"Signal Dispatch",
+    b"Reference Handl",
+    b"Finalizer",
+    b"Common-Cleaner",
+    b"Attach Listener",
+    b"JFR ",
+];
+
+/// Whether a thread named `comm` (/proc/PID/task/TID/comm, newline and all) of a JVM is one
+/// the JVM runs for itself ([`JVM_OWN_THREADS`]).
+pub fn jvm_own_thread(comm: &[u8]) -> bool {
+    let name = comm.strip_suffix(b"\n").unwrap_or(comm);
+    JVM_OWN_THREADS.iter().any(|p| name.starts_with(p))
+}
+
+/// Whether /proc/PID/maps text maps HotSpot's `libjvm.so` (whatever launched it: `java`, a
+/// service wrapper, an embedding program).
+pub fn maps_a_jvm(maps: &[u8]) -> bool {
+    parse_maps(maps).iter().any(|l| l == "libjvm.so")
+}
+
 /// Reads the runtime facts of `pid`. Missing privileges leave parts empty (said in
 /// `env_error`), never fail.
 pub fn read(pid: u32) -> Runtime {
@@ -374,6 +425,62 @@ mod tests {
         assert_eq!(e["NODE_ENV"], "development");
         assert_eq!(e["GODEBUG"], "gctrace=1\\x1b");
         assert!(!e.contains_key("SECRET"));
+    }
+
+    #[test]
+    fn a_jvms_own_threads_are_told_from_the_servers() {
+        // /proc/PID/task/*/comm of OpenJDK 17's java serving com.sun.net.httpserver with a
+        // fixed pool of one (G1), recorded on this machine kind.
+        let own = [
+            "C1 CompilerThre",
+            "C2 CompilerThre",
+            "Common-Cleaner",
+            "Finalizer",
+            "G1 Conc#0",
+            "G1 Main Marker",
+            "G1 Refine#0",
+            "G1 Service",
+            "GC Thread#0",
+            "Monitor Deflati",
+            "Notification Th",
+            "Reference Handl",
+            "Service Thread",
+            "Signal Dispatch",
+            "Sweeper thread",
+            "VM Periodic Tas",
+            "VM Thread",
+        ];
+        let servers = [
+            "HTTP-Dispatcher",
+            "idle-timeout-ta",
+            "java",
+            "pool-1-thread-1",
+        ];
+        for n in own {
+            assert!(jvm_own_thread(format!("{n}\n").as_bytes()), "{n}");
+        }
+        for n in servers {
+            assert!(!jvm_own_thread(format!("{n}\n").as_bytes()), "{n}");
+        }
+        // Tomcat's and Jetty's request threads, ZGC's workers.
+        assert!(!jvm_own_thread(b"http-nio-8080-e\n"));
+        assert!(!jvm_own_thread(b"qtp1234567-15\n"));
+        // OpenJDK 25's generational ZGC.
+        for n in [
+            "RuntimeWorker#0",
+            "ZDirector",
+            "ZDriverMajor",
+            "ZUncommitter#0",
+            "ZWorkerOld#0",
+        ] {
+            assert!(jvm_own_thread(format!("{n}\n").as_bytes()), "{n}");
+        }
+        let maps = b"55d0 r--p 00000000 08:01 1 /usr/lib/jvm/java-17-openjdk-amd64/bin/java\n\
+7f00 r-xp 00000000 08:01 2 /usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so\n";
+        assert!(maps_a_jvm(maps));
+        assert!(!maps_a_jvm(
+            b"7f00 r-xp 00000000 08:01 2 /usr/lib/libjvmti.so\n"
+        ));
     }
 
     #[test]

@@ -326,11 +326,22 @@ impl Probes {
     }
 
     /// Makes `pids` part of the benchmark's stack (`TRACED_STACK`): their wakers are counted
-    /// from now on. Through a second handle on the flags map, so the sampler can do it with
-    /// the probes shared.
+    /// from now on.
     pub fn mark_stack(&self, pids: &[u32]) -> Result<()> {
+        self.flag_shared(pids, trapdetect_common::TRACED_STACK)
+    }
+
+    /// Sets `TRACED_RUNTIME` on threads `tids`: threads the runtime runs for itself, whose
+    /// blocked time is not counted from now on.
+    pub fn mark_runtime(&self, tids: &[u32]) -> Result<()> {
+        self.flag_shared(tids, trapdetect_common::TRACED_RUNTIME)
+    }
+
+    /// Adds `flag` to `ids` in the flags map, through a second handle on it, so the sampler
+    /// can do it with the probes shared.
+    fn flag_shared(&self, ids: &[u32], flag: u8) -> Result<()> {
         use std::os::fd::AsFd;
-        use trapdetect_common::{TRACED_STACK, names::MAP_TRACED};
+        use trapdetect_common::names::MAP_TRACED;
         let Some(aya::maps::Map::Array(m)) = self.ebpf.map(MAP_TRACED) else {
             return Err(map_err(MAP_TRACED, "missing"));
         };
@@ -344,7 +355,7 @@ impl Probes {
             .map_err(|e| map_err(MAP_TRACED, e))?;
         let mut traced: aya::maps::Array<MapData, u8> =
             aya::maps::Array::try_from(map).map_err(|e| map_err(MAP_TRACED, e))?;
-        super::add_flag(&mut traced, pids, TRACED_STACK)
+        super::add_flag(&mut traced, ids, flag)
     }
 
     fn pairs<K: aya::Pod>(

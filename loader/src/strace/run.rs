@@ -370,6 +370,7 @@ pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
         runq_s: 0.0,
         workers,
         workers_busy: Some(counted.iter().sum()),
+        runtime_threads: Default::default(),
         filesystems: filesystems(&r.fs, window_s, cx),
         locks: lock_loads(tl, &r.locks, r.futex),
         classified: true,

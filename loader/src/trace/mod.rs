@@ -11,6 +11,7 @@ pub mod probe_load;
 pub mod quota;
 pub mod requests;
 pub mod run;
+pub mod runtime_threads;
 pub mod seconds;
 mod session;
 pub mod stack;

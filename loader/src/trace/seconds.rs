@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use trapdetect_common::offcpu::{
-    CLASS_FILE_LOCK, NUM_CLASSES, OffKey, S_KEY_INSERT_FAILS, S_ONCPU_NS, S_RUNQ_NS,
-    S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, ThreadSlot, waits_for_work,
+    CLASS_FILE_LOCK, CLASS_FUTEX, FUTEX_TIMED, NUM_CLASSES, OffKey, S_KEY_INSERT_FAILS, S_ONCPU_NS,
+    S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, ThreadSlot, waits_for_work,
 };
 
 use crate::{
@@ -46,6 +46,11 @@ pub trait KernelSource {
     fn mark_stack(&self, _pids: &[u32]) -> crate::error::Result<()> {
         Ok(())
     }
+    /// Stops counting the blocked time of threads `tids`, the runtime's own (false: this
+    /// source cannot, and their waits stay counted).
+    fn mark_runtime(&self, _tids: &[u32]) -> bool {
+        false
+    }
 }
 
 impl KernelSource for Probes {
@@ -75,6 +80,9 @@ impl KernelSource for Probes {
     }
     fn mark_stack(&self, pids: &[u32]) -> crate::error::Result<()> {
         Probes::mark_stack(self, pids)
+    }
+    fn mark_runtime(&self, tids: &[u32]) -> bool {
+        Probes::mark_runtime(self, tids).is_ok()
     }
 }
 
@@ -223,18 +231,24 @@ struct IdleTime {
     first_idle_ns: u64,
     at: u64,
     idle_ns: u64,
+    /// At the last sample, the time of the timed futex wait it was in: whether that is a
+    /// sleep (work) or a wait for another thread's event is known only when it ends.
+    open_timed_ns: u64,
 }
 
 impl ThreadSeen {
     /// A worker: at work (not waiting for it) at least half the time. From its time between
-    /// its first sample and its last where there is some; from the samples where it was found
-    /// once (or only at one instant): then at work at least half the samples.
+    /// its first sample and its last where there is some, less a timed wait still in progress
+    /// (a `java.util.Timer` thread waits out its 30 s period in one: nothing in it is known to
+    /// be work); from the samples where it was found once (or only at one instant): then at
+    /// work at least half the samples.
     fn works(&self) -> bool {
         match self.time.filter(|t| t.at > t.first_at) {
             Some(t) => {
                 let span = t.at - t.first_at;
-                let idle = (t.idle_ns - t.first_idle_ns).min(span);
-                (span - idle) * 2 >= span
+                let known = span - t.open_timed_ns.min(span);
+                let idle = (t.idle_ns - t.first_idle_ns).min(known);
+                known > 0 && (known - idle) * 2 >= known
             }
             None => self.samples > 0 && (self.samples - self.idle_samples) * 2 >= self.samples,
         }
@@ -269,6 +283,8 @@ pub struct Sampler {
     pub seconds: Vec<KernelSecond>,
     /// Lock objects seen: (dev, ino) → name (resolved while the file was open).
     pub lock_names: HashMap<(u32, u64), Vec<u8>>,
+    /// The runtime's own threads, whose waits are not counted.
+    pub runtime: super::runtime_threads::RuntimeThreads,
     /// The target's binding CPU quota, read when sampling starts.
     pub quota: Option<QuotaWatch>,
     /// Per-CPU (busy, total) ticks at the last sample.
@@ -560,6 +576,7 @@ impl Sampler {
             idle: HashMap::new(),
             seconds: vec![],
             lock_names: HashMap::new(),
+            runtime: Default::default(),
             quota: QuotaWatch::of_pid(root),
             prev_per_cpu: HashMap::new(),
             prev_others: HashMap::new(),
@@ -631,6 +648,7 @@ impl Sampler {
     fn sample(&mut self, probes: &dyn KernelSource, last: bool) {
         let scan = process::scan();
         let (pids, tids) = threads_of(self.root, &scan);
+        self.runtime.update(probes, &pids);
         let reading = match probes.offcpu_read() {
             Ok(r) => r,
             Err(e) => {
@@ -639,7 +657,12 @@ impl Sampler {
                 return;
             }
         };
-        let slots = probes.thread_slots(&tids).unwrap_or_default();
+        // The runtime's own threads: their time on and queued for a CPU, not their waits.
+        let (slots, runtime): (Vec<ThreadSlot>, Vec<ThreadSlot>) = probes
+            .thread_slots(&tids)
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|s| !self.runtime.contains(s.tid));
         let fuse = probes.fuse_by_dev();
         let paths = probes.path_calls();
         let cpu = host_cpu();
@@ -655,7 +678,9 @@ impl Sampler {
         let tree_sockets = backlog::socket_inodes(&pids);
         let queue = self.backlog.sample(&tree_sockets);
         let send_holds = self.backlog.sends(&queue.ports);
-        let credit = credit_of(&slots, at);
+        let mut credit = credit_of(&slots, at);
+        let running = runtime.iter().filter(|s| s.state != ST_OFF_CPU);
+        credit.extend(credit_of(&running.copied().collect::<Vec<_>>(), at));
         let Some(prev) = self.prev.take() else {
             self.base = Some(reading.clone());
             self.prev = Some(reading);
@@ -788,16 +813,27 @@ impl Sampler {
             }
             // Its time waiting for work so far: the closed waits, and the one it is in.
             let idle_ns = s.idle_ns + if idle { at.saturating_sub(s.ts) } else { 0 };
+            let timed =
+                s.state == ST_OFF_CPU && s.key.class == CLASS_FUTEX && s.key.dev == FUTEX_TIMED;
+            let open_timed_ns = if timed {
+                s.timed_ns + at.saturating_sub(s.ts)
+            } else {
+                0
+            };
             e.time = match e.time {
                 // The slot was taken over since (a tid collision): its time starts again.
-                Some(t) if idle_ns >= t.idle_ns && at >= t.at => {
-                    Some(IdleTime { at, idle_ns, ..t })
-                }
+                Some(t) if idle_ns >= t.idle_ns && at >= t.at => Some(IdleTime {
+                    at,
+                    idle_ns,
+                    open_timed_ns,
+                    ..t
+                }),
                 _ => Some(IdleTime {
                     first_at: at,
                     first_idle_ns: idle_ns,
                     at,
                     idle_ns,
+                    open_timed_ns,
                 }),
             };
             now.seen.set(e.index);
@@ -1084,6 +1120,66 @@ mod tests {
             5 * S,
         );
         assert_eq!(s.worker_mask(), bits(&[2, 4]));
+    }
+
+    /// A timed futex wait still in progress is left out of a thread's time: `java.util.Timer`'s
+    /// thread, in one wait of its 30 s period the whole run, is no worker; a request thread
+    /// found 5 ms into a `Thread.sleep(20)` at every sample (its waits ending as sleeps) is one.
+    #[test]
+    fn a_timed_wait_in_progress_is_neither_work_nor_idle() {
+        const S: u64 = 1_000_000_000;
+        let slot = |tid, state, class, ts, idle_ns| ThreadSlot {
+            tid,
+            state,
+            ts,
+            key: OffKey {
+                class,
+                dev: 0,
+                ino: 0,
+            },
+            idle_ns,
+            ..Default::default()
+        };
+        let timed = |tid, ts, timed_ns, idle_ns| ThreadSlot {
+            tid,
+            state: ST_OFF_CPU,
+            ts,
+            key: OffKey {
+                class: CLASS_FUTEX,
+                dev: FUTEX_TIMED,
+                ino: 0,
+            },
+            timed_ns,
+            idle_ns,
+            ..Default::default()
+        };
+        let mut s = Sampler::new(1, 0);
+        for i in 1..=5u64 {
+            let at = i * S;
+            s.count_idle(
+                &[
+                    // The timer: in its wait since before the first sample.
+                    timed(20, S / 2, 0, 0),
+                    // A request thread 5 ms into a 20 ms sleep, its other waits sleeps.
+                    timed(21, at - 5_000_000, 0, 0),
+                    // A thread that waited for work, then entered a timed wait that has not
+                    // ended: nothing of its window is known to be work.
+                    if i == 1 {
+                        slot(22, ST_OFF_CPU, CLASS_WAIT_WORK, 0, 0)
+                    } else {
+                        timed(22, S, 0, S)
+                    },
+                    // A thread that ran 2.5 s, then entered one: the 1.5 s known are work.
+                    if i <= 2 {
+                        slot(23, ST_ON_CPU, 0, 0, 0)
+                    } else {
+                        timed(23, 5 * S / 2, 0, 0)
+                    },
+                ],
+                at,
+            );
+        }
+        assert_eq!(s.worker_mask(), bits(&[1, 3]));
     }
 
     fn bits(ones: &[usize]) -> Bits {

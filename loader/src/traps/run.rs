@@ -298,6 +298,10 @@ pub struct RunObs {
     /// tree's work time instead (the eBPF sampler's once-a-second samples are no time measure
     /// for one thread).
     pub workers_busy: Option<f64>,
+    /// The runtime's own threads, by name, with how many have it (a JVM's compiler, garbage
+    /// collector and service threads): their waits are not in the figures, nor are they
+    /// workers (the tracer's `runtime_threads` module).
+    pub runtime_threads: std::collections::BTreeMap<String, usize>,
     /// Per filesystem.
     pub filesystems: Vec<FsLoad>,
     /// Per lock object.
@@ -1834,13 +1838,14 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
                 Id::PoolTooSmall,
                 Severity::Fail,
                 format!(
-                    "all {} workers are busy{} but only {:.0} % of their busy time is CPU: requests queue for a worker",
-                    o.workers,
+                    "{} busy{} but only {:.0} % of {} busy time is CPU: requests queue for a worker",
+                    if o.workers == 1 { "its one worker is".to_string() } else { format!("all {} workers are", o.workers) },
                     match grew_from {
                         Some(n) => format!(" (the pool grew from {n} during the run, each new worker busy at once)"),
                         None => String::new(),
                     },
-                    pct(cpu_part, o.work_s())
+                    pct(cpu_part, o.work_s()),
+                    if o.workers == 1 { "its" } else { "their" }
                 ),
             )
             .with("workers", o.workers)

@@ -137,6 +137,7 @@ pub fn observe(
         // (python's http.server: 663 such threads made its pool "full" and hid gen.budget).
         // The tree's work time over the window is the figure here.
         workers_busy: None,
+        runtime_threads: k.runtime.by_name(),
         filesystems: filesystems(k, report, mounts, pid, path_off, answered_window, window_s),
         locks: locks(k),
         classified: attached,

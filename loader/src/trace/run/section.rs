@@ -34,6 +34,11 @@ pub struct RunSection {
     /// How many of them were busy on average (each one's busy share, summed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers_busy: Option<f64>,
+    /// Threads the target's runtime runs for itself, by name, with how many have it (a JVM's
+    /// compiler, garbage collector and service threads): their time on and queued for a CPU
+    /// is counted, their waits are not, and they are not workers.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub runtime_threads: std::collections::BTreeMap<String, usize>,
     /// The kernel could say which syscall blocked threads were in.
     pub classified: bool,
     /// The threads' time over the window, thread-seconds.
@@ -114,6 +119,7 @@ impl RunSection {
             cores: o.cores,
             workers: o.workers,
             workers_busy: o.workers_busy.map(|b| traps::round(b, 2)),
+            runtime_threads: o.runtime_threads.clone(),
             classified: o.classified,
             thread_seconds: ThreadSeconds {
                 on_cpu: traps::round(o.on_cpu_s, 3),
@@ -197,6 +203,21 @@ impl RunSection {
                 self.stack
                     .iter()
                     .map(|p| format!("{} (pid {}) {:.2} cores", p.comm, p.pid, p.cores))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        if !self.runtime_threads.is_empty() {
+            let _ = writeln!(
+                out,
+                "The runtime's own threads (their CPU counted, their waits not; not workers): {}",
+                self.runtime_threads
+                    .iter()
+                    .map(|(n, k)| if *k > 1 {
+                        format!("{n} ×{k}")
+                    } else {
+                        n.clone()
+                    })
                     .collect::<Vec<_>>()
                     .join(", ")
             );
