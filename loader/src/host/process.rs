@@ -106,6 +106,13 @@ pub fn parse_status(text: &str) -> Status {
     s
 }
 
+/// `schedstat`: (ns on a CPU, ns waiting on a run queue, timeslices run), the scheduler's own
+/// exact account (CONFIG_SCHED_INFO).
+pub fn parse_schedstat(text: &str) -> Option<(u64, u64, u64)> {
+    let mut f = text.split_ascii_whitespace().map(|x| x.parse::<u64>().ok());
+    Some((f.next()??, f.next()??, f.next()??))
+}
+
 /// Parses a kernel CPU list (`0-3,8,10-11`). Returns `None` on anything malformed.
 pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
     // Linux allows at most 8,192 CPUs; an id past this is a malformed list, and a range to
@@ -950,6 +957,17 @@ pub fn binding_affinity(scan: &[ProcEntry], root: u32) -> Option<(u32, Vec<u8>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schedstat_fields() {
+        assert_eq!(
+            parse_schedstat("123456789 2345 17\n"),
+            Some((123456789, 2345, 17))
+        );
+        assert_eq!(parse_schedstat("1 2"), None);
+        assert_eq!(parse_schedstat("x 1 2"), None);
+        assert_eq!(parse_schedstat(""), None);
+    }
 
     #[test]
     fn descendants_walk_the_scan() {

@@ -55,12 +55,7 @@ pub fn parse_state(stat: &[u8]) -> Option<u8> {
         .find(|b| !b.is_ascii_whitespace())
 }
 
-/// `schedstat`: (ns on a CPU, ns waiting on a run queue, timeslices run), the scheduler's own
-/// exact account (CONFIG_SCHED_INFO).
-pub fn parse_schedstat(text: &str) -> Option<(u64, u64, u64)> {
-    let mut f = text.split_ascii_whitespace().map(|x| x.parse::<u64>().ok());
-    Some((f.next()??, f.next()??, f.next()??))
-}
+pub use crate::host::process::parse_schedstat;
 
 /// `fdinfo/N`: (mount id, inode number) of the open file; the inode line exists from Linux
 /// 5.14 (0 before).
@@ -123,12 +118,7 @@ mod tests {
     }
 
     #[test]
-    fn schedstat_and_fdinfo() {
-        assert_eq!(
-            parse_schedstat("123456789 2345 17\n"),
-            Some((123456789, 2345, 17))
-        );
-        assert_eq!(parse_schedstat("1 2"), None);
+    fn fdinfo() {
         let fdinfo = "pos:\t0\nflags:\t0100002\nmnt_id:\t1234\nino:\t98765\nlock:\t1: FLOCK  ADVISORY  WRITE 4242 00:2e:98765 0 EOF\n";
         assert_eq!(parse_fdinfo(fdinfo), Some((1234, 98765)));
         assert_eq!(parse_fdinfo("pos:\t0\nmnt_id:\t7\n"), Some((7, 0)));

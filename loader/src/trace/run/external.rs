@@ -173,6 +173,10 @@ pub struct ExternalDriver {
     /// The generator's CPU per second of the window.
     pub client: BTreeMap<u64, ClientSecond>,
     client_sampler: ClientSampler,
+    /// The server's threads, sampled as the generator's are, each second of the window: what
+    /// a dispatch costs them in waiting is what it costs on these CPUs without a shortage.
+    pub server: BTreeMap<u64, ClientSecond>,
+    server_sampler: ClientSampler,
     start_unix: f64,
     command_start_unix: f64,
     spawn_error: Option<Error>,
@@ -190,6 +194,25 @@ fn unix_now() -> f64 {
 }
 
 impl ExternalDriver {
+    /// The generator's and the server's threads in the kernel's second just sampled.
+    fn watch(&mut self) {
+        let (Some(g), Some(t)) = (
+            &self.generator,
+            self.sampler
+                .as_ref()
+                .and_then(|s| s.seconds.last())
+                .map(|x| x.t_s),
+        ) else {
+            return;
+        };
+        if let Some(c) = self.client_sampler.sample(g.pid()) {
+            self.client.insert(t, c);
+        }
+        if let Some(c) = self.server_sampler.sample(self.pid) {
+            self.server.insert(t, c);
+        }
+    }
+
     /// Processes of the generator's tree seen while it ran.
     pub fn client_pids(&self) -> Vec<u32> {
         self.client_sampler.pids.iter().copied().collect()
@@ -226,6 +249,8 @@ impl ExternalDriver {
             sampler: None,
             client: BTreeMap::new(),
             client_sampler: ClientSampler::default(),
+            server: BTreeMap::new(),
+            server_sampler: ClientSampler::default(),
             start_unix: 0.0,
             command_start_unix: 0.0,
             spawn_error: None,
@@ -338,17 +363,15 @@ impl LoadDriver for ExternalDriver {
                 Ok(g) => {
                     self.command_start_unix = unix_now();
                     self.client_sampler.sample(g.pid());
+                    self.server_sampler.sample(self.pid);
                     self.generator = Some(g);
                 }
                 Err(e) => self.spawn_error = Some(e),
             }
             return;
         }
-        if s.seconds.len() > n
-            && let (Some(g), Some(last)) = (&self.generator, s.seconds.last())
-            && let Some(c) = self.client_sampler.sample(g.pid())
-        {
-            self.client.insert(last.t_s, c);
+        if s.seconds.len() > n {
+            self.watch();
         }
     }
 
@@ -356,11 +379,8 @@ impl LoadDriver for ExternalDriver {
         if let Some(s) = self.sampler.as_mut() {
             let n = s.seconds.len();
             s.finish(probes);
-            if s.seconds.len() > n
-                && let (Some(g), Some(last)) = (&self.generator, s.seconds.last())
-                && let Some(c) = self.client_sampler.sample(g.pid())
-            {
-                self.client.insert(last.t_s, c);
+            if s.seconds.len() > n {
+                self.watch();
             }
         }
     }
@@ -404,7 +424,7 @@ impl LoadDriver for ExternalDriver {
             out.problems
                 .push(format!("the load generator's own measurement: {p}"));
         }
-        let starved = client_starved(&self.client, window_s);
+        let starved = client_starved(&self.client, &self.server, window_s);
         if let Some(f) = starved {
             out.problems.push(
                 "the load generator waited for a CPU (see gen.client-starved): it measured itself"
@@ -422,32 +442,44 @@ impl LoadDriver for ExternalDriver {
 /// waits only the machine's wakeup latency, which the server's threads pay alike and no CPU of
 /// its own would remove (hey at 400 req/s on this idle 2-CPU VM: 37 µs per dispatch at 2,588
 /// dispatches a second, 0.096 threads "waiting", 49 % of the time it wanted a CPU; beside two
-/// busy loops, 117 µs and 0.249 threads). A second whose idle CPUs were not read counts.
-/// Only the window's seconds are judged: the sample after it holds the generator's exit and
-/// the tracer's teardown (0.45 threads runnable at 0.01 cores, the CPUs busy detaching).
-pub fn client_starved(client: &BTreeMap<u64, ClientSecond>, window_s: f64) -> Option<Finding> {
-    let client: Vec<&ClientSecond> = client
-        .range(..window_s.round().max(1.0) as u64)
-        .map(|(_, c)| c)
-        .collect();
+/// busy loops, 117 µs and 0.249 threads). Without one, what it waits is CPU it lacks even when
+/// the server's threads wait as long per dispatch (gunicorn's four workers spinning 0.5 ms a
+/// request at half their capacity under hey, the CPUs 72 % busy: hey 1.4 threads runnable at
+/// 0.33 cores, the workers 1.2): a CPU of its own would remove it. The evidence gives both
+/// waits per dispatch (`server`: the server's threads, sampled as the generator's are). A
+/// second whose idle CPUs were not read counts. Only the window's seconds are judged: the
+/// sample after it holds the generator's exit and the tracer's teardown (0.45 threads runnable
+/// at 0.01 cores, the CPUs busy detaching).
+pub fn client_starved(
+    client: &BTreeMap<u64, ClientSecond>,
+    server: &BTreeMap<u64, ClientSecond>,
+    window_s: f64,
+) -> Option<Finding> {
+    let end = window_s.round().max(1.0) as u64;
+    let client: Vec<(u64, &ClientSecond)> = client.range(..end).map(|(t, c)| (*t, c)).collect();
     if client.is_empty() {
         return None;
     }
     let n = client.len() as f64;
     // Its run-queue time in the seconds its CPUs had less than one free.
-    let waited: Vec<f64> = client
+    let contended: Vec<(u64, &ClientSecond)> = client
         .iter()
-        .filter(|c| c.idle_cpus.is_none_or(|i| i < 1.0))
-        .map(|c| c.run_queue)
+        .copied()
+        .filter(|(_, c)| c.idle_cpus.is_none_or(|i| i < 1.0))
         .collect();
+    let waited: Vec<f64> = contended.iter().map(|(_, c)| c.run_queue).collect();
     let runq = waited.iter().sum::<f64>() / n;
     let worst = waited.iter().copied().fold(0.0, f64::max);
-    let cores = client.iter().map(|c| c.cores).sum::<f64>() / n;
-    let idle: Vec<f64> = client.iter().filter_map(|c| c.idle_cpus).collect();
+    let cores = client.iter().map(|(_, c)| c.cores).sum::<f64>() / n;
+    let idle: Vec<f64> = client.iter().filter_map(|(_, c)| c.idle_cpus).collect();
     let share = runq / (runq + cores).max(1e-9);
     if runq < 0.05 || share < 0.1 {
         return None;
     }
+    // Waits per dispatch over the contended seconds: the generator's and the server's.
+    let client_wait = wait_per_dispatch_us(contended.iter().map(|(_, c)| **c));
+    let server_wait =
+        wait_per_dispatch_us(contended.iter().filter_map(|(t, _)| server.get(t).copied()));
     Some(
         Finding::new(
             Id::GenClientStarved,
@@ -458,6 +490,8 @@ pub fn client_starved(client: &BTreeMap<u64, ClientSecond>, window_s: f64) -> Op
             ),
         )
         .with("client_run_queue_mean", round(runq, 2))
+        .with_opt("client_wait_per_dispatch_us", client_wait)
+        .with_opt("server_wait_per_dispatch_us", server_wait)
         .with("client_run_queue_max", round(worst, 2))
         .with("client_cores_mean", round(cores, 2))
         .with("waiting_share_pct", round(share * 100.0, 1))
@@ -476,12 +510,19 @@ pub fn client_starved(client: &BTreeMap<u64, ClientSecond>, window_s: f64) -> Op
     )
 }
 
+/// Run-queue wait per dispatch over `secs`, µs (`None`: no dispatch).
+fn wait_per_dispatch_us(secs: impl Iterator<Item = ClientSecond>) -> Option<f64> {
+    let (wait, n) = secs.fold((0.0, 0.0), |(w, n), c| (w + c.run_queue, n + c.dispatches));
+    (n > 0.0).then(|| round(wait / n * 1e6, 1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_generator_waiting_for_cpu_is_named_and_an_idle_one_is_not() {
+        let none = BTreeMap::new();
         let mut c = BTreeMap::new();
         for t in 0..5 {
             c.insert(
@@ -489,11 +530,12 @@ mod tests {
                 ClientSecond {
                     cores: 0.3,
                     run_queue: if t == 2 { 0.4 } else { 0.1 },
+                    dispatches: 0.0,
                     idle_cpus: None,
                 },
             );
         }
-        let f = client_starved(&c, 5.0).unwrap();
+        let f = client_starved(&c, &none, 5.0).unwrap();
         assert_eq!(f.id, "gen.client-starved");
         assert_eq!(f.evidence["client_run_queue_mean"], 0.16);
         assert_eq!(f.evidence["client_run_queue_max"], 0.4);
@@ -504,7 +546,7 @@ mod tests {
         for v in c.values_mut() {
             v.idle_cpus = Some(0.2);
         }
-        let f = client_starved(&c, 5.0).unwrap();
+        let f = client_starved(&c, &none, 5.0).unwrap();
         assert_eq!(f.evidence["client_run_queue_mean"], 0.16);
         assert_eq!(f.evidence["generator_cpus_idle_mean"], 0.2);
         // A CPU free in every second but the one with the 0.4: only that one is waiting for a
@@ -512,20 +554,41 @@ mod tests {
         for (t, v) in c.iter_mut() {
             v.idle_cpus = Some(if *t == 2 { 0.5 } else { 1.4 });
         }
-        let f = client_starved(&c, 5.0).unwrap();
+        let f = client_starved(&c, &none, 5.0).unwrap();
         assert_eq!(f.evidence["client_run_queue_mean"], 0.08);
         assert_eq!(f.evidence["contended_seconds"], 1);
         assert_eq!(f.evidence["waiting_share_pct"], 21.1);
+        // Each wait per dispatch over the contended second, µs: the generator's 0.4 s over
+        // 8,000 dispatches, the server's 0.2 s over 10,000 (a second the generator had a CPU
+        // free in does not count); the same finding, the server's wait shown beside.
+        c.get_mut(&2).unwrap().dispatches = 8_000.0;
+        let server: BTreeMap<u64, ClientSecond> = [(1, 0.9, 30_000.0), (2, 0.2, 10_000.0)]
+            .into_iter()
+            .map(|(t, run_queue, dispatches)| {
+                let s = ClientSecond {
+                    run_queue,
+                    dispatches,
+                    ..Default::default()
+                };
+                (t, s)
+            })
+            .collect();
+        let g = client_starved(&c, &server, 5.0).unwrap();
+        assert_eq!(g.evidence["client_wait_per_dispatch_us"], 50.0);
+        assert_eq!(g.evidence["server_wait_per_dispatch_us"], 20.0);
+        assert_eq!(g.evidence["waiting_share_pct"], 21.1);
+        assert!(f.evidence.get("server_wait_per_dispatch_us").is_none());
         // Recorded: hey at 400 req/s against Go on the idle 2-CPU VM, 1.5 CPUs idle: the
         // machine's wakeup latency, not a CPU taken.
         for v in c.values_mut() {
             *v = ClientSecond {
                 cores: 0.099,
                 run_queue: 0.096,
+                dispatches: 0.0,
                 idle_cpus: Some(1.5),
             };
         }
-        assert!(client_starved(&c, 5.0).is_none());
+        assert!(client_starved(&c, &none, 5.0).is_none());
         // The sample after the window (the generator stopped, the tracer detaching) is not
         // judged (recorded: 0.45 threads runnable at 0.01 cores, less than one CPU idle).
         c.insert(
@@ -533,18 +596,19 @@ mod tests {
             ClientSecond {
                 cores: 0.01,
                 run_queue: 0.45,
+                dispatches: 0.0,
                 idle_cpus: Some(0.6),
             },
         );
-        assert!(client_starved(&c, 5.0).is_none());
-        assert!(client_starved(&c, 6.0).is_some());
+        assert!(client_starved(&c, &none, 5.0).is_none());
+        assert!(client_starved(&c, &none, 6.0).is_some());
         c.remove(&5);
         for v in c.values_mut() {
             v.idle_cpus = None;
             v.run_queue = 0.02;
         }
-        assert!(client_starved(&c, 5.0).is_none());
-        assert!(client_starved(&BTreeMap::new(), 5.0).is_none());
+        assert!(client_starved(&c, &none, 5.0).is_none());
+        assert!(client_starved(&BTreeMap::new(), &none, 5.0).is_none());
     }
 
     #[test]
