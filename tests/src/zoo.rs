@@ -536,7 +536,12 @@ impl SplitWriter {
         let log = d.join("server.log");
         let port = free_port();
         let mut cmd = match family {
-            SplitFamily::Java => java_command(d, "Split", SPLIT_JAVA, nodelay),
+            SplitFamily::Java => java_command(
+                d,
+                "Split",
+                SPLIT_JAVA,
+                &[&format!("-Dsun.net.httpserver.nodelay={nodelay}")],
+            ),
             SplitFamily::Python => {
                 std::fs::write(d.join("split.py"), SPLIT_PYTHON).unwrap();
                 let mut c = Command::new(PYTHON);
@@ -566,9 +571,9 @@ impl SplitWriter {
     }
 }
 
-/// `java` running class `class`, its source `src` compiled with `javac` into `dir` first;
-/// TCP_NODELAY on the server's connections as `nodelay` says.
-fn java_command(dir: &Path, class: &str, src: &str, nodelay: bool) -> Command {
+/// `java` with `options` running class `class`, its source `src` compiled with `javac` into
+/// `dir` first.
+fn java_command(dir: &Path, class: &str, src: &str, options: &[&str]) -> Command {
     std::fs::write(dir.join(format!("{class}.java")), src).unwrap();
     let out = Command::new("javac")
         .arg(format!("{class}.java"))
@@ -581,8 +586,7 @@ fn java_command(dir: &Path, class: &str, src: &str, nodelay: bool) -> Command {
         String::from_utf8_lossy(&out.stderr)
     );
     let mut c = Command::new("java");
-    c.arg(format!("-Dsun.net.httpserver.nodelay={nodelay}"))
-        .args(["-Xmx128m", "-cp", ".", class]);
+    c.args(options).args(["-Xmx128m", "-cp", ".", class]);
     c
 }
 
@@ -620,9 +624,10 @@ public class Pool {
 
 /// Java's built-in `com.sun.net.httpserver.HttpServer` (OpenJDK 17) on a fixed pool of
 /// `threads` handler threads, each request `Thread.sleep(ms)` (`locked`: inside one
-/// `synchronized` block all requests share), TCP_NODELAY on. Beside them the JVM runs its own
-/// threads: compilers, G1's, the VM thread and its periodic task thread, the JDK's service
-/// threads.
+/// `synchronized` block all requests share), TCP_NODELAY on, its idle-connection timer set to
+/// an hour (`sun.net.httpserver.idleInterval`: its `idle-timeout-task` thread's one timed
+/// wait then never runs out in a test). Beside them the JVM runs its own threads: compilers,
+/// G1's, the VM thread and its periodic task thread, the JDK's service threads.
 pub struct JavaPool {
     /// Port on 127.0.0.1.
     pub port: u16,
@@ -638,7 +643,15 @@ impl JavaPool {
         let d = dir.path();
         let log = d.join("server.log");
         let port = free_port();
-        let mut cmd = java_command(d, "Pool", POOL_JAVA, true);
+        let mut cmd = java_command(
+            d,
+            "Pool",
+            POOL_JAVA,
+            &[
+                "-Dsun.net.httpserver.nodelay=true",
+                "-Dsun.net.httpserver.idleInterval=3600",
+            ],
+        );
         cmd.arg(port.to_string())
             .arg(threads.to_string())
             .arg(ms.to_string())

@@ -11,6 +11,7 @@ use trapdetect_e2e::{
     servers::{PhpStack, Proc, StaticNginx, http_get, wrk_flood},
     slowfs::SlowFs,
     wait_until,
+    zoo::JavaPool,
 };
 
 const N: u32 = 37;
@@ -843,4 +844,46 @@ fn held_response_tails_are_named_under_the_users_own_wrk() {
             assert!(e["held_connections_max"].as_u64().unwrap() >= 1, "{e:#}");
         }
     }
+}
+
+/// `trace --offcpu` on an idle JVM (OpenJDK 17's HttpServer, one handler thread): its own
+/// threads are named, one VM thread and one periodic task thread among them, and their waits
+/// left out of the split. The periodic task thread alone sleeps in 50 ms timed waits all the
+/// window; the server's threads wait on their queue or in epoll, not in sleeps (the
+/// HttpServer's idle timer set to an hour).
+#[test]
+fn a_jvms_own_threads_are_named_and_their_waits_left_out_of_the_window() {
+    if !require_root("a_jvms_own_threads_are_named_and_their_waits_left_out_of_the_window") {
+        return;
+    }
+    let s = JavaPool::start(1, 20, false);
+    let pid = s.proc.pid().to_string();
+    let mut args = vec![
+        "--pid",
+        &pid,
+        "--offcpu",
+        "--duration",
+        "3s",
+        "--json",
+        "--quiet",
+    ];
+    args.extend(IGNORE_NET);
+    let out = trapdetect_e2e::trapdetect(&args, Duration::from_secs(60));
+    let r = report(&out);
+    let t = &r["threads"];
+    let own = &t["runtime_threads"];
+    for name in [
+        "VM Thread",
+        "VM Periodic Tas",
+        "C1 CompilerThre",
+        "C2 CompilerThre",
+    ] {
+        assert_eq!(own[name], 1, "{name}: {t:#}");
+    }
+    for name in ["pool-1-thread-1", "HTTP-Dispatcher", "java"] {
+        assert!(own.get(name).is_none(), "{name}: {t:#}");
+    }
+    let window = t["window_s"].as_f64().unwrap();
+    let sleep = t["thread_seconds"]["sleep"].as_f64().unwrap();
+    assert!(sleep < 0.1 * window, "sleep {sleep} s in {window} s: {t:#}");
 }

@@ -19,10 +19,11 @@ use std::{
 };
 
 use trapdetect_common::offcpu::{
-    ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK, CLASS_NO_SYSCALL,
-    CLASS_OTHER, CLASS_PATH, CLASS_UNKNOWN, CLASS_WAIT_WORK, F_OFD_SETLKW, F_SETLKW, NUM_CLASSES,
-    NUM_SCHED_SLOTS, OffKey, OffVal, S_ONCPU_NS, S_RUNQ_NS, S_SWITCHES, ST_OFF_CPU, ST_ON_CPU,
-    ThreadSlot, class_of, host_arch, is_read, waits_for_work,
+    ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK, CLASS_FUTEX,
+    CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_PATH, CLASS_SLEEP, CLASS_UNKNOWN, CLASS_WAIT_WORK,
+    F_OFD_SETLKW, F_SETLKW, NUM_CLASSES, NUM_SCHED_SLOTS, OffKey, OffVal, S_ONCPU_NS, S_RUNQ_NS,
+    S_SWITCHES, ST_OFF_CPU, ST_ON_CPU, ThreadSlot, class_of, futex_timed, host_arch, is_read,
+    waits_for_work,
 };
 
 use super::procfs::{self, Syscall};
@@ -77,6 +78,9 @@ struct Sums {
     runq_ns: u64,
     switches: u64,
     slots: HashMap<u32, ThreadSlot>,
+    /// The runtime's own threads (`KernelSource::mark_runtime`): their blocked time is not
+    /// added, as the kernel adds none of theirs under `TRACED_RUNTIME`.
+    runtime: std::collections::HashSet<u32>,
     stats: SampleStats,
     lock_names: HashMap<(u32, u64), Vec<u8>>,
 }
@@ -91,6 +95,8 @@ struct Seen {
     key: Option<OffKey>,
     /// Its blocked time waiting for work so far ([`ThreadSlot::idle_ns`]).
     idle_ns: u64,
+    /// Whether it ran since it was first sampled.
+    ran: bool,
 }
 
 struct Thread {
@@ -188,6 +194,11 @@ impl KernelSource for ProcSource {
     }
     fn accept_emfile(&self) -> u64 {
         0
+    }
+    fn mark_runtime(&self, tids: &[u32]) -> bool {
+        let mut s = self.sums.lock().unwrap_or_else(|e| e.into_inner());
+        s.runtime.extend(tids);
+        true
     }
 }
 
@@ -323,8 +334,29 @@ impl Walker {
             let Some(t) = self.threads.get_mut(&tid) else {
                 continue;
             };
+            let ran = key.is_none() || t.last.is_some_and(|p| p.ran || slices > p.slices);
+            // Parked on a futex since before it was first sampled and never woken since (a
+            // JVM launcher's threads joining the main one for the process's life): neither a
+            // worker nor a lock's waiter, and not in the figures, as under eBPF, where such a
+            // thread never switches.
+            if !ran && key.is_some_and(|k| k.class == CLASS_FUTEX) {
+                t.last = Some(Seen {
+                    at: now,
+                    on,
+                    runq,
+                    slices,
+                    key,
+                    idle_ns: 0,
+                    ran,
+                });
+                s.slots.remove(&tid);
+                continue;
+            }
+            let waits = !s.runtime.contains(&tid);
             let idle_ns = match t.last {
-                Some(prev) => prev.idle_ns + add_since(s, &prev, now, (on, runq, slices), key),
+                Some(prev) => {
+                    prev.idle_ns + add_since(s, &prev, now, (on, runq, slices), key, waits)
+                }
                 None => 0,
             };
             t.last = Some(Seen {
@@ -334,6 +366,7 @@ impl Walker {
                 slices,
                 key,
                 idle_ns,
+                ran,
             });
             s.slots.insert(
                 tid,
@@ -445,6 +478,13 @@ impl Walker {
                     }
                 }
             }
+            // A timed wait: a deadline the thread set itself (Java's `Thread.sleep`, Ruby's
+            // `sleep`, Python's `Event.wait(t)`), which a sample cannot see end. The eBPF
+            // backend counts it a sleep when it runs out and a futex wait when another thread
+            // ends it; a sample counts it a sleep, as a `nanosleep` is.
+            _ if class == CLASS_FUTEX && futex_timed(arch, nr, args[1], args[3]) => {
+                key.class = CLASS_SLEEP;
+            }
             _ => {}
         }
         key
@@ -499,6 +539,7 @@ fn add_since(
     now: u64,
     sched: (u64, u64, u64),
     key: Option<OffKey>,
+    waits: bool,
 ) -> u64 {
     let (on, runq, slices) = sched;
     let don = on.saturating_sub(prev.on);
@@ -508,6 +549,10 @@ fn add_since(
     s.runq_ns += drq;
     s.switches += slices.saturating_sub(prev.slices);
     let mut idle = 0;
+    if !waits {
+        // A thread of the runtime's own: its time on and queued for a CPU only.
+        return idle;
+    }
     if off > 0 {
         let k = key.or(prev.key).unwrap_or(OffKey {
             class: CLASS_UNKNOWN,
@@ -574,11 +619,12 @@ mod tests {
             slices: 3,
             key: None,
             idle_ns: 0,
+            ran: true,
         };
         let mut s = Sums::default();
         // A path lookup is work: no time waiting for work.
         assert_eq!(
-            add_since(&mut s, &prev, 2_000, (400, 150, 4), Some(wait)),
+            add_since(&mut s, &prev, 2_000, (400, 150, 4), Some(wait), true),
             0
         );
         assert_eq!((s.on_ns, s.runq_ns, s.switches), (300, 100, 1));
@@ -591,9 +637,13 @@ mod tests {
             slices: 4,
             key: Some(wait),
             idle_ns: 0,
+            ran: true,
         };
         // Still blocked at the same wait, never ran: more time, the same episode.
-        assert_eq!(add_since(&mut s, &prev, 3_000, (400, 150, 4), None), 0);
+        assert_eq!(
+            add_since(&mut s, &prev, 3_000, (400, 150, 4), None, true),
+            0
+        );
         assert_eq!(s.keys[&wait].ns, 1_600);
         assert_eq!(s.keys[&wait].count, 1);
         // Then in accept for 700 ns of the next 1,000 (it ran 200, waited for a CPU 100):
@@ -603,9 +653,18 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            add_since(&mut s, &prev, 3_000, (600, 250, 5), Some(accept)),
+            add_since(&mut s, &prev, 3_000, (600, 250, 5), Some(accept), true),
             700
         );
         assert_eq!(s.keys[&accept].ns, 700);
+        // A thread of the runtime's own (`mark_runtime`): its time on and queued for a CPU,
+        // none of its waits, and no time waiting for work.
+        let before = s.keys.clone();
+        assert_eq!(
+            add_since(&mut s, &prev, 4_000, (700, 300, 6), Some(accept), false),
+            0
+        );
+        assert_eq!(s.keys, before);
+        assert_eq!((s.on_ns, s.runq_ns, s.switches), (800, 350, 4));
     }
 }

@@ -10,6 +10,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use trapdetect_common::offcpu::{ST_OFF_CPU, ThreadSlot};
+
 use super::seconds::KernelSource;
 use crate::host::runtime::{jvm_own_thread, maps_a_jvm};
 
@@ -20,8 +22,10 @@ pub struct RuntimeThreads {
     jvm: HashMap<u32, bool>,
     /// Threads already looked at.
     looked: HashSet<u32>,
-    /// The marked threads, by tid, with their names (escaped).
+    /// The marked threads alive at the last look, by tid, with their names (escaped).
     marked: HashMap<u32, String>,
+    /// Every thread marked over the run, by name.
+    counts: BTreeMap<String, usize>,
     /// Whether the source could mark them (the /proc sampling backend cannot).
     unmarkable: bool,
 }
@@ -34,6 +38,7 @@ impl RuntimeThreads {
             return;
         }
         let mut new: Vec<(u32, String)> = vec![];
+        let mut present = HashSet::new();
         for &pid in pids {
             let jvm = *self.jvm.entry(pid).or_insert_with(|| {
                 std::fs::read(format!("/proc/{pid}/maps")).is_ok_and(|m| maps_a_jvm(&m))
@@ -48,6 +53,7 @@ impl RuntimeThreads {
                 let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                     continue;
                 };
+                present.insert(tid);
                 if self.looked.contains(&tid) {
                     continue;
                 }
@@ -65,11 +71,18 @@ impl RuntimeThreads {
                 }
             }
         }
+        // A thread that exited: its id may come back as another thread's (the kernel clears
+        // the flag at the exit).
+        self.looked.retain(|t| present.contains(t));
+        self.marked.retain(|t, _| present.contains(t));
         if new.is_empty() {
             return;
         }
         let tids: Vec<u32> = new.iter().map(|(t, _)| *t).collect();
         if probes.mark_runtime(&tids) {
+            for (_, name) in &new {
+                *self.counts.entry(name.clone()).or_insert(0) += 1;
+            }
             self.marked.extend(new);
         } else {
             self.unmarkable = true;
@@ -81,12 +94,36 @@ impl RuntimeThreads {
         self.marked.contains_key(&tid)
     }
 
-    /// The marked threads by name, with how many have it.
-    pub fn by_name(&self) -> BTreeMap<String, usize> {
-        let mut out = BTreeMap::new();
-        for n in self.marked.values() {
-            *out.entry(n.clone()).or_insert(0) += 1;
-        }
-        out
+    /// `slots` as (the server's threads', the runtime's threads' not blocked now): the first
+    /// are judged as workers; both split the time of intervals in progress (a runtime
+    /// thread's wait has no time to split: the kernel adds none of it).
+    pub fn split(&self, slots: Vec<ThreadSlot>) -> (Vec<ThreadSlot>, Vec<ThreadSlot>) {
+        let (server, own): (Vec<ThreadSlot>, Vec<ThreadSlot>) =
+            slots.into_iter().partition(|s| !self.contains(s.tid));
+        (
+            server,
+            own.into_iter().filter(|s| s.state != ST_OFF_CPU).collect(),
+        )
     }
+
+    /// The threads marked over the run by name, with how many had it.
+    pub fn by_name(&self) -> BTreeMap<String, usize> {
+        self.counts.clone()
+    }
+}
+
+/// `by_name` as text: "C1 CompilerThre, GC Thread#0, ...", a count after a name more than one
+/// thread has.
+pub fn listed(by_name: &BTreeMap<String, usize>) -> String {
+    by_name
+        .iter()
+        .map(|(n, k)| {
+            if *k > 1 {
+                format!("{n} ×{k}")
+            } else {
+                n.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -519,14 +519,21 @@ pub struct TimeMark {
 
 impl TimeMark {
     /// Now, for the threads of `root` and its descendants (`None`: the off-CPU probes are not
-    /// attached, or their sums could not be read).
-    pub fn now(probes: &dyn KernelSource, root: u32) -> Option<TimeMark> {
+    /// attached, or their sums could not be read); the runtime's own threads among them
+    /// marked first, into `runtime`, their waits left out.
+    pub fn now(
+        probes: &dyn KernelSource,
+        root: u32,
+        runtime: &mut super::runtime_threads::RuntimeThreads,
+    ) -> Option<TimeMark> {
         if !probes.offcpu_attached() {
             return None;
         }
-        let (_, tids) = threads_of(root, &process::scan());
+        let (pids, tids) = threads_of(root, &process::scan());
+        runtime.update(probes, &pids);
         let reading = probes.offcpu_read().ok()?;
-        let slots = probes.thread_slots(&tids).unwrap_or_default();
+        let (mut slots, running) = runtime.split(probes.thread_slots(&tids).unwrap_or_default());
+        slots.extend(running);
         Some(TimeMark {
             credit: credit_of(&slots, reading.at_ns),
             reading,
@@ -658,11 +665,9 @@ impl Sampler {
             }
         };
         // The runtime's own threads: their time on and queued for a CPU, not their waits.
-        let (slots, runtime): (Vec<ThreadSlot>, Vec<ThreadSlot>) = probes
-            .thread_slots(&tids)
-            .unwrap_or_default()
-            .into_iter()
-            .partition(|s| !self.runtime.contains(s.tid));
+        let (slots, running) = self
+            .runtime
+            .split(probes.thread_slots(&tids).unwrap_or_default());
         let fuse = probes.fuse_by_dev();
         let paths = probes.path_calls();
         let cpu = host_cpu();
@@ -679,8 +684,7 @@ impl Sampler {
         let queue = self.backlog.sample(&tree_sockets);
         let send_holds = self.backlog.sends(&queue.ports);
         let mut credit = credit_of(&slots, at);
-        let running = runtime.iter().filter(|s| s.state != ST_OFF_CPU);
-        credit.extend(credit_of(&running.copied().collect::<Vec<_>>(), at));
+        credit.extend(credit_of(&running, at));
         let Some(prev) = self.prev.take() else {
             self.base = Some(reading.clone());
             self.prev = Some(reading);

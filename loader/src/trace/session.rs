@@ -276,8 +276,9 @@ impl Session {
         cwds.rescan(opts.pid);
         cwds.sample();
         let cpu_before = thread_cpu_ns(&cwds.tree);
+        let mut runtime = super::runtime_threads::RuntimeThreads::default();
         let time_start = (opts.offcpu == super::OffCpu::Window)
-            .then(|| TimeMark::now(&self.probes, opts.pid))
+            .then(|| TimeMark::now(&self.probes, opts.pid, &mut runtime))
             .flatten();
         let mut last_sample = Instant::now();
         let mut last_rescan = Instant::now();
@@ -345,7 +346,10 @@ impl Session {
         }
         let window_s = start.elapsed().as_secs_f64();
         let threads = time_start.and_then(|a| {
-            TimeMark::now(&self.probes, opts.pid).map(|b| ThreadTime::of(&a.until(&b)))
+            TimeMark::now(&self.probes, opts.pid, &mut runtime).map(|b| ThreadTime {
+                runtime_threads: runtime.by_name(),
+                ..ThreadTime::of(&a.until(&b))
+            })
         });
         if let Some(l) = load.as_deref_mut() {
             l.end(&self.probes);

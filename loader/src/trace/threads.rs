@@ -33,6 +33,11 @@ pub struct ThreadTime {
     /// Intervals the kernel could not record (a thread slot taken over, the map full): the
     /// figures are short by them.
     pub lost_intervals: u64,
+    /// Threads the target's runtime runs for itself, by name, with how many have it (a JVM's
+    /// compiler, garbage collector and service threads): their waits are not in
+    /// `thread_seconds` (docs/run.md).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub runtime_threads: BTreeMap<String, usize>,
 }
 
 impl ThreadTime {
@@ -49,6 +54,7 @@ impl ThreadTime {
             threads: sec.threads,
             thread_seconds,
             lost_intervals: sec.lost,
+            runtime_threads: BTreeMap::new(),
         }
     }
 
@@ -96,6 +102,12 @@ impl Section for ThreadTime {
             s.push_str(&format!(
                 "  {} intervals lost (a thread slot taken over, or the map full): the figures are short by them\n",
                 self.lost_intervals
+            ));
+        }
+        if !self.runtime_threads.is_empty() {
+            s.push_str(&format!(
+                "  the runtime's own threads (their waits not counted): {}\n",
+                super::runtime_threads::listed(&self.runtime_threads)
             ));
         }
         s

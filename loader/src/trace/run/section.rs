@@ -211,15 +211,7 @@ impl RunSection {
             let _ = writeln!(
                 out,
                 "The runtime's own threads (their CPU counted, their waits not; not workers): {}",
-                self.runtime_threads
-                    .iter()
-                    .map(|(n, k)| if *k > 1 {
-                        format!("{n} ×{k}")
-                    } else {
-                        n.clone()
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                crate::trace::runtime_threads::listed(&self.runtime_threads)
             );
         }
     }
