@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use trapdetect_common::offcpu::{
-    CLASS_FILE_LOCK, CLASS_FUTEX, FUTEX_TIMED, NUM_CLASSES, OffKey, S_KEY_INSERT_FAILS, S_ONCPU_NS,
-    S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, ThreadSlot, waits_for_work,
+    CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_SLEEP, FUTEX_TIMED, NUM_CLASSES, OffKey,
+    S_KEY_INSERT_FAILS, S_ONCPU_NS, S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU,
+    ST_RUNNABLE, ThreadSlot, waits_for_work,
 };
 
 use crate::{
@@ -325,6 +326,17 @@ fn bucket_of(state: u32, key: OffKey) -> Option<Bucket> {
     match state {
         ST_ON_CPU => Some(Bucket::On),
         ST_RUNNABLE => Some(Bucket::Runq),
+        // A timed futex wait in progress is a sleep until another thread ends it: the kernel
+        // adds it under `sleep` when it runs out (a timer thread's period, a request's
+        // `Thread.sleep`), under `futex` when woken. Split as a futex wait, a 7 s timer's wait
+        // read as a thread on a futex for the seconds it lasted, then its whole length went
+        // under `sleep` in the second it ended (the part split before counted twice).
+        ST_OFF_CPU if key.class == CLASS_FUTEX && key.dev == FUTEX_TIMED => {
+            Some(Bucket::Off(OffKey {
+                class: CLASS_SLEEP,
+                ..Default::default()
+            }))
+        }
         ST_OFF_CPU => Some(Bucket::Off(key)),
         _ => None,
     }
@@ -1029,6 +1041,58 @@ mod tests {
 
     use super::*;
     use trapdetect_common::offcpu::{CLASS_FUTEX, CLASS_SLEEP, CLASS_WAIT_WORK, FUTEX_TIMED};
+
+    /// A timed futex wait in progress at a sample is split as a sleep: one that runs out 0.4 s
+    /// into the next second (the kernel then adds its whole 1.0 s under `sleep`) leaves 0.4 s
+    /// of sleep there and none on a futex; split as a futex wait it left 1.0 s of sleep there,
+    /// the 0.6 s before counted twice.
+    #[test]
+    fn a_timed_wait_across_a_sample_is_a_sleep_until_it_ends() {
+        use trapdetect_common::offcpu::{NUM_SCHED_SLOTS, OffVal};
+        const S: u64 = 1_000_000_000;
+        let sleep = OffKey {
+            class: CLASS_SLEEP,
+            ..Default::default()
+        };
+        let timed = ThreadSlot {
+            tid: 7,
+            state: ST_OFF_CPU,
+            ts: 4 * S / 10,
+            key: OffKey {
+                class: CLASS_FUTEX,
+                dev: FUTEX_TIMED,
+                ino: 0,
+            },
+            ..Default::default()
+        };
+        let before = credit_of(&[timed], S);
+        assert_eq!(before[&7], (Bucket::Off(sleep), 6 * S / 10));
+        let running = ThreadSlot {
+            tid: 7,
+            state: ST_ON_CPU,
+            ts: 14 * S / 10,
+            ..Default::default()
+        };
+        let reading = |at_ns, keys: Vec<(OffKey, OffVal)>| OffcpuReading {
+            at_ns,
+            keys: keys.into_iter().collect(),
+            totals: vec![0; NUM_SCHED_SLOTS as usize],
+        };
+        let mut sec = KernelSecond::default();
+        split_time(
+            &mut sec,
+            &reading(S, vec![]),
+            &reading(2 * S, vec![(sleep, OffVal { ns: S, count: 1 })]),
+            &credit_of(&[running], 2 * S),
+            &before,
+        );
+        assert!(
+            (sec.off_s[CLASS_SLEEP as usize] - 0.4).abs() < 1e-9,
+            "{sec:?}"
+        );
+        assert_eq!(sec.off_s[CLASS_FUTEX as usize], 0.0);
+        assert!((sec.on_cpu_s - 0.6).abs() < 1e-9, "{sec:?}");
+    }
 
     /// At a sample, threads waiting for work or parked on a futex are idle; a futex wait with
     /// a timeout is a deadline the thread set itself (Puma's threads in Ruby's `sleep`, a
