@@ -26,7 +26,8 @@ pub struct RuntimeThreads {
     marked: HashMap<u32, String>,
     /// Every thread marked over the run, by name.
     counts: BTreeMap<String, usize>,
-    /// Whether the source could mark them (the /proc sampling backend cannot).
+    /// Whether the source could not mark them (then their waits stay counted, and no more
+    /// are looked for).
     unmarkable: bool,
 }
 
