@@ -1470,7 +1470,8 @@ fn a_response_held_for_the_clients_ack_is_named_on_java_and_python_and_not_with_
 /// thread whose waits end as a request's `Thread.sleep` does, G1's and the JDK's service
 /// threads. Counted as the server's, they were a pool of one's "9 workers" and "2.6 threads
 /// waiting on a lock" (lock.contention, wrong). OpenJDK 17's HttpServer with one handler
-/// thread sleeping 20 ms (50/s by construction) is a pool of one; eight threads sleeping
+/// thread sleeping 20 ms (50/s by construction) is a pool of one, under eBPF and under the
+/// /proc sampling backend; eight threads sleeping
 /// 20 ms inside one monitor are a lock (50/s as well); eight sleeping alone at 100/s (a
 /// quarter of their 400/s) are clean.
 #[test]
@@ -1504,6 +1505,17 @@ fn a_jvms_own_threads_are_neither_workers_nor_waiters() {
     for name in ["pool-1-thread-1", "HTTP-Dispatcher", "java"] {
         assert!(own.get(name).is_none(), "{name}: {own:#}");
     }
+    // The /proc sampling backend the same: the launcher's two threads, parked on a futex for
+    // the process's life, are no lock's waiters there either.
+    let r = builtin(s.proc.pid(), &s.url(), 100.0, &["--backend", "sample"]);
+    assert_eq!(r.assert_cause(&["pool.too-small"]), "pool.too-small");
+    assert_eq!(r.finding("pool.too-small")["evidence"]["workers"], 1);
+    assert!(
+        !r.ids().contains(&"lock.contention".to_string()),
+        "{:?}",
+        r.ids()
+    );
+    assert_eq!(r.r["run"]["classes_method"], "sampled");
     drop(s);
     let s = JavaPool::start(8, 20, true);
     let r = builtin(s.proc.pid(), &s.url(), 100.0, &[]);

@@ -21,9 +21,9 @@ use std::{
 use trapdetect_common::offcpu::{
     ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK, CLASS_FUTEX,
     CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_PATH, CLASS_SLEEP, CLASS_UNKNOWN, CLASS_WAIT_WORK,
-    F_OFD_SETLKW, F_SETLKW, NUM_CLASSES, NUM_SCHED_SLOTS, OffKey, OffVal, S_ONCPU_NS, S_RUNQ_NS,
-    S_SWITCHES, ST_OFF_CPU, ST_ON_CPU, ThreadSlot, class_of, futex_timed, host_arch, is_read,
-    waits_for_work,
+    F_OFD_SETLKW, F_SETLKW, FUTEX_TIMED, NUM_CLASSES, NUM_SCHED_SLOTS, OffKey, OffVal, S_ONCPU_NS,
+    S_RUNQ_NS, S_SWITCHES, ST_OFF_CPU, ST_ON_CPU, ThreadSlot, class_of, futex_timed, host_arch,
+    is_read, waits_for_work,
 };
 
 use super::procfs::{self, Syscall};
@@ -97,6 +97,8 @@ struct Seen {
     idle_ns: u64,
     /// Whether it ran since it was first sampled.
     ran: bool,
+    /// Since when it is in the timed futex wait it was found in (`None`: in none).
+    timed_since: Option<u64>,
 }
 
 struct Thread {
@@ -326,6 +328,9 @@ impl Walker {
             if !readable {
                 s.stats.unreadable += 1;
             }
+            let timed = matches!(sc, Some(Syscall::In { nr, args })
+                if class_of(host_arch(), nr).0 == CLASS_FUTEX
+                    && futex_timed(host_arch(), nr, args[1], args[3]));
             let key = self.wait_key(pid, tid, blocked, sc, s);
             if let Some(k) = key {
                 count_key(s, k);
@@ -335,6 +340,14 @@ impl Walker {
                 continue;
             };
             let ran = key.is_none() || t.last.is_some_and(|p| p.ran || slices > p.slices);
+            // The same timed wait as at the last sample while the thread has not run since; a
+            // new one began after that sample; one found at the first sample began before it
+            // (when, unknown: 0).
+            let timed_since = timed.then(|| match t.last {
+                Some(p) if slices == p.slices => p.timed_since.unwrap_or(p.at),
+                Some(p) => p.at,
+                None => 0,
+            });
             // Parked on a futex since before it was first sampled and never woken since (a
             // JVM launcher's threads joining the main one for the process's life): neither a
             // worker nor a lock's waiter, and not in the figures, as under eBPF, where such a
@@ -348,6 +361,7 @@ impl Walker {
                     key,
                     idle_ns: 0,
                     ran,
+                    timed_since,
                 });
                 s.slots.remove(&tid);
                 continue;
@@ -367,7 +381,22 @@ impl Walker {
                 key,
                 idle_ns,
                 ran,
+                timed_since,
             });
+            // A timed wait is shown as the kernel's slot shows one in progress (its time so
+            // far in `timed_ns`): whether it is work is known only when it ends, so it is left
+            // out of the thread's worker time (its time is a sleep in the sums already).
+            let (key, timed_ns) = match timed_since {
+                Some(since) => (
+                    Some(OffKey {
+                        class: CLASS_FUTEX,
+                        dev: FUTEX_TIMED,
+                        ino: 0,
+                    }),
+                    now.saturating_sub(since),
+                ),
+                None => (key, 0),
+            };
             s.slots.insert(
                 tid,
                 ThreadSlot {
@@ -376,6 +405,7 @@ impl Walker {
                     ts: now,
                     key: key.unwrap_or_default(),
                     idle_ns,
+                    timed_ns,
                     ..Default::default()
                 },
             );
@@ -620,6 +650,7 @@ mod tests {
             key: None,
             idle_ns: 0,
             ran: true,
+            timed_since: None,
         };
         let mut s = Sums::default();
         // A path lookup is work: no time waiting for work.
@@ -638,6 +669,7 @@ mod tests {
             key: Some(wait),
             idle_ns: 0,
             ran: true,
+            timed_since: None,
         };
         // Still blocked at the same wait, never ran: more time, the same episode.
         assert_eq!(

@@ -239,17 +239,18 @@ struct IdleTime {
 
 impl ThreadSeen {
     /// A worker: at work (not waiting for it) at least half the time. From its time between
-    /// its first sample and its last where there is some, less a timed wait still in progress
-    /// (a `java.util.Timer` thread waits out its 30 s period in one: nothing in it is known to
-    /// be work); from the samples where it was found once (or only at one instant): then at
-    /// work at least half the samples.
+    /// its first sample and its last where there is some, a timed wait still in progress not
+    /// counted as work (a `java.util.Timer` thread waits out its 30 s period in one: nothing in
+    /// it is known to be work; one found 1.8 s into a 7 s span entering it was a second
+    /// HttpServer "worker" for the sampling backend); from the samples where it was found once
+    /// (or only at one instant): then at work at least half the samples.
     fn works(&self) -> bool {
         match self.time.filter(|t| t.at > t.first_at) {
             Some(t) => {
                 let span = t.at - t.first_at;
                 let known = span - t.open_timed_ns.min(span);
                 let idle = (t.idle_ns - t.first_idle_ns).min(known);
-                known > 0 && (known - idle) * 2 >= known
+                (known - idle) * 2 >= span
             }
             None => self.samples > 0 && (self.samples - self.idle_samples) * 2 >= self.samples,
         }
@@ -1237,11 +1238,17 @@ mod tests {
                     } else {
                         timed(22, S, 0, S)
                     },
-                    // A thread that ran 2.5 s, then entered one: the 1.5 s known are work.
-                    if i <= 2 {
+                    // A thread that ran 3.5 s, then entered one: 2.5 s of its 4 s span are
+                    // known to be work; one that ran 2.5 s is not a worker (1.5 s of 4).
+                    if i <= 3 {
                         slot(23, ST_ON_CPU, 0, 0, 0)
                     } else {
-                        timed(23, 5 * S / 2, 0, 0)
+                        timed(23, 7 * S / 2, 0, 0)
+                    },
+                    if i <= 2 {
+                        slot(24, ST_ON_CPU, 0, 0, 0)
+                    } else {
+                        timed(24, 5 * S / 2, 0, 0)
                     },
                 ],
                 at,
