@@ -673,6 +673,23 @@ impl JavaPool {
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.port)
     }
+
+    /// `own`, a report's `runtime_threads`, names the JVM's own threads (one VM thread, one
+    /// periodic task thread, one of each compiler among them) and none of the server's (the
+    /// handler thread, the dispatcher, the launcher's `java`).
+    pub fn assert_own_threads_named(own: &serde_json::Value) {
+        for name in [
+            "VM Thread",
+            "VM Periodic Tas",
+            "C1 CompilerThre",
+            "C2 CompilerThre",
+        ] {
+            assert_eq!(own[name], 1, "{name}: {own:#}");
+        }
+        for name in ["pool-1-thread-1", "HTTP-Dispatcher", "java"] {
+            assert!(own.get(name).is_none(), "{name}: {own:#}");
+        }
+    }
 }
 
 /// A bounded busy loop (`sh` spinning under `timeout`), optionally pinned to one CPU: other

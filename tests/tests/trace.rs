@@ -871,18 +871,7 @@ fn a_jvms_own_threads_are_named_and_their_waits_left_out_of_the_window() {
     let out = trapdetect_e2e::trapdetect(&args, Duration::from_secs(60));
     let r = report(&out);
     let t = &r["threads"];
-    let own = &t["runtime_threads"];
-    for name in [
-        "VM Thread",
-        "VM Periodic Tas",
-        "C1 CompilerThre",
-        "C2 CompilerThre",
-    ] {
-        assert_eq!(own[name], 1, "{name}: {t:#}");
-    }
-    for name in ["pool-1-thread-1", "HTTP-Dispatcher", "java"] {
-        assert!(own.get(name).is_none(), "{name}: {t:#}");
-    }
+    JavaPool::assert_own_threads_named(&t["runtime_threads"]);
     let window = t["window_s"].as_f64().unwrap();
     let sleep = t["thread_seconds"]["sleep"].as_f64().unwrap();
     assert!(sleep < 0.1 * window, "sleep {sleep} s in {window} s: {t:#}");

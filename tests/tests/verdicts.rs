@@ -1481,40 +1481,24 @@ fn a_jvms_own_threads_are_neither_workers_nor_waiters() {
     }
     let _s = serial();
     let s = JavaPool::start(1, 20, false);
-    let r = builtin(s.proc.pid(), &s.url(), 100.0, &[]);
-    assert_eq!(r.assert_cause(&["pool.too-small"]), "pool.too-small");
-    assert_eq!(r.finding("pool.too-small")["evidence"]["workers"], 1);
-    assert!(
-        !r.ids().contains(&"lock.contention".to_string()),
-        "{:?}",
-        r.ids()
-    );
+    // One worker under eBPF and under the /proc sampling backend (there the launcher's two
+    // threads, parked on a futex for the process's life, are no lock's waiters either).
+    let pool_of_one = |extra: &[&str]| {
+        let r = builtin(s.proc.pid(), &s.url(), 100.0, extra);
+        assert_eq!(r.assert_cause(&["pool.too-small"]), "pool.too-small");
+        assert_eq!(r.finding("pool.too-small")["evidence"]["workers"], 1);
+        assert!(
+            !r.ids().contains(&"lock.contention".to_string()),
+            "{:?}",
+            r.ids()
+        );
+        r
+    };
+    let r = pool_of_one(&[]);
     near("predicted", r.ceiling(), 50.0);
     near("delivered", r.delivered(), 50.0);
-    // The JVM's own threads named, one VM thread and one of each compiler among them; the
-    // server's (the handler thread, the dispatcher, the launcher's `java`) not.
-    let own = &r.r["run"]["runtime_threads"];
-    for name in [
-        "VM Thread",
-        "VM Periodic Tas",
-        "C1 CompilerThre",
-        "C2 CompilerThre",
-    ] {
-        assert_eq!(own[name], 1, "{name}: {own:#}");
-    }
-    for name in ["pool-1-thread-1", "HTTP-Dispatcher", "java"] {
-        assert!(own.get(name).is_none(), "{name}: {own:#}");
-    }
-    // The /proc sampling backend the same: the launcher's two threads, parked on a futex for
-    // the process's life, are no lock's waiters there either.
-    let r = builtin(s.proc.pid(), &s.url(), 100.0, &["--backend", "sample"]);
-    assert_eq!(r.assert_cause(&["pool.too-small"]), "pool.too-small");
-    assert_eq!(r.finding("pool.too-small")["evidence"]["workers"], 1);
-    assert!(
-        !r.ids().contains(&"lock.contention".to_string()),
-        "{:?}",
-        r.ids()
-    );
+    JavaPool::assert_own_threads_named(&r.r["run"]["runtime_threads"]);
+    let r = pool_of_one(&["--backend", "sample"]);
     assert_eq!(r.r["run"]["classes_method"], "sampled");
     drop(s);
     let s = JavaPool::start(8, 20, true);

@@ -352,26 +352,13 @@ impl Walker {
             // JVM launcher's threads joining the main one for the process's life): neither a
             // worker nor a lock's waiter, and not in the figures, as under eBPF, where such a
             // thread never switches.
-            if !ran && key.is_some_and(|k| k.class == CLASS_FUTEX) {
-                t.last = Some(Seen {
-                    at: now,
-                    on,
-                    runq,
-                    slices,
-                    key,
-                    idle_ns: 0,
-                    ran,
-                    timed_since,
-                });
-                s.slots.remove(&tid);
-                continue;
-            }
+            let parked = !ran && key.is_some_and(|k| k.class == CLASS_FUTEX);
             let waits = !s.runtime.contains(&tid);
             let idle_ns = match t.last {
-                Some(prev) => {
+                Some(prev) if !parked => {
                     prev.idle_ns + add_since(s, &prev, now, (on, runq, slices), key, waits)
                 }
-                None => 0,
+                _ => 0,
             };
             t.last = Some(Seen {
                 at: now,
@@ -383,6 +370,10 @@ impl Walker {
                 ran,
                 timed_since,
             });
+            if parked {
+                s.slots.remove(&tid);
+                continue;
+            }
             // A timed wait is shown as the kernel's slot shows one in progress (its time so
             // far in `timed_ns`): whether it is work is known only when it ends, so it is left
             // out of the thread's worker time (its time is a sleep in the sums already).

@@ -1145,18 +1145,6 @@ mod tests {
     #[test]
     fn workers_are_told_by_their_time_waiting_for_work() {
         const S: u64 = 1_000_000_000;
-        let slot = |tid, state, class, ts, idle_ns| ThreadSlot {
-            tid,
-            state,
-            ts,
-            key: OffKey {
-                class,
-                dev: 0,
-                ino: 0,
-            },
-            idle_ns,
-            ..Default::default()
-        };
         let mut s = Sampler::new(1, 0);
         for i in 1..=3u64 {
             let at = i * S;
@@ -1197,18 +1185,6 @@ mod tests {
     #[test]
     fn a_timed_wait_in_progress_is_neither_work_nor_idle() {
         const S: u64 = 1_000_000_000;
-        let slot = |tid, state, class, ts, idle_ns| ThreadSlot {
-            tid,
-            state,
-            ts,
-            key: OffKey {
-                class,
-                dev: 0,
-                ino: 0,
-            },
-            idle_ns,
-            ..Default::default()
-        };
         let timed = |tid, ts, timed_ns, idle_ns| ThreadSlot {
             tid,
             state: ST_OFF_CPU,
@@ -1255,6 +1231,22 @@ mod tests {
             );
         }
         assert_eq!(s.worker_mask(), bits(&[1, 3]));
+    }
+
+    /// Thread `tid`'s slot: in `state` since `ts`, for `class`, `idle_ns` waited for work.
+    fn slot(tid: u32, state: u32, class: u32, ts: u64, idle_ns: u64) -> ThreadSlot {
+        ThreadSlot {
+            tid,
+            state,
+            ts,
+            key: OffKey {
+                class,
+                dev: 0,
+                ino: 0,
+            },
+            idle_ns,
+            ..Default::default()
+        }
     }
 
     fn bits(ones: &[usize]) -> Bits {
