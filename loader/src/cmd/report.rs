@@ -125,7 +125,7 @@ fn merged(a: &ReportArgs) -> Result<i32> {
 
 /// The text of a saved document, printed by the code that printed it live.
 fn text(mut doc: Value, file: &Path) -> Result<String> {
-    terminal_safe(&mut doc);
+    report::text::terminal_safe_doc(&mut doc);
     let schema = doc["schema"].as_str().unwrap_or("").to_string();
     let bad = |e: serde_json::Error| {
         Error::usage(format!(
@@ -208,25 +208,6 @@ fn section_text(
         }
         "fingerprint" => Ok(None),
         other => Err(format!("no text for a section named {other}")),
-    }
-}
-
-/// Every string of a document the user handed us, made terminal-safe before it is rendered
-/// (the file may not be ours; our own strings are escaped already and pass unchanged).
-fn terminal_safe(v: &mut Value) {
-    match v {
-        Value::String(s) => *s = report::text::terminal_safe(s),
-        Value::Array(a) => a.iter_mut().for_each(terminal_safe),
-        Value::Object(m) => {
-            *m = std::mem::take(m)
-                .into_iter()
-                .map(|(k, mut x)| {
-                    terminal_safe(&mut x);
-                    (report::text::terminal_safe(&k), x)
-                })
-                .collect();
-        }
-        _ => {}
     }
 }
 

@@ -483,6 +483,25 @@ pub fn steps_or_drain(doc: &Value) -> String {
     terminal_safe(&out)
 }
 
+/// Every string of a document the user handed us, made terminal-safe before it is rendered
+/// (the file may not be ours; our own strings are escaped already and pass unchanged).
+pub fn terminal_safe_doc(v: &mut Value) {
+    match v {
+        Value::String(s) => *s = terminal_safe(s),
+        Value::Array(a) => a.iter_mut().for_each(terminal_safe_doc),
+        Value::Object(m) => {
+            *m = std::mem::take(m)
+                .into_iter()
+                .map(|(k, mut x)| {
+                    terminal_safe_doc(&mut x);
+                    (terminal_safe(&k), x)
+                })
+                .collect();
+        }
+        _ => {}
+    }
+}
+
 /// Control characters (other than newlines) and invisible ones as visible escapes.
 pub fn terminal_safe(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

@@ -294,112 +294,28 @@ impl Walker {
         let mut buf = [0u8; 512];
         let tids: Vec<u32> = self.threads.keys().copied().collect();
         for tid in tids {
-            let Some(t) = self.threads.get(&tid) else {
+            let Some(r) = self
+                .threads
+                .get(&tid)
+                .and_then(|t| read_thread(t, &mut buf))
+            else {
                 continue;
             };
-            let pid = t.pid;
-            let state = t
-                .stat
-                .as_ref()
-                .and_then(|f| read_at0(f, &mut buf))
-                .and_then(|n| procfs::parse_state(&buf[..n]));
-            let Some(state) = state else {
-                continue;
-            };
-            let sched = t
-                .schedstat
-                .as_ref()
-                .and_then(|f| read_at0(f, &mut buf))
-                .and_then(|n| procfs::parse_schedstat(std::str::from_utf8(&buf[..n]).ok()?));
-            let now = mono_ns();
-            let blocked = !matches!(state, b'R');
-            let sc = if blocked {
-                match t.syscall.as_ref().and_then(|f| read_at0(f, &mut buf)) {
-                    Some(n) => std::str::from_utf8(&buf[..n])
-                        .ok()
-                        .and_then(procfs::parse_syscall),
-                    None => None,
-                }
-            } else {
-                None
-            };
-            let readable = !blocked || sc.is_some();
             s.stats.thread_samples += 1;
-            if !readable {
+            if r.blocked && r.sc.is_none() {
                 s.stats.unreadable += 1;
             }
-            let timed = matches!(sc, Some(Syscall::In { nr, args })
-                if class_of(host_arch(), nr).0 == CLASS_FUTEX
-                    && futex_timed(host_arch(), nr, args[1], args[3]));
-            let key = self.wait_key(pid, tid, blocked, sc, s);
+            let key = self.wait_key(r.pid, tid, r.blocked, r.sc, s);
             if let Some(k) = key {
                 count_key(s, k);
             }
-            let (on, runq, slices) = sched.unwrap_or((0, 0, 0));
-            let Some(t) = self.threads.get_mut(&tid) else {
-                continue;
-            };
-            let ran = key.is_none() || t.last.is_some_and(|p| p.ran || slices > p.slices);
-            // The same timed wait as at the last sample while the thread has not run since; a
-            // new one began after that sample; one found at the first sample began before it
-            // (when, unknown: 0).
-            let timed_since = timed.then(|| match t.last {
-                Some(p) if slices == p.slices => p.timed_since.unwrap_or(p.at),
-                Some(p) => p.at,
-                None => 0,
-            });
-            // Parked on a futex since before it was first sampled and never woken since (a
-            // JVM launcher's threads joining the main one for the process's life): neither a
-            // worker nor a lock's waiter, and not in the figures, as under eBPF, where such a
-            // thread never switches.
-            let parked = !ran && key.is_some_and(|k| k.class == CLASS_FUTEX);
-            let waits = !s.runtime.contains(&tid);
-            let idle_ns = match t.last {
-                Some(prev) if !parked => {
-                    prev.idle_ns + add_since(s, &prev, now, (on, runq, slices), key, waits)
-                }
-                _ => 0,
-            };
-            t.last = Some(Seen {
-                at: now,
-                on,
-                runq,
-                slices,
-                key,
-                idle_ns,
-                ran,
-                timed_since,
-            });
-            if parked {
-                s.slots.remove(&tid);
-                continue;
+            // A futex wait `classify` counted a sleep: one with a deadline.
+            let timed = key.is_some_and(|k| k.class == CLASS_SLEEP)
+                && matches!(r.sc, Some(Syscall::In { nr, .. })
+                    if class_of(host_arch(), nr).0 == CLASS_FUTEX);
+            if let Some(t) = self.threads.get_mut(&tid) {
+                note(t, tid, &r, key, timed, s);
             }
-            // A timed wait is shown as the kernel's slot shows one in progress (its time so
-            // far in `timed_ns`): whether it is work is known only when it ends, so it is left
-            // out of the thread's worker time (its time is a sleep in the sums already).
-            let (key, timed_ns) = match timed_since {
-                Some(since) => (
-                    Some(OffKey {
-                        class: CLASS_FUTEX,
-                        dev: FUTEX_TIMED,
-                        ino: 0,
-                    }),
-                    now.saturating_sub(since),
-                ),
-                None => (key, 0),
-            };
-            s.slots.insert(
-                tid,
-                ThreadSlot {
-                    tid,
-                    state: if key.is_some() { ST_OFF_CPU } else { ST_ON_CPU },
-                    ts: now,
-                    key: key.unwrap_or_default(),
-                    idle_ns,
-                    timed_ns,
-                    ..Default::default()
-                },
-            );
         }
         s.slots.retain(|t, _| self.threads.contains_key(t));
     }
@@ -549,6 +465,118 @@ fn count_key(s: &mut Sums, k: OffKey) {
     if (k.class == CLASS_PATH || k.class == CLASS_FILE_IO) && k.dev != 0 {
         *s.stats.by_dev.entry(k.dev).or_default() += 1;
     }
+}
+
+/// One thread read at one sample: its state, its schedstat and, when it does not run, the
+/// syscall it is in.
+struct Read {
+    pid: u32,
+    now: u64,
+    blocked: bool,
+    sc: Option<Syscall>,
+    sched: (u64, u64, u64),
+}
+
+/// `None` when the thread's stat cannot be read (it has exited).
+fn read_thread(t: &Thread, buf: &mut [u8; 512]) -> Option<Read> {
+    let state = t
+        .stat
+        .as_ref()
+        .and_then(|f| read_at0(f, buf))
+        .and_then(|n| procfs::parse_state(&buf[..n]))?;
+    let sched = t
+        .schedstat
+        .as_ref()
+        .and_then(|f| read_at0(f, buf))
+        .and_then(|n| procfs::parse_schedstat(std::str::from_utf8(&buf[..n]).ok()?));
+    let now = mono_ns();
+    let blocked = !matches!(state, b'R');
+    let sc = if blocked {
+        t.syscall
+            .as_ref()
+            .and_then(|f| read_at0(f, buf))
+            .and_then(|n| {
+                std::str::from_utf8(&buf[..n])
+                    .ok()
+                    .and_then(procfs::parse_syscall)
+            })
+    } else {
+        None
+    };
+    Some(Read {
+        pid: t.pid,
+        now,
+        blocked,
+        sc,
+        sched: sched.unwrap_or((0, 0, 0)),
+    })
+}
+
+/// Adds a thread's sample to the sums and its slot (`key`: what it waits for, `None` when it
+/// runs; `timed`: a futex wait with a deadline).
+fn note(t: &mut Thread, tid: u32, r: &Read, key: Option<OffKey>, timed: bool, s: &mut Sums) {
+    let (now, (on, runq, slices)) = (r.now, r.sched);
+    let ran = key.is_none() || t.last.is_some_and(|p| p.ran || slices > p.slices);
+    // The same timed wait as at the last sample while the thread has not run since; a new
+    // one began after that sample; one found at the first sample began before it (when,
+    // unknown: 0).
+    let timed_since = timed.then(|| match t.last {
+        Some(p) if slices == p.slices => p.timed_since.unwrap_or(p.at),
+        Some(p) => p.at,
+        None => 0,
+    });
+    // Parked on a futex since before it was first sampled and never woken since (a JVM
+    // launcher's threads joining the main one for the process's life): neither a worker nor
+    // a lock's waiter, and not in the figures, as under eBPF, where such a thread never
+    // switches.
+    let parked = !ran && key.is_some_and(|k| k.class == CLASS_FUTEX);
+    let waits = !s.runtime.contains(&tid);
+    let idle_ns = match t.last {
+        Some(prev) if !parked => {
+            prev.idle_ns + add_since(s, &prev, now, (on, runq, slices), key, waits)
+        }
+        _ => 0,
+    };
+    t.last = Some(Seen {
+        at: now,
+        on,
+        runq,
+        slices,
+        key,
+        idle_ns,
+        ran,
+        timed_since,
+    });
+    if parked {
+        s.slots.remove(&tid);
+        return;
+    }
+    // A timed wait is shown as the kernel's slot shows one in progress (its time so far in
+    // `timed_ns`): whether it is work is known only when it ends, so it is left out of the
+    // thread's worker time (its time is a sleep in the sums already).
+    let (key, timed_ns) = match timed_since {
+        Some(since) => (
+            Some(OffKey {
+                class: CLASS_FUTEX,
+                dev: FUTEX_TIMED,
+                ino: 0,
+            }),
+            now.saturating_sub(since),
+        ),
+        None => (key, 0),
+    };
+    s.slots.insert(
+        tid,
+        ThreadSlot {
+            tid,
+            state: if key.is_some() { ST_OFF_CPU } else { ST_ON_CPU },
+            ts: now,
+            key: key.unwrap_or_default(),
+            idle_ns,
+            timed_ns,
+            ..Default::default()
+        },
+    );
 }
 
 /// Adds a thread's time since its last sample `prev` to the sums: on CPU and in the run queue

@@ -351,17 +351,18 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
 
     // Requests: the probe load's responses, else accepted connections, else none; declined
     // when the server's ports show other clients' requests in the window.
-    let accepts = counts
-        .counters
-        .get(C_ACCEPTS as usize)
-        .copied()
-        .unwrap_or(0);
     let probe = request_basis.map(|(answered, basis)| requests::ProbeCount {
         answered,
         sent_bytes_max,
         basis,
     });
-    let denominator = requests::decide(probe, accepts, served.as_ref(), served_watched.as_deref());
+    let accepts = counts.counters.get(C_ACCEPTS as usize).copied();
+    let denominator = requests::decide(
+        probe,
+        accepts.unwrap_or(0),
+        served.as_ref(),
+        served_watched.as_deref(),
+    );
     let requests = denominator.count;
     let resolved = aggregate::resolve(&counts.paths, &strings, &mounts, &hints);
     let fuse = aggregate::fuse_obs(&counts.fuse, &mounts);
@@ -394,17 +395,7 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
         served,
     });
     report.findings.extend(traps::fs::rules(&fs));
-    report.syscalls = aggregate::syscall_rows(&fs.calls, &mounts, requests, window_s);
-    let fuse_queue = aggregate::fuse_queue_rows(&counts.fuse_queue, &mounts);
-    report.filesystems = aggregate::fs_rows(
-        &fs.calls,
-        &fs.fuse,
-        &fuse_queue,
-        &mounts,
-        requests,
-        window_s,
-    );
-    report.paths = aggregate::path_rows(&fs.calls, &mounts, requests, opts.top);
+    fs_tables(&fs, &counts, opts.top, report);
     net::finish(net_start, armed, net_measured, &probe_rows, report);
     report
         .findings
@@ -422,6 +413,16 @@ fn judge(opts: &Options, obs: Observations, report: &mut Report) {
         exited_after,
     );
     set_measurement(m, &missing_required, report);
+}
+
+/// The syscall, filesystem and path tables of a report, from the resolved calls.
+fn fs_tables(fs: &FsObservation, counts: &crate::probe::Counts, top: usize, report: &mut Report) {
+    let (mounts, requests, window_s) = (&fs.mounts, fs.requests, fs.window_s);
+    report.syscalls = aggregate::syscall_rows(&fs.calls, mounts, requests, window_s);
+    let fuse_queue = aggregate::fuse_queue_rows(&counts.fuse_queue, mounts);
+    report.filesystems =
+        aggregate::fs_rows(&fs.calls, &fs.fuse, &fuse_queue, mounts, requests, window_s);
+    report.paths = aggregate::path_rows(&fs.calls, mounts, requests, top);
 }
 
 /// Where each walk starts: a directory the server chdirs into (PHP's docroot, per request)

@@ -271,12 +271,8 @@ pub struct Sampler {
     prev: Option<OffcpuReading>,
     /// tid → (bucket, credited ns) of the interval in progress at the last sample.
     credit: HashMap<u32, (Bucket, u64)>,
-    prev_fuse: HashMap<u32, u64>,
-    prev_paths: u64,
-    prev_cpu: Option<(u64, u64)>,
-    prev_self: u64,
-    /// (served requests, accepts) at the last sample.
-    prev_served: (u64, u64),
+    /// The counters at the last sample.
+    prev_counters: Counters,
     ncpu: f64,
     /// tid → how it was found at the samples and how long it waited for work, to tell
     /// workers from threads that never work.
@@ -289,14 +285,10 @@ pub struct Sampler {
     pub runtime: super::runtime_threads::RuntimeThreads,
     /// The target's binding CPU quota, read when sampling starts.
     pub quota: Option<QuotaWatch>,
-    /// Per-CPU (busy, total) ticks at the last sample.
-    prev_per_cpu: HashMap<u32, (u64, u64)>,
     /// Every other process's CPU at the last sample, by pid.
     prev_others: HashMap<u32, Other>,
     /// The traced processes' (start time, CPU ticks) at the last sample, by pid.
     prev_tree: HashMap<u32, (u64, u64)>,
-    /// accept() EMFILE/ENFILE failures so far.
-    prev_emfile: u64,
     /// Soft RLIMIT_NOFILE by (pid, start time): read once per process.
     nofile: HashMap<(u32, u64), Option<u64>>,
     /// Name and CPU of other processes over the window: pid → (comm, ticks).
@@ -344,6 +336,67 @@ fn bucket_of(state: u32, key: OffKey) -> Option<Bucket> {
 }
 
 /// Host CPU jiffies (busy, total) from /proc/stat's first line.
+/// The cumulative counters a second is the difference of, read at one sample.
+#[derive(Default)]
+struct Counters {
+    /// FUSE requests by device.
+    fuse: HashMap<u32, u64>,
+    paths: u64,
+    /// The host's (busy, total) ticks.
+    cpu: Option<(u64, u64)>,
+    /// trapdetect's own CPU ticks.
+    me: u64,
+    /// (served requests, accepts).
+    served: (u64, u64),
+    /// Per-CPU (busy, total) ticks.
+    per_cpu: HashMap<u32, (u64, u64)>,
+    /// accept() EMFILE/ENFILE failures.
+    emfile: u64,
+}
+
+impl Counters {
+    fn read(probes: &dyn KernelSource) -> Counters {
+        Counters {
+            fuse: probes.fuse_by_dev(),
+            paths: probes.path_calls(),
+            cpu: host_cpu(),
+            me: self_ticks(),
+            served: probes.served_now(),
+            per_cpu: crate::host::host::per_cpu_ticks(),
+            emfile: probes.accept_emfile(),
+        }
+    }
+
+    /// The second's share of them since `prev` (`allowed`: the CPUs the target may use;
+    /// `ncpu`: the host's).
+    fn since(&self, prev: &Counters, allowed: &[u32], ncpu: f64, sec: &mut KernelSecond) {
+        sec.path_calls = self.paths.saturating_sub(prev.paths);
+        for (d, n) in &self.fuse {
+            let d0 = prev.fuse.get(d).copied().unwrap_or(0);
+            if *n > d0 {
+                sec.fuse_ops.insert(*d, n - d0);
+            }
+        }
+        if let (Some((b1, t1)), Some((b0, t0))) = (self.cpu, prev.cpu)
+            && t1 > t0
+        {
+            sec.cores_busy = (b1 - b0) as f64 / (t1 - t0) as f64 * ncpu;
+        }
+        if sec.dt_s > 0.0 {
+            sec.self_cores = (self.me.saturating_sub(prev.me)) as f64 / clock_ticks() / sec.dt_s;
+        }
+        sec.served_requests = self.served.0.saturating_sub(prev.served.0);
+        sec.accepts = self.served.1.saturating_sub(prev.served.1);
+        sec.accept_emfile = self.emfile.saturating_sub(prev.emfile);
+        sec.allowed_busy = crate::host::host::busy_between(&prev.per_cpu, &self.per_cpu, allowed).0;
+    }
+}
+
+/// Clock ticks per second (`/proc`'s CPU times' unit).
+fn clock_ticks() -> f64 {
+    crate::util::sysconf(nix::unistd::SysconfVar::CLK_TCK).max(1) as f64
+}
+
 fn host_cpu() -> Option<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
     parse_proc_stat(&text)
@@ -585,11 +638,7 @@ impl Sampler {
             base: None,
             prev: None,
             credit: HashMap::new(),
-            prev_fuse: HashMap::new(),
-            prev_paths: 0,
-            prev_cpu: None,
-            prev_self: 0,
-            prev_served: (0, 0),
+            prev_counters: Counters::default(),
             ncpu: std::thread::available_parallelism()
                 .map(|n| n.get() as f64)
                 .unwrap_or(1.0),
@@ -598,10 +647,8 @@ impl Sampler {
             lock_names: HashMap::new(),
             runtime: Default::default(),
             quota: QuotaWatch::of_pid(root),
-            prev_per_cpu: HashMap::new(),
             prev_others: HashMap::new(),
             prev_tree: HashMap::new(),
-            prev_emfile: 0,
             nofile: HashMap::new(),
             others_window: HashMap::new(),
             wakeups: Default::default(),
@@ -681,13 +728,7 @@ impl Sampler {
         let (slots, running) = self
             .runtime
             .split(probes.thread_slots(&tids).unwrap_or_default());
-        let fuse = probes.fuse_by_dev();
-        let paths = probes.path_calls();
-        let cpu = host_cpu();
-        let me = self_ticks();
-        let served = probes.served_now();
-        let per_cpu = crate::host::host::per_cpu_ticks();
-        let emfile = probes.accept_emfile();
+        let counters = Counters::read(probes);
         let (working, tree_ticks) = self.working(&scan, &pids);
         let allowed = allowed_cpus(&working);
         let at = reading.at_ns;
@@ -702,13 +743,7 @@ impl Sampler {
             self.base = Some(reading.clone());
             self.prev = Some(reading);
             self.credit = credit;
-            self.prev_fuse = fuse;
-            self.prev_paths = paths;
-            self.prev_cpu = cpu;
-            self.prev_self = me;
-            self.prev_served = served;
-            self.prev_per_cpu = per_cpu;
-            self.prev_emfile = emfile;
+            self.prev_counters = counters;
             self.others_since(&scan, &pids, &allowed, 0.0);
             return;
         };
@@ -724,31 +759,8 @@ impl Sampler {
         };
         split_time(&mut sec, &prev, &reading, &credit, &self.credit);
         sec.sampled = self.count_idle(&slots, at);
-        sec.path_calls = paths.saturating_sub(self.prev_paths);
-        for (d, n) in &fuse {
-            let d0 = self.prev_fuse.get(d).copied().unwrap_or(0);
-            if *n > d0 {
-                sec.fuse_ops.insert(*d, n - d0);
-            }
-        }
-        if let (Some((b1, t1)), Some((b0, t0))) = (cpu, self.prev_cpu)
-            && t1 > t0
-        {
-            sec.cores_busy = (b1 - b0) as f64 / (t1 - t0) as f64 * self.ncpu;
-        }
-        let hz = crate::util::sysconf(nix::unistd::SysconfVar::CLK_TCK).max(1) as f64;
-        if sec.dt_s > 0.0 {
-            sec.self_cores = (me.saturating_sub(self.prev_self)) as f64 / hz / sec.dt_s;
-        }
-        sec.charged_cpu_s = tree_ticks as f64 / hz;
-        sec.served_requests = served.0.saturating_sub(self.prev_served.0);
-        sec.accepts = served.1.saturating_sub(self.prev_served.1);
-        self.prev_served = served;
-        sec.accept_emfile = emfile.saturating_sub(self.prev_emfile);
-        self.prev_emfile = emfile;
-        sec.allowed_busy =
-            crate::host::host::busy_between(&self.prev_per_cpu, &per_cpu, &allowed).0;
-        self.prev_per_cpu = per_cpu;
+        counters.since(&self.prev_counters, &allowed, self.ncpu, &mut sec);
+        sec.charged_cpu_s = tree_ticks as f64 / clock_ticks();
         sec.others = self.others_since(&scan, &pids, &allowed, sec.dt_s);
         sec.allowed_cpus = allowed;
         sec.fd_peak = self.fd_peak(&scan, &pids);
@@ -758,10 +770,7 @@ impl Sampler {
         self.seconds.push(sec);
         self.prev = Some(reading);
         self.credit = credit;
-        self.prev_fuse = fuse;
-        self.prev_paths = paths;
-        self.prev_cpu = cpu;
-        self.prev_self = me;
+        self.prev_counters = counters;
         if !last {
             self.next += 1;
         }

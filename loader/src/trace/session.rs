@@ -259,12 +259,7 @@ impl Session {
         load: &mut Option<&mut dyn LoadDriver>,
     ) -> Result<Window> {
         if opts.progress.says_start() {
-            eprintln!(
-                "Tracing pid {} ({}) and its children for {:.1} s... Ctrl-C to end.",
-                opts.pid,
-                escape::bytes(&self.target.stat.comm),
-                opts.duration.as_secs_f64()
-            );
+            eprintln!("{}", self.start_line(opts));
         }
         if let Some(l) = load.as_deref_mut() {
             l.start()?;
@@ -322,26 +317,13 @@ impl Session {
                 exited_after = Some(start.elapsed().as_secs_f64());
                 break;
             }
-            if opts.progress.shows()
-                && last_progress.elapsed()
-                    >= if opts.progress == crate::util::Progress::Line {
-                        Duration::from_millis(250)
-                    } else {
-                        Duration::from_secs(1)
-                    }
-            {
+            let every = match opts.progress {
+                crate::util::Progress::Line => Duration::from_millis(250),
+                _ => Duration::from_secs(1),
+            };
+            if opts.progress.shows() && last_progress.elapsed() >= every {
                 last_progress = Instant::now();
-                let req = load
-                    .as_deref()
-                    .and_then(|l| l.progress())
-                    .map(|r| format!(", {r} requests"))
-                    .unwrap_or_default();
-                opts.progress.show(&format!(
-                    "  {:5.1}/{:.1} s  {} path calls{req}",
-                    start.elapsed().as_secs_f64(),
-                    opts.duration.as_secs_f64(),
-                    self.probes.path_calls()
-                ));
+                self.show_progress(opts, start, load.as_deref());
             }
         }
         let window_s = start.elapsed().as_secs_f64();
@@ -368,6 +350,30 @@ impl Session {
         })
     }
 
+    /// The line a trace starts with.
+    fn start_line(&self, opts: &Options) -> String {
+        format!(
+            "Tracing pid {} ({}) and its children for {:.1} s... Ctrl-C to end.",
+            opts.pid,
+            escape::bytes(&self.target.stat.comm),
+            opts.duration.as_secs_f64()
+        )
+    }
+
+    /// The progress line: the window so far, the path calls and the load's requests.
+    fn show_progress(&self, opts: &Options, start: Instant, load: Option<&dyn LoadDriver>) {
+        let req = load
+            .and_then(|l| l.progress())
+            .map(|r| format!(", {r} requests"))
+            .unwrap_or_default();
+        opts.progress.show(&format!(
+            "  {:5.1}/{:.1} s  {} path calls{req}",
+            start.elapsed().as_secs_f64(),
+            opts.duration.as_secs_f64(),
+            self.probes.path_calls()
+        ));
+    }
+
     /// Reads everything once and detaches; with what the load hands back for the report.
     pub(super) fn gather(
         self,
@@ -392,14 +398,6 @@ impl Session {
             stats_since,
             cpu_since,
         } = self;
-        let Window {
-            window_s,
-            exited_after,
-            cwds,
-            cpu_before,
-            threads,
-            send_holds,
-        } = window;
         // Stop the probe load first (in-flight requests finish) so its last requests'
         // syscalls are in the counts read next.
         let (outcome, sent_bytes_max, request_ms) = finish_load(load)?;
@@ -414,9 +412,17 @@ impl Session {
         // Held back to the end: no connection stayed open, each accept was one request.
         let served_watched = keepalive.as_ref().map(|w| w.ports().to_vec());
         let cpu_after = thread_cpu_ns(&process::tree_now(opts.pid));
-        let connect = probes.connect_counts()?;
-        let missed = probes.recursion_misses(PROG_INET_SOCK_SET_STATE);
-        let upstream = probes.upstream_ports();
+        let net = net::Measured {
+            not_tcp: counts
+                .counters
+                .get(C_CONNECT_NOT_TCP as usize)
+                .copied()
+                .unwrap_or(0),
+            readings,
+            connect: probes.connect_counts()?,
+            missed: probes.recursion_misses(PROG_INET_SOCK_SET_STATE),
+            upstream: probes.upstream_ports(),
+        };
         let (strings, truncated) = path_strings(&done, reader);
         let fuse_measured = probes.is_attached(PROG_FUSE_REQUEST_SEND);
         let cost = cost_of(&probes, &stats.borrow(), stats_since, cpu_since);
@@ -428,17 +434,16 @@ impl Session {
         stats.into_inner().finish();
         // Refresh what may have changed during the window (mounts, cwds), while the target
         // lives.
-        let mounts = match exited_after {
+        let mounts = match window.exited_after {
             None => MountTable::of_pid(opts.pid).unwrap_or(mounts),
             Some(_) => mounts,
         };
-        let (cwds, processes) = final_cwds(cwds, opts.pid, &target);
-        let not_tcp = counts.counters.get(C_CONNECT_NOT_TCP as usize).copied();
+        let (cwds, processes) = final_cwds(window.cwds, opts.pid, &target);
         Ok((
             Observations {
                 target,
-                window_s,
-                exited_after,
+                window_s: window.window_s,
+                exited_after: window.exited_after,
                 processes,
                 mounts,
                 cwds,
@@ -453,20 +458,14 @@ impl Session {
                 request_ms,
                 served,
                 served_watched,
-                cpu_before,
+                cpu_before: window.cpu_before,
                 cpu_after,
                 net_start,
                 armed,
-                net: net::Measured {
-                    not_tcp: not_tcp.unwrap_or(0),
-                    readings,
-                    connect,
-                    missed,
-                    upstream,
-                },
+                net,
                 cost,
-                threads,
-                send_holds,
+                threads: window.threads,
+                send_holds: window.send_holds,
             },
             outcome,
         ))
