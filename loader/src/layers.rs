@@ -1,6 +1,7 @@
 //! The layer check: a unit test that fails when a module imports one of a higher layer, so
 //! observations keep flowing one way (gather → judge → render → orchestrate). The layers and the
-//! reasons are in docs/DESIGN.md; `ALLOWED` lists today's known exceptions, to be shrunk.
+//! reasons are in docs/DESIGN.md; `ALLOWED` lists today's known exceptions, to be shrunk. And
+//! the size check: no product function over 100 lines, no command file over 300.
 
 use std::path::{Path, PathBuf};
 
@@ -138,4 +139,155 @@ fn no_lower_layer_imports_a_higher_one() {
             "{file} no longer imports crate::{m}: remove it from ALLOWED"
         );
     }
+}
+
+/// The longest function a product source may hold, and the longest file in `cmd/` (where each
+/// command is flags, validation and one call): docs/DESIGN.md, "Adding a trap".
+const MAX_FN_LINES: usize = 100;
+const MAX_CMD_FILE_LINES: usize = 300;
+
+/// `code` with string and character literals and comments blanked (braces in them are not
+/// code); lines kept.
+fn code_only(code: &str) -> String {
+    let c: Vec<char> = code.chars().collect();
+    let mut out = String::with_capacity(code.len());
+    let mut i = 0;
+    while i < c.len() {
+        match c[i] {
+            '/' if c.get(i + 1) == Some(&'/') => {
+                while i < c.len() && c[i] != '\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            'r' if matches!(c.get(i + 1), Some('"' | '#'))
+                && !c
+                    .get(i.wrapping_sub(1))
+                    .is_some_and(|p| p.is_alphanumeric() || *p == '_') =>
+            {
+                let hashes = c[i + 1..].iter().take_while(|&&x| x == '#').count();
+                if c.get(i + 1 + hashes) != Some(&'"') {
+                    out.push('r');
+                    i += 1;
+                    continue;
+                }
+                i += 2 + hashes;
+                let close: Vec<char> = std::iter::once('"')
+                    .chain("#".repeat(hashes).chars())
+                    .collect();
+                while i < c.len() && !c[i..].starts_with(&close) {
+                    if c[i] == '\n' {
+                        out.push('\n');
+                    }
+                    i += 1;
+                }
+                i += close.len();
+                out.push_str("\"\"");
+                continue;
+            }
+            '"' => {
+                i += 1;
+                while i < c.len() && c[i] != '"' {
+                    if c[i] == '\n' {
+                        out.push('\n');
+                    }
+                    i += if c[i] == '\\' { 2 } else { 1 };
+                }
+                i += 1;
+                out.push_str("\"\"");
+                continue;
+            }
+            // A character literal ('{', '\n', '\''), not a lifetime ('a).
+            '\'' if c.get(i + 2) == Some(&'\'') || c.get(i + 1) == Some(&'\\') => {
+                i += if c.get(i + 1) == Some(&'\\') { 2 } else { 1 };
+                while i < c.len() && c[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+                out.push_str("' '");
+                continue;
+            }
+            x => out.push(x),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// (name, first line, lines) of every function in `code` longer than `max` lines.
+fn long_functions(code: &str, max: usize) -> Vec<(String, usize, usize)> {
+    let code = code_only(code);
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = vec![];
+    for (start, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        let Some(at) = t.find("fn ") else { continue };
+        let before = &t[..at];
+        let head = before
+            .split_whitespace()
+            .all(|w| w.starts_with("pub") || ["const", "async", "unsafe", "extern"].contains(&w));
+        if !head || !t[at + 3..].starts_with(|c: char| c.is_alphabetic() || c == '_') {
+            continue;
+        }
+        let name: String = t[at + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let mut depth = 0i32;
+        let mut opened = false;
+        for (n, body) in lines[start..].iter().enumerate() {
+            for ch in body.chars() {
+                match ch {
+                    '{' => (depth, opened) = (depth + 1, true),
+                    '}' => depth -= 1,
+                    ';' if !opened && depth == 0 => break,
+                    _ => {}
+                }
+            }
+            if !opened && body.trim_end().ends_with(';') {
+                break;
+            }
+            if opened && depth == 0 {
+                if n + 1 > max {
+                    out.push((name.clone(), start + 1, n + 1));
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_size_check_skips_literals_and_counts_bodies() {
+    let code = "fn a() {\n    let s = \"}}\";\n    let c = '}';\n    // }\n    let r = r#\"{\"#;\n}\nfn b<'x>(v: &'x str) {\n\n\n}\nfn c();\n";
+    assert_eq!(
+        long_functions(code, 3),
+        [("a".to_string(), 1, 6), ("b".to_string(), 7, 4)]
+    );
+    assert!(long_functions(code, 6).is_empty());
+}
+
+#[test]
+fn no_function_is_over_100_lines_and_no_command_over_300() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = vec![];
+    rust_files(&src, &mut files);
+    let mut over = vec![];
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&f).unwrap();
+        if rel.starts_with("cmd/") && text.lines().count() > MAX_CMD_FILE_LINES {
+            over.push(format!("{rel}: {} lines", text.lines().count()));
+        }
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (name, line, n) in long_functions(code, MAX_FN_LINES) {
+            over.push(format!("{rel}:{line}: fn {name} is {n} lines"));
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "over the size limits:\n{}",
+        over.join("\n")
+    );
 }
