@@ -239,6 +239,54 @@ fn chdir_stat_fstat_loop_is_counted_exactly_and_trusted() {
     );
 }
 
+/// The kernel hashes each path a word at a time and user space hashes the string it is sent
+/// again, on every kernel: paths of every length from 1 byte to past the 512 bytes captured
+/// (each tail of a word, the last byte kept, the truncated ones) are all attributed, none
+/// lost, and a path key exists per distinct captured prefix.
+#[test]
+fn paths_of_every_length_hash_the_same_in_the_kernel_and_here() {
+    if !require_root("paths_of_every_length_hash_the_same_in_the_kernel_and_here") {
+        return;
+    }
+    let _g = serial();
+    const LENGTHS: usize = 600;
+    let dir = trapdetect_e2e::TempDir::new("kernels-lengths");
+    let mut load = PathLoad::start_in(dir.path(), &["lengths", &LENGTHS.to_string()]);
+    let pid = load.pid().to_string();
+    let btf = btf_args();
+    let mut args = vec!["--pid", &pid, "--duration", "300s", "--json", "--quiet"];
+    args.extend(IGNORE_NET);
+    args.extend(btf.iter().map(String::as_str));
+    let t = Tracer::start(&args);
+    load.go();
+    let out = t.interrupt();
+    let r = trapdetect_e2e::trace_report(&out);
+    assert_eq!(
+        counter(&r, "path_calls"),
+        2 * LENGTHS as u64,
+        "{}",
+        r["measurement"]
+    );
+    assert_eq!(counter(&r, "unknown_path_calls"), 0, "{}", r["measurement"]);
+    assert_eq!(counter(&r, "path_read_fails"), 0, "{}", r["measurement"]);
+    // The kernel keeps PATH_CAP - 1 bytes: one key per length up to that, one for all longer.
+    let kept = trapdetect_common::paths::PATH_CAP - 1;
+    let distinct = |prefix: usize| {
+        (prefix + 1..=prefix + LENGTHS)
+            .map(|l| l.min(kept))
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    };
+    let prefix = "/nonexistent-trapdetect/".len();
+    assert_eq!(
+        counter(&r, "new_keys"),
+        (distinct(0) + distinct(prefix)) as u64,
+        "{}",
+        r["measurement"]
+    );
+    assert_eq!(r["measurement"]["trusted"], true, "{}", r["measurement"]);
+}
+
 /// The exit probe on both paths: with `group_dead` (6.18) and without it (the thread group
 /// leader's exit, 5.10-6.12). Every child is followed at fork and forgotten at exit.
 #[test]

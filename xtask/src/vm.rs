@@ -742,13 +742,17 @@ const GUEST_TESTS: &[(&str, &str)] = &[
 
 /// The focused set an arm64 guest runs: its userland is busybox, so only the tests whose
 /// targets are the workspace's own static executables (pathload): the exact counts, forks
-/// followed and exits seen.
+/// followed and exits seen, paths of every length hashed alike in the kernel and here.
 const ARM64_GUEST_TESTS: &[(&str, &str)] = &[
     (
         "kernels",
         "chdir_stat_fstat_loop_is_counted_exactly_and_trusted",
     ),
     ("kernels", "forks_are_followed_and_every_exit_is_seen"),
+    (
+        "kernels",
+        "paths_of_every_length_hash_the_same_in_the_kernel_and_here",
+    ),
     ("kernels", RUN_TESTS[0]),
     ("kernels", RUN_TESTS[1]),
 ];

@@ -9,6 +9,9 @@
 //!   stat     N × newfstatat(AT_FDCWD, PATH)               (one path key)
 //!   unique   N × newfstatat of distinct nonexistent paths  (N path keys)
 //!   hostile  N × newfstatat of a path full of terminal escapes, HTML and invalid UTF-8
+//!   lengths  for each length L from 1 to N: newfstatat of a relative path of L bytes and of
+//!            an absolute one of 24 + L (none exist): every tail a word-wise hash can end on,
+//!            and paths past the tracer's capture
 //!   walk     N × (chdir(PATH), newfstatat("."), newfstatat(fd of PATH, "", AT_EMPTY_PATH),
 //!            chdir("..")), PATH one directory below the cwd: the empty path older kernels
 //!            read as length 0
@@ -43,7 +46,7 @@ fn chdir(path: &CStr) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: pathload stat|unique|hostile|walk|fork N [PATH]");
+        eprintln!("usage: pathload stat|unique|hostile|lengths|walk|fork N [PATH]");
         std::process::exit(2);
     }
     let n: u64 = args[2].parse().expect("N");
@@ -74,6 +77,15 @@ fn main() {
             for i in 0..n {
                 let p = CString::new(format!("/nonexistent-trapdetect/{i:08}")).unwrap();
                 stat_at(libc::AT_FDCWD, &p, 0);
+            }
+        }
+        "lengths" => {
+            for l in 1..=n as usize {
+                let rel = CString::new("x".repeat(l)).unwrap();
+                stat_at(libc::AT_FDCWD, &rel, 0);
+                let abs =
+                    CString::new(format!("/nonexistent-trapdetect/{}", "y".repeat(l))).unwrap();
+                stat_at(libc::AT_FDCWD, &abs, 0);
             }
         }
         "hostile" => {
