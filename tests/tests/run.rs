@@ -115,18 +115,36 @@ fn loaded(r: &Value) -> Vec<&Value> {
         .collect()
 }
 
-/// The fs ceiling verdict on `mount`: `fs.serialized` when more than 1.2 threads waited on it
-/// on average and its per-second FUSE rate stayed flat (the rule's own criterion, recomputed
-/// from the timeline), else `fs.slow-ops`.
+/// The fs ceiling verdict on `mount`, by the rule's own criterion recomputed from the report
+/// (docs/run.md): where FUSE requests were timed (Linux 6.13+), latency flat with the requests
+/// ahead by least squares and end to end alike is `fs.slow-ops` (a daemon thread starved of
+/// CPU on these two cores reads so: 1,219 µs with none ahead, 1,833 µs with three, at 515 µs
+/// a departure), and growing by half a departure interval per request ahead is
+/// `fs.serialized`; otherwise more than 1.2 threads waiting on it on average while its
+/// per-second FUSE rate stayed flat is `fs.serialized`, else `fs.slow-ops`.
 fn fs_verdict<'a>(r: &'a Value, mount: &str) -> &'a Value {
-    let waiters = ["fs.serialized", "fs.slow-ops"]
+    let e = &["fs.serialized", "fs.slow-ops"]
         .iter()
         .filter_map(|id| finding(r, id))
         .find(|f| f["evidence"]["mount"] == mount)
-        .unwrap_or_else(|| panic!("no fs verdict on {mount}: {:?}", ids(r)))["evidence"]
-        ["mean_threads"]
-        .as_f64()
-        .unwrap();
+        .unwrap_or_else(|| panic!("no fs verdict on {mount}: {:?}", ids(r)))["evidence"];
+    let waiters = e["mean_threads"].as_f64().unwrap();
+    let (growth, end_to_end) = (
+        e["queue_growth"].as_f64(),
+        e["queue_growth_end_to_end"].as_f64(),
+    );
+    if let (Some(g), Some(s)) = (growth, end_to_end) {
+        let want = if g < 0.5 && s < 0.5 {
+            Some("fs.slow-ops")
+        } else if g >= 0.5 && waiters > 1.2 {
+            Some("fs.serialized")
+        } else {
+            None
+        };
+        if let Some(want) = want {
+            return finding(r, want).unwrap_or_else(|| panic!("{want}: {:?} {e}", ids(r)));
+        }
+    }
     let rates: Vec<f64> = loaded(r)
         .into_iter()
         .filter(|t| !t["fs_ops"].as_object().unwrap().is_empty())

@@ -738,7 +738,14 @@ fn a_full_stack_behind_a_proxy_is_not_the_generators_budget() {
         .rps
         .max(wrk_capacity(&url, 8, 3).rps);
     eprintln!("the stack's capacity: {cap:.0}/s");
-    let r = builtin(stack.nginx.pid(), &url, 2.0 * cap, &[]);
+    let mut r = builtin(stack.nginx.pid(), &url, 2.0 * cap, &[]);
+    if r.verdict()["capped"] == false && r.delivered() >= 1.5 * cap {
+        // The flood was none: wrk read the stack at a quarter of what it then served (242/s
+        // twice, then all of 484/s delivered, in CI's run at 08982f0), so the capacity read
+        // was not the stack's. Twice what it served, then.
+        eprintln!("not a flood: {:.0}/s delivered; twice that", r.delivered());
+        r = builtin(stack.nginx.pid(), &url, 2.0 * r.delivered(), &[]);
+    }
     assert_eq!(r.cause(), None, "{}\n{:?}", r.verdict(), r.ids());
     assert_eq!(r.verdict()["capped"], true, "{}", r.verdict());
     assert!(
