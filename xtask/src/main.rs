@@ -284,7 +284,7 @@ fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
         spent.push(("  beside: test packages".to_string(), t.elapsed()));
         if full {
             let t = std::time::Instant::now();
-            vm::fetch_all()?;
+            vm::fetch_ci()?;
             spent.push(("  beside: kernels".to_string(), t.elapsed()));
         }
         Ok(spent)
@@ -342,11 +342,12 @@ fn test_stages(args: &[String], clock: &mut util::Stages) -> Result<()> {
         let fuzzed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let into = fuzzed.clone();
         let job: vm::Beside = Box::new(move || *into.lock().unwrap() = fuzz_beside());
+        let ci_kernels: Vec<String> = vm::CI_KERNELS.iter().map(|k| k.to_string()).collect();
         let matrix = clock.time("kernel matrix", || {
             vm::run(
                 vm::Arch::X86_64,
                 false,
-                &[],
+                &ci_kernels,
                 Some(&bin),
                 Some(target),
                 Some(job),
