@@ -87,14 +87,24 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// (file, imported module) pairs that climb, in product code (tests may reach anywhere).
-fn upward_imports() -> Vec<(String, String)> {
+/// Every source under loader/src: its path there and its text.
+fn sources() -> Vec<(String, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = vec![];
     rust_files(&src, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+            (rel, std::fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
+/// (file, imported module) pairs that climb, in product code (tests may reach anywhere).
+fn upward_imports() -> Vec<(String, String)> {
     let mut out = vec![];
-    for f in files {
-        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+    for (rel, text) in sources() {
         let top = rel.split(['/', '.']).next().unwrap().to_string();
         let Some(own) = layer(&top) else {
             assert!(
@@ -103,7 +113,6 @@ fn upward_imports() -> Vec<(String, String)> {
             );
             continue;
         };
-        let text = std::fs::read_to_string(&f).unwrap();
         let code = text.split("#[cfg(test)]").next().unwrap();
         for m in imported(code) {
             let theirs = layer(&m).unwrap_or_else(|| panic!("{rel}: crate::{m} not in LAYERS"));
@@ -270,13 +279,8 @@ fn the_size_check_skips_literals_and_counts_bodies() {
 
 #[test]
 fn no_function_is_over_100_lines_and_no_command_over_300() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = vec![];
-    rust_files(&src, &mut files);
     let mut over = vec![];
-    for f in files {
-        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(&f).unwrap();
+    for (rel, text) in sources() {
         if rel.starts_with("cmd/") && text.lines().count() > MAX_CMD_FILE_LINES {
             over.push(format!("{rel}: {} lines", text.lines().count()));
         }

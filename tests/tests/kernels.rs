@@ -90,9 +90,13 @@ fn calls(r: &Value, syscall: &str) -> u64 {
 /// directory `dir`; the window holds exactly that. Relative paths on a tmpfs (or ext4): in the
 /// matrix guests `/` is 9p, and walking it would rightly be a finding of its own.
 fn trace_pathload(mode: &str, dir: &Path) -> (Value, std::process::Output) {
-    let n = N.to_string();
     std::fs::create_dir_all(dir.join("sub")).expect("sub dir");
-    let mut load = PathLoad::start_in(dir, &[mode, &n, "sub"]);
+    trace_pathload_args(dir, &[mode, &N.to_string(), "sub"])
+}
+
+/// Traces a pathload started in `dir` with `load_args`; the window holds exactly its calls.
+fn trace_pathload_args(dir: &Path, load_args: &[&str]) -> (Value, std::process::Output) {
+    let mut load = PathLoad::start_in(dir, load_args);
     let pid = load.pid().to_string();
     let btf = btf_args();
     let mut args = vec!["--pid", &pid, "--duration", "300s", "--json", "--quiet"];
@@ -251,16 +255,7 @@ fn paths_of_every_length_hash_the_same_in_the_kernel_and_here() {
     let _g = serial();
     const LENGTHS: usize = 600;
     let dir = trapdetect_e2e::TempDir::new("kernels-lengths");
-    let mut load = PathLoad::start_in(dir.path(), &["lengths", &LENGTHS.to_string()]);
-    let pid = load.pid().to_string();
-    let btf = btf_args();
-    let mut args = vec!["--pid", &pid, "--duration", "300s", "--json", "--quiet"];
-    args.extend(IGNORE_NET);
-    args.extend(btf.iter().map(String::as_str));
-    let t = Tracer::start(&args);
-    load.go();
-    let out = t.interrupt();
-    let r = trapdetect_e2e::trace_report(&out);
+    let (r, _) = trace_pathload_args(dir.path(), &["lengths", &LENGTHS.to_string()]);
     assert_eq!(
         counter(&r, "path_calls"),
         2 * LENGTHS as u64,

@@ -335,7 +335,6 @@ fn bucket_of(state: u32, key: OffKey) -> Option<Bucket> {
     }
 }
 
-/// Host CPU jiffies (busy, total) from /proc/stat's first line.
 /// The cumulative counters a second is the difference of, read at one sample.
 #[derive(Default)]
 struct Counters {
@@ -397,6 +396,7 @@ fn clock_ticks() -> f64 {
     crate::util::sysconf(nix::unistd::SysconfVar::CLK_TCK).max(1) as f64
 }
 
+/// Host CPU jiffies (busy, total) from /proc/stat's first line.
 fn host_cpu() -> Option<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
     parse_proc_stat(&text)
