@@ -380,6 +380,9 @@ pub struct StaticOptions {
     /// A reverse proxy to `http://127.0.0.1:PORT` (a new upstream connection per request)
     /// instead of serving files.
     pub proxy_to: Option<u16>,
+    /// `keepalive_requests`: requests a kept-alive connection serves before nginx ends it
+    /// (default here: 1,000,000, none ends within a test).
+    pub keepalive_requests: Option<u32>,
 }
 
 impl StaticNginx {
@@ -416,11 +419,12 @@ impl StaticNginx {
             format!(
                 "daemon off;\nmaster_process on;\nworker_processes {workers};\nuser root;\npid {d}/nginx.pid;\n\
                  {rlimit}error_log {d}/nginx-error.log;\nevents {{ worker_connections 1024; }}\n\
-                 http {{\n  access_log off;\n  keepalive_requests 1000000;\n  client_body_temp_path {d}/nginx-tmp/body;\n\
+                 http {{\n  access_log off;\n  keepalive_requests {keepalive};\n  client_body_temp_path {d}/nginx-tmp/body;\n\
                    fastcgi_temp_path {d}/nginx-tmp/fcgi;\n  proxy_temp_path {d}/nginx-tmp/proxy;\n\
                    uwsgi_temp_path {d}/nginx-tmp/uwsgi;\n  scgi_temp_path {d}/nginx-tmp/scgi;\n\
                    server {{\n    listen 127.0.0.1:{port} backlog=1024;\n    {serve}\n  }}\n}}\n",
                 workers = opts.workers.max(1),
+                keepalive = opts.keepalive_requests.unwrap_or(1_000_000),
                 d = d.display(),
                 serve = match opts.proxy_to {
                     Some(p) => format!("location / {{ proxy_pass http://127.0.0.1:{p}; }}"),

@@ -1587,6 +1587,66 @@ fn clean_servers_at_half_capacity_have_no_cause_even_beside_a_cpu_hog() {
     }
 }
 
+/// Kept-alive connections the server itself ends after N requests (Apache's default
+/// MaxKeepAliveRequests of 100 with prefork and mod_php; nginx with `keepalive_requests 50`):
+/// the built-in generator keeps alive, so TIME_WAIT builds up from the server's limit, and the
+/// remedy names it with the requests per connection measured, not "use keep-alive in the load
+/// generator". A clean server otherwise: no cause.
+#[test]
+fn kept_alive_connections_ended_by_the_servers_limit_are_named_on_apache_and_nginx() {
+    if !require_root(
+        "kept_alive_connections_ended_by_the_servers_limit_are_named_on_apache_and_nginx",
+    ) {
+        return;
+    }
+    let _s = serial();
+    for (family, limit) in [("apache", 100.0), ("nginx", 50.0)] {
+        let (r, _keep): (Run, Box<dyn std::any::Any>) = if family == "apache" {
+            let s = ApachePhp::start("<?php echo \"ok\\n\";", 4, 8);
+            (
+                builtin(s.apache.pid(), &s.url("/index.php"), 3_000.0, &[]),
+                Box::new(s),
+            )
+        } else {
+            let s = StaticNginx::start_with(
+                &[("index.html", b"hello\n")],
+                StaticOptions {
+                    keepalive_requests: Some(50),
+                    ..Default::default()
+                },
+            );
+            (
+                builtin(s.nginx.pid(), &s.url("/index.html"), 3_000.0, &[]),
+                Box::new(s),
+            )
+        };
+        r.assert_clean();
+        let f = r.finding("net.time-wait");
+        let e = &f["evidence"];
+        let conns = e["new_connections_during_trace"].as_f64().unwrap();
+        let reqs = e["requests_during_trace"].as_f64().unwrap();
+        // Each connection served `limit` requests, but those still open at the window's end
+        // had not yet: between 0.9 × limit and limit a connection on average.
+        let each = reqs / conns;
+        assert!(
+            each > 0.9 * limit && each <= limit,
+            "{family}: {reqs} requests on {conns} connections"
+        );
+        let remedy = f["remedy"].as_str().unwrap();
+        assert!(
+            remedy.starts_with(&format!(
+                "connections are kept alive but end after about {} requests each",
+                each.round()
+            )),
+            "{family}: {remedy}"
+        );
+        assert!(
+            !remedy.contains("use keep-alive in the load generator"),
+            "{remedy}"
+        );
+    }
+}
+
 /// gunicorn (4 sync workers, a CPU loop per request) moved with its whole tree into a cgroup
 /// of its own with 0.2 CPU: the quota is the cause (php-fpm's twin is in run.rs), with the
 /// quota read back and the server's threads held to it.

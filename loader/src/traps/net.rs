@@ -96,8 +96,8 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         &at,
         (drain_s, below_s),
     );
-    let per_request = connections_per_request(o);
-    if let Some((conns, reqs)) = per_request {
+    let reuse = reuse(o, at.traced_sides);
+    if let Reuse::NotReused(conns, reqs) | Reuse::EndedAfter(conns, reqs) = reuse {
         f = f
             .with("new_connections_during_trace", conns)
             .with("requests_during_trace", reqs);
@@ -107,11 +107,7 @@ pub fn time_wait(o: &NetObservation) -> Option<Finding> {
         f = f.predict(predicted.join("; "));
     }
     Some(f.remedy(time_wait_remedy(
-        at.side,
-        at.port,
-        c.entered,
-        below_s,
-        per_request,
+        at.side, at.port, c.entered, below_s, reuse,
     )))
 }
 
@@ -321,13 +317,41 @@ fn time_wait_evidence(
     f
 }
 
-/// Connections not reused: about one accepted connection per request in the window, as
+/// What the window's accepted connections and requests say of the TIME_WAIT it made, each as
 /// `(connections, requests)`.
-fn connections_per_request(o: &NetObservation) -> Option<(u64, u64)> {
-    o.traced
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Reuse {
+    /// Too few requests, or connections that do not account for the TIME_WAIT: nothing.
+    Unknown,
+    /// About one accepted connection per request: not reused.
+    NotReused(u64, u64),
+    /// Reused (two requests or more each), and still ended within the window: about as many
+    /// sockets entered TIME_WAIT on the target's ports as connections were accepted, so each
+    /// connection ended after its share of requests (a per-connection request limit, as
+    /// Apache's MaxKeepAliveRequests of 100 sends `Connection: close` on the 100th response,
+    /// or an idle timeout).
+    EndedAfter(u64, u64),
+}
+
+/// [`Reuse`] from the trace: connections accepted on the target's ports, requests counted,
+/// and the sockets that entered TIME_WAIT there (`traced_sides`: server, client).
+fn reuse(o: &NetObservation, traced_sides: Option<(u64, u64)>) -> Reuse {
+    let Some((conns, reqs)) = o
+        .traced
         .as_ref()
         .and_then(|t| Some((t.on_ports.passive_opens, t.requests?)))
-        .filter(|&(conns, reqs)| reqs >= MIN_REQUESTS_FOR_REUSE && 2 * conns >= reqs)
+        .filter(|&(conns, reqs)| reqs >= MIN_REQUESTS_FOR_REUSE && conns > 0)
+    else {
+        return Reuse::Unknown;
+    };
+    let ended = traced_sides.map_or(0, |(s, c)| s + c);
+    if 2 * conns >= reqs {
+        Reuse::NotReused(conns, reqs)
+    } else if ended > 0 && 2 * ended >= conns && ended <= 2 * conns {
+        Reuse::EndedAfter(conns, reqs)
+    } else {
+        Reuse::Unknown
+    }
 }
 
 /// Requests in the window below which connections per request say nothing.
@@ -434,14 +458,14 @@ fn time_wait_predictions(
 }
 
 /// net.time-wait's remedy: keep-alive on the side that closes first (on both sides when about
-/// one connection was opened per request: `per_request`, connections and requests), and the
-/// drain to wait for.
+/// one connection was opened per request; the server's per-connection limit when kept-alive
+/// connections still end: [`Reuse`]), and the drain to wait for.
 fn time_wait_remedy(
     side: Side,
     port: Option<u16>,
     entered: Option<u64>,
     below_s: u64,
-    per_request: Option<(u64, u64)>,
+    reuse: Reuse,
 ) -> String {
     // TIME_WAIT made during the run lasts up to a full 60 s after its last entry.
     let wait_s = if entered.unwrap_or(0) > 0 {
@@ -452,34 +476,39 @@ fn time_wait_remedy(
     let wait = port.map(|p| {
         format!("`trapdetect wait-drain --port {p} --below {TIME_WAIT_WARN} --timeout {wait_s}s`")
     });
-    if let Some((conns, reqs)) = per_request {
-        format!(
-            "connections are not reused ({} new connections for {} requests{}): each request leaves a TIME_WAIT socket on whichever side closes first, so keep connections alive on both sides: a server that answers HTTP/1.0, sends `Connection: close` or caps requests per connection closes them whatever the generator does, and a generator without keep-alive (hey -disable-keepalive, ab without -k) closes them from the client; between points wait for the drain: {}",
+    let wait = wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into());
+    let closing = match side {
+        Side::Server => ", the server closing first",
+        Side::Client => ", the client closing first",
+        Side::Unknown => "",
+    };
+    if let Reuse::EndedAfter(conns, reqs) = reuse {
+        return format!(
+            "connections are kept alive but end after about {} requests each ({} new connections for {} requests{closing}): a per-connection limit in the server ends them whatever the generator does (Apache's MaxKeepAliveRequests, 100 by default; nginx's keepalive_requests, 1,000; a `Connection: close` after N responses, or an idle timeout shorter than the gaps between a connection's requests); raise it for the benchmark, or accept the TIME_WAIT as the server's own; between points wait for the drain: {wait}",
+            fmt_count((reqs as f64 / conns as f64).round() as u64),
             fmt_count(conns),
             fmt_count(reqs),
-            match side {
-                Side::Server => ", the server closing first",
-                Side::Client => ", the client closing first",
-                Side::Unknown => "",
-            },
-            wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
+        );
+    }
+    if let Reuse::NotReused(conns, reqs) = reuse {
+        format!(
+            "connections are not reused ({} new connections for {} requests{closing}): each request leaves a TIME_WAIT socket on whichever side closes first, so keep connections alive on both sides: a server that answers HTTP/1.0, sends `Connection: close` or caps requests per connection closes them whatever the generator does, and a generator without keep-alive (hey -disable-keepalive, ab without -k) closes them from the client; between points wait for the drain: {wait}",
+            fmt_count(conns),
+            fmt_count(reqs),
         )
     } else if side == Side::Unknown {
         format!(
-            "nothing listens on either port any more (a previous instance?) and neither port is ephemeral here; if port {} was the server's, start the next instance on a new port, or wait for the drain: {}",
+            "nothing listens on either port any more (a previous instance?) and neither port is ephemeral here; if port {} was the server's, start the next instance on a new port, or wait for the drain: {wait}",
             port.map_or("?".into(), |p| p.to_string()),
-            wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
         )
     } else if side == Side::Server {
         format!(
-            "the server closes first, so TIME_WAIT sits on its port{}: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive) and in the server (one that closes every connection itself, as HTTP/1.0 servers, `Connection: close` or a low keep-alive request limit do, makes TIME_WAIT whatever the generator does), or a fresh instance on a new port per point; between points wait for the drain: {}",
+            "the server closes first, so TIME_WAIT sits on its port{}: use keep-alive in the load generator (wrk keeps alive; hey without -disable-keepalive) and in the server (one that closes every connection itself, as HTTP/1.0 servers, `Connection: close` or a low keep-alive request limit do, makes TIME_WAIT whatever the generator does), or a fresh instance on a new port per point; between points wait for the drain: {wait}",
             port.map(|p| format!(" {p}")).unwrap_or_default(),
-            wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
         )
     } else {
         format!(
-            "the client closes first and holds its ephemeral ports for {TIME_WAIT_LEN_S} s: use keep-alive in the load generator, or `sysctl -w net.ipv4.tcp_tw_reuse=1` in the client's namespace (reuse after 1 s, needs TCP timestamps); between points wait for the drain: {}",
-            wait.unwrap_or_else(|| "`trapdetect wait-drain --port PORT`".into())
+            "the client closes first and holds its ephemeral ports for {TIME_WAIT_LEN_S} s: use keep-alive in the load generator, or `sysctl -w net.ipv4.tcp_tw_reuse=1` in the client's namespace (reuse after 1 s, needs TCP timestamps); between points wait for the drain: {wait}"
         )
     }
 }
@@ -1368,6 +1397,33 @@ mod tests {
             f.remedy
         );
         assert!(f.remedy.contains("wait-drain --port 18090"), "{}", f.remedy);
+        // Kept alive, 25 requests a connection, and each connection ended in the window (3
+        // accepted, 87 TIME_WAIT: no; 60 accepted, 87 TIME_WAIT: yes, within a factor of two):
+        // the server's per-connection limit, not the generator's keep-alive.
+        t.on_ports.passive_opens = 3;
+        t.requests = Some(1_500);
+        o.traced = Some(t.clone());
+        assert!(
+            time_wait(&o)
+                .unwrap()
+                .remedy
+                .starts_with("the server closes first")
+        );
+        t.on_ports.passive_opens = 60;
+        o.traced = Some(t.clone());
+        let f = time_wait(&o).unwrap();
+        assert_eq!(f.evidence["new_connections_during_trace"], 60);
+        assert_eq!(f.evidence["requests_during_trace"], 1_500);
+        assert!(
+            f.remedy.starts_with(
+                "connections are kept alive but end after about 25 requests each (60 new connections for 1,500 requests, the server closing first): a per-connection limit in the server"
+            ),
+            "{}",
+            f.remedy
+        );
+        assert!(f.remedy.contains("MaxKeepAliveRequests"), "{}", f.remedy);
+        assert!(f.remedy.contains("wait-drain --port 18090"), "{}", f.remedy);
+        t.requests = Some(75);
         // Kept alive: 4 connections for 75 requests say nothing of reuse.
         t.on_ports.passive_opens = 4;
         o.traced = Some(t);
