@@ -8,7 +8,9 @@ use std::{collections::HashMap, path::Path};
 use aya::{
     Ebpf,
     maps::{Array, MapData, PerCpuArray, PerCpuHashMap},
-    programs::{BtfTracePoint, RawTracePoint},
+    programs::{
+        BtfTracePoint, RawTracePoint, raw_trace_point::RawTracePointLink, tp_btf::BtfTracePointLink,
+    },
 };
 use trapdetect_common::offcpu::*;
 
@@ -208,13 +210,14 @@ pub(super) fn globals(btf: &Btf) -> (Vec<(&'static str, u32)>, Option<String>, b
     (out, missing, regs)
 }
 
-/// Loads and attaches one `tp_btf` program.
+/// Loads and attaches one `tp_btf` program; the link is the caller's (it detaches when
+/// dropped).
 pub(super) fn attach(
     ebpf: &mut Ebpf,
     program: &str,
     tracepoint: &str,
     btf_path: &Path,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<BtfTracePointLink, String> {
     let btf = aya::Btf::parse_file(btf_path, aya::Endianness::default())
         .map_err(|e| format!("BTF {}: {e}", btf_path.display()))?;
     let prog: &mut BtfTracePoint = ebpf
@@ -224,26 +227,29 @@ pub(super) fn attach(
         .map_err(|e| format!("{e}"))?;
     prog.load(tracepoint, &btf)
         .map_err(|e| format!("load: {e:#}"))?;
-    prog.attach()
+    let id = prog
+        .attach()
         .map_err(|e| format!("attach tp_btf/{tracepoint}: {e:#}"))?;
-    Ok(())
+    prog.take_link(id).map_err(|e| format!("{e}"))
 }
 
-/// Loads and attaches one raw tracepoint program.
+/// Loads and attaches one raw tracepoint program; the link is the caller's (it detaches when
+/// dropped).
 pub(super) fn attach_raw(
     ebpf: &mut Ebpf,
     program: &str,
     tracepoint: &str,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<RawTracePointLink, String> {
     let prog: &mut RawTracePoint = ebpf
         .program_mut(program)
         .ok_or_else(|| format!("program {program} not in the object"))?
         .try_into()
         .map_err(|e| format!("{e}"))?;
     prog.load().map_err(|e| format!("load: {e:#}"))?;
-    prog.attach(tracepoint)
+    let id = prog
+        .attach(tracepoint)
         .map_err(|e| format!("attach raw_tp/{tracepoint}: {e:#}"))?;
-    Ok(())
+    prog.take_link(id).map_err(|e| format!("{e}"))
 }
 
 /// The off-CPU sums at one instant.

@@ -137,7 +137,8 @@ fn spawn_ring_reader(
         };
         loop {
             let stop = done.load(Ordering::SeqCst);
-            {
+            // Once stopped, one last drain without waiting: the detach waits for this thread.
+            if !stop {
                 use nix::poll::{PollFd, PollFlags, poll};
                 use std::os::fd::AsFd;
                 let _ = poll(&mut [PollFd::new(ring.as_fd(), PollFlags::POLLIN)], 50u16);
