@@ -7,7 +7,8 @@
 //! connection that carries several requests (keep-alive, a benchmark opened before the
 //! trace) is one accept for many requests, and only the counter tells them. Such a
 //! connection stays open: the watch lists the ESTABLISHED server-side sockets of the target's
-//! ports with sock_diag every [`LOOK_EVERY`] and reports the first one seen in two looks in a
+//! ports with sock_diag every [`LOOK_EVERY`] (every [`LOOK_LATER`] after the window's first
+//! second) and reports the first one seen in two looks in a
 //! row that has answered (sent data: `tcpi_data_segs_out`) and is still open, so carries or
 //! awaits another request. One request served slower than the interval (a slow request, or one
 //! queued for a worker) is in two looks too, but before its answer: a php-fpm worker stalled
@@ -23,8 +24,25 @@ use crate::host::net::{
     diag::{Diag, SendState, TCP_ESTABLISHED},
 };
 
-/// How often the watch looks while the counter is held back.
+/// How often the watch looks while the counter is held back, in the window's first second.
 pub const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// How often it looks after the first second. A look is a sock_diag dump, and the kernel walks
+/// every socket of the namespace's TCP hash for it, whatever the filter: with 10,000 TIME_WAIT
+/// sockets of other flows present (this VM, 2026-12-06) a look took about 3.5 ms of CPU, and
+/// ten a second were 3.5 % of a core for as long as the counter stayed held back, the whole
+/// window of a server that takes a connection per request. A benchmark's clients connect at
+/// its start; a connection opened later is found within two of these looks.
+pub const LOOK_LATER: Duration = Duration::from_secs(1);
+
+/// The interval between two looks, `since` the window opened.
+pub fn look_every(since: Duration) -> Duration {
+    if since < Duration::from_secs(1) {
+        LOOK_EVERY
+    } else {
+        LOOK_LATER
+    }
+}
 
 /// The first connection seen open in two looks in a row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,6 +125,17 @@ pub fn stayed_open(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn looks_every_100_ms_in_the_first_second_then_every_second() {
+        assert_eq!(look_every(Duration::ZERO), Duration::from_millis(100));
+        assert_eq!(
+            look_every(Duration::from_millis(999)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(look_every(Duration::from_secs(1)), Duration::from_secs(1));
+        assert_eq!(look_every(Duration::from_secs(600)), Duration::from_secs(1));
+    }
 
     fn rec(state: u8, local: &str, remote: &str, inode: u64) -> (SockRec, Option<SendState>) {
         (sock(state, local, remote, inode), None)

@@ -283,7 +283,9 @@ impl Session {
             .then(|| (backlog::Reader::new(opts.pid), SendHoldsObs::default()));
         let mut last_sends = Instant::now();
         while start.elapsed() < opts.duration && !interrupted() {
-            if self.keepalive.is_some() && last_look.elapsed() >= keepalive::LOOK_EVERY {
+            if self.keepalive.is_some()
+                && last_look.elapsed() >= keepalive::look_every(start.elapsed())
+            {
                 last_look = Instant::now();
                 self.watch_keepalive(start)?;
             }
