@@ -453,6 +453,10 @@ pub struct Probes {
     pub netns_filter: bool,
     /// Kernel BTF the `tp_btf` programs are loaded against.
     btf_path: std::path::PathBuf,
+    /// aya's reading of it, parsed at the first `tp_btf` program and kept for the others
+    /// (each parse of vmlinux's 5 MB BTF took about a sixth of an agent window's CPU when
+    /// every `tp_btf` program parsed it again).
+    kernel_btf: Option<std::result::Result<aya::Btf, String>>,
     /// Why the off-CPU programs cannot run, when a kernel offset they need is missing.
     offcpu_missing: Option<String>,
     /// The `tp_btf` switch program reads the blocked syscall from the task's registers.
@@ -725,6 +729,7 @@ impl Probes {
             socket_offsets_missing,
             netns_filter,
             btf_path: path.to_path_buf(),
+            kernel_btf: None,
             offcpu_missing,
             offcpu_regs,
             served_held: false,
@@ -952,7 +957,16 @@ impl Probes {
         let btf_tp = available[0].0 == offcpu::TP_BTF;
         let raw_tp = available[0].0 == offcpu::RAW_TP;
         if btf_tp {
-            let link = offcpu::attach(&mut self.ebpf, &e.program, &available[0].1, &self.btf_path)?;
+            let path = &self.btf_path;
+            let btf = self
+                .kernel_btf
+                .get_or_insert_with(|| {
+                    aya::Btf::parse_file(path, aya::Endianness::default())
+                        .map_err(|e| format!("BTF {}: {e}", path.display()))
+                })
+                .as_ref()
+                .map_err(|e| e.clone())?;
+            let link = offcpu::attach(&mut self.ebpf, &e.program, &available[0].1, btf)?;
             self.links.push(Box::new(link));
             return Ok(());
         }

@@ -216,16 +216,14 @@ pub(super) fn attach(
     ebpf: &mut Ebpf,
     program: &str,
     tracepoint: &str,
-    btf_path: &Path,
+    btf: &aya::Btf,
 ) -> std::result::Result<BtfTracePointLink, String> {
-    let btf = aya::Btf::parse_file(btf_path, aya::Endianness::default())
-        .map_err(|e| format!("BTF {}: {e}", btf_path.display()))?;
     let prog: &mut BtfTracePoint = ebpf
         .program_mut(program)
         .ok_or_else(|| format!("program {program} not in the object"))?
         .try_into()
         .map_err(|e| format!("{e}"))?;
-    prog.load(tracepoint, &btf)
+    prog.load(tracepoint, btf)
         .map_err(|e| format!("load: {e:#}"))?;
     let id = prog
         .attach()
