@@ -1625,11 +1625,14 @@ fn kept_alive_connections_ended_by_the_servers_limit_are_named_on_apache_and_ngi
         let e = &f["evidence"];
         let conns = e["new_connections_during_trace"].as_f64().unwrap();
         let reqs = e["requests_during_trace"].as_f64().unwrap();
-        // Each connection served `limit` requests, but those still open at the window's end
-        // had not yet: between 0.9 × limit and limit a connection on average.
+        // Each connection served `limit` requests, but the window cuts those at its ends: one
+        // still open at its end had not served them all yet, one accepted before it (the
+        // generator's first connections, opened as the trace starts) served some uncounted
+        // accept (CI's stop 49 rehearsal: 15,000 requests on 149 connections, 100.7). Within
+        // a tenth of the limit, on average.
         let each = reqs / conns;
         assert!(
-            each > 0.9 * limit && each <= limit,
+            (each - limit).abs() <= 0.1 * limit,
             "{family}: {reqs} requests on {conns} connections"
         );
         let remedy = f["remedy"].as_str().unwrap();

@@ -577,6 +577,27 @@ fn walks_cwd(obs: &FsObservation, c: &CallObs, m: usize, cwd: &[u8]) -> bool {
     }
 }
 
+/// FUSE requests of every opcode on mount `m`, per request (per second without requests);
+/// `None` where none were counted.
+fn fuse_requests_per(obs: &FsObservation, m: usize) -> Option<f64> {
+    let n: u64 = obs
+        .fuse
+        .iter()
+        .filter(|f| f.mount == Some(m))
+        .map(|f| f.count)
+        .sum();
+    (n > 0).then(|| obs.per(n as f64))
+}
+
+/// "chdir:1 openat:0.5": the walks' syscalls, per request (per second without requests).
+fn walk_syscalls(obs: &FsObservation, cost: &Cost) -> String {
+    cost.by_syscall
+        .iter()
+        .map(|(s, n)| format!("{s}:{}", round(obs.per(*n as f64), 2)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// fs.cwd-slow.
 pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
     let mut out = vec![];
@@ -597,15 +618,7 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
         let lookups_per = obs.per(cost.lookups as f64);
         let calls_per = obs.per(cost.calls as f64);
         let ms_per = obs.per(cost.sum_ns as f64) / 1e6;
-        let fuse_per: Option<f64> = {
-            let n: u64 = obs
-                .fuse
-                .iter()
-                .filter(|f| f.mount == Some(m))
-                .map(|f| f.count)
-                .sum();
-            (n > 0).then(|| obs.per(n as f64))
-        };
+        let fuse_per = fuse_requests_per(obs, m);
         let w = weigh(obs, &cost);
         let per_unit = unit.replace('_', " ");
         let (severity, title) = if cost.lookups == 0 {
@@ -661,14 +674,7 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
             .with("cwd_depth_below_mount", depth)
             .with(&format!("lookups_{unit}"), round(lookups_per, 3))
             .with(&format!("walk_syscalls_{unit}"), round(calls_per, 3))
-            .with(
-                "walk_syscalls",
-                cost.by_syscall
-                    .iter()
-                    .map(|(s, n)| format!("{s}:{}", round(obs.per(*n as f64), 2)))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            )
+            .with("walk_syscalls", walk_syscalls(obs, &cost))
             .with(&format!("walk_ms_{unit}"), round(ms_per, 4));
         f = w.evidence(f, obs);
         f = walk_latency_evidence(f, &cost);

@@ -482,21 +482,26 @@ fn time_wait_remedy(
         Side::Client => ", the client closing first",
         Side::Unknown => "",
     };
-    if let Reuse::EndedAfter(conns, reqs) = reuse {
-        return format!(
+    match reuse {
+        Reuse::EndedAfter(conns, reqs) => format!(
             "connections are kept alive but end after about {} requests each ({} new connections for {} requests{closing}): a per-connection limit in the server ends them whatever the generator does (Apache's MaxKeepAliveRequests, 100 by default; nginx's keepalive_requests, 1,000; a `Connection: close` after N responses, or an idle timeout shorter than the gaps between a connection's requests); raise it for the benchmark, or accept the TIME_WAIT as the server's own; between points wait for the drain: {wait}",
             fmt_count((reqs as f64 / conns as f64).round() as u64),
             fmt_count(conns),
             fmt_count(reqs),
-        );
-    }
-    if let Reuse::NotReused(conns, reqs) = reuse {
-        format!(
+        ),
+        Reuse::NotReused(conns, reqs) => format!(
             "connections are not reused ({} new connections for {} requests{closing}): each request leaves a TIME_WAIT socket on whichever side closes first, so keep connections alive on both sides: a server that answers HTTP/1.0, sends `Connection: close` or caps requests per connection closes them whatever the generator does, and a generator without keep-alive (hey -disable-keepalive, ab without -k) closes them from the client; between points wait for the drain: {wait}",
             fmt_count(conns),
             fmt_count(reqs),
-        )
-    } else if side == Side::Unknown {
+        ),
+        Reuse::Unknown => remedy_by_side(side, port, &wait),
+    }
+}
+
+/// net.time-wait's remedy by the side that closed first, where connections per request say
+/// nothing.
+fn remedy_by_side(side: Side, port: Option<u16>, wait: &str) -> String {
+    if side == Side::Unknown {
         format!(
             "nothing listens on either port any more (a previous instance?) and neither port is ephemeral here; if port {} was the server's, start the next instance on a new port, or wait for the drain: {wait}",
             port.map_or("?".into(), |p| p.to_string()),
