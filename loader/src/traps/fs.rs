@@ -334,13 +334,30 @@ fn uncached(obs: &FsObservation, m: usize) -> Option<(u64, u64)> {
         .iter()
         .map(|c| c.count * c.lookups_on(m) as u64)
         .sum();
-    let reached: u64 = obs
-        .fuse
-        .iter()
-        .filter(|f| f.mount == Some(m) && f.opcode == "LOOKUP")
-        .map(|f| f.count)
-        .sum();
+    let reached = fuse_count(obs, m, Some("LOOKUP"));
     (lookups > 0 && reached >= lookups).then_some((lookups, reached))
+}
+
+/// FUSE requests counted on mount `m`: of one opcode, or of every opcode (`None`).
+fn fuse_count(obs: &FsObservation, m: usize, opcode: Option<&str>) -> u64 {
+    obs.fuse
+        .iter()
+        .filter(|f| f.mount == Some(m) && opcode.is_none_or(|o| f.opcode == o))
+        .map(|f| f.count)
+        .sum()
+}
+
+/// Where the finding is information: not material, under [`NEGLIGIBLE_SHARE`], and every
+/// lookup reached the filesystem ([`uncached`]); the words that say so.
+fn negligible(obs: &FsObservation, m: usize, cost: &Cost, w: &Weight) -> Option<String> {
+    (!w.material && w.negligible() && uncached(obs, m).is_some()).then(|| {
+        format!(
+            "{}; {}; negligible (under {})",
+            w.describe(),
+            cheap_because(obs, m, cost),
+            pct(NEGLIGIBLE_SHARE)
+        )
+    })
 }
 
 /// Why a walked mount that is cheap now can become expensive, with what shows it is cached;
@@ -351,15 +368,9 @@ fn cheap_because(obs: &FsObservation, m: usize, cost: &Cost) -> String {
             "every lookup reached the filesystem ({reached} requests for {lookups} lookups): no cache answered them, so none hides a larger cost"
         );
     }
-    let fuse_lookups: Option<u64> = {
-        let l: Vec<u64> = obs
-            .fuse
-            .iter()
-            .filter(|f| f.mount == Some(m) && f.opcode == "LOOKUP")
-            .map(|f| f.count)
-            .collect();
-        obs.fuse_measured.then(|| l.iter().sum())
-    };
+    let fuse_lookups = obs
+        .fuse_measured
+        .then(|| fuse_count(obs, m, Some("LOOKUP")));
     let now = match fuse_lookups {
         Some(n) if cost.lookups > 0 => format!(
             "the kernel answered {} of its {} lookups from its cache ({} reached the filesystem)",
@@ -580,12 +591,7 @@ fn walks_cwd(obs: &FsObservation, c: &CallObs, m: usize, cwd: &[u8]) -> bool {
 /// FUSE requests of every opcode on mount `m`, per request (per second without requests);
 /// `None` where none were counted.
 fn fuse_requests_per(obs: &FsObservation, m: usize) -> Option<f64> {
-    let n: u64 = obs
-        .fuse
-        .iter()
-        .filter(|f| f.mount == Some(m))
-        .map(|f| f.count)
-        .sum();
+    let n = fuse_count(obs, m, None);
     (n > 0).then(|| obs.per(n as f64))
 }
 
@@ -641,17 +647,14 @@ pub fn cwd_slow(obs: &FsObservation) -> Vec<Finding> {
                     w.describe()
                 ),
             )
-        } else if uncached(obs, m).is_some() && w.negligible() {
+        } else if let Some(verdict) = negligible(obs, m, &cost, &w) {
             (
                 Severity::Info,
                 format!(
-                    "working directory is on {} and requests walk it ({} lookups {per_unit}): {} ms {per_unit}, {}; {}; negligible (under {})",
+                    "working directory is on {} and requests walk it ({} lookups {per_unit}): {} ms {per_unit}, {verdict}",
                     kind.describe(),
                     round(lookups_per, 2),
                     round(ms_per, 3),
-                    w.describe(),
-                    cheap_because(obs, m, &cost),
-                    pct(NEGLIGIBLE_SHARE)
                 ),
             )
         } else {
@@ -726,23 +729,18 @@ pub fn hot_path_slow(obs: &FsObservation) -> Vec<Finding> {
         let lookups_per = obs.per(cost.lookups as f64);
         let ms_per = obs.per(cost.sum_ns as f64) / 1e6;
         let w = weigh(obs, &cost);
-        let negligible = !w.material && w.negligible() && uncached(obs, m).is_some();
+        let negligible = negligible(obs, m, &cost, &w);
         let severity = if w.material {
             Severity::Fail
-        } else if negligible {
+        } else if negligible.is_some() {
             Severity::Info
         } else {
             Severity::Warn
         };
         let verdict = if w.material {
             w.describe()
-        } else if negligible {
-            format!(
-                "{}; {}; negligible (under {})",
-                w.describe(),
-                cheap_because(obs, m, &cost),
-                pct(NEGLIGIBLE_SHARE)
-            )
+        } else if let Some(v) = negligible {
+            v
         } else {
             format!(
                 "cheaply now: {}; {}",
