@@ -167,6 +167,10 @@ pub struct LoadOutcome {
     pub problems: Vec<String>,
     /// Lesser measurement notes.
     pub notes: Vec<String>,
+    /// Seconds at the window's end after the load stopped sending: its drain (`None`: the
+    /// window ended with the load). Rates of what the load caused are over the seconds
+    /// before it.
+    pub drain_s: Option<f64>,
 }
 
 impl LoadOutcome {

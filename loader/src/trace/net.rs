@@ -384,6 +384,8 @@ pub struct Measured {
     /// Remote ports the target connected to during the window, with the connects (its
     /// upstreams, seen in the kernel: a census instant may catch none of them alive).
     pub upstream: Vec<(u16, u64)>,
+    /// The drain at the window's end, after a load driven by the trace stopped sending.
+    pub load_drain_s: Option<f64>,
 }
 
 /// Ends the network half: the traced observation joined to the census, the rules, the
@@ -401,6 +403,7 @@ pub fn finish(
         missed,
         not_tcp,
         upstream,
+        load_drain_s,
     } = measured;
     unattached_notes(probes, !start.clients.is_empty(), report);
     let NetStart {
@@ -426,6 +429,9 @@ pub fn finish(
     let mut traced = (!readings.is_empty()).then(|| {
         let mut t = build(&readings, &armed.ports, connect.as_ref(), &clients);
         t.missed_events = missed;
+        // The readings start as the trace does, a moment before its load; the drain ends it.
+        t.loaded_s =
+            load_drain_s.map(|d| crate::traps::round((t.window_s - d).clamp(0.0, t.window_s), 3));
         if let Some(c) = &mut t.connect {
             c.not_tcp = not_tcp;
         }

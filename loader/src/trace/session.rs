@@ -421,6 +421,7 @@ impl Session {
                 .copied()
                 .unwrap_or(0),
             readings,
+            load_drain_s: outcome.drain_s,
             connect: probes.connect_counts()?,
             missed: probes.recursion_misses(PROG_INET_SOCK_SET_STATE),
             upstream: probes.upstream_ports(),

@@ -119,6 +119,11 @@ pub struct NetTraced {
     pub window_s: f64,
     /// Seconds per series entry.
     pub interval_s: f64,
+    /// Seconds of the window before a load driven by the trace stopped sending (`run`: the
+    /// drain after it excluded); what the load caused is a rate over these. Absent when the
+    /// window ended with the load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_s: Option<f64>,
     /// Watched ports: the target's listening ports (at most 16).
     pub ports: Vec<u16>,
     /// Namespaces whose sockets count on those ports (empty: every namespace; the kernel's
@@ -157,31 +162,39 @@ pub struct NetTraced {
 }
 
 impl NetTraced {
-    /// Mean TIME_WAIT entries per second over the window (the last, partial entry weighs by
-    /// its length, not as a whole second).
+    /// Mean TIME_WAIT entries per second over the seconds the load ran (the window, when the
+    /// trace did not drive one): a run's drain after its load adds the closes of the load's
+    /// connections, not seconds of it (Apache closing 150 kept-alive connections at 30/s over
+    /// a 5 s load, then draining for 7.9 s: 12/s over the window). The last, partial entry
+    /// weighs by its length, not as a whole second.
     pub fn time_wait_rate(&self) -> Option<f64> {
         if self.time_wait_entered_per_s.is_empty() {
             return None;
         }
         let sum: u64 = self.time_wait_entered_per_s.iter().sum();
-        Some(if self.window_s > 0.0 {
-            sum as f64 / self.window_s
+        let over = self.loaded_s.filter(|&l| l > 0.0).unwrap_or(self.window_s);
+        Some(if over > 0.0 {
+            sum as f64 / over
         } else {
             sum as f64 / self.time_wait_entered_per_s.len() as f64
         })
     }
 
-    /// The window's TIME_WAIT entries as a burst, `(seconds with entries, seconds)`, or `None`
-    /// where they recur — some in at least half of its seconds — so that their mean rate can
-    /// be projected forward. Entries in fewer seconds are a burst: a connection pool closed at
-    /// once (a generator's connections opened in its first second and closed by the server's
-    /// idle timeout, or by the generator at its end), bounded by the connections there were,
-    /// not a rate the load keeps up. One entry (a window of a second or less) cannot tell: it
-    /// recurs.
+    /// The window's TIME_WAIT entries as a burst, `(seconds with entries, seconds)` of the
+    /// window, or `None`
+    /// where they recur — some in at least half of the seconds the load ran (the window's,
+    /// when the trace did not drive one) — so that their mean rate can be projected forward.
+    /// Entries in fewer seconds are a burst: a connection pool closed at once (a generator's
+    /// connections opened in its first second and closed by the server's idle timeout, or by
+    /// the generator at its end), bounded by the connections there were, not a rate the load
+    /// keeps up. One entry (a window of a second or less) cannot tell: it recurs.
     pub fn time_wait_burst(&self) -> Option<(usize, usize)> {
         let s = &self.time_wait_entered_per_s;
-        let with = s.iter().filter(|&&n| n > 0).count();
-        (s.len() >= 2 && 2 * with < s.len()).then_some((with, s.len()))
+        let loaded = self.loaded_s.filter(|&l| l > 0.0).map_or(s.len(), |l| {
+            ((l / self.interval_s.max(1e-3)).ceil() as usize).clamp(1, s.len())
+        });
+        let seconds_with = |n: usize| s.iter().take(n).filter(|&&e| e > 0).count();
+        (loaded >= 2 && 2 * seconds_with(loaded) < loaded).then(|| (seconds_with(s.len()), s.len()))
     }
 
     /// TIME_WAIT entries on the watched ports by which side closed first: (server, client):

@@ -81,6 +81,7 @@ impl LoadDriver for RunDriver {
             problems: load::problems(&s, &self.plan),
             sections: vec![Box::new(s.clone())],
             notes: vec![],
+            drain_s: Some(s.window.drain_s),
         };
         self.summary = Some(s);
         Ok(out)
