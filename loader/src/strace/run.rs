@@ -501,6 +501,7 @@ fn lock_loads(
             futex: false,
             wait_s: *wait_s,
             waits: *waits,
+            waits_lower_bound: false,
         })
         .collect();
     if futex.1 > 0 {
@@ -509,6 +510,7 @@ fn lock_loads(
             futex: true,
             wait_s: futex.0,
             waits: futex.1,
+            waits_lower_bound: false,
         });
     }
     out

@@ -264,6 +264,8 @@ pub struct LockLoad {
     pub wait_s: f64,
     /// Waits.
     pub waits: u64,
+    /// `waits` is a lower bound (sampled: a thread's waits between two samples count once).
+    pub waits_lower_bound: bool,
 }
 
 /// What a run observed, for the rules.
@@ -1746,8 +1748,8 @@ const LOCK_WAITS_PER_REQUEST: f64 = 0.5;
 /// ([`LOCK_WAITS_PER_REQUEST`]); threads parked between rare jobs wake far less often (Node
 /// capped by a serialized FUSE mount: its idle V8 and libuv threads, 3.8 on average, woke 53
 /// times in 8 s while 4,600 requests were served, 353 ms a wait; CPython's GIL at its ceiling
-/// made 23 waits a request, a Go mutex 3.3). A file lock names its file and is judged at any
-/// rate.
+/// made 23 waits a request, a Go mutex 3.3). Sampled, the count is a lower bound and decides
+/// nothing. A file lock names its file and is judged at any rate.
 fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
     if lock.wait_s < 0.2 * o.busy_s() || lock.wait_s / o.window_s < 0.2 {
         return None;
@@ -1756,7 +1758,10 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
         return None;
     }
     let requests = o.served_rate() * o.window_s;
-    if lock.futex && (lock.waits as f64) < LOCK_WAITS_PER_REQUEST * requests {
+    if lock.futex
+        && !lock.waits_lower_bound
+        && (lock.waits as f64) < LOCK_WAITS_PER_REQUEST * requests
+    {
         return None;
     }
     let mean_wait_ms = lock.wait_s / lock.waits.max(1) as f64 * 1e3;
@@ -2522,6 +2527,7 @@ mod tests {
             futex: true,
             wait_s,
             waits,
+            waits_lower_bound: false,
         }]
     }
 
@@ -3132,6 +3138,13 @@ mod tests {
             "{:?}",
             ids(&o)
         );
+        // Sampled, the count is a lower bound: it rules nothing out.
+        o.locks[0].waits_lower_bound = true;
+        assert!(
+            ids(&o).contains(&"lock.contention".to_string()),
+            "{:?}",
+            ids(&o)
+        );
         o.locks = futex_locks(35.0, 6_500);
         assert!(
             ids(&o).contains(&"lock.contention".to_string()),
@@ -3444,6 +3457,7 @@ mod tests {
             futex: false,
             wait_s: 38.0,
             waits: 4000,
+            waits_lower_bound: false,
         }];
         let f = rules(&o);
         assert_eq!(f.len(), 1, "{f:#?}");

@@ -157,6 +157,10 @@ pub fn measure(
         obs.classified = method != trapdetect_common::offcpu::METHOD_UNKNOWN;
         if sampled.is_some() {
             obs.filesystems = crate::sample::filesystems(sampler, &mounts, opts.pid);
+            // Sampled, a thread's waits between two samples count once.
+            for l in &mut obs.locks {
+                l.waits_lower_bound = true;
+            }
         }
         report.findings.extend(traps::run::rules(&obs));
         if offcpu_attached {
