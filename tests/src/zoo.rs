@@ -50,6 +50,9 @@ pub enum Work {
     /// Wait this many ms on a `threading.Event` nobody sets (gunicorn only): a futex wait
     /// with a timeout that runs out, as Ruby's `sleep` is.
     TimedWait(u64),
+    /// GET this URL and answer its body (gunicorn only): a call to an upstream, the worker
+    /// blocked in a read on a connection it opened.
+    Call(String),
 }
 
 impl Work {
@@ -65,6 +68,7 @@ impl Work {
             Work::Mutex(ms) => ("mutex", String::new(), *ms),
             Work::Sleep(ms) => ("sleep", String::new(), *ms),
             Work::TimedWait(ms) => ("timedwait", String::new(), *ms),
+            Work::Call(url) => ("call", url.clone(), 0),
         };
         [
             ("ZOO_MODE", mode.into()),
@@ -110,7 +114,7 @@ fn wait_200(what: &str, proc: &mut Proc, port: u16, log: &Path, limit: Duration)
 }
 
 /// The WSGI application gunicorn serves: the request's cost from `ZOO_MODE` and `ZOO_ARG`.
-const WSGI_APP: &str = r#"import fcntl, os, sqlite3, threading, time
+const WSGI_APP: &str = r#"import fcntl, os, sqlite3, threading, time, urllib.request
 
 MODE = os.environ.get("ZOO_MODE", "plain")
 ARG = os.environ.get("ZOO_ARG", "")
@@ -140,6 +144,9 @@ def app(environ, start_response):
     elif MODE == "sleep":
         time.sleep(MS / 1000.0)
         body = b"ok\n"
+    elif MODE == "call":
+        with urllib.request.urlopen(ARG, timeout=30) as r:
+            body = r.read()
     elif MODE == "timedwait":
         threading.Event().wait(MS / 1000.0)
         body = b"ok\n"

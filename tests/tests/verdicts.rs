@@ -20,7 +20,7 @@ use trapdetect_e2e::{
     TempDir,
     cgroup::CpuCgroup,
     json, require_root,
-    servers::{ApachePhp, PhpOptions, PhpStack, StaticNginx, StaticOptions},
+    servers::{ApachePhp, PhpOptions, PhpStack, StaticNginx, StaticOptions, children_of},
     slowfs::SlowFs,
     sshfs::Sshfs,
     trapdetect, url_port,
@@ -943,6 +943,57 @@ fn assert_grown_pool(r: &Run, what: &str) {
         "{what}: delivered {}",
         r.delivered()
     );
+}
+
+/// Workers that call an upstream per request block in a read on the connection they opened,
+/// which the kernel's classes cannot tell from a wait for a client: gunicorn's four sync
+/// workers calling an upstream that answers in 20 ms (at most 200/s) were "waiting for work
+/// 97 % of their time: what caps it is outside the traced processes" while 508 connections
+/// waited in their own listener. Work waiting for them, their reads are their calls: the pool
+/// is the ceiling, the upstream (answering side by side, no queue of its own) named by its
+/// wakeups. The same for php-fpm's four workers behind nginx.
+#[test]
+fn workers_held_by_their_calls_to_an_upstream_are_the_pool_not_waits_for_work() {
+    if !require_root("workers_held_by_their_calls_to_an_upstream_are_the_pool_not_waits_for_work") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-upstream");
+    // Sixteen threads, 20 ms each: 800/s, four times what the pools below can ask of it.
+    let up = Gunicorn::start_with(cwd.path(), 1, Some(16), Work::Sleep(20));
+    let up_worker = children_of(up.master.pid())[0];
+    let check = |r: &Run| {
+        r.assert_cause(&["pool.too-small"]);
+        let e = &r.finding("pool.too-small")["evidence"];
+        assert!(
+            e["calls_answered_by"]
+                .as_str()
+                .is_some_and(|w| w.contains(&format!("(pid {up_worker})"))),
+            "{e}"
+        );
+        assert!(e["accept_queue_mean"].as_f64().unwrap() >= 1.0, "{e}");
+        assert!(
+            e["wait_in_reads_share_pct"].as_f64().unwrap() >= 50.0,
+            "{e}"
+        );
+        // Four workers, 20 ms a call at least.
+        assert!(
+            r.delivered() <= 4.0 / 0.020 * 1.05,
+            "delivered {}",
+            r.delivered()
+        );
+        assert!(r.delivered() >= 50.0, "delivered {}", r.delivered());
+    };
+    let g = Gunicorn::start(cwd.path(), 4, Work::Call(up.url()));
+    check(&builtin(g.master.pid(), &g.url(), 400.0, &[]));
+    drop(g);
+    let stack = PhpStack::start(
+        cwd.path(),
+        4,
+        &format!("<?php echo file_get_contents('{}');", up.url()),
+    );
+    let url = format!("http://127.0.0.1:{}/index.php", stack.port);
+    check(&builtin(stack.fpm.pid(), &url, 400.0, &[]));
 }
 
 /// gunicorn's gthread worker (one process, four threads) keeps connections in its poller while

@@ -393,6 +393,9 @@ pub struct ProcCpu {
     /// times it woke the stack's processes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wakeups: Option<u64>,
+    /// It is the load generator (trapdetect's own, or the command `run` started).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub load_generator: bool,
 }
 
 impl ProcCpu {
@@ -1017,7 +1020,10 @@ pub mod judge {
         if before.iter().any(|f| f.id.rule().explains_ceiling) {
             return vec![];
         }
-        pool_too_small(o).into_iter().collect()
+        pool_too_small(o)
+            .or_else(|| pool_held_in_reads(o))
+            .into_iter()
+            .collect()
     }
 
     /// `run.classes-unavailable`.
@@ -1894,6 +1900,86 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
             ))
             .remedy("raise the worker count (php-fpm: pm.max_children; a thread pool's size) while CPU and memory allow")
     })
+}
+
+/// pool.too-small, where the workers' waits look like waits for work: a thread blocked in a
+/// read or a poll waits for a client, or for what it called (an upstream, a database). It
+/// cannot be waiting for clients while connections wait in its own listeners' queue: then its
+/// reads and polls hold it for what it called, each request holding a thread through its
+/// call, and the pool is the ceiling at that call's latency (gunicorn's four sync workers each
+/// calling an upstream that answers in 20 ms: 186/s of 360 offered, 97 % of the threads' time
+/// in reads, 508 connections queued, the upstream woken once a request). Only where the
+/// processes that woke it held no queue of their own (else they are at their capacity, which
+/// the verdict's sentence says).
+fn pool_held_in_reads(o: &RunObs) -> Option<Finding> {
+    let share = class_s(o, "wait_work") / o.wall_s().max(1e-9);
+    if !o.capped() || share < 0.5 || !o.accept_queue_sustained() || o.stack_queue_sustained() {
+        return None;
+    }
+    let queues: Vec<u64> = o.loaded().iter().filter_map(|s| s.accept_queue).collect();
+    let queue_mean = queues.iter().sum::<u64>() as f64 / queues.len().max(1) as f64;
+    let served = o.served().max(1) as f64;
+    // What woke them, the load generator aside: a process woken about once a request or more
+    // answered their calls.
+    let called: Vec<&ProcCpu> = o
+        .peers
+        .iter()
+        .filter(|p| !p.load_generator)
+        .filter(|p| p.wakeups.is_some_and(|w| w as f64 >= 0.5 * served))
+        .take(3)
+        .collect();
+    let wakers: Vec<String> = called
+        .iter()
+        .map(|p| {
+            format!(
+                "{} (pid {}), {:.1} wakeups a request",
+                p.comm,
+                p.pid,
+                p.wakeups.unwrap_or(0) as f64 / served
+            )
+        })
+        .collect();
+    let threads = o.mean(|s| s.threads as f64);
+    Some(
+        Finding::new(
+            Id::PoolTooSmall,
+            Severity::Fail,
+            format!(
+                "its threads blocked in reads and polls {:.0} % of their time while its listeners held {:.0} connections waiting: not waiting for new connections but {}, each holding a thread; requests queue for a thread",
+                share * 100.0,
+                queue_mean,
+                if wakers.is_empty() {
+                    "on connections they held (calls they made, or clients kept alive)".to_string()
+                } else {
+                    format!("on calls answered by {}", wakers.join("; "))
+                }
+            ),
+        )
+        .with("wait_in_reads_share_pct", round(share * 100.0, 1))
+        .with("accept_queue_mean", round(queue_mean, 1))
+        .with_opt("accept_queue_max", queues.iter().max().copied())
+        .with("threads", round(threads, 1))
+        .with("thread_ms_per_request", round(threads / o.served_rate().max(1e-9) * 1e3, 2))
+        .with_opt("calls_answered_by", (!wakers.is_empty()).then(|| wakers.join("; ")))
+        .with("delivered_per_s", round(o.delivered_rate, 1))
+        .with("share_of_thread_wall_time_pct", round(share * 100.0, 1))
+        .predict(format!(
+            "ceiling ≈ delivered {:.0} req/s: {:.1} threads over it is {:.1} ms of a thread per request, most of it blocked in those reads; it moves with the number of threads and with how long each waits",
+            o.delivered_rate,
+            threads,
+            threads / o.served_rate().max(1e-9) * 1e3
+        ))
+        .remedy(format!(
+            "raise the worker count (gunicorn --workers, php-fpm pm.max_children, a thread pool's size) or serve with workers that do not block while they wait (async workers, an event loop), as far as what they wait on keeps up; {}",
+            match called.first() {
+                Some(p) => format!(
+                    "else make the call faster: trace its server, `trapdetect run --pid {}`",
+                    p.pid
+                ),
+                None => "a kept-alive connection holds a thread-per-connection server's worker until it closes: shorten the keep-alive timeout (Apache's KeepAliveTimeout), or trace what they call".to_string(),
+            }
+        )),
+    )
 }
 
 /// The server itself was at a limit, from the kernel alone: connections waited to be accepted,
@@ -2955,6 +3041,7 @@ mod tests {
             comm: comm.into(),
             cores,
             wakeups: Some(1_000),
+            load_generator: false,
         };
         o.filesystems[0].serving = vec![
             p(10, "sshfs", 0.2),
@@ -3011,6 +3098,7 @@ mod tests {
             comm: "stress".into(),
             cores: 0.5,
             wakeups: None,
+            load_generator: false,
         }];
         let f = rules(&o);
         let ids: Vec<&str> = f.iter().map(|x| x.id.as_str()).collect();
@@ -3358,6 +3446,7 @@ mod tests {
             comm: "rustc".into(),
             cores: 0.99,
             wakeups: None,
+            load_generator: false,
         }];
         let mut f = rules(&o);
         let noise = f.iter().find(|x| x.id == Id::HostNoise).unwrap();
@@ -4078,12 +4167,14 @@ mod tests {
                     comm: "python3".into(),
                     cores: 0.02,
                     wakeups: Some(160),
+                    load_generator: false,
                 },
                 ProcCpu {
                     pid: 11085,
                     comm: "python3".into(),
                     cores: 0.02,
                     wakeups: Some(160),
+                    load_generator: false,
                 },
             ],
             ..Default::default()
@@ -4126,6 +4217,106 @@ mod tests {
             f = f.with(k, v.clone());
         }
         f
+    }
+
+    /// Recorded: gunicorn, four sync workers each calling an upstream (a threaded Python server
+    /// answering in 20 ms) per request, offered 360/s: 186/s delivered, the threads 97 % of
+    /// their time in reads (the class waits for work fall in), while 508 connections waited in
+    /// gunicorn's own listener and the upstream woke its threads about once a request. Its
+    /// verdict was "the server's threads waited for work: what caps it is outside the traced
+    /// processes": work was waiting for them, so those reads held them for their calls.
+    #[test]
+    fn threads_blocked_in_reads_while_their_own_listener_queues_are_a_pool_held_by_its_calls() {
+        let mut o = RunObs {
+            seconds: secs(5, |t| RunSecond {
+                t_s: t,
+                offered: 360,
+                ok_2xx: 186,
+                cores_busy: 0.26,
+                target_cpus_busy: 0.25,
+                threads: 5,
+                busy_threads: 0,
+                accept_queue: Some([176, 350, 508, 508, 508][t as usize]),
+                ..Default::default()
+            }),
+            window_s: 5.0,
+            cores: 2.0,
+            offered_rate: 360.0,
+            delivered_rate: 186.0,
+            answered: 930,
+            off_s: off(&[("wait_work", 23.9)]),
+            on_cpu_s: 0.64,
+            runq_s: 0.18,
+            classified: true,
+            peers: vec![
+                ProcCpu {
+                    pid: 2940,
+                    comm: "python3".into(),
+                    cores: 0.087,
+                    wakeups: Some(1_081),
+                    load_generator: false,
+                },
+                ProcCpu {
+                    pid: 8546,
+                    comm: "trapdetect".into(),
+                    cores: 0.0,
+                    wakeups: Some(1_950),
+                    load_generator: true,
+                },
+            ],
+            ..Default::default()
+        };
+        let mut all = rules(&o);
+        let v = verdict_of_the_builtin_load(&o, &mut all);
+        assert_eq!(v.cause.as_deref(), Some("pool.too-small"), "{}", v.summary);
+        let f = all.iter().find(|f| f.id == "pool.too-small").unwrap();
+        assert_eq!(f.severity, Severity::Fail);
+        assert_eq!(
+            f.title,
+            "its threads blocked in reads and polls 97 % of their time while its listeners held 410 connections waiting: not waiting for new connections but on calls answered by python3 (pid 2940), 1.2 wakeups a request, each holding a thread; requests queue for a thread"
+        );
+        assert_eq!(f.evidence["accept_queue_mean"], 410.0);
+        assert_eq!(f.evidence["accept_queue_max"], 508);
+        // 5 threads over 186 req/s.
+        assert_eq!(f.evidence["thread_ms_per_request"], 26.88);
+        assert!(
+            f.remedy
+                .ends_with("trace its server, `trapdetect run --pid 2940`"),
+            "{}",
+            f.remedy
+        );
+        // Woken only by the load generator: connections the threads held, not calls.
+        o.peers.remove(0);
+        let f = rules(&o)
+            .into_iter()
+            .find(|f| f.id == "pool.too-small")
+            .unwrap();
+        assert!(
+            f.title
+                .contains("on connections they held (calls they made, or clients kept alive)"),
+            "{}",
+            f.title
+        );
+        assert!(f.remedy.contains("KeepAliveTimeout"), "{}", f.remedy);
+        // What they call held connections waiting too: it is at its capacity, not the pool.
+        for s in &mut o.seconds {
+            s.stack_accept_queue = Some(40);
+        }
+        assert!(!rules(&o).iter().any(|f| f.id == "pool.too-small"));
+        // Their own listener empty: they waited for clients (a proxy's front, an idle pool).
+        for s in &mut o.seconds {
+            s.stack_accept_queue = None;
+            s.accept_queue = Some(0);
+        }
+        assert!(!rules(&o).iter().any(|f| f.id == "pool.too-small"));
+        // Not capped (all delivered): no ceiling whatever the queue.
+        for s in &mut o.seconds {
+            s.accept_queue = Some(300);
+            s.ok_2xx = 360;
+        }
+        o.delivered_rate = 360.0;
+        o.answered = 1_800;
+        assert!(!rules(&o).iter().any(|f| f.id == "pool.too-small"));
     }
 
     /// Node.js reading a file per request with `fs.readFile` from a FUSE mount that serves one
@@ -4615,6 +4806,7 @@ mod tests {
             comm: "node".into(),
             cores: 0.98,
             wakeups: Some(1_967),
+            load_generator: false,
         }];
         for s in &mut o.seconds {
             s.accept_queue = Some(0);

@@ -150,7 +150,14 @@ pub fn observe(
         go_maxprocs: crate::host::runtime::read(pid).go_maxprocs(),
         allowed_cpus: allowed_cpus(&k.seconds),
         noise: others.listed(k, false, window_s),
-        peers: others.listed(k, true, window_s),
+        peers: others
+            .listed(k, true, window_s)
+            .into_iter()
+            .map(|p| ProcCpu {
+                load_generator: p.pid == std::process::id() || s.client_pids.contains(&p.pid),
+                ..p
+            })
+            .collect(),
         fd_peak: k
             .seconds
             .iter()
@@ -268,6 +275,7 @@ fn processes(k: &Sampler, pick: impl Fn(u32) -> bool, peers: bool, window_s: f64
                 .unwrap_or_default(),
             cores: traps::round(cs / window_s.max(1e-9), 3),
             wakeups: peers.then(|| wakeups_of(pid)).flatten(),
+            load_generator: false,
         })
         .filter(|p| p.cores > 0.0 || peers)
         .collect();
@@ -282,6 +290,7 @@ fn processes(k: &Sampler, pick: impl Fn(u32) -> bool, peers: bool, window_s: f64
                         .unwrap_or_default(),
                     cores: 0.0,
                     wakeups: Some(*n),
+                    load_generator: false,
                 });
             }
         }
