@@ -383,6 +383,9 @@ pub struct StaticOptions {
     /// `keepalive_requests`: requests a kept-alive connection serves before nginx ends it
     /// (default here: 1,000,000, none ends within a test).
     pub keepalive_requests: Option<u32>,
+    /// `limit_req` at this many requests a second (burst 50, nodelay): nginx answers the
+    /// arrivals beyond it 503 at once.
+    pub limit_req_per_s: Option<u32>,
 }
 
 impl StaticNginx {
@@ -412,6 +415,13 @@ impl StaticNginx {
             .worker_rlimit_nofile
             .map(|n| format!("worker_rlimit_nofile {n};\n"))
             .unwrap_or_default();
+        let (limit_zone, limit) = match opts.limit_req_per_s {
+            Some(n) => (
+                format!("  limit_req_zone $server_port zone=limit:1m rate={n}r/s;\n"),
+                "limit_req zone=limit burst=50 nodelay;\n    ",
+            ),
+            None => (String::new(), ""),
+        };
         let port = free_port();
         let conf = d.join("nginx.conf");
         std::fs::write(
@@ -422,7 +432,7 @@ impl StaticNginx {
                  http {{\n  access_log off;\n  keepalive_requests {keepalive};\n  client_body_temp_path {d}/nginx-tmp/body;\n\
                    fastcgi_temp_path {d}/nginx-tmp/fcgi;\n  proxy_temp_path {d}/nginx-tmp/proxy;\n\
                    uwsgi_temp_path {d}/nginx-tmp/uwsgi;\n  scgi_temp_path {d}/nginx-tmp/scgi;\n\
-                   server {{\n    listen 127.0.0.1:{port} backlog=1024;\n    {serve}\n  }}\n}}\n",
+                 {limit_zone}  server {{\n    listen 127.0.0.1:{port} backlog=1024;\n    {limit}{serve}\n  }}\n}}\n",
                 workers = opts.workers.max(1),
                 keepalive = opts.keepalive_requests.unwrap_or(1_000_000),
                 d = d.display(),

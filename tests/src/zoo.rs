@@ -53,6 +53,9 @@ pub enum Work {
     /// GET this URL and answer its body (gunicorn only): a call to an upstream, the worker
     /// blocked in a read on a connection it opened.
     Call(String),
+    /// Admit this many requests a second in each worker (a token bucket, burst of a second)
+    /// and answer the rest `429 Too Many Requests` at once (gunicorn only).
+    Limit(u64),
 }
 
 impl Work {
@@ -69,6 +72,7 @@ impl Work {
             Work::Sleep(ms) => ("sleep", String::new(), *ms),
             Work::TimedWait(ms) => ("timedwait", String::new(), *ms),
             Work::Call(url) => ("call", url.clone(), 0),
+            Work::Limit(n) => ("limit", String::new(), *n),
         };
         [
             ("ZOO_MODE", mode.into()),
@@ -120,6 +124,7 @@ MODE = os.environ.get("ZOO_MODE", "plain")
 ARG = os.environ.get("ZOO_ARG", "")
 MS = int(os.environ.get("ZOO_MS", "0"))
 LOCK = threading.Lock()
+BUCKET = [0.0, time.monotonic()]
 
 
 def app(environ, start_response):
@@ -143,6 +148,16 @@ def app(environ, start_response):
         body = b"ok\n"
     elif MODE == "sleep":
         time.sleep(MS / 1000.0)
+        body = b"ok\n"
+    elif MODE == "limit":
+        now = time.monotonic()
+        BUCKET[0] = min(float(MS), BUCKET[0] + (now - BUCKET[1]) * MS)
+        BUCKET[1] = now
+        if BUCKET[0] < 1.0:
+            body = b"slow down\n"
+            start_response("429 Too Many Requests", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+            return [body]
+        BUCKET[0] -= 1.0
         body = b"ok\n"
     elif MODE == "call":
         with urllib.request.urlopen(ARG, timeout=30) as r:

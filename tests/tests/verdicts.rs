@@ -996,6 +996,48 @@ fn workers_held_by_their_calls_to_an_upstream_are_the_pool_not_waits_for_work() 
     check(&builtin(stack.fpm.pid(), &url, 400.0, &[]));
 }
 
+/// A server that answers the arrivals it does not admit with refusals (nginx's `limit_req`:
+/// 503 at once; a gunicorn app's token bucket: 429) delivers its limit in 2xx while its
+/// threads wait for work: capped, but by a limit of its own, not a resource, and not
+/// "outside the traced processes" (the sentence named the load generator as what woke them).
+#[test]
+fn a_server_refusing_what_it_does_not_admit_is_capped_by_its_own_limit() {
+    if !require_root("a_server_refusing_what_it_does_not_admit_is_capped_by_its_own_limit") {
+        return;
+    }
+    let _s = serial();
+    let check = |r: &Run, limit: f64| {
+        assert_eq!(r.cause(), None, "{}\n{:?}", r.verdict(), r.ids());
+        assert_eq!(r.verdict()["capped"], true, "{}", r.verdict());
+        let summary = r.verdict()["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("it refused what it did not serve"),
+            "{summary}"
+        );
+        assert!(
+            !summary.contains("outside the traced processes"),
+            "{summary}"
+        );
+        assert_eq!(r.finding("load.status-mix")["severity"], "fail");
+        near("delivered", r.delivered(), limit);
+    };
+    let nginx = StaticNginx::start_with(
+        &[("index.html", b"ok\n")],
+        StaticOptions {
+            limit_req_per_s: Some(200),
+            ..Default::default()
+        },
+    );
+    check(
+        &builtin(nginx.nginx.pid(), &nginx.url("/index.html"), 1_000.0, &[]),
+        200.0,
+    );
+    drop(nginx);
+    let cwd = TempDir::new("verdict-limit");
+    let g = Gunicorn::start(cwd.path(), 2, Work::Limit(100));
+    check(&builtin(g.master.pid(), &g.url(), 800.0, &[]), 200.0);
+}
+
 /// gunicorn's gthread worker (one process, four threads) keeps connections in its poller while
 /// its threads are busy: a full server shows no accept queue, and the built-in generator's 512
 /// connections fill with requests the server holds. The verdict was `gen.budget` ("the

@@ -2522,7 +2522,7 @@ fn verdict_summary(
                 .map(|p| format!("; predicted ceiling {p:.0} req/s"))
                 .unwrap_or_default()
         ),
-        None if capped => match waited_for_work(o) {
+        None if capped => match refused(o).or_else(|| waited_for_work(o)) {
             Some(clause) => format!(
                 "the load is capped ({rates}; seen as {}) but {clause}",
                 capped_by.join(", ")
@@ -2540,6 +2540,39 @@ fn verdict_summary(
         ),
         None => format!("no ceiling: the server kept up ({rates})"),
     }
+}
+
+/// Capped with no cause while the server answered what was offered, the gap to the 2xx its
+/// other answers: it refused what it did not serve (a rate or connection limiter, a policy
+/// that sheds load, its upstream's refusals passed on), fast or not, so the 2xx rate is what
+/// it admitted, not a capacity it reached (nginx's `limit_req` at 500/s answering 74.5 % of
+/// 2,000/s with 503 while its threads waited for work 93 % of the time was "what caps it is
+/// outside the traced processes ... the processes that woke them: trapdetect").
+fn refused(o: &RunObs) -> Option<String> {
+    let loaded = o.loaded();
+    let offered: u64 = loaded.iter().map(|s| s.offered).sum();
+    let ok: u64 = loaded.iter().map(|s| s.ok_2xx).sum();
+    let other: u64 = loaded.iter().map(|s| s.non_2xx).sum();
+    if offered == 0
+        || ((ok + other) as f64) < 0.9 * offered as f64
+        || other * 2 < offered - ok.min(offered)
+    {
+        return None;
+    }
+    let idle = class_s(o, "wait_work") / o.wall_s().max(1e-9);
+    Some(format!(
+        "the server answered {:.1} % of the arrivals, {:.1} % of them not with a 2xx (load.status-mix has the statuses): it refused what it did not serve{}, so the 2xx rate is what it admitted: a limit of its own (a rate or connection limiter, a queue that sheds when full) or its upstream's refusals passed on, not a resource's ceiling",
+        pct((ok + other) as f64, offered as f64),
+        pct(other as f64, (ok + other) as f64),
+        if idle >= 0.5 {
+            format!(
+                " while its threads waited for work {:.0} % of their time",
+                idle * 100.0
+            )
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// Capped with no cause while the target's threads spent half their time or more waiting for
@@ -4317,6 +4350,54 @@ mod tests {
         o.delivered_rate = 360.0;
         o.answered = 1_800;
         assert!(!rules(&o).iter().any(|f| f.id == "pool.too-small"));
+    }
+
+    /// Recorded: nginx with `limit_req` at 500/s (burst 50, nodelay) offered 2,000/s: 510/s of
+    /// 2xx, every other arrival answered 503 at once, its threads waiting for work 94 % of the
+    /// time. The sentence said the cap was "outside the traced processes" and named the load
+    /// generator as what woke them; the server refused what it did not serve.
+    #[test]
+    fn a_server_that_answers_what_it_does_not_admit_with_refusals_is_no_resources_ceiling() {
+        let mut o = RunObs {
+            seconds: secs(5, |t| RunSecond {
+                t_s: t,
+                offered: 2_000,
+                ok_2xx: if t == 0 { 550 } else { 500 },
+                non_2xx: if t == 0 { 1_450 } else { 1_500 },
+                cores_busy: 0.2,
+                target_cpus_busy: 0.2,
+                threads: 3,
+                accept_queue: Some(0),
+                ..Default::default()
+            }),
+            window_s: 4.95,
+            cores: 2.0,
+            offered_rate: 2_000.0,
+            delivered_rate: 510.0,
+            answered: 2_550,
+            off_s: off(&[("wait_work", 8.42)]),
+            on_cpu_s: 0.35,
+            runq_s: 0.17,
+            classified: true,
+            ..Default::default()
+        };
+        let mut all = rules(&o);
+        let v = verdict_of_the_builtin_load(&o, &mut all);
+        assert_eq!(v.cause, None);
+        assert!(v.capped);
+        // Over the loaded whole seconds (the fifth, partial, left out): 5,950 of 8,000.
+        assert_eq!(
+            v.summary,
+            "the load is capped (510 req/s delivered of 2000/s offered; seen as offered-above-delivered) but the server answered 100.0 % of the arrivals, 74.4 % of them not with a 2xx (load.status-mix has the statuses): it refused what it did not serve while its threads waited for work 94 % of their time, so the 2xx rate is what it admitted: a limit of its own (a rate or connection limiter, a queue that sheds when full) or its upstream's refusals passed on, not a resource's ceiling"
+        );
+        // Arrivals left unanswered (timeouts) for most of the gap: not refusals.
+        for s in &mut o.seconds {
+            s.non_2xx = 400;
+        }
+        let mut all = rules(&o);
+        let v = verdict_of_the_builtin_load(&o, &mut all);
+        assert!(v.summary.contains("waited for work"), "{}", v.summary);
+        assert!(!v.summary.contains("refused"), "{}", v.summary);
     }
 
     /// Node.js reading a file per request with `fs.readFile` from a FUSE mount that serves one
