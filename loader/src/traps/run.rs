@@ -1754,7 +1754,7 @@ const LOCK_WAITS_PER_REQUEST: f64 = 0.5;
 /// ([`LOCK_WAITS_PER_REQUEST`]); threads parked between rare jobs wake far less often (Node
 /// capped by a serialized FUSE mount: its idle V8 and libuv threads, 3.8 on average, woke 53
 /// times in 8 s while 4,600 requests were served, 353 ms a wait; CPython's GIL at its ceiling
-/// made 23 waits a request, a Go mutex 3.3). Sampled, the count is a lower bound and decides
+/// made 23 waits a request, a Go mutex 3.4). Sampled, the count is a lower bound and decides
 /// nothing. A file lock names its file and is judged at any rate.
 fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
     if lock.wait_s < 0.2 * o.busy_s() || lock.wait_s / o.window_s < 0.2 {

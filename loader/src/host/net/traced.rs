@@ -181,9 +181,9 @@ impl NetTraced {
     }
 
     /// The window's TIME_WAIT entries as a burst, `(seconds with entries, seconds)` of the
-    /// window, or `None`
-    /// where they recur — some in at least half of the seconds the load ran (the window's,
-    /// when the trace did not drive one) — so that their mean rate can be projected forward.
+    /// window, or `None` where they recur — some in at least half of the seconds the load ran
+    /// (the window's, when the trace did not drive one) — so that their mean rate can be
+    /// projected forward.
     /// Entries in fewer seconds are a burst: a connection pool closed at once (a generator's
     /// connections opened in its first second and closed by the server's idle timeout, or by
     /// the generator at its end), bounded by the connections there were, not a rate the load
