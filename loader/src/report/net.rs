@@ -293,8 +293,11 @@ fn traced_text(t: &NetTraced) -> String {
 fn traced_scope_text(out: &mut String, t: &NetTraced) {
     let _ = writeln!(
         out,
-        "  traced over {:.1} s, per {} s (sock/inet_sock_set_state; ports {}; {}):",
+        "  traced over {:.1} s{}, per {} s (sock/inet_sock_set_state; ports {}; {}):",
         t.window_s,
+        t.loaded_s
+            .map(|l| format!(" (the load ran {l:.1} s of it)"))
+            .unwrap_or_default(),
         t.interval_s,
         if t.ports.is_empty() {
             "none (the target listens on no TCP port)".into()
@@ -466,7 +469,7 @@ mod tests {
     fn traced_text_golden() {
         let lat = |m: f64| json!({"mean_us": m, "p50_us": m, "p90_us": m * 2.0, "p99_us": m * 3.0, "max_us": m * 4.0});
         let t = traced(json!({
-            "window_s": 3.04, "interval_s": 1.0, "ports": [8080, 9000], "netns": ["net:[1]", "net:[2]"],
+            "window_s": 3.04, "interval_s": 1.0, "loaded_s": 2.51, "ports": [8080, 9000], "netns": ["net:[1]", "net:[2]"],
             "time_wait_entered_per_s": [1, 2, 3], "new_connections_per_s": (0..65).collect::<Vec<u64>>(),
             "listen_overflows_per_s": [], "listen_drops_per_s": [0, 0, 12345],
             "on_ports": ev(1000), "system": ev(20000),
@@ -487,7 +490,7 @@ mod tests {
         }));
         assert_eq!(
             traced_text(&t),
-            r#"  traced over 3.0 s, per 1 s (sock/inet_sock_set_state; ports 8080, 9000; namespace net:[1], net:[2]):
+            r#"  traced over 3.0 s (the load ran 2.5 s of it), per 1 s (sock/inet_sock_set_state; ports 8080, 9000; namespace net:[1], net:[2]):
     on the ports: TIME_WAIT entered 1,000, opened 1,001 active / 1,002 passive, connect failures 1,003, aborts 1,004, closed second 1,005
     port 8080 as local port: TIME_WAIT entered 1, opened 2 active / 3 passive, connect failures 4, aborts 5, closed second 6
     port 8080 as remote port: TIME_WAIT entered 2, opened 3 active / 4 passive, connect failures 5, aborts 6, closed second 7
