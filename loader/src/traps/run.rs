@@ -2561,7 +2561,7 @@ fn refused(o: &RunObs) -> Option<String> {
     }
     let idle = class_s(o, "wait_work") / o.wall_s().max(1e-9);
     Some(format!(
-        "the server answered {:.1} % of the arrivals, {:.1} % of them not with a 2xx (load.status-mix has the statuses): it refused what it did not serve{}, so the 2xx rate is what it admitted: a limit of its own (a rate or connection limiter, a queue that sheds when full) or its upstream's refusals passed on, not a resource's ceiling",
+        "the server answered {:.1} % of the arrivals, {:.1} % of them not with a 2xx (load.status-mix has the statuses): it refused what it did not serve{}, so the 2xx rate is what it admitted: a limit of its own (a rate or connection limiter, a queue that sheds when full) or its upstream's refusals passed on, not a resource's ceiling{}",
         pct((ok + other) as f64, offered as f64),
         pct(other as f64, (ok + other) as f64),
         if idle >= 0.5 {
@@ -2571,7 +2571,8 @@ fn refused(o: &RunObs) -> Option<String> {
             )
         } else {
             String::new()
-        }
+        },
+        behind(o)
     ))
 }
 
@@ -2585,9 +2586,21 @@ fn waited_for_work(o: &RunObs) -> Option<String> {
     if share < 0.5 {
         return None;
     }
+    Some(format!(
+        "the server's threads waited for work {:.0} % of their time: what caps it is outside the traced processes, in what they wait on (an upstream, a database, the network){}",
+        share * 100.0,
+        behind(o)
+    ))
+}
+
+/// What serves the traced server, for the verdict's sentence: the processes that woke its
+/// threads (the load generator left out: it is no process to trace next), the stack's queue
+/// when it was sustained, and the pointer to trace the one that serves it.
+fn behind(o: &RunObs) -> String {
     let woke: Vec<String> = o
         .peers
         .iter()
+        .filter(|p| !p.load_generator)
         .take(3)
         .map(|p| format!("{} (pid {})", p.comm, p.pid))
         .collect();
@@ -2596,31 +2609,23 @@ fn waited_for_work(o: &RunObs) -> Option<String> {
         .iter()
         .filter_map(|s| s.stack_accept_queue)
         .collect();
-    let stack_queue = if o.stack_queue_sustained() {
-        format!(
+    let mut out = String::new();
+    if !woke.is_empty() {
+        out += &format!(
+            "; the processes that woke them (its upstreams or its front end): {}",
+            woke.join(", ")
+        );
+    }
+    if o.stack_queue_sustained() {
+        out += &format!(
             "; the listeners of the processes that serve it held {:.1} connections waiting on average: that stack is at its capacity",
             queued.iter().sum::<u64>() as f64 / queued.len().max(1) as f64
-        )
-    } else {
-        String::new()
-    };
-    Some(format!(
-        "the server's threads waited for work {:.0} % of their time: what caps it is outside the traced processes, in what they wait on (an upstream, a database, the network){}{stack_queue}{}",
-        share * 100.0,
-        if woke.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; the processes that woke them (its upstreams, its front end or the load generator): {}",
-                woke.join(", ")
-            )
-        },
-        if woke.is_empty() {
-            ""
-        } else {
-            "; trace the one that serves it (trapdetect run --pid PID)"
-        }
-    ))
+        );
+    }
+    if !woke.is_empty() {
+        out += "; trace the one that serves it (trapdetect run --pid PID)";
+    }
+    out
 }
 
 #[cfg(test)]
@@ -4218,7 +4223,7 @@ mod tests {
         assert!(v.capped);
         assert_eq!(
             v.summary,
-            "the load is capped (39 req/s delivered of 80/s offered; seen as offered-above-delivered) but the server's threads waited for work 98 % of their time: what caps it is outside the traced processes, in what they wait on (an upstream, a database, the network); the processes that woke them (its upstreams, its front end or the load generator): python3 (pid 11084), python3 (pid 11085); trace the one that serves it (trapdetect run --pid PID)"
+            "the load is capped (39 req/s delivered of 80/s offered; seen as offered-above-delivered) but the server's threads waited for work 98 % of their time: what caps it is outside the traced processes, in what they wait on (an upstream, a database, the network); the processes that woke them (its upstreams or its front end): python3 (pid 11084), python3 (pid 11085); trace the one that serves it (trapdetect run --pid PID)"
         );
         // Busy elsewhere (here: asleep on purpose), the old sentence.
         o.off_s = off(&[("wait_work", 5.0), ("sleep", 10.25)]);
@@ -4379,6 +4384,14 @@ mod tests {
             on_cpu_s: 0.35,
             runq_s: 0.17,
             classified: true,
+            // The load generator woke the threads: no process to trace next, not named.
+            peers: vec![ProcCpu {
+                pid: 14_852,
+                comm: "trapdetect".into(),
+                cores: 0.0,
+                wakeups: Some(10_000),
+                load_generator: true,
+            }],
             ..Default::default()
         };
         let mut all = rules(&o);
