@@ -1028,14 +1028,17 @@ registry! {
         run: Some(RunRule { order: 100, eval: judge::pool }),
         title: "every worker is busy while the CPUs are idle",
         commands: &[Run],
-        mechanism: "all workers busy, requests queueing, CPUs idle: the pool size, not the machine, \
-                    caps throughput at workers ÷ busy time per request.",
+        mechanism: "all workers busy (at work, or blocked in calls to an upstream or a database \
+                    while connections queue for them), requests queueing, CPUs idle: the pool \
+                    size, not the machine, caps throughput at workers ÷ busy time per request.",
         evidence: &[
             "workers",
             "busy_workers",
             "busy_ms_per_request",
             "predicted_ceiling_per_s",
             "accept_queue_max",
+            "wait_in_reads_share_pct",
+            "calls_answered_by",
         ],
         remedy: "raise the pool (pm.max_children, worker count) or shorten what a worker waits \
                  on.",
