@@ -986,6 +986,11 @@ fn workers_held_by_their_calls_to_an_upstream_are_the_pool_not_waits_for_work() 
     };
     let g = Gunicorn::start(cwd.path(), 4, Work::Call(up.url()));
     check(&builtin(g.master.pid(), &g.url(), 400.0, &[]));
+    // The clean twin: half the pool's 200/s, beside a CPU hog taking one of the two CPUs.
+    {
+        let _hog = CpuHog::start(40, None);
+        builtin(g.master.pid(), &g.url(), 100.0, &[]).assert_clean();
+    }
     drop(g);
     let stack = PhpStack::start(
         cwd.path(),
@@ -1032,6 +1037,11 @@ fn a_server_refusing_what_it_does_not_admit_is_capped_by_its_own_limit() {
         &builtin(nginx.nginx.pid(), &nginx.url("/index.html"), 1_000.0, &[]),
         200.0,
     );
+    // The clean twin: half the limit, beside a CPU hog taking one of the two CPUs.
+    {
+        let _hog = CpuHog::start(40, None);
+        builtin(nginx.nginx.pid(), &nginx.url("/index.html"), 100.0, &[]).assert_clean();
+    }
     drop(nginx);
     let cwd = TempDir::new("verdict-limit");
     let g = Gunicorn::start(cwd.path(), 2, Work::Limit(100));

@@ -575,22 +575,21 @@ impl RunObs {
     /// them waiting at two of four samples, once in ten runs, an upstream far from its
     /// capacity; a serial one at its capacity held 3 at every sample.
     fn stack_queue_persistent(&self) -> bool {
-        let q: Vec<u64> = self
-            .loaded()
-            .iter()
-            .filter_map(|s| s.stack_accept_queue)
-            .collect();
-        !q.is_empty()
-            && q.iter().sum::<u64>() as f64 >= q.len() as f64
-            && q.iter().filter(|&&n| n > 0).count() * 4 >= q.len() * 3
+        self.queue_held(|s| s.stack_accept_queue, 0.75)
     }
 
     /// A queue of one connection or more on average, non-empty in half the loaded seconds.
     fn queue_sustained(&self, f: impl Fn(&RunSecond) -> Option<u64>) -> bool {
+        self.queue_held(f, 0.5)
+    }
+
+    /// A queue of one connection or more on average over the loaded seconds, non-empty in
+    /// `share` of them or more.
+    fn queue_held(&self, f: impl Fn(&RunSecond) -> Option<u64>, share: f64) -> bool {
         let q: Vec<u64> = self.loaded().iter().filter_map(|s| f(s)).collect();
         !q.is_empty()
             && q.iter().sum::<u64>() as f64 >= q.len() as f64
-            && q.iter().filter(|&&n| n > 0).count() * 2 >= q.len()
+            && q.iter().filter(|&&n| n > 0).count() as f64 >= share * q.len() as f64
     }
 
     /// The requests the server finished in the window, which every per-request figure divides
@@ -1780,10 +1779,9 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
     if lock.futex && (!o.capped() || o.cpus_saturated()) {
         return None;
     }
-    let requests = o.served_rate() * o.window_s;
     if lock.futex
         && !lock.waits_lower_bound
-        && (lock.waits as f64) < LOCK_WAITS_PER_REQUEST * requests
+        && (lock.waits as f64) < LOCK_WAITS_PER_REQUEST * o.served() as f64
     {
         return None;
     }
@@ -1957,6 +1955,7 @@ fn pool_held_in_reads(o: &RunObs) -> Option<Finding> {
         })
         .collect();
     let threads = o.mean(|s| s.threads as f64);
+    let thread_ms = threads / o.served_rate().max(1e-9) * 1e3;
     Some(
         Finding::new(
             Id::PoolTooSmall,
@@ -1976,7 +1975,7 @@ fn pool_held_in_reads(o: &RunObs) -> Option<Finding> {
         .with("accept_queue_mean", round(queue_mean, 1))
         .with_opt("accept_queue_max", queues.iter().max().copied())
         .with("threads", round(threads, 1))
-        .with("thread_ms_per_request", round(threads / o.served_rate().max(1e-9) * 1e3, 2))
+        .with("thread_ms_per_request", round(thread_ms, 2))
         .with_opt("calls_answered_by", (!wakers.is_empty()).then(|| wakers.join("; ")))
         .with("delivered_per_s", round(o.delivered_rate, 1))
         .with("share_of_thread_wall_time_pct", round(share * 100.0, 1))
@@ -1984,7 +1983,7 @@ fn pool_held_in_reads(o: &RunObs) -> Option<Finding> {
             "ceiling ≈ delivered {:.0} req/s: {:.1} threads over it is {:.1} ms of a thread per request, most of it blocked in those reads; it moves with the number of threads and with how long each waits",
             o.delivered_rate,
             threads,
-            threads / o.served_rate().max(1e-9) * 1e3
+            thread_ms
         ))
         .remedy(format!(
             "raise the worker count (gunicorn --workers, php-fpm pm.max_children, a thread pool's size) or serve with workers that do not block while they wait (async workers, an event loop), as far as what they wait on keeps up; {}",
