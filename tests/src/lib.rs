@@ -3,6 +3,7 @@
 //! network namespaces. Everything a fixture starts or mounts is torn down by its `Drop`, also
 //! when a test panics.
 
+pub mod bindfs;
 pub mod browser;
 pub mod cgroup;
 pub mod misbehave;

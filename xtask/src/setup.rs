@@ -46,6 +46,8 @@ const APT_TEST: &[&[&str]] = &[
     // A remote filesystem on this host (tests/src/sshfs.rs): sshfs over a private sshd.
     &["sshfs"],
     &["openssh-server"],
+    // A FUSE passthrough whose daemon costs CPU, not waiting (tests/src/bindfs.rs).
+    &["bindfs"],
     &["iproute2"],
     &["strace"],
     &["bpftool", "linux-tools-common"],
