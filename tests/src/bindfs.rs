@@ -7,7 +7,11 @@ use std::{
     time::Duration,
 };
 
-use crate::{TempDir, slowfs::is_mounted, wait_until};
+use crate::{
+    TempDir,
+    slowfs::{is_mounted, unmount_fuse},
+    wait_until,
+};
 
 /// A directory on ext4 served again through bindfs.
 pub struct Bindfs {
@@ -56,15 +60,7 @@ impl Bindfs {
 
 impl Drop for Bindfs {
     fn drop(&mut self) {
-        if is_mounted(&self.mount) {
-            // The daemon exits once unmounted.
-            let _ = Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.mount)
-                .status();
-            if is_mounted(&self.mount) {
-                let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
-            }
-        }
+        // The daemon exits once unmounted.
+        unmount_fuse(&self.mount);
     }
 }

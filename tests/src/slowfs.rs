@@ -34,6 +34,17 @@ pub fn is_mounted(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// Unmounts the FUSE mount at `mount` if it is one (its daemon exits with it), lazily when a
+/// process still inside keeps it busy.
+pub fn unmount_fuse(mount: &Path) {
+    if is_mounted(mount) {
+        let _ = Command::new("fusermount3").arg("-u").arg(mount).status();
+        if is_mounted(mount) {
+            let _ = Command::new("umount").arg("-l").arg(mount).status();
+        }
+    }
+}
+
 impl SlowFs {
     /// Mounts a slowfs with `delay_us` per operation and no kernel caching. `setup` populates
     /// the backing directory before the mount (through ext4, so it costs nothing).

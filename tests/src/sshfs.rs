@@ -10,7 +10,12 @@ use std::{
     time::Duration,
 };
 
-use crate::{TempDir, free_port, servers::Proc, slowfs::is_mounted, wait_until};
+use crate::{
+    TempDir, free_port,
+    servers::Proc,
+    slowfs::{is_mounted, unmount_fuse},
+    wait_until,
+};
 
 /// A mounted sshfs and the sshd it talks to.
 pub struct Sshfs {
@@ -115,15 +120,7 @@ impl Sshfs {
 
 impl Drop for Sshfs {
     fn drop(&mut self) {
-        if is_mounted(&self.mount) {
-            // sshfs exits once unmounted, ssh with it, and sshd's session process after.
-            let _ = Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.mount)
-                .status();
-            if is_mounted(&self.mount) {
-                let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
-            }
-        }
+        // sshfs exits once unmounted, ssh with it, and sshd's session process after.
+        unmount_fuse(&self.mount);
     }
 }
