@@ -189,38 +189,62 @@ pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
     })
 }
 
-/// Per-CPU (busy, all) ticks now, by CPU id ([`parse_per_cpu`] of /proc/stat; empty when it
-/// cannot be read).
-pub fn per_cpu_ticks() -> HashMap<u32, (u64, u64)> {
+/// One CPU's ticks in /proc/stat: busy (not idle, not iowait; steal included: the CPU was
+/// not this machine's to use), all, and steal (the hypervisor ran something else).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTicks {
+    pub busy: u64,
+    pub total: u64,
+    pub steal: u64,
+}
+
+/// Per-CPU ticks now, by CPU id ([`parse_per_cpu`] of /proc/stat; empty when it cannot be
+/// read).
+pub fn per_cpu_ticks() -> HashMap<u32, CpuTicks> {
     std::fs::read_to_string("/proc/stat")
-        .map(|t| {
-            parse_per_cpu(&t)
-                .into_iter()
-                .map(|(id, b, t)| (id, (b, t)))
-                .collect()
-        })
+        .map(|t| parse_per_cpu(&t).into_iter().collect())
         .unwrap_or_default()
+}
+
+/// Of `cpus`, the ones read in both [`per_cpu_ticks`] samples: `of` their ticks between
+/// them as a share of all their ticks, summed (cores), and how many were read.
+fn share_between(
+    before: &HashMap<u32, CpuTicks>,
+    after: &HashMap<u32, CpuTicks>,
+    cpus: &[u32],
+    of: impl Fn(&CpuTicks) -> u64,
+) -> (f64, usize) {
+    cpus.iter()
+        .filter_map(|c| {
+            let (a, b) = (after.get(c)?, before.get(c)?);
+            (a.total > b.total)
+                .then(|| of(a).saturating_sub(of(b)) as f64 / (a.total - b.total) as f64)
+        })
+        .fold((0.0, 0), |(sum, n), x| (sum + x, n + 1))
 }
 
 /// Of `cpus`, the ones read in both [`per_cpu_ticks`] samples: the CPUs busy between them,
 /// summed, and how many were read.
 pub fn busy_between(
-    before: &HashMap<u32, (u64, u64)>,
-    after: &HashMap<u32, (u64, u64)>,
+    before: &HashMap<u32, CpuTicks>,
+    after: &HashMap<u32, CpuTicks>,
     cpus: &[u32],
 ) -> (f64, usize) {
-    cpus.iter()
-        .filter_map(|c| {
-            let (b1, t1) = after.get(c)?;
-            let (b0, t0) = before.get(c)?;
-            (t1 > t0).then(|| b1.saturating_sub(*b0) as f64 / (t1 - t0) as f64)
-        })
-        .fold((0.0, 0), |(busy, n), b| (busy + b, n + 1))
+    share_between(before, after, cpus, |t| t.busy)
+}
+
+/// Of `cpus`, the cores the hypervisor took between the two samples (steal time).
+pub fn steal_between(
+    before: &HashMap<u32, CpuTicks>,
+    after: &HashMap<u32, CpuTicks>,
+    cpus: &[u32],
+) -> f64 {
+    share_between(before, after, cpus, |t| t.steal).0
 }
 
 /// Per-CPU lines of /proc/stat (`cpuN ...`): (CPU id, busy ticks, all ticks). Busy excludes
 /// idle and iowait, as [`CpuTimes`] does for the machine; malformed lines are skipped.
-pub fn parse_per_cpu(text: &str) -> Vec<(u32, u64, u64)> {
+pub fn parse_per_cpu(text: &str) -> Vec<(u32, CpuTicks)> {
     let mut out = vec![];
     for line in text.lines() {
         // `cpuN`, not the aggregate `cpu ` line.
@@ -241,7 +265,14 @@ pub fn parse_per_cpu(text: &str) -> Vec<(u32, u64, u64)> {
         let Some(total) = v.iter().try_fold(0u64, |a, x| a.checked_add(*x)) else {
             continue;
         };
-        out.push((id, total - v[3] - v[4], total));
+        out.push((
+            id,
+            CpuTicks {
+                busy: total - v[3] - v[4],
+                total,
+                steal: v.get(7).copied().unwrap_or(0),
+            },
+        ));
     }
     out
 }
@@ -669,21 +700,36 @@ mod tests {
 
     #[test]
     fn per_cpu_lines_give_busy_and_total_per_id() {
-        let text = "cpu  200 0 100 1000 50 0 0 0 0 0\ncpu0 100 0 50 400 25 5 5 0 0 0\ncpu1 100 0 50 600 25 0 0 0\ncpux 1 2 3\nintr 5\n";
-        // cpu0: total 585, idle 400 + iowait 25 -> busy 160.
-        assert_eq!(parse_per_cpu(text), vec![(0, 160, 585), (1, 150, 775)]);
+        let text = "cpu  200 0 100 1000 50 0 0 0 0 0\ncpu0 100 0 50 400 25 5 5 0 0 0\ncpu1 100 0 50 600 25 0 0 30\ncpux 1 2 3\nintr 5\n";
+        // cpu0: total 585, idle 400 + iowait 25 -> busy 160; cpu1 stolen 30 (its 8th field).
+        let t = |busy, total, steal| CpuTicks { busy, total, steal };
+        assert_eq!(
+            parse_per_cpu(text),
+            vec![(0, t(160, 585, 0)), (1, t(180, 805, 30))]
+        );
         assert!(parse_per_cpu("cpu3 1 2\n").is_empty());
     }
 
     #[test]
     fn busy_between_two_samples_counts_the_cpus_read_in_both() {
-        let before = HashMap::from([(0, (100, 1000)), (1, (100, 1000)), (2, (0, 1000))]);
-        // cpu0 busy 50 of 100 ticks, cpu1 90 of 100, cpu2 missing from the second sample,
-        // cpu3 from the first.
-        let after = HashMap::from([(0, (150, 1100)), (1, (190, 1100)), (3, (5, 10))]);
+        let t = |busy, total, steal| CpuTicks { busy, total, steal };
+        let before = HashMap::from([
+            (0, t(100, 1000, 0)),
+            (1, t(100, 1000, 10)),
+            (2, t(0, 1000, 0)),
+        ]);
+        // cpu0 busy 50 of 100 ticks, cpu1 90 of 100 (30 of them stolen), cpu2 missing from
+        // the second sample, cpu3 from the first.
+        let after = HashMap::from([
+            (0, t(150, 1100, 0)),
+            (1, t(190, 1100, 40)),
+            (3, t(5, 10, 0)),
+        ]);
         let (busy, read) = busy_between(&before, &after, &[0, 1, 2, 3]);
         assert_eq!(read, 2);
         assert!((busy - 1.4).abs() < 1e-9, "{busy}");
+        let stolen = steal_between(&before, &after, &[0, 1, 2, 3]);
+        assert!((stolen - 0.3).abs() < 1e-9, "{stolen}");
         assert_eq!(busy_between(&before, &after, &[2]), (0.0, 0));
         // No tick passed: not read.
         assert_eq!(busy_between(&before, &before, &[0]), (0.0, 0));

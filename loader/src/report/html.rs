@@ -643,6 +643,10 @@ fn cause_waiters(secs: &RunSeconds, cause: &str) -> Vec<Series> {
                 name: "others on its CPUs".into(),
                 values: col(&|p| Some(p.noise_cores)),
             },
+            Series {
+                name: "of them, the hypervisor (steal)".into(),
+                values: col(&|p| Some(p.steal_cores)),
+            },
         ],
         c if c.starts_with("cpu.") => vec![
             Series {
@@ -1132,6 +1136,10 @@ fn workers_and_cpu_charts(o: &mut String, secs: &RunSeconds, marks: &[Marks]) {
                 Series {
                     name: "noise".into(),
                     values: secs.col(|p| Some(p.noise_cores)),
+                },
+                Series {
+                    name: "of it, the hypervisor's (steal)".into(),
+                    values: secs.col(|p| Some(p.steal_cores)),
                 },
             ],
             marks,
@@ -1696,12 +1704,13 @@ mod tests {
     /// added to `RunSecond` fails here until it is given a place.
     #[test]
     fn every_timeline_field_is_charted() {
-        const RUN_CHARTED: [&str; 12] = [
+        const RUN_CHARTED: [&str; 13] = [
             "t_s",
             "marks",
             "cores_busy",
             "target_cpus_busy",
             "noise_cores",
+            "steal_cores",
             "target_cores",
             "run_queue",
             "off_cpu",

@@ -371,6 +371,8 @@ pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
         workers,
         workers_busy: Some(counted.iter().sum()),
         runtime_threads: Default::default(),
+        // strace -f names threads, not which process each is of.
+        most_in_one_process: 0,
         filesystems: filesystems(&r.fs, window_s, cx),
         locks: lock_loads(tl, &r.locks, r.futex),
         classified: true,

@@ -151,6 +151,8 @@ pub struct KernelSecond {
     pub off_s: [f64; NUM_CLASSES as usize],
     /// Traced threads at the sample.
     pub threads: usize,
+    /// The most of them one process had (a runtime's global lock is one process's).
+    pub most_in_one_process: usize,
     /// Each thread at the sample and whether it was busy, by the thread's index in the run:
     /// which of them were workers is known only once the run has ended
     /// ([`Sampler::worker_mask`]).
@@ -183,6 +185,9 @@ pub struct KernelSecond {
     pub allowed_cpus: Vec<u32>,
     /// Cores busy on those CPUs in this second, whoever ran there (/proc/stat's per-CPU lines).
     pub allowed_busy: f64,
+    /// Of those, cores the hypervisor took in this second (steal time: the virtual CPUs
+    /// waited for the host's; included in `allowed_busy`).
+    pub allowed_steal: f64,
     /// Other processes' CPU in this second (not the traced tree, not trapdetect): (pid, cores
     /// whose affinity lets them run on the target's CPUs, scaled by the overlap), busiest first.
     pub others: Vec<(u32, f64)>,
@@ -348,7 +353,7 @@ struct Counters {
     /// (served requests, accepts).
     served: (u64, u64),
     /// Per-CPU (busy, total) ticks.
-    per_cpu: HashMap<u32, (u64, u64)>,
+    per_cpu: HashMap<u32, crate::host::host::CpuTicks>,
     /// accept() EMFILE/ENFILE failures.
     emfile: u64,
 }
@@ -388,6 +393,7 @@ impl Counters {
         sec.accepts = self.served.1.saturating_sub(prev.served.1);
         sec.accept_emfile = self.emfile.saturating_sub(prev.emfile);
         sec.allowed_busy = crate::host::host::busy_between(&prev.per_cpu, &self.per_cpu, allowed).0;
+        sec.allowed_steal = crate::host::host::steal_between(&prev.per_cpu, &self.per_cpu, allowed);
     }
 }
 
@@ -499,19 +505,22 @@ fn counter(probes: &Probes, slot: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Threads of the traced tree, from one scan of /proc.
-fn threads_of(root: u32, scan: &[process::ProcEntry]) -> (Vec<u32>, Vec<u32>) {
+/// Threads of the traced tree, from one scan of /proc: its processes, their threads, and the
+/// most threads one process has.
+fn threads_of(root: u32, scan: &[process::ProcEntry]) -> (Vec<u32>, Vec<u32>, usize) {
     let pids = process::descendants(scan, root);
-    let mut tids = vec![];
+    let (mut tids, mut most) = (vec![], 0);
     for p in &pids {
         if let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) {
+            let before = tids.len();
             tids.extend(
                 rd.flatten()
                     .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok())),
             );
+            most = most.max(tids.len() - before);
         }
     }
-    (pids, tids)
+    (pids, tids, most)
 }
 
 /// What each thread in `slots` has spent in its current state up to `at`, by bucket (time
@@ -581,6 +590,7 @@ pub struct TimeMark {
     reading: OffcpuReading,
     credit: HashMap<u32, (Bucket, u64)>,
     threads: usize,
+    most_in_one_process: usize,
 }
 
 impl TimeMark {
@@ -595,7 +605,7 @@ impl TimeMark {
         if !probes.offcpu_attached() {
             return None;
         }
-        let (pids, tids) = threads_of(root, &process::scan());
+        let (pids, tids, most) = threads_of(root, &process::scan());
         runtime.update(probes, &pids);
         let reading = probes.offcpu_read().ok()?;
         let (mut slots, running) = runtime.split(probes.thread_slots(&tids).unwrap_or_default());
@@ -604,6 +614,7 @@ impl TimeMark {
             credit: credit_of(&slots, reading.at_ns),
             reading,
             threads: tids.len(),
+            most_in_one_process: most,
         })
     }
 
@@ -613,6 +624,7 @@ impl TimeMark {
         let mut sec = KernelSecond {
             dt_s: later.reading.at_ns.saturating_sub(self.reading.at_ns) as f64 / 1e9,
             threads: later.threads,
+            most_in_one_process: later.most_in_one_process,
             ..Default::default()
         };
         split_time(
@@ -627,6 +639,15 @@ impl TimeMark {
 }
 
 impl Sampler {
+    /// The most threads one of the target's processes had in any second (0: none read).
+    pub fn most_in_one_process(&self) -> usize {
+        self.seconds
+            .iter()
+            .map(|x| x.most_in_one_process)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// A sampler whose seconds count from `start_ns` (the load's measured start).
     pub fn new(root: u32, start_ns: u64) -> Self {
         Sampler {
@@ -714,7 +735,7 @@ impl Sampler {
 
     fn sample(&mut self, probes: &dyn KernelSource, last: bool) {
         let scan = process::scan();
-        let (pids, tids) = threads_of(self.root, &scan);
+        let (pids, tids, most) = threads_of(self.root, &scan);
         self.runtime.update(probes, &pids);
         let reading = match probes.offcpu_read() {
             Ok(r) => r,
@@ -751,6 +772,7 @@ impl Sampler {
             t_s: self.next - 1,
             dt_s: (at.saturating_sub(prev.at_ns)) as f64 / 1e9,
             threads: tids.len(),
+            most_in_one_process: most,
             throttle,
             accept_queue: (queue.listeners > 0).then_some(queue.queued),
             stack_accept_queue: self.stack_queue(&pids, &tree_sockets),

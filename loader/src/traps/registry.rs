@@ -745,6 +745,7 @@ registry! {
             "cpu_pressure_some_avg10_pct",
             "steal_pct",
             "noise_cores",
+            "steal_cores",
             "decides_verdict",
             "busiest_others",
         ],

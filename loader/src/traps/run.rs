@@ -43,8 +43,12 @@ pub struct RunSecond {
     pub target_cpus_busy: f64,
     /// Of those, cores taken by processes outside the benchmark: not the target, not the
     /// processes that hand it work (its front end, its upstreams: they woke its threads), not
-    /// the load generator.
+    /// the load generator; with what the hypervisor took (`steal_cores`).
     pub noise_cores: f64,
+    /// Cores the hypervisor took from the target's CPUs (steal time in /proc/stat: the
+    /// virtual CPUs waited for the host's), counted in `noise_cores`.
+    #[serde(default)]
+    pub steal_cores: f64,
     /// Cores the traced threads ran on (on-CPU thread-seconds per second).
     pub target_cores: f64,
     /// CPU the kernel charged the target's processes (utime + stime per second: the task
@@ -304,6 +308,8 @@ pub struct RunObs {
     /// collector and service threads): their waits are not in the figures, nor are they
     /// workers (the tracer's `runtime_threads` module).
     pub runtime_threads: std::collections::BTreeMap<String, usize>,
+    /// The most threads one of the target's processes had in any second (0: not read).
+    pub most_in_one_process: usize,
     /// Per filesystem.
     pub filesystems: Vec<FsLoad>,
     /// Per lock object.
@@ -1098,13 +1104,24 @@ fn host_noise(o: &RunObs, quota_binds: bool) -> Option<Finding> {
     } else {
         Severity::Info
     };
-    let top: Vec<String> = o.noise.iter().take(3).map(ProcCpu::brief).collect();
+    let steal = o.mean(|s| s.steal_cores);
+    let top: Vec<String> = (steal >= 0.005)
+        .then(|| format!("the hypervisor (steal time) {steal:.2}"))
+        .into_iter()
+        .chain(o.noise.iter().take(3).map(ProcCpu::brief))
+        .take(3)
+        .collect();
     let f = cpu_evidence(
         Finding::new(
             Id::HostNoise,
             severity,
             format!(
-                "other processes took {:.2} of the {} CPUs the server may use{}{}",
+                "other processes{} took {:.2} of the {} CPUs the server may use{}{}",
+                if steal >= 0.005 {
+                    " and the hypervisor"
+                } else {
+                    ""
+                },
                 noise,
                 o.allowed(),
                 if top.is_empty() {
@@ -1126,6 +1143,7 @@ fn host_noise(o: &RunObs, quota_binds: bool) -> Option<Finding> {
     .with("noise_share_pct", pct(noise, o.allowed()))
     .with("decides_verdict", decides)
     .with("busiest_others", top.join("; "))
+    .with("steal_cores", round(steal, 2))
     .with("run_queue_threads", round(o.runq_s / o.window_s, 2));
     Some(
         if decides {
@@ -1861,8 +1879,10 @@ impl Runtime {
 ///   interval (5 ms) to ask for the GIL, so each wait ends within it (gunicorn's gthread worker
 ///   on one `threading.Lock` held 20 ms: 24.4 ms on average).
 /// - Its holders' time: a thread waits for the lock only while another holds it, and a holder
-///   runs interpreter code, on a CPU or queued for one. With n threads, the waits can total at
-///   most (n − 1) × the threads' time on or queued for a CPU (Puma's four threads on one Ruby
+///   runs interpreter code, on a CPU or queued for one. The lock is one process's: with n
+///   threads in the largest of the target's processes (gunicorn's master and a gthread worker
+///   of five are not six threads on one lock), the waits can total at most (n − 1) × the
+///   threads' time on or queued for a CPU (Puma's four threads on one Ruby
 ///   `Mutex` held 20 ms over a sleep: 5.6 of its nine threads waiting at a time while they ran
 ///   0.02 cores; a GVL-bound process runs a core). Not where the threads' CPU time is unknown
 ///   (an strace log).
@@ -1879,12 +1899,17 @@ fn runtime_lock_ruled_out(
             "a wait for it ends within {bound:.0} ms; these averaged {mean_wait_ms:.1} ms"
         ));
     }
-    let threads = o.most_threads().unwrap_or(0);
+    // A runtime's lock is one process's: its waiters and its holder are threads of the same
+    // process, so the process with the most threads bounds how many wait at once.
+    let threads = match o.most_in_one_process {
+        0 => o.most_threads().unwrap_or(0),
+        n => n,
+    };
     let held_s = o.on_cpu_s + o.runq_s;
     let bound_s = threads.saturating_sub(1) as f64 * held_s;
     if !o.cpu_unknown && threads > 0 && lock.wait_s > 2.0 * bound_s {
         why.push(format!(
-            "a thread waits for it only while another holds it, on a CPU or queued for one: {threads} threads with {held_s:.1} thread-seconds there allow at most {bound_s:.1} thread-seconds of such waits; these waited {:.1}",
+            "a thread waits for it only while another of its process holds it, on a CPU or queued for one: {threads} threads in one process with {held_s:.1} thread-seconds there allow at most {bound_s:.1} thread-seconds of such waits; these waited {:.1}",
             lock.wait_s
         ));
     }
@@ -3742,6 +3767,45 @@ mod tests {
         assert_eq!(noise.evidence["decides_verdict"], true, "{noise:#?}");
     }
 
+    /// The same CPU-bound server on a virtual machine whose host took 0.9 of its two CPUs
+    /// (steal time) and no process beside it: what the hypervisor took decides the ceiling as
+    /// another process's time would, and is named, not left for the server's capacity.
+    #[test]
+    fn cpus_the_hypervisor_took_are_noise_and_named() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.offered_rate = 930.0;
+        o.delivered_rate = 288.0;
+        o.answered = 2_880;
+        o.on_cpu_s = 10.0;
+        o.runq_s = 10.5;
+        o.off_s = off(&[("wait_work", 0.5)]);
+        o.workers = 2;
+        for s in &mut o.seconds {
+            s.target_cpus_busy = 2.0;
+            s.steal_cores = 0.9;
+            s.noise_cores = 0.9;
+            s.target_cores = 1.0;
+            s.run_queue = 1.05;
+            s.busy_threads = 2;
+            s.threads = 2;
+        }
+        o.noise.clear();
+        let mut f = rules(&o);
+        let noise = f.iter().find(|x| x.id == Id::HostNoise).unwrap();
+        assert_eq!(noise.evidence["decides_verdict"], true, "{noise:#?}");
+        assert_eq!(noise.evidence["steal_cores"], 0.9);
+        assert_eq!(
+            noise.title,
+            "other processes and the hypervisor took 0.90 of the 2 CPUs the server may use \
+             (the hypervisor (steal time) 0.90): the ceiling is what they left it, not the \
+             server's"
+        );
+        assert!(!f.iter().any(|x| x.id == Id::CpuSaturated), "{f:#?}");
+        let v = verdict(&o, &mut f, &VerdictInputs::default());
+        assert_eq!(v.cause.as_deref(), Some("host.noise"), "{f:#?}");
+    }
+
     /// Runnable threads on a host whose cores are busy but not saturated: the remedy says the
     /// host is shared and that no quota binds (it was read), instead of "check the quota".
     #[test]
@@ -3998,7 +4062,7 @@ mod tests {
         assert!(!f[0].evidence.contains_key("runtime_lock"), "{f:#?}");
         assert_eq!(
             f[0].evidence["runtime_lock_ruled_out"],
-            "Ruby's global VM lock (GVL): a thread waits for it only while another holds it, on a CPU or queued for one: 9 threads with 0.2 thread-seconds there allow at most 1.5 thread-seconds of such waits; these waited 33.5, a lock of the application's"
+            "Ruby's global VM lock (GVL): a thread waits for it only while another of its process holds it, on a CPU or queued for one: 9 threads in one process with 0.2 thread-seconds there allow at most 1.5 thread-seconds of such waits; these waited 33.5, a lock of the application's"
         );
         assert!(
             f[0].remedy.starts_with("a futex is a mutex"),
@@ -4029,6 +4093,48 @@ mod tests {
         assert!(rules(&o)[0].evidence.contains_key("runtime_lock"));
         assert!(Runtime::of("/usr/sbin/php-fpm8.2", None).is_none());
         assert!(Runtime::of("/usr/bin/node", None).unwrap().lock.is_none());
+    }
+
+    /// gunicorn's gthread worker (one process of five threads: its poller and four workers)
+    /// under its master, four threads on one `threading.Lock` held 20 ms over a sleep (recorded
+    /// on a host whose hypervisor took 0.1 of its CPUs: 47/s delivered, 14.65 thread-seconds of
+    /// futex waits, the threads 1.24 s on a CPU and 0.29 queued for one, the poller's work
+    /// growing with the 500 connections it held). The GIL is the worker's: its four other
+    /// threads allow 6.1 s of waits for it, not 14.65. Counted over the master's thread too
+    /// (six), the bound was 7.6 and twice it covered the waits: nothing was ruled out by it.
+    #[test]
+    fn a_runtime_lock_is_bounded_by_the_threads_of_one_process() {
+        let mut o = flat_run(RunSecond {
+            offered: 150,
+            ok_2xx: 47,
+            threads: 6,
+            busy_threads: 1,
+            ..Default::default()
+        });
+        o.delivered_rate = 47.1;
+        o.answered = 280;
+        o.off_s = off(&[("futex", 14.653), ("wait_work", 8.171), ("sleep", 4.716)]);
+        o.on_cpu_s = 1.237;
+        o.runq_s = 0.285;
+        o.workers = 0;
+        o.locks = futex_locks(14.653, 643);
+        o.exe = "/usr/bin/python3.11".into();
+        o.most_in_one_process = 5;
+        let f = rules(&o);
+        let lock = f.iter().find(|x| x.id == Id::LockContention).unwrap();
+        assert_eq!(
+            lock.evidence["runtime_lock_ruled_out"],
+            "CPython's global interpreter lock (GIL): a wait for it ends within 5 ms; these averaged 22.8 ms; a thread waits for it only while another of its process holds it, on a CPU or queued for one: 5 threads in one process with 1.5 thread-seconds there allow at most 6.1 thread-seconds of such waits; these waited 14.7, a lock of the application's"
+        );
+        // Six threads counted as one process's: the holders' time rules nothing out, only
+        // the waits' length does.
+        o.most_in_one_process = 0;
+        let f = rules(&o);
+        let lock = f.iter().find(|x| x.id == Id::LockContention).unwrap();
+        assert_eq!(
+            lock.evidence["runtime_lock_ruled_out"],
+            "CPython's global interpreter lock (GIL): a wait for it ends within 5 ms; these averaged 22.8 ms, a lock of the application's"
+        );
     }
 
     #[test]

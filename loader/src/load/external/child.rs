@@ -226,7 +226,7 @@ pub struct ClientSecond {
 pub struct ClientSampler {
     prev: HashMap<u32, (u64, u64, u64)>,
     /// Per-CPU (busy, total) ticks at the last sample.
-    prev_cpus: HashMap<u32, (u64, u64)>,
+    prev_cpus: HashMap<u32, host::CpuTicks>,
     at: Option<Instant>,
     /// Every process of the generator's tree seen so far (its CPU is the load's, not noise).
     pub pids: std::collections::BTreeSet<u32>,

@@ -88,11 +88,7 @@ pub fn observe(
 ) -> RunObs {
     let others = Others::of(k, &s.client_pids);
     let mut seconds = timeline(s, k, mounts, attached);
-    for r in &mut seconds {
-        if let Some(ks) = k.seconds.iter().find(|x| x.t_s == r.t_s) {
-            r.noise_cores = traps::round(others.noise_in(ks), 2);
-        }
-    }
+    others.mark_noise(k, &mut seconds);
     let mut off_s = vec![0.0; NUM_CLASSES as usize];
     let (mut on, mut runq, mut charged) = (0.0, 0.0, 0.0);
     for ks in &k.seconds {
@@ -138,6 +134,7 @@ pub fn observe(
         // The tree's work time over the window is the figure here.
         workers_busy: None,
         runtime_threads: k.runtime.by_name(),
+        most_in_one_process: k.most_in_one_process(),
         filesystems: filesystems(k, report, mounts, pid, path_off, answered_window, window_s),
         locks: locks(k),
         classified: attached,
@@ -242,6 +239,18 @@ impl Others {
             .filter(|(p, _)| !self.stack.contains(p))
             .map(|(_, c)| c)
             .sum()
+    }
+
+    /// Each second's noise: the cores processes outside the benchmark took on the target's
+    /// CPUs, and what the hypervisor took there (steal time: taken from the server as surely
+    /// as another process's time, and no process list shows it).
+    fn mark_noise(&self, k: &Sampler, seconds: &mut [RunSecond]) {
+        for r in seconds {
+            if let Some(ks) = k.seconds.iter().find(|x| x.t_s == r.t_s) {
+                r.steal_cores = traps::round(ks.allowed_steal, 2);
+                r.noise_cores = traps::round(self.noise_in(ks) + ks.allowed_steal, 2);
+            }
+        }
     }
 
     /// The peers (`stack`) or the noise, busiest first, with their mean cores over the window.
