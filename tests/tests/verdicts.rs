@@ -162,20 +162,23 @@ fn run(pid: u32, args: &[&str]) -> Run {
         eprintln!("  {} {}: {}", f["severity"], f["id"], f["title"]);
     }
     eprintln!("measurement: {}", r["measurement"]);
+    eprintln!("thread seconds: {}", r["run"]["thread_seconds"]);
     if let Ok(dir) = std::env::var("VERDICT_DUMP") {
         let n = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
         let _ = std::fs::write(format!("{dir}/{n}.json"), r.to_string());
     }
     for t in r["run"]["timeline"].as_array().into_iter().flatten() {
         eprintln!(
-            "  t={} offered={} 2xx={} cpus={} target={} runq={} noise={} threads={} busy={} acceptq={} in_flight={}",
+            "  t={} offered={} 2xx={} cpus={} target={} charged={} runq={} noise={} steal={} threads={} busy={} acceptq={} in_flight={}",
             t["t_s"],
             t["offered"],
             t["ok_2xx"],
             t["target_cpus_busy"],
             t["target_cores"],
+            t["charged_cores"],
             t["run_queue"],
             t["noise_cores"],
+            t["steal_cores"],
             t["threads"],
             t["busy_threads"],
             t["accept_queue"],
@@ -388,9 +391,20 @@ fn capacity_on(fs: &SlowFs, url: &str) -> (f64, f64) {
     if x.0 >= y.0 { x } else { y }
 }
 
-/// The slow mount's verdict: an `fs.*` cause on `mount`, its ceiling the server's measured
-/// capacity there, its operations per request what the daemon counted.
-fn assert_fs_cause(r: &Run, mount: &Path, capacity: f64, fuse_per_request: f64) {
+/// [`capacity_on`] again once the run's backlog has drained (as [`capacity_after`]).
+fn capacity_on_after(fs: &SlowFs, url: &str) -> (f64, f64) {
+    std::thread::sleep(Duration::from_secs(5));
+    capacity_on(fs, url)
+}
+
+/// The slow mount's verdict: an `fs.*` cause on `mount`, its ceiling the server's capacity
+/// there and its operations per request what the daemon counted, measured before and after
+/// the run (`truth`, each (capacity, FUSE requests per request)): within 30 % of the band the
+/// two span, as [`in_band`] (on a virtual machine whose host steals time, the same mount's
+/// capacity moves between measurements seconds apart: stop 51's CI read nginx's at 79/s and
+/// 86/s, its daemon's 400 µs sleeps lasting 1.6 ms).
+fn assert_fs_cause(r: &Run, mount: &Path, truth: [(f64, f64); 2]) {
+    let [(cap_before, per_before), (cap_after, per_after)] = truth;
     let c = r.assert_cause(&["fs.serialized", "fs.slow-ops"]);
     let e = &r.finding(c)["evidence"];
     assert_eq!(e["mount"], mount.to_str().unwrap());
@@ -404,11 +418,12 @@ fn assert_fs_cause(r: &Run, mount: &Path, capacity: f64, fuse_per_request: f64) 
         "{}",
         r.verdict()
     );
-    near("predicted ceiling", r.ceiling(), capacity);
-    near(
+    in_band("predicted ceiling", r.ceiling(), cap_before, cap_after);
+    in_band(
         "FUSE requests per request",
         e["ops_per_request"].as_f64().unwrap(),
-        fuse_per_request,
+        per_before,
+        per_after,
     );
     // One ceiling figure in the report: the verdict's.
     for f in r.r["findings"].as_array().unwrap() {
@@ -460,7 +475,8 @@ fn a_slow_mount_caps_gunicorn_nginx_and_node_at_the_capacity_measured_there() {
     assert!(twin_cap >= 2.0 * cap, "twin {twin_cap} vs trapped {cap}");
     let rate = 2.0 * cap;
     let r = builtin(g.master.pid(), &g.url(), rate, &[]);
-    assert_fs_cause(&r, &fs.mount, cap, per);
+    let after = capacity_on_after(&fs, &g.url());
+    assert_fs_cause(&r, &fs.mount, [(cap, per), after]);
     assert_eq!(
         r.finding(r.cause().unwrap())["evidence"]["cause"],
         "working directory"
@@ -491,7 +507,8 @@ fn a_slow_mount_caps_gunicorn_nginx_and_node_at_the_capacity_measured_there() {
     );
     let url = n.url("/templates/page.html");
     let r = builtin(n.nginx.pid(), &url, 2.0 * cap, &[]);
-    assert_fs_cause(&r, &fs.mount, cap, per);
+    let after = capacity_on_after(&fs, &url);
+    assert_fs_cause(&r, &fs.mount, [(cap, per), after]);
     assert_eq!(
         r.finding(r.cause().unwrap())["evidence"]["cause"],
         "files the requests use"
@@ -509,7 +526,8 @@ fn a_slow_mount_caps_gunicorn_nginx_and_node_at_the_capacity_measured_there() {
         |u| capacity_on(&fs, u),
     );
     let r = builtin(a.proc.pid(), &a.url(), 2.0 * cap, &[]);
-    assert_fs_cause(&r, &fs.mount, cap, per);
+    let after = capacity_on_after(&fs, &a.url());
+    assert_fs_cause(&r, &fs.mount, [(cap, per), after]);
     assert_eq!(
         r.finding(r.cause().unwrap())["evidence"]["cause"],
         "working directory"
@@ -1191,14 +1209,22 @@ fn a_threaded_worker_holding_its_connections_is_the_ceiling_not_the_generator() 
         why.starts_with("CPython's global interpreter lock (GIL): a wait for it ends within 5 ms"),
         "{e}"
     );
-    // And by its holders' time: the threads sleep under the lock, so they ran far less than
-    // the waits a GIL would need held (the rule Ruby's GVL, with no wait bound, is judged by).
-    assert!(
-        why.contains(
-            "; a thread waits for it only while another holds it, on a CPU or queued for one: "
-        ),
-        "{e}"
-    );
+    // And by its holders' time (the rule Ruby's GVL, with no wait bound, is judged by): the
+    // GIL is the worker's, five threads (its poller and four workers), and a thread waits for
+    // it only while one of the other four holds it, on a CPU or queued for one. The threads
+    // sleep under the lock, but the poller's work grows with the connections it holds (0.14
+    // cores with 100, 0.33 with 500, more on a slower host), so whether their time rules the
+    // GIL out is the report's own arithmetic: twice four times it against the waits.
+    let ts = &r.r["run"]["thread_seconds"];
+    let held = ts["on_cpu"].as_f64().unwrap() + ts["run_queue"].as_f64().unwrap();
+    let waited = e["waits"].as_f64().unwrap() * e["mean_wait_ms"].as_f64().unwrap() / 1e3;
+    let clause = "; a thread waits for it only while another of its process holds it, on a CPU or queued for one: 5 threads in one process with ";
+    eprintln!("held {held:.3} s, waited {waited:.3} s");
+    if waited > 2.0 * 4.0 * held * 1.01 {
+        assert!(why.contains(clause), "{e}");
+    } else if waited < 2.0 * 4.0 * held * 0.99 {
+        assert!(!why.contains("a thread waits for it only while"), "{e}");
+    }
     assert!(r.delivered() <= 50.0 * 1.05, "delivered {}", r.delivered());
     near("delivered", r.delivered(), 50.0);
     drop(g);
@@ -1209,15 +1235,21 @@ fn a_threaded_worker_holding_its_connections_is_the_ceiling_not_the_generator() 
     assert_eq!(r.finding("pool.too-small")["evidence"]["workers"], 4);
     near("predicted", r.ceiling(), 4.0 / 0.02);
     near("delivered", r.delivered(), 4.0 / 0.02);
-    // The four threads' waits are sleeps (each thread waiting most of the window), the
-    // futexes nearly silent (the GIL's handoffs).
+    // The four threads' waits are sleeps, the futexes nearly silent (the GIL's handoffs).
     let off = &r.r["run"]["thread_seconds"]["off_cpu"];
     let window = r.r["run"]["window_s"].as_f64().unwrap();
     let (sleep, futex) = (
         off["sleep"].as_f64().unwrap(),
         off["futex"].as_f64().unwrap(),
     );
-    assert!(sleep >= 0.8 * 4.0 * window, "sleep {sleep} s in {window} s");
+    // Each request served waited its 20 ms, counted as a sleep: the thread-seconds of sleep
+    // are the requests served in the window times 20 ms (not "most of each thread's window":
+    // what else a thread does per request grows on a slower host).
+    let served = r.delivered() * window;
+    assert!(
+        (sleep - 0.020 * served).abs() <= 0.15 * 0.020 * served,
+        "sleep {sleep} s in {window} s for {served:.0} requests"
+    );
     assert!(
         futex <= 0.05 * sleep,
         "futex {futex} s beside sleep {sleep} s"
