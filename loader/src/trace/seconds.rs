@@ -6,6 +6,7 @@
 //! the request rate.
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::ffi::OsStringExt;
 
 use trapdetect_common::offcpu::{
     CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_SLEEP, FUTEX_TIMED, NUM_CLASSES, OffKey,
@@ -294,6 +295,9 @@ pub struct Sampler {
     prev_others: HashMap<u32, Other>,
     /// The traced processes' (start time, CPU ticks) at the last sample, by pid.
     prev_tree: HashMap<u32, (u64, u64)>,
+    /// The traced processes that used CPU in the window: pid → (CPU ticks, executable path
+    /// read when it first did).
+    work_by_pid: HashMap<u32, (u64, Vec<u8>)>,
     /// Soft RLIMIT_NOFILE by (pid, start time): read once per process.
     nofile: HashMap<(u32, u64), Option<u64>>,
     /// Name and CPU of other processes over the window: pid → (comm, ticks).
@@ -639,6 +643,18 @@ impl TimeMark {
 }
 
 impl Sampler {
+    /// The traced process that used the most CPU in the window and its executable (`None`:
+    /// none used any, or its executable could not be read): the one that serves, whose runtime
+    /// the verdicts speak of, where the pid given is a launcher (a shell that did not exec, a
+    /// supervisor).
+    pub fn busiest_process(&self) -> Option<(u32, &[u8])> {
+        self.work_by_pid
+            .iter()
+            .filter(|(_, (_, exe))| !exe.is_empty())
+            .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.0.cmp(a.0)))
+            .map(|(pid, (_, exe))| (*pid, exe.as_slice()))
+    }
+
     /// The most threads one of the target's processes had in any second (0: none read).
     pub fn most_in_one_process(&self) -> usize {
         self.seconds
@@ -670,6 +686,7 @@ impl Sampler {
             quota: QuotaWatch::of_pid(root),
             prev_others: HashMap::new(),
             prev_tree: HashMap::new(),
+            work_by_pid: HashMap::new(),
             nofile: HashMap::new(),
             others_window: HashMap::new(),
             wakeups: Default::default(),
@@ -960,6 +977,19 @@ impl Sampler {
             };
             ticks.push((e.pid, d));
             next.insert(e.pid, now);
+            if d > 0 {
+                self.work_by_pid
+                    .entry(e.pid)
+                    .or_insert_with(|| {
+                        let exe = std::fs::read_link(format!("/proc/{}/exe", e.pid));
+                        (
+                            0,
+                            exe.map(|p| p.into_os_string().into_vec())
+                                .unwrap_or_default(),
+                        )
+                    })
+                    .0 += d;
+            }
         }
         self.prev_tree = next;
         let total = ticks.iter().map(|t| t.1).sum();

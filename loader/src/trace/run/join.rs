@@ -87,6 +87,9 @@ pub fn observe(
     pid: u32,
 ) -> RunObs {
     let others = Others::of(k, &s.client_pids);
+    // The runtime is the serving process's: the one that used the most CPU, where the pid
+    // given is a launcher (a shell that did not exec, a supervisor) of another executable.
+    let serving = k.busiest_process();
     let mut seconds = timeline(s, k, mounts, attached);
     others.mark_noise(k, &mut seconds);
     let mut off_s = vec![0.0; NUM_CLASSES as usize];
@@ -139,12 +142,11 @@ pub fn observe(
         locks: locks(k),
         classified: attached,
         quota: quota_obs(k),
-        exe: report
-            .target
-            .as_ref()
-            .map(|t| t.exe.clone())
+        exe: serving
+            .map(|(_, exe)| escape::bytes(exe))
+            .or_else(|| report.target.as_ref().map(|t| t.exe.clone()))
             .unwrap_or_default(),
-        go_maxprocs: crate::host::runtime::read(pid).go_maxprocs(),
+        go_maxprocs: crate::host::runtime::read(serving.map_or(pid, |(p, _)| p)).go_maxprocs(),
         allowed_cpus: allowed_cpus(&k.seconds),
         noise: others.listed(k, false, window_s),
         peers: others
