@@ -410,6 +410,20 @@ impl AppServer {
         AppServer::start("node", cmd, cwd, work, dir)
     }
 
+    /// The same Node server started by a shell that does not exec it (a launcher script
+    /// that runs `node` and then something else): the process is the shell, Node its child.
+    /// SIGTERM to the shell ends Node too.
+    pub fn node_under_shell(cwd: &Path, work: Work) -> AppServer {
+        let dir = TempDir::new("node-sh");
+        let script = dir.path().join("server.js");
+        std::fs::write(&script, NODE_APP).unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(r#"node "$0" "$1" & trap 'kill $!' TERM; wait; wait"#)
+            .arg(&script);
+        AppServer::start("node", cmd, cwd, work, dir)
+    }
+
     /// Starts the Go server `bin` in `cwd` serving `work` (Plain, ReadFile, Cpu).
     pub fn go(bin: &GoBinary, cwd: &Path, work: Work) -> AppServer {
         assert!(

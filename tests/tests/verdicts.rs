@@ -82,6 +82,17 @@ impl Run {
         }
     }
 
+    /// The run's verdict is host.noise and the noise was mostly the hypervisor's steal: the
+    /// host this test ran on spoiled the run, not what the test planted beside the server.
+    fn stolen(&self) -> bool {
+        if self.cause() != Some("host.noise") {
+            return false;
+        }
+        let t = self.r["run"]["timeline"].as_array().unwrap();
+        let sum = |k: &str| t.iter().filter_map(|s| s[k].as_f64()).sum::<f64>();
+        sum("steal_cores") >= 0.5 * sum("noise_cores")
+    }
+
     fn trusted_measurement(&self) -> bool {
         self.r["measurement"]["trusted"].as_bool().unwrap()
     }
@@ -198,20 +209,24 @@ fn run(pid: u32, args: &[&str]) -> Run {
 /// wait-drain` says the TIME_WAIT the run before left on the server's port is below
 /// net.time-wait's warning level (1,000, `TIME_WAIT_WARN`): a run at 2,600 new connections a
 /// second leaves 13,000, and the third run of CI's stop 34 failed on the 12,974 its two
-/// predecessors left there. The last run is returned. A verdict that blames the measurement (host noise, the generator's budget) is
-/// returned as it is.
+/// predecessors left there. The same when the verdict is host.noise and the noise was mostly
+/// what the hypervisor stole (this host's neighbours, not what the test planted). The last run
+/// is returned. A verdict that blames the measurement otherwise (host noise, the generator's
+/// budget) is returned as it is.
 fn builtin(pid: u32, url: &str, rate: f64, extra: &[&str]) -> Run {
     let rate = format!("{}", rate.round().max(1.0));
     let mut a = vec!["--url", url, "--rate", &rate, "--duration", WINDOW];
     a.extend(extra);
     let mut r = run(pid, &a);
     for _ in 0..2 {
-        if r.trusted_measurement() || r.verdict()["trusted"] != true {
+        let spoiled = !r.trusted_measurement() && r.verdict()["trusted"] == true;
+        if !spoiled && !r.stolen() {
             break;
         }
         eprintln!(
-            "untrusted ({}): once more after the backlog drains",
-            r.r["measurement"]["problems"]
+            "untrusted ({}, the hypervisor's steal deciding: {}): once more after the backlog drains",
+            r.r["measurement"]["problems"],
+            r.stolen()
         );
         std::thread::sleep(Duration::from_secs(8));
         // trapdetect's own wait-drain, as net.time-wait's remedy tells a benchmarker.
@@ -1336,6 +1351,9 @@ fn one_flock_serializes_gunicorn_workers_and_is_named() {
 
 /// A CPU-bound server on one thread (Node's event loop; one gunicorn sync worker) with two
 /// CPUs to use: `cpu.one-core`, the runtime named, its ceiling the capacity wrk measured.
+/// Node also started by a shell that does not exec it, the shell's pid given: the runtime is
+/// the serving process's (it was read from the pid's executable, the shell, and the verdict
+/// said "one worker thread serves every request").
 #[test]
 fn one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker() {
     if !require_root("one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker") {
@@ -1343,11 +1361,15 @@ fn one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker() {
     }
     let _s = serial();
     let cwd = TempDir::new("verdict-one-core");
-    for family in ["node", "gunicorn"] {
+    for family in ["node", "node under sh", "gunicorn"] {
         let start = || -> (u32, String, Box<dyn std::any::Any>) {
             match family {
                 "node" => {
                     let s = AppServer::node(cwd.path(), Work::Cpu(2_000_000));
+                    (s.proc.pid(), s.url(), Box::new(s))
+                }
+                "node under sh" => {
+                    let s = AppServer::node_under_shell(cwd.path(), Work::Cpu(2_000_000));
                     (s.proc.pid(), s.url(), Box::new(s))
                 }
                 _ => {
@@ -1370,7 +1392,7 @@ fn one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker() {
         let e = &r.finding("cpu.one-core")["evidence"];
         let runtime = e["runtime"].as_str().unwrap_or("");
         assert!(
-            runtime.contains(if family == "node" {
+            runtime.contains(if family.starts_with("node") {
                 "Node.js"
             } else {
                 "one worker thread"
