@@ -249,6 +249,59 @@ impl Gunicorn {
     }
 }
 
+/// uWSGI (Debian's, the python3 plugin): a master and `processes` workers serving the zoo's
+/// WSGI app on `--http-socket`, which answers HTTP/1.1 without `Connection: close` and then
+/// closes the connection (a client that keeps it alive finds it closed on its next request).
+pub struct Uwsgi {
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The master; the workers are its children.
+    pub master: Proc,
+    /// The app and log (on ext4).
+    pub dir: TempDir,
+}
+
+impl Uwsgi {
+    /// Starts it in working directory `cwd` serving `work`; waits until it answers 200 and
+    /// all the workers are up.
+    pub fn start(cwd: &Path, processes: u32, work: Work) -> Uwsgi {
+        let dir = TempDir::new("uwsgi");
+        let d = dir.path();
+        std::fs::write(d.join("zooapp.py"), WSGI_APP).unwrap();
+        let port = free_port();
+        let log = d.join("uwsgi.log");
+        let mut cmd = Command::new("uwsgi");
+        cmd.args(["--plugin", "python3", "--master", "--die-on-term"])
+            .args(["--processes", &processes.to_string()])
+            .args(["--http-socket", &format!("127.0.0.1:{port}")])
+            .arg("--wsgi-file")
+            .arg(d.join("zooapp.py"))
+            .args(["--callable", "app", "--disable-logging"])
+            .arg("--chdir")
+            .arg(cwd)
+            .arg("--logto")
+            .arg(&log)
+            .envs(work.env())
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut master = Proc::spawn("uwsgi", &mut cmd);
+        wait_200("uwsgi", &mut master, port, &log, Duration::from_secs(60));
+        let pid = master.pid();
+        wait_until("uWSGI's workers", Duration::from_secs(30), || {
+            children_of(pid).len() == processes as usize
+        });
+        Uwsgi { port, master, dir }
+    }
+
+    /// The URL of `/`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
 /// The Node.js server: one process, one event loop; a file read is `readFileSync` (the loop
 /// waits for it) or, `file-async`, `fs.readFile` (libuv's thread pool reads, the loop serves
 /// other requests meanwhile); the CPU loop runs on the loop.

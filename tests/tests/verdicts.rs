@@ -27,7 +27,7 @@ use trapdetect_e2e::{
     trapdetect, url_port,
     zoo::{
         AppServer, CpuHog, GoBinary, Gunicorn, JavaPool, PyHttpServer, SplitFamily, SplitWriter,
-        Work, pin_tree, tree, wrk_capacity,
+        Uwsgi, Work, pin_tree, tree, wrk_capacity,
     },
 };
 
@@ -1804,11 +1804,15 @@ fn clean_servers_at_half_capacity_have_no_cause_even_beside_a_cpu_hog() {
     let cwd = TempDir::new("verdict-clean");
     std::fs::write(cwd.path().join("index.html"), "hello\n").unwrap();
     let go = GoBinary::build();
-    for family in ["gunicorn", "nginx", "node", "go", "php-fpm"] {
+    for family in ["gunicorn", "nginx", "node", "go", "php-fpm", "uwsgi"] {
         let start = || -> (u32, String, Box<dyn std::any::Any>) {
             match family {
                 "gunicorn" => {
                     let s = Gunicorn::start(cwd.path(), 4, Work::Plain);
+                    (s.master.pid(), s.url(), Box::new(s))
+                }
+                "uwsgi" => {
+                    let s = Uwsgi::start(cwd.path(), 4, Work::Plain);
                     (s.master.pid(), s.url(), Box::new(s))
                 }
                 "nginx" => {

@@ -59,6 +59,9 @@ const APT_TEST: &[&[&str]] = &[
     // The server zoo (tests/src/zoo.rs): gunicorn's sync workers, Node's http module, Go's
     // net/http (built offline from the stdlib).
     &["python3-gunicorn"],
+    // uWSGI's `--http-socket`: answers HTTP/1.1 without `Connection: close`, then closes.
+    &["uwsgi"],
+    &["uwsgi-plugin-python3"],
     &["nodejs"],
     &["golang-go"],
     &["util-linux"],

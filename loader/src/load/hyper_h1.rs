@@ -201,7 +201,12 @@ impl HyperPool {
         let t = &self.templates[target as usize];
         let mut retried = false;
         loop {
-            let pooled = if self.keepalive { self.take() } else { None };
+            // The retry goes on a fresh connection (client.rs: the pool's others are as old).
+            let pooled = if self.keepalive && !retried {
+                self.take()
+            } else {
+                None
+            };
             p.reused = pooled.is_some();
             let mut c = match pooled {
                 Some(c) => c,
