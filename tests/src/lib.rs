@@ -6,6 +6,7 @@
 pub mod bindfs;
 pub mod browser;
 pub mod cgroup;
+pub mod gocryptfs;
 pub mod misbehave;
 pub mod netns;
 pub mod netpeer;

@@ -107,13 +107,18 @@ pub fn sqlite_db(path: &Path, rows: u32) {
 /// Waits (up to `limit`) until `port` answers `/` with 200, failing at once if `proc` exited
 /// (with `log`'s content in the message).
 fn wait_200(what: &str, proc: &mut Proc, port: u16, log: &Path, limit: Duration) {
+    wait_200_at(what, proc, port, "/", log, limit);
+}
+
+/// As [`wait_200`], for `path`.
+fn wait_200_at(what: &str, proc: &mut Proc, port: u16, path: &str, log: &Path, limit: Duration) {
     wait_until(&format!("{what} to answer 200"), limit, || {
         assert!(
             proc.running(),
             "{what} exited: {}",
             std::fs::read_to_string(log).unwrap_or_default()
         );
-        matches!(http_get(port, "/"), Ok((200, _)))
+        matches!(http_get(port, path), Ok((200, _)))
     });
 }
 
@@ -299,6 +304,70 @@ impl Uwsgi {
     /// The URL of `/`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+/// lighttpd (Debian's): one process serving `docroot` on 127.0.0.1 with its defaults
+/// (keep-alive; its stat cache, which stats a file about once a second rather than per
+/// request).
+pub struct Lighttpd {
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The server.
+    pub proc: Proc,
+    _dir: TempDir,
+}
+
+impl Lighttpd {
+    /// Starts it; waits until `probe` (a path under the docroot) answers 200.
+    pub fn start(docroot: &Path, probe: &str) -> Lighttpd {
+        let dir = TempDir::new("lighttpd");
+        let port = free_port();
+        let log = dir.path().join("error.log");
+        let conf = dir.path().join("lighttpd.conf");
+        let quoted = |p: &Path| {
+            p.to_str()
+                .unwrap()
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"")
+        };
+        std::fs::write(
+            &conf,
+            format!(
+                "server.document-root = \"{}\"\nserver.port = {port}\nserver.bind = \"127.0.0.1\"\nserver.modules = ()\nserver.errorlog = \"{}\"\n",
+                quoted(docroot),
+                quoted(&log)
+            ),
+        )
+        .unwrap();
+        let mut proc = Proc::spawn(
+            "lighttpd",
+            Command::new("lighttpd")
+                .arg("-D")
+                .arg("-f")
+                .arg(&conf)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        wait_200_at(
+            "lighttpd",
+            &mut proc,
+            port,
+            probe,
+            &log,
+            Duration::from_secs(30),
+        );
+        Lighttpd {
+            port,
+            proc,
+            _dir: dir,
+        }
+    }
+
+    /// The URL of `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
     }
 }
 

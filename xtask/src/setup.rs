@@ -48,6 +48,8 @@ const APT_TEST: &[&[&str]] = &[
     &["openssh-server"],
     // A FUSE passthrough whose daemon costs CPU, not waiting (tests/src/bindfs.rs).
     &["bindfs"],
+    // An encrypted FUSE filesystem whose entries the kernel caches (tests/src/gocryptfs.rs).
+    &["gocryptfs"],
     &["iproute2"],
     &["strace"],
     &["bpftool", "linux-tools-common"],
@@ -62,6 +64,8 @@ const APT_TEST: &[&[&str]] = &[
     // uWSGI's `--http-socket`: answers HTTP/1.1 without `Connection: close`, then closes.
     &["uwsgi"],
     &["uwsgi-plugin-python3"],
+    // lighttpd: one process, a stat cache (it stats a file about once a second).
+    &["lighttpd"],
     &["nodejs"],
     &["golang-go"],
     &["util-linux"],
