@@ -98,6 +98,18 @@ impl Stack {
         self.members.contains_key(&pid)
     }
 
+    /// The members that woke the target's threads themselves (level 1) and hold `/dev/fuse`
+    /// open: FUSE daemons serving a mount the target uses. Which mount the wakeups cannot say
+    /// when the threads waited in a path walk (no device is known there, only for file I/O).
+    pub fn fuse_daemons(&self) -> Vec<u32> {
+        self.members
+            .iter()
+            .filter(|(_, m)| m.level == 1)
+            .map(|(p, _)| *p)
+            .filter(|p| holds_dev_fuse(*p))
+            .collect()
+    }
+
     /// The filesystem each member serves, by pid: a peer most of whose wakeups of the traced
     /// threads ended their waits on one filesystem (a FUSE daemon answering their lookups and
     /// reads: `s_dev`), and the members that serve it, link by link (sshfs's ssh, the sshd
@@ -137,6 +149,14 @@ impl Stack {
         }
         out
     }
+}
+
+/// Whether process `pid` has `/dev/fuse` open (a FUSE daemon's channel to the kernel).
+fn holds_dev_fuse(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| {
+        d.flatten()
+            .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == "/dev/fuse"))
+    })
 }
 
 #[cfg(test)]

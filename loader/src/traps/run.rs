@@ -1169,18 +1169,23 @@ fn host_noise(o: &RunObs, quota_binds: bool) -> Option<Finding> {
 /// php-fpm and a Node app, its worker at work 36 % of its time, the CPUs 1.70 of 2 busy).
 fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
     let cpu_bound = o.on_cpu_s + o.runq_s >= 0.5 * o.work_s();
+    let fs = FsTaken::of(o);
+    // Without a worker at work most of its time the CPUs are busy with others (the stack
+    // behind a proxy) — unless a material share of them serves the target's own files: then
+    // its requests spend them (php-fpm behind nginx on a gocryptfs docroot, flooded: its
+    // workers waiting 58 % of their time on a starved nginx, the mount's daemon 0.26 of the
+    // 1.83 busy cores, and the verdict "outside the traced processes").
     if quota_binds
         || !o.capped()
         || !o.cpus_saturated()
         || !cpu_bound
         || o.noisy()
-        || o.workers == 0
+        || (o.workers == 0 && !fs.trap)
     {
         return None;
     }
     // The server's own: its time on a CPU and its wait for one, less the share of that wait
     // its filesystems' daemons and transport held the CPUs for (their finding's).
-    let fs = FsTaken::of(o);
     let own = o.on_cpu_s + o.runq_s * (1.0 - serving_share(o, fs.cores));
     let words = SaturatedWords::of(o, &fs);
     let mut f = cpu_evidence(
@@ -2085,10 +2090,19 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
 /// calling an upstream that answers in 20 ms: 186/s of 360 offered, 97 % of the threads' time
 /// in reads, 508 connections queued, the upstream woken once a request). Only where the
 /// processes that woke it held no queue of their own that persists (else they are at their
-/// capacity, which the verdict's sentence says).
+/// capacity, which the verdict's sentence says). Nor where the CPUs the target may use are
+/// saturated: a thread added would wait for a CPU as its peers do, and what it reads from may
+/// be slow for want of one (php-fpm behind nginx on a gocryptfs docroot, flooded: the CPUs
+/// 1.82 of 2 busy with nginx, php-fpm and the mount's daemon, php-fpm's workers 53 % of their
+/// time in reads of requests nginx, starved, had not yet written, 505 connections queued).
 fn pool_held_in_reads(o: &RunObs) -> Option<Finding> {
     let share = class_s(o, "wait_work") / o.wall_s().max(1e-9);
-    if !o.capped() || share < 0.5 || !o.accept_queue_sustained() || o.stack_queue_persistent() {
+    if !o.capped()
+        || share < 0.5
+        || !o.accept_queue_sustained()
+        || o.stack_queue_persistent()
+        || o.cpus_saturated()
+    {
         return None;
     }
     let queues: Vec<u64> = o.loaded().iter().filter_map(|s| s.accept_queue).collect();
@@ -3325,6 +3339,16 @@ mod tests {
                 o.delivered_rate * 1.8 / 1.08
             ).as_str())
         );
+        // No worker at work most of its time (waiting on a front end starved of CPU): the
+        // daemons' share still makes the CPUs the target's ceiling, named.
+        let workers = o.workers;
+        o.workers = 0;
+        let sat = rules(&o)
+            .into_iter()
+            .find(|f| f.id == "cpu.saturated")
+            .unwrap();
+        assert!(!sat.title.starts_with("no trap"), "{}", sat.title);
+        o.workers = workers;
         // Daemons under a tenth of the CPUs: noise-sized, the server's capacity, no trap.
         for p in &mut o.filesystems[0].serving {
             p.cores = 0.04;
@@ -3332,6 +3356,10 @@ mod tests {
         let all = rules(&o);
         let sat = all.iter().find(|f| f.id == "cpu.saturated").unwrap();
         assert!(sat.title.starts_with("no trap: "), "{}", sat.title);
+        // And then, without a worker at work, the CPUs are others': no cpu.saturated.
+        o.workers = 0;
+        assert!(!rules(&o).iter().any(|f| f.id == "cpu.saturated"));
+        o.workers = workers;
         assert!(
             sat.title
                 .contains("0.16 of them the daemons serving its filesystems, whose share"),
@@ -4756,6 +4784,22 @@ mod tests {
             s.accept_queue = Some(0);
         }
         assert!(!rules(&o).iter().any(|f| f.id == "pool.too-small"));
+        // The CPUs it may use saturated (1.82 of 2): a thread added would queue for a CPU,
+        // and what it reads from may be starved of one: not the pool.
+        for s in &mut o.seconds {
+            s.stack_accept_queue = None;
+            s.accept_queue = Some(505);
+            s.target_cpus_busy = 1.82;
+        }
+        assert!(!rules(&o).iter().any(|f| f.id == "pool.too-small"));
+        for s in &mut o.seconds {
+            s.target_cpus_busy = 1.6;
+        }
+        assert!(rules(&o).iter().any(|f| f.id == "pool.too-small"));
+        for s in &mut o.seconds {
+            s.accept_queue = Some(0);
+            s.target_cpus_busy = 0.25;
+        }
         // Not capped (all delivered): no ceiling whatever the queue.
         for s in &mut o.seconds {
             s.accept_queue = Some(300);
