@@ -42,6 +42,7 @@ fn serial() -> MutexGuard<'static, ()> {
 const WINDOW: &str = "5s";
 
 /// One `trapdetect run`: its JSON report and exit code.
+#[derive(Clone)]
 struct Run {
     r: Value,
     code: i32,
@@ -211,18 +212,24 @@ fn run(pid: u32, args: &[&str]) -> Run {
 /// net.time-wait's warning level (1,000, `TIME_WAIT_WARN`): a run at 2,600 new connections a
 /// second leaves 13,000, and the third run of CI's stop 34 failed on the 12,974 its two
 /// predecessors left there. The same when the verdict is host.noise and the noise was mostly
-/// what the hypervisor stole (this host's neighbours, not what the test planted). The last run
-/// is returned. A verdict that blames the measurement otherwise (host noise, the generator's
+/// what the hypervisor stole (this host's neighbours, not what the test planted: this 2-CPU
+/// VM's host took 0.4-0.8 of its CPUs in some runs that saturated both). The last run is
+/// returned, or, when the hypervisor decided it, the first one it did not. A verdict that blames the measurement otherwise (host noise, the generator's
 /// budget) is returned as it is.
 fn builtin(pid: u32, url: &str, rate: f64, extra: &[&str]) -> Run {
     let rate = format!("{}", rate.round().max(1.0));
     let mut a = vec!["--url", url, "--rate", &rate, "--duration", WINDOW];
     a.extend(extra);
     let mut r = run(pid, &a);
+    // The first run the hypervisor did not decide, kept should every later one be stolen.
+    let mut unstolen: Option<Run> = None;
     for _ in 0..2 {
         let spoiled = !r.trusted_measurement() && r.verdict()["trusted"] == true;
         if !spoiled && !r.stolen() {
             break;
+        }
+        if unstolen.is_none() && !r.stolen() {
+            unstolen = Some(r.clone());
         }
         eprintln!(
             "untrusted ({}, the hypervisor's steal deciding: {}): once more after the backlog drains",
@@ -253,7 +260,10 @@ fn builtin(pid: u32, url: &str, rate: f64, extra: &[&str]) -> Run {
         );
         r = run(pid, &a);
     }
-    r
+    match unstolen {
+        Some(earlier) if r.stolen() => earlier,
+        _ => r,
+    }
 }
 
 /// `-- wrk -t1 -cN -d5s URL` as the user's own closed-loop generator.
@@ -805,53 +815,115 @@ fn a_fuse_daemon_that_costs_cpu_is_named_by_the_cause() {
         );
         let rate = format!("{:.0}", 2.0 * there);
         let r = run(pid, &["--url", &url, "--rate", &rate, "--duration", "5s"]);
-        let cause = r.assert_cause(&[
-            "cpu.saturated",
-            "cpu.one-core",
-            "fs.slow-ops",
-            "fs.serialized",
-        ]);
         // The walk of the working directory is the mount's cost, not "cheaply now" (Go's
         // runtime opened a file in /sys once in the flood and set the local baseline at
         // 1.6 ms a lookup: "0 % of request time").
         assert_eq!(r.finding("fs.cwd-slow")["severity"], "fail", "{family}");
-        let f = r.finding(cause);
-        eprintln!("{family}: {cause}: {}", f["title"]);
-        match cause {
-            "cpu.saturated" => {
-                let title = f["title"].as_str().unwrap();
-                assert!(!title.starts_with("no trap"), "{family}: {title}");
-                assert!(
-                    title.contains(&format!("the daemons serving its files on {mount}")),
-                    "{family}: {title}"
-                );
-                assert!(
-                    f["evidence"]["filesystem_serving_cores"].as_f64().unwrap() > 0.0,
-                    "{family}: {f}"
-                );
-                assert!(
-                    f["remedy"].as_str().unwrap().starts_with(&format!(
-                        "move what the requests use (working directory, code, files) off {mount}"
-                    )),
-                    "{family}: {f}"
-                );
-            }
-            "cpu.one-core" => {
-                let on = f["evidence"]["share_of_work_on_slow_mounts"]
-                    .as_str()
-                    .unwrap_or_else(|| panic!("{family}: {f}"));
-                assert!(on.starts_with(&format!("{mount} ")), "{family}: {on}");
-                assert!(
-                    f["remedy"]
-                        .as_str()
-                        .unwrap()
-                        .starts_with(&format!("move the files its requests use off {mount} ")),
-                    "{family}: {f}"
-                );
-            }
-            _ => assert_eq!(f["evidence"]["mount"], mount, "{family}: {f}"),
-        }
+        assert_cause_names_mount(&r, family, mount);
     }
+}
+
+/// The cause of a run flooded beside a FUSE daemon that costs CPU names the mount, whichever
+/// it is: the CPU the daemon takes (`cpu.saturated`, not "no trap"), the one thread's time on
+/// it (`cpu.one-core`), or the mount's own (`fs.*`).
+fn assert_cause_names_mount(r: &Run, family: &str, mount: &str) {
+    let cause = r.assert_cause(&[
+        "cpu.saturated",
+        "cpu.one-core",
+        "fs.slow-ops",
+        "fs.serialized",
+    ]);
+    let f = r.finding(cause);
+    eprintln!("{family}: {cause}: {}", f["title"]);
+    match cause {
+        "cpu.saturated" => {
+            let title = f["title"].as_str().unwrap();
+            assert!(!title.starts_with("no trap"), "{family}: {title}");
+            assert!(
+                title.contains(&format!("the daemons serving its files on {mount}")),
+                "{family}: {title}"
+            );
+            assert!(
+                f["evidence"]["filesystem_serving_cores"].as_f64().unwrap() > 0.0,
+                "{family}: {f}"
+            );
+            assert!(
+                f["remedy"].as_str().unwrap().starts_with(&format!(
+                    "move what the requests use (working directory, code, files) off {mount}"
+                )),
+                "{family}: {f}"
+            );
+        }
+        "cpu.one-core" => {
+            let on = f["evidence"]["share_of_work_on_slow_mounts"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{family}: {f}"));
+            assert!(on.starts_with(&format!("{mount} ")), "{family}: {on}");
+            assert!(
+                f["remedy"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("move the files its requests use off {mount} ")),
+                "{family}: {f}"
+            );
+        }
+        _ => assert_eq!(f["evidence"]["mount"], mount, "{family}: {f}"),
+    }
+}
+
+/// php-fpm (4 workers) behind nginx with its docroot on a gocryptfs mount (Debian's encrypted
+/// FUSE filesystem: the daemon costs CPU per round trip), its code cached by opcache: the
+/// workers only walk the mount (a chdir to the docroot, stats of the scripts), no read there
+/// tells which device they waited on, and the daemon woke them from path walks alone. By hand
+/// flooded at 12,000/s it held 0.31 of the 2 busy cores while the verdict read `cpu.saturated`
+/// "no trap" (6,900/s there by wrk, 9,100/s from ext4). Ground truth: the ext4 twin serves a
+/// tenth more or better; flooded at 1.5 times its capacity there (within what the generator
+/// keeps its schedule at beside the stack on two cores), the cause names the mount.
+#[test]
+fn a_fuse_daemon_woken_only_by_path_walks_is_named_under_php_fpm() {
+    if !require_root("a_fuse_daemon_woken_only_by_path_walks_is_named_under_php_fpm") {
+        return;
+    }
+    let _s = serial();
+    let site = |d: &Path| {
+        std::fs::create_dir_all(d.join("www/inc")).unwrap();
+        std::fs::write(
+            d.join("www/index.php"),
+            "<?php require __DIR__ . '/inc/a.php'; require __DIR__ . '/inc/b.php'; echo f(), g(), \"\\n\";",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("www/inc/a.php"),
+            "<?php function f() { return 'a'; }",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("www/inc/b.php"),
+            "<?php function g() { return 'b'; }",
+        )
+        .unwrap();
+    };
+    let fs = Gocryptfs::mount(|m| site(m));
+    let ext4 = TempDir::new("verdict-gocryptfs-twin");
+    site(ext4.path());
+    let cwd = TempDir::new("verdict-gocryptfs-cwd");
+    let best = |url: &str| wrk_capacity(url, 8, 3).rps.max(wrk_capacity(url, 8, 3).rps);
+    let native = {
+        let php = PhpStack::start_in_docroot(cwd.path(), 4, ext4.path().join("www"));
+        best(&php.url())
+    };
+    let (php, there) = measured_then_fresh(
+        || PhpStack::start_in_docroot(cwd.path(), 4, fs.mount.join("www")),
+        PhpStack::url,
+        |u| best(u),
+    );
+    eprintln!("php-fpm: {there:.0}/s on gocryptfs, {native:.0}/s on ext4");
+    assert!(
+        native >= 1.1 * there,
+        "gocryptfs cost nothing here ({there:.0}/s, {native:.0}/s from ext4)"
+    );
+    let r = builtin(php.fpm.pid(), &php.url(), (1.5 * there).min(8_000.0), &[]);
+    assert_cause_names_mount(&r, "php-fpm", fs.mount.to_str().unwrap());
 }
 
 /// nginx (traced) in front of php-fpm (4 workers), whose script asks a Node server that spends
