@@ -249,12 +249,15 @@ fn slow_mount_costing_a_few_percent_of_request_time_is_a_warning() {
         return;
     }
     // Uncached and slow (2 ms per operation), 4 components below the mount: each request
-    // walks it, ≥ 8 ms; but the script burns several hundred ms of CPU per request. One worker,
-    // requests one at a time, so the FUSE daemon has a CPU to answer on.
+    // walks it, ≥ 8 ms; but the script burns a few hundred ms of CPU per request (20 million
+    // iterations: 160-320 ms on this machine kind, so the walk is 3-6 % of the request; 60
+    // million took 970 ms a request in one full run here and put it at 0.9 %, under the 1 %
+    // that is negligible). One worker, requests one at a time, so the FUSE daemon has a CPU
+    // to answer on.
     let fs = SlowFs::mount(2000, |_| {});
     let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 4);
     let burn =
-        "<?php $x = 0; for ($i = 0; $i < 60000000; $i++) { $x += $i % 7; } echo \"ok $x\\n\";";
+        "<?php $x = 0; for ($i = 0; $i < 20000000; $i++) { $x += $i % 7; } echo \"ok $x\\n\";";
     let stack = PhpStack::start(&deep, 1, burn);
     let (r, out) = trace_json(stack.fpm.pid(), || drive_exactly(stack.port, 3));
     assert_eq!(r["requests"]["count"], 3);
@@ -263,12 +266,13 @@ fn slow_mount_costing_a_few_percent_of_request_time_is_a_warning() {
     assert_eq!(e["lookups_per_request"], 4.0, "{e}");
     assert!(e["walk_ms_per_request"].as_f64().unwrap() >= 8.0, "{e}");
     assert!(
-        e["cpu_ms_in_window"].as_f64().unwrap() >= 3.0 * 200.0,
+        e["cpu_ms_in_window"].as_f64().unwrap() >= 3.0 * 100.0,
         "{e}"
     );
+    // A few percent: above what is negligible (1 %), under what fails.
     let share = e["share_of_request_time"].as_f64().unwrap();
     assert!(
-        share >= 0.005 && share < e["share_limit"].as_f64().unwrap(),
+        share >= 0.01 && share < e["share_limit"].as_f64().unwrap(),
         "a few percent: {e}"
     );
     assert_eq!(f["severity"], "warn", "{f:#}");

@@ -907,16 +907,18 @@ fn a_fuse_daemon_woken_only_by_path_walks_is_named_under_php_fpm() {
     let ext4 = TempDir::new("verdict-gocryptfs-twin");
     site(ext4.path());
     let cwd = TempDir::new("verdict-gocryptfs-cwd");
-    let best = |url: &str| wrk_capacity(url, 8, 3).rps.max(wrk_capacity(url, 8, 3).rps);
-    let native = {
-        let php = PhpStack::start_in_docroot(cwd.path(), 4, ext4.path().join("www"));
-        best(&php.url())
-    };
-    let (php, there) = measured_then_fresh(
-        || PhpStack::start_in_docroot(cwd.path(), 4, fs.mount.join("www")),
-        PhpStack::url,
-        |u| best(u),
-    );
+    // Both measured in turn, three times each, the best of each kept: one measurement each
+    // read 7,152/s there and 7,405/s from ext4 once (the host stealing time from one of
+    // them), where the others read a quarter to a third more from ext4.
+    let php = PhpStack::start_in_docroot(cwd.path(), 4, fs.mount.join("www"));
+    let (mut there, mut native) = (0.0f64, 0.0f64);
+    {
+        let twin = PhpStack::start_in_docroot(cwd.path(), 4, ext4.path().join("www"));
+        for _ in 0..3 {
+            native = native.max(wrk_capacity(&twin.url(), 8, 3).rps);
+            there = there.max(wrk_capacity(&php.url(), 8, 3).rps);
+        }
+    }
     eprintln!("php-fpm: {there:.0}/s on gocryptfs, {native:.0}/s on ext4");
     assert!(
         native >= 1.1 * there,
