@@ -3766,8 +3766,10 @@ mod tests {
     /// (5 threads, 41 % of their time on a CPU). Parked threads are not workers held by a
     /// request: no pool verdict (before, "all 5 workers are busy, 41 % CPU: requests queue for
     /// a worker"); the hog's share is the story (host.noise).
-    #[test]
-    fn threads_parked_on_futexes_are_not_a_busy_pool() {
+    /// Go's net/http CPU-bound and flooded (930/s offered, 288/s delivered) with `threads`
+    /// threads, all busy, 1.0 core on a CPU and 1.05 waiting for one, while 0.9 of the two
+    /// CPUs go elsewhere (`noise_cores`; who took them is the caller's to say).
+    fn go_flood_beside(threads: usize, off_s: &[(&str, f64)]) -> RunObs {
         let mut o = fuse_flood();
         o.filesystems.clear();
         o.offered_rate = 930.0;
@@ -3775,17 +3777,23 @@ mod tests {
         o.answered = 2_880;
         o.on_cpu_s = 10.0;
         o.runq_s = 10.5;
-        o.off_s = off(&[("futex", 29.5), ("wait_work", 0.5)]);
-        // Before the parked threads were counted idle: the rule's own inputs as they were.
-        o.workers = 5;
+        o.off_s = off(off_s);
+        o.workers = threads;
         for s in &mut o.seconds {
             s.target_cpus_busy = 2.0;
             s.noise_cores = 0.9;
             s.target_cores = 1.0;
             s.run_queue = 1.05;
-            s.busy_threads = 5;
-            s.threads = 5;
+            s.busy_threads = threads;
+            s.threads = threads;
         }
+        o
+    }
+
+    #[test]
+    fn threads_parked_on_futexes_are_not_a_busy_pool() {
+        // Before the parked threads were counted idle: the rule's own inputs as they were.
+        let o = go_flood_beside(5, &[("futex", 29.5), ("wait_work", 0.5)]);
         let f = rules(&o);
         let ids: Vec<String> = f.iter().map(|x| x.id.to_string()).collect();
         assert!(!ids.contains(&"pool.too-small".to_string()), "{ids:?}");
@@ -3800,23 +3808,9 @@ mod tests {
     /// another process's time would, and is named, not left for the server's capacity.
     #[test]
     fn cpus_the_hypervisor_took_are_noise_and_named() {
-        let mut o = fuse_flood();
-        o.filesystems.clear();
-        o.offered_rate = 930.0;
-        o.delivered_rate = 288.0;
-        o.answered = 2_880;
-        o.on_cpu_s = 10.0;
-        o.runq_s = 10.5;
-        o.off_s = off(&[("wait_work", 0.5)]);
-        o.workers = 2;
+        let mut o = go_flood_beside(2, &[("wait_work", 0.5)]);
         for s in &mut o.seconds {
-            s.target_cpus_busy = 2.0;
             s.steal_cores = 0.9;
-            s.noise_cores = 0.9;
-            s.target_cores = 1.0;
-            s.run_queue = 1.05;
-            s.busy_threads = 2;
-            s.threads = 2;
         }
         o.noise.clear();
         let mut f = rules(&o);
