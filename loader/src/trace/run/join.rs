@@ -400,13 +400,7 @@ fn filesystems(
         .filesystems
         .iter()
         .filter(|row| row.fs_type.starts_with("fuse"))
-        .filter_map(|row| {
-            mounts
-                .mounts
-                .iter()
-                .find(|m| m.mount_point_display() == row.mount_point)
-                .map(|m| m.kernel_dev())
-        })
+        .filter_map(|row| row_dev(mounts, row))
         .collect();
     if let [dev] = fuse_devs[..] {
         for p in k.stack.fuse_daemons() {
@@ -432,11 +426,7 @@ fn filesystems(
         .filesystems
         .iter()
         .map(|row| {
-            let dev = mounts
-                .mounts
-                .iter()
-                .find(|m| m.mount_point_display() == row.mount_point)
-                .map(|m| m.kernel_dev());
+            let dev = row_dev(mounts, row);
             let file_io = window_keys.iter().filter(|(key, _)| {
                 key.class == trapdetect_common::offcpu::CLASS_FILE_IO && Some(key.dev) == dev
             });
@@ -476,6 +466,15 @@ fn filesystems(
             }
         })
         .collect()
+}
+
+/// The kernel's device number of the mount a report row is about.
+fn row_dev(mounts: &MountTable, row: &crate::report::FsRow) -> Option<u32> {
+    mounts
+        .mounts
+        .iter()
+        .find(|m| m.mount_point_display() == row.mount_point)
+        .map(|m| m.kernel_dev())
 }
 
 /// The operations on a mount over the window, what they count, and their rate each second.
