@@ -640,12 +640,15 @@ impl Nginx {
     }
 }
 
-/// Debian's Apache with the prefork MPM and mod_php (`libapache2-mod-php`): the other classic
-/// PHP deployment, PHP running inside the web server's own pre-forked children. Its pool
-/// grows under load from `start` children to `max` (`MaxRequestWorkers`), Apache spawning 1,
-/// 2, 4… a second while none is idle. The children run as `www-data` (Apache will not serve as
-/// root), so the docroot and the directories above it are world-readable.
-pub struct ApachePhp {
+/// Debian's Apache, in one of two shapes. With the prefork MPM and mod_php
+/// (`libapache2-mod-php`, [`Apache::prefork_php`]): the other classic PHP deployment, PHP
+/// running inside the web server's own pre-forked children. Its pool grows under load from
+/// `start` children to `max` (`MaxRequestWorkers`), Apache spawning 1, 2, 4… a second while
+/// none is idle. With the event MPM serving static files ([`Apache::event_static`]): Debian's
+/// default, processes of 25 threads each that a listener thread hands connections to. The
+/// children run as `www-data` (Apache will not serve as root), so the docroot and the
+/// directories above it are world-readable.
+pub struct Apache {
     /// Port on 127.0.0.1.
     pub port: u16,
     /// The Apache parent.
@@ -654,14 +657,48 @@ pub struct ApachePhp {
     pub dir: TempDir,
 }
 
-impl ApachePhp {
-    /// Starts Apache serving `index_php` as `/index.php` from a fresh docroot.
-    pub fn start(index_php: &str, start: u32, max: u32) -> ApachePhp {
+impl Apache {
+    /// Starts Apache prefork + mod_php serving `index_php` as `/index.php` from a fresh docroot.
+    pub fn prefork_php(index_php: &str, start: u32, max: u32) -> Apache {
+        let modules = "/usr/lib/apache2/modules";
+        Apache::start(
+            &[("index.php", index_php.as_bytes())],
+            &format!(
+                "LoadModule mpm_prefork_module {modules}/mod_mpm_prefork.so\n\
+                 LoadModule php_module {modules}/libphp8.2.so\n\
+                 StartServers {start}\nMinSpareServers 1\nMaxSpareServers {start}\n\
+                 ServerLimit {max}\nMaxRequestWorkers {max}\n\
+                 DirectoryIndex index.php\nAddHandler application/x-httpd-php .php\n"
+            ),
+            "/index.php",
+        )
+    }
+
+    /// Starts Apache with the event MPM (Debian's own settings: 2 processes at start, 25
+    /// threads each, up to 150 workers) serving `files` (name, content) from a fresh docroot.
+    pub fn event_static(files: &[(&str, &[u8])]) -> Apache {
+        let modules = "/usr/lib/apache2/modules";
+        Apache::start(
+            files,
+            &format!(
+                "LoadModule mpm_event_module {modules}/mod_mpm_event.so\n\
+                 StartServers 2\nMinSpareThreads 25\nMaxSpareThreads 75\n\
+                 ThreadsPerChild 25\nMaxRequestWorkers 150\n"
+            ),
+            &format!("/{}", files[0].0),
+        )
+    }
+
+    /// Writes the docroot and a config of the shared lines plus `mpm` (the MPM and what goes
+    /// with it), starts Apache and waits for `probe` to answer 200.
+    fn start(files: &[(&str, &[u8])], mpm: &str, probe: &str) -> Apache {
         let dir = TempDir::new("apache");
         let d = dir.path().to_path_buf();
         let docroot = d.join("www");
         std::fs::create_dir_all(&docroot).unwrap();
-        std::fs::write(docroot.join("index.php"), index_php).unwrap();
+        for (name, content) in files {
+            std::fs::write(docroot.join(name), content).unwrap();
+        }
         use std::os::unix::fs::PermissionsExt;
         for p in [&d, &docroot] {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -674,16 +711,11 @@ impl ApachePhp {
             format!(
                 "ServerRoot /etc/apache2\nServerName localhost\nListen 127.0.0.1:{port}\n\
                  PidFile {d}/httpd.pid\nErrorLog {d}/error.log\n\
-                 LoadModule mpm_prefork_module {modules}/mod_mpm_prefork.so\n\
                  LoadModule authz_core_module {modules}/mod_authz_core.so\n\
                  LoadModule dir_module {modules}/mod_dir.so\n\
                  LoadModule mime_module {modules}/mod_mime.so\n\
-                 LoadModule php_module {modules}/libphp8.2.so\n\
-                 User www-data\nGroup www-data\n\
-                 StartServers {start}\nMinSpareServers 1\nMaxSpareServers {start}\n\
-                 ServerLimit {max}\nMaxRequestWorkers {max}\nListenBacklog 1024\n\
+                 {mpm}User www-data\nGroup www-data\nListenBacklog 1024\n\
                  DocumentRoot {root}\n<Directory {root}>\n  Require all granted\n</Directory>\n\
-                 DirectoryIndex index.php\nAddHandler application/x-httpd-php .php\n\
                  TypesConfig /etc/mime.types\n",
                 d = d.display(),
                 root = docroot.display(),
@@ -714,9 +746,9 @@ impl ApachePhp {
                 "apache2 exited: {}",
                 std::fs::read_to_string(&log).unwrap_or_default()
             );
-            matches!(http_get(port, "/index.php"), Ok((200, _)))
+            matches!(http_get(port, probe), Ok((200, _)))
         });
-        ApachePhp { port, apache, dir }
+        Apache { port, apache, dir }
     }
 
     /// The URL of `path` (starting with `/`).

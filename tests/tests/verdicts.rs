@@ -22,7 +22,7 @@ use trapdetect_e2e::{
     cgroup::CpuCgroup,
     gocryptfs::Gocryptfs,
     json, require_root,
-    servers::{ApachePhp, PhpOptions, PhpStack, StaticNginx, StaticOptions, children_of},
+    servers::{Apache, PhpOptions, PhpStack, StaticNginx, StaticOptions, children_of},
     slowfs::SlowFs,
     sshfs::Sshfs,
     trapdetect, url_port,
@@ -1102,7 +1102,7 @@ fn a_pool_that_grows_under_load_is_judged_at_its_full_size() {
     }
     let _s = serial();
     let script = "<?php usleep(20000); echo \"ok\\n\";";
-    let apache = ApachePhp::start(script, 4, 8);
+    let apache = Apache::prefork_php(script, 4, 8);
     let r = builtin(apache.apache.pid(), &apache.url("/index.php"), 700.0, &[]);
     assert_grown_pool(&r, "apache");
     drop(apache);
@@ -1521,6 +1521,40 @@ fn a_pinned_cpu_bound_server_is_saturated_on_the_cpu_it_may_use() {
     assert_eq!(r.code, if r.trusted_measurement() { 0 } else { 3 });
 }
 
+/// A pool of more threads than CPUs, pinned and flooded: Apache's event MPM (Debian's
+/// settings, 25 threads a process) serving a static file from CPU 1, offered a quarter more
+/// than wrk measured there. No thread is at work half its time — each waits its turn among
+/// many, idle on its condition variable most of it — but its threads want the one CPU 14
+/// times over: `cpu.saturated` on the CPU it may use, no trap (it read "no rule explains" when
+/// only a thread at work half its time made a server CPU-bound).
+#[test]
+fn a_thread_pool_larger_than_its_cpu_is_saturated_on_it() {
+    if !require_root("a_thread_pool_larger_than_its_cpu_is_saturated_on_it") {
+        return;
+    }
+    let _s = serial();
+    let start = || {
+        let a = Apache::event_static(&[("index.html", b"hello\n")]);
+        assert!(pin_tree(a.apache.pid(), &[1]) >= 50);
+        a
+    };
+    let url = |a: &Apache| a.url("/index.html");
+    let (a, cap) = measured_then_fresh(start, url, |u| wrk_capacity(u, 8, 3).rps);
+    let r = builtin(a.apache.pid(), &url(&a), 1.25 * cap, &[]);
+    assert_eq!(r.cause(), Some("cpu.saturated"), "{}", r.verdict());
+    assert_eq!(r.verdict()["capped"], true);
+    let f = r.finding("cpu.saturated");
+    assert_eq!(f["evidence"]["allowed_cpus"].as_f64(), Some(1.0), "{f:#}");
+    assert!(f["title"].as_str().unwrap().starts_with("no trap"), "{f:#}");
+    // Its threads wanted the CPU more than once over (on it or runnable, per second).
+    let t = &r.r["run"]["thread_seconds"];
+    let window = r.r["run"]["window_s"].as_f64().unwrap();
+    let demand = (t["on_cpu"].as_f64().unwrap() + t["run_queue"].as_f64().unwrap()) / window;
+    assert!(demand >= 1.0, "{t}");
+    reaches_capacity("delivered", r.delivered(), cap, capacity_after(&url(&a), 8));
+    assert_eq!(r.code, if r.trusted_measurement() { 0 } else { 3 });
+}
+
 /// The same with only the workers pinned (to CPU 1, each by `taskset -p`, as nginx's
 /// `worker_cpu_affinity` does) under a master that may use both CPUs, while a busy loop spins
 /// on CPU 0: gunicorn (4 CPU-bound sync workers) and php-fpm behind nginx (4 workers, a
@@ -1913,7 +1947,9 @@ fn clean_servers_at_half_capacity_have_no_cause_even_beside_a_cpu_hog() {
     let cwd = TempDir::new("verdict-clean");
     std::fs::write(cwd.path().join("index.html"), "hello\n").unwrap();
     let go = GoBinary::build();
-    for family in ["gunicorn", "nginx", "node", "go", "php-fpm", "uwsgi"] {
+    for family in [
+        "gunicorn", "nginx", "node", "go", "php-fpm", "uwsgi", "apache",
+    ] {
         let start = || -> (u32, String, Box<dyn std::any::Any>) {
             match family {
                 "gunicorn" => {
@@ -1927,6 +1963,10 @@ fn clean_servers_at_half_capacity_have_no_cause_even_beside_a_cpu_hog() {
                 "nginx" => {
                     let s = StaticNginx::start(&[("index.html", b"hello\n")]);
                     (s.nginx.pid(), s.url("/index.html"), Box::new(s))
+                }
+                "apache" => {
+                    let s = Apache::event_static(&[("index.html", b"hello\n")]);
+                    (s.apache.pid(), s.url("/index.html"), Box::new(s))
                 }
                 "node" => {
                     let s = AppServer::node(cwd.path(), Work::Plain);
