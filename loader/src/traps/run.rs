@@ -1715,7 +1715,15 @@ fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -
                 fs.syscall_s / served.max(1) as f64 * 1e3,
                 fs.mount,
                 pct(fs.syscall_s, work_s),
-                if side_by_side {
+                if side_by_side && o.cpus_saturated() && o.cpu_demand() >= o.usable() {
+                    // The pool is not what holds the requests: its threads queue for the CPUs,
+                    // and the mount's operations with them (its daemons run there too).
+                    format!(
+                        "the mount answered them side by side, but {:.1} of its threads wanted the {} CPUs it may use on average: its operations waited for those CPUs too, so more workers do not raise the ceiling, a native filesystem does",
+                        o.cpu_demand(),
+                        o.usable()
+                    )
+                } else if side_by_side {
                     "the mount answered them side by side: more workers raise the ceiling, a native filesystem more".to_string()
                 } else {
                     format!("the mount alone could serve {mount:.0} req/s")
@@ -3099,6 +3107,27 @@ mod tests {
                 .contains("more workers raise the ceiling"),
             "{:?}",
             x.predicted
+        );
+        // Unless the CPUs it may use are saturated and its threads want more of them than it
+        // has (Apache's event MPM with its docroot on bindfs, flooded: 41 threads on the mount
+        // and 50 runnable on 2 busy CPUs, the daemon one of their users): the mount's
+        // operations waited for those CPUs too, and more workers only queue there.
+        let mut starved = o.clone();
+        for s in &mut starved.seconds {
+            s.target_cpus_busy = 1.97;
+            s.cores_busy = 1.97;
+        }
+        starved.runq_s = 2.0 * starved.window_s;
+        let f = rules(&starved);
+        let x = f.iter().find(|f| f.id == "fs.slow-ops").unwrap();
+        let said = x.predicted.as_deref().unwrap();
+        assert!(!said.contains("more workers raise"), "{said}");
+        assert!(
+            said.ends_with(&format!(
+                "the mount answered them side by side, but {:.1} of its threads wanted the 2 CPUs it may use on average: its operations waited for those CPUs too, so more workers do not raise the ceiling, a native filesystem does",
+                starved.cpu_demand()
+            )),
+            "{said}"
         );
         // Idle threads parked on futexes beside the pool (Node's V8 platform threads while
         // libuv's pool waits on the mount) hold no worker: the same ceiling. Counted as busy
