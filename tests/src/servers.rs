@@ -689,6 +689,22 @@ impl Apache {
         )
     }
 
+    /// Apache with the event MPM as a reverse proxy (mod_proxy_http) of everything to
+    /// `127.0.0.1:upstream`, a new upstream connection per request (its default).
+    pub fn event_proxy(upstream: u16) -> Apache {
+        let modules = "/usr/lib/apache2/modules";
+        Apache::start(
+            &[],
+            &format!(
+                "LoadModule mpm_event_module {modules}/mod_mpm_event.so\n\
+                 LoadModule proxy_module {modules}/mod_proxy.so\n\
+                 LoadModule proxy_http_module {modules}/mod_proxy_http.so\n\
+                 ProxyPass / http://127.0.0.1:{upstream}/\n"
+            ),
+            "/",
+        )
+    }
+
     /// Writes the docroot and a config of the shared lines plus `mpm` (the MPM and what goes
     /// with it), starts Apache and waits for `probe` to answer 200.
     fn start(files: &[(&str, &[u8])], mpm: &str, probe: &str) -> Apache {

@@ -1969,6 +1969,15 @@ fn lock_waits(o: &RunObs, lock: &LockLoad) -> Option<Finding> {
     if lock.futex && (!o.capped() || o.cpus_saturated()) {
         return None;
     }
+    // A queue behind the server (its upstream's listener held connections through the run) is
+    // where the cap is: a lock among its threads that capped the run would starve what serves
+    // it, not queue it. A pool whose idle threads take each request from a listener through a
+    // condition variable makes a futex wait a request all the same (Apache's event MPM in
+    // front of one gunicorn worker at 25/s: 41.5 threads "waiting on futexes" while 52-128
+    // connections waited at the upstream and its other threads for the upstream's answers).
+    if lock.futex && o.stack_queue_persistent() {
+        return None;
+    }
     if lock.futex
         && !lock.waits_lower_bound
         && (lock.waits as f64) < LOCK_WAITS_PER_REQUEST * o.served() as f64
@@ -2798,7 +2807,10 @@ fn refused(o: &RunObs) -> Option<String> {
 /// waited for work 98 % of the time at 39/s delivered of 80/s offered).
 fn waited_for_work(o: &RunObs) -> Option<String> {
     let share = class_s(o, "wait_work") / o.wall_s().max(1e-9);
-    if share < 0.5 {
+    // Or less, behind a queue at what serves it ([`behind`] names it): the cap is there
+    // whatever else its idle threads parked in (Apache's event MPM, 54 % waiting for work and
+    // 46 % on the condition variables its idle threads park on).
+    if share < 0.5 && !o.stack_queue_persistent() {
         return None;
     }
     Some(format!(
@@ -4774,6 +4786,64 @@ mod tests {
             "{}",
             v.summary
         );
+    }
+
+    /// Apache's event MPM proxying to one gunicorn worker that serves 25/s (a flock held 40 ms
+    /// a request), offered 50/s: 24.3/s delivered; its threads 371.9 thread-seconds waiting for
+    /// the upstream's answers and 316.5 on futexes (its idle threads' condition variables, one
+    /// wait per request handed to one), while the upstream's listener held 52-128 connections
+    /// at every sample (52, 78, 104 in its whole seconds). The futexes are no lock that caps
+    /// it: the cap is behind it, and the sentence says so (it read `lock.contention`, "41.5
+    /// threads on average wait on futexes"). Without the queue behind, the same futex waits
+    /// are judged as before.
+    #[test]
+    fn a_queue_behind_a_proxy_is_its_cap_not_the_futexes_its_idle_threads_park_on() {
+        let mut o = RunObs {
+            seconds: secs(5, |t| RunSecond {
+                t_s: t,
+                offered: 50,
+                ok_2xx: 24,
+                cores_busy: 0.09,
+                target_cpus_busy: 0.04,
+                threads: 163,
+                accept_queue: Some(0),
+                stack_accept_queue: [None, Some(52), Some(78), Some(104), Some(128)][t as usize],
+                ..Default::default()
+            }),
+            window_s: 4.9,
+            cores: 2.0,
+            offered_rate: 50.0,
+            delivered_rate: 24.3,
+            answered: 122,
+            off_s: off(&[("wait_work", 371.868), ("futex", 316.518)]),
+            on_cpu_s: 0.21,
+            runq_s: 0.265,
+            classified: true,
+            locks: futex_locks(316.518, 300),
+            peers: vec![ProcCpu {
+                pid: 3329,
+                comm: "python3".into(),
+                cores: 0.026,
+                wakeups: Some(125),
+                load_generator: false,
+            }],
+            ..Default::default()
+        };
+        assert!(o.stack_queue_persistent());
+        let mut all = rules(&o);
+        assert!(!all.iter().any(|f| f.id == "lock.contention"), "{all:#?}");
+        let v = verdict_of_the_builtin_load(&o, &mut all);
+        assert_eq!(v.cause, None, "{}", v.summary);
+        assert_eq!(
+            v.summary,
+            "the load is capped (24 req/s delivered of 50/s offered; seen as offered-above-delivered) but the server's threads waited for work 54 % of their time: what caps it is outside the traced processes, in what they wait on (an upstream, a database, the network); the processes that woke them (its upstreams or its front end): python3 (pid 3329); the listeners of the processes that serve it held 78.0 connections waiting on average: that stack is at its capacity; trace the one that serves it (trapdetect run --pid PID)"
+        );
+        for s in &mut o.seconds {
+            s.stack_accept_queue = None;
+        }
+        let mut all = rules(&o);
+        let v = verdict_of_the_builtin_load(&o, &mut all);
+        assert_eq!(v.cause.as_deref(), Some("lock.contention"), "{}", v.summary);
     }
 
     /// The verdict of a run under the built-in load, with no request given up on.
