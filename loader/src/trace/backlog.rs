@@ -52,7 +52,7 @@ pub fn socket_inodes(pids: &[u32]) -> HashSet<u64> {
 }
 
 /// (inode, accept-queue length) of the LISTEN rows of /proc/net/tcp or tcp6.
-pub fn parse_tcp_listeners(text: &str) -> Vec<(u64, u64)> {
+pub fn parse_tcp_listeners(text: &str) -> Vec<(u64, u16, u64)> {
     text.lines()
         .skip(1)
         .filter_map(|l| {
@@ -60,10 +60,11 @@ pub fn parse_tcp_listeners(text: &str) -> Vec<(u64, u64)> {
             if f.get(3) != Some(&"0A") {
                 return None;
             }
+            let port = u16::from_str_radix(f.get(1)?.rsplit_once(':')?.1, 16).ok()?;
             let rx = f.get(4)?.split_once(':')?.1;
             let queued = u64::from_str_radix(rx, 16).ok()?;
             let inode = f.get(9)?.parse().ok()?;
-            Some((inode, queued))
+            Some((inode, port, queued))
         })
         .collect()
 }
@@ -199,7 +200,12 @@ impl Reader {
 
     /// The accept queues of the listeners among `inodes`.
     pub fn sample(&mut self, inodes: &HashSet<u64>) -> Backlog {
-        let mut b = self.tcp(inodes);
+        self.sample_except(inodes, None)
+    }
+
+    /// As [`Reader::sample`], leaving out the TCP listeners on `port` when one is given.
+    pub fn sample_except(&mut self, inodes: &HashSet<u64>, port: Option<u16>) -> Backlog {
+        let mut b = self.tcp(inodes, port);
         add_unix_listeners(&mut b, inodes);
         b
     }
@@ -226,14 +232,18 @@ impl Reader {
         (info || h.connections == 0).then_some(h)
     }
 
-    /// The TCP listeners among `inodes` (listeners and queued connections).
-    fn tcp(&mut self, inodes: &HashSet<u64>) -> Backlog {
+    /// The TCP listeners among `inodes` (listeners and queued connections), but those on
+    /// `skip`.
+    fn tcp(&mut self, inodes: &HashSet<u64>, skip: Option<u16>) -> Backlog {
         let mut b = Backlog::default();
         let mut tcp_done = false;
         if let Some(d) = self.diag.as_mut() {
             let mut found = Backlog::default();
             let read = d.dump_tcp(1 << crate::host::net::diag::TCP_LISTEN, &mut |r| {
-                if r.state == crate::host::net::diag::TCP_LISTEN && inodes.contains(&r.inode) {
+                if r.state == crate::host::net::diag::TCP_LISTEN
+                    && inodes.contains(&r.inode)
+                    && skip != Some(r.local.port())
+                {
                     found.listeners += 1;
                     found.queued += u64::from(r.rqueue);
                     found.ports.push(r.local.port());
@@ -252,8 +262,8 @@ impl Reader {
             for f in ["tcp", "tcp6"] {
                 let text = std::fs::read_to_string(format!("/proc/{}/net/{f}", self.root))
                     .unwrap_or_default();
-                for (ino, q) in parse_tcp_listeners(&text) {
-                    if inodes.contains(&ino) {
+                for (ino, port, q) in parse_tcp_listeners(&text) {
+                    if inodes.contains(&ino) && skip != Some(port) {
                         b.listeners += 1;
                         b.queued += q;
                     }
@@ -277,7 +287,10 @@ mod tests {
    1: 0100007F:46A8 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000     0        0 912399 1 0000000000000000 20 4 30 10 -1
    2: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1111 1 0000000000000000 100 0 0 10 0
 ";
-        assert_eq!(parse_tcp_listeners(text), vec![(912345, 3), (1111, 0)]);
+        assert_eq!(
+            parse_tcp_listeners(text),
+            vec![(912345, 18088, 3), (1111, 22, 0)]
+        );
         assert!(parse_tcp_listeners("garbage\n1 2 3 0A x\n").is_empty());
     }
 
@@ -324,13 +337,13 @@ mod tests {
         let me = std::process::id();
         let inodes = socket_inodes(&[me]);
         let mut r = Reader::new(me);
-        let by_diag = r.tcp(&inodes);
+        let by_diag = r.tcp(&inodes, None);
         // The /proc fallback gives the same.
         let mut by_proc = Reader {
             root: me,
             diag: None,
         };
-        let from_proc = by_proc.tcp(&inodes);
+        let from_proc = by_proc.tcp(&inodes, None);
         drop(l);
         // Our own namespace: no privilege is needed to open sock_diag.
         assert!(r.uses_sock_diag());
@@ -338,6 +351,49 @@ mod tests {
         assert_eq!(by_diag.queued, 3, "{by_diag:?}");
         assert_eq!(from_proc.listeners, 1, "{from_proc:?}");
         assert_eq!(from_proc.queued, 3, "{from_proc:?}");
+    }
+
+    /// The socket inode of a descriptor of this process.
+    fn inode_of(fd: &impl std::os::fd::AsRawFd) -> u64 {
+        let l = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+        let l = l.to_str().unwrap();
+        l.strip_prefix("socket:[")
+            .and_then(|s| s.strip_suffix(']'))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    /// Two listeners, three connections waiting at one and one at the other: left out by its
+    /// port, the first's three are not counted (a front end's listener, where the load
+    /// enters), from sock_diag and from /proc alike.
+    #[test]
+    fn a_listener_on_the_port_left_out_is_not_counted() {
+        let front = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let behind = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c: Vec<_> = (0..3)
+            .map(|_| std::net::TcpStream::connect(front.local_addr().unwrap()).unwrap())
+            .chain([std::net::TcpStream::connect(behind.local_addr().unwrap()).unwrap()])
+            .collect();
+        let inodes: HashSet<u64> = [inode_of(&front), inode_of(&behind)].into();
+        let port = front.local_addr().unwrap().port();
+        let me = std::process::id();
+        let mut by_diag = Reader::new(me);
+        assert!(by_diag.uses_sock_diag());
+        let mut by_proc = Reader {
+            root: me,
+            diag: None,
+        };
+        for r in [&mut by_diag, &mut by_proc] {
+            let all = r.tcp(&inodes, None);
+            assert_eq!((all.listeners, all.queued), (2, 4), "{all:?}");
+            let behind_only = r.sample_except(&inodes, Some(port));
+            assert_eq!(
+                (behind_only.listeners, behind_only.queued),
+                (1, 1),
+                "{behind_only:?}"
+            );
+        }
     }
 
     #[test]

@@ -168,7 +168,7 @@ pub struct KernelSecond {
     /// no listener found).
     pub accept_queue: Option<u64>,
     /// The same for the listeners of the stack's processes (`trace::stack`) that are not the
-    /// target's.
+    /// target's, nor on the port the load enters at (a front end's: [`Sampler::entering_at`]).
     pub stack_accept_queue: Option<u64>,
     /// The target's established connections at the sample and those holding a small
     /// response tail unsent (`None`: not read, no TCP listener).
@@ -271,6 +271,9 @@ pub struct Sampler {
     /// The last failed reading's error.
     pub last_read_error: Option<String>,
     root: u32,
+    /// The port the load enters at (the URL's): a front end's listener there is in front of
+    /// the target, not behind it, and stays out of the stack's queue.
+    entry_port: Option<u16>,
     start_ns: u64,
     next: u64,
     base: Option<OffcpuReading>,
@@ -670,6 +673,7 @@ impl Sampler {
             read_errors: 0,
             last_read_error: None,
             root,
+            entry_port: None,
             start_ns,
             next: 1,
             base: None,
@@ -695,6 +699,14 @@ impl Sampler {
             slowest_reading_ns: 0,
             latest_start_ns: 0,
         }
+    }
+
+    /// The load enters at `port` (the URL's): the stack's queue ([`KernelSecond`]'s
+    /// `stack_accept_queue`) leaves out a listener there, a front end's (nginx before a traced
+    /// php-fpm), so that it counts only what serves the target, behind it.
+    pub fn entering_at(mut self, port: u16) -> Self {
+        self.entry_port = Some(port);
+        self
     }
 
     /// Samples when a second boundary has passed (the first call takes the baseline).
@@ -816,7 +828,8 @@ impl Sampler {
     }
 
     /// Connections waiting in the listeners of the stack's processes (those the traced tree
-    /// does not hold too); `None` when they have none.
+    /// does not hold too, and none on the port the load enters at); `None` when they have
+    /// none.
     fn stack_queue(
         &mut self,
         tree: &[u32],
@@ -837,7 +850,7 @@ impl Sampler {
             .difference(tree_sockets)
             .copied()
             .collect();
-        let q = self.backlog.sample(&only);
+        let q = self.backlog.sample_except(&only, self.entry_port);
         (q.listeners > 0).then_some(q.queued)
     }
 

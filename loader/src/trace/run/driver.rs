@@ -34,7 +34,8 @@ struct RunDriver {
 impl LoadDriver for RunDriver {
     fn start(&mut self) -> Result<()> {
         let r = load::start(self.plan.clone())?;
-        self.sampler = Some(Sampler::new(self.pid, r.measured_start_ns()));
+        self.sampler =
+            Some(Sampler::new(self.pid, r.measured_start_ns()).entering_at(self.plan.target.port));
         self.running = Some(r);
         Ok(())
     }
