@@ -84,15 +84,26 @@ impl Run {
         }
     }
 
-    /// The run's verdict is host.noise and the noise was mostly the hypervisor's steal: the
-    /// host this test ran on spoiled the run, not what the test planted beside the server.
+    /// The host this test ran on spoiled the run, not what the test planted beside the server:
+    /// its verdict is host.noise and the noise was mostly the hypervisor's steal, or, whatever
+    /// the verdict, the hypervisor took a tenth of the CPUs or more over the loaded seconds
+    /// (host.noise's own line): the run measured that host at that moment. A pass of the
+    /// verdict tests here read Node's serialized mount at 139/s under 0.8 of 2 CPUs stolen,
+    /// 302/s and 318/s measured before and after it, and a gunicorn app refusing beyond 200/s
+    /// `cpu.one-core` and `host.noise` under 0.27 stolen.
     fn stolen(&self) -> bool {
-        if self.cause() != Some("host.noise") {
-            return false;
-        }
         let t = self.r["run"]["timeline"].as_array().unwrap();
         let sum = |k: &str| t.iter().filter_map(|s| s[k].as_f64()).sum::<f64>();
-        sum("steal_cores") >= 0.5 * sum("noise_cores")
+        if self.cause() == Some("host.noise") && sum("steal_cores") >= 0.5 * sum("noise_cores") {
+            return true;
+        }
+        let loaded: Vec<f64> = t
+            .iter()
+            .filter(|s| s["offered"].as_u64().unwrap_or(0) > 0)
+            .filter_map(|s| s["steal_cores"].as_f64())
+            .collect();
+        let cores = self.r["run"]["cores"].as_f64().unwrap_or(2.0);
+        !loaded.is_empty() && loaded.iter().sum::<f64>() / loaded.len() as f64 >= 0.1 * cores
     }
 
     fn trusted_measurement(&self) -> bool {
