@@ -335,7 +335,11 @@ mod tests {
             .map(|_| std::net::TcpStream::connect(addr).unwrap())
             .collect();
         let me = std::process::id();
-        let inodes = socket_inodes(&[me]);
+        // This listener's socket among this process's, and only it: the tests beside this one
+        // in the process hold listeners of their own (a queue of 3 at one of them read 7).
+        let mine = inode_of(&l);
+        assert!(socket_inodes(&[me]).contains(&mine));
+        let inodes: HashSet<u64> = [mine].into();
         let mut r = Reader::new(me);
         let by_diag = r.tcp(&inodes, None);
         // The /proc fallback gives the same.
