@@ -379,6 +379,7 @@ pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
         quota: None,
         exe: cx.exe.clone(),
         go_maxprocs: None,
+        go: false,
         allowed_cpus: vec![],
         noise: vec![],
         peers: vec![],

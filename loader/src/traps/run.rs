@@ -323,6 +323,11 @@ pub struct RunObs {
     /// `GOMAXPROCS` in the initial environment of a Go executable (one that carries Go's build
     /// information), where it is a number: how many threads run Go code at once.
     pub go_maxprocs: Option<u32>,
+    /// The target's serving executable carries Go's build information: its goroutines never
+    /// sleep in a syscall (`time.Sleep` parks the goroutine on the runtime's timers), so its
+    /// threads' nanosleeps are the runtime's own — the monitor thread (sysmon) sleeping 20 µs
+    /// to 10 ms at a time, about one thread all the time, and spin back-offs.
+    pub go: bool,
     /// The CPUs the target's work may run on: the union of the affinity masks of the processes
     /// that did it (5 % of the tree's CPU time or more: not an idle master allowed more than
     /// its pinned workers); empty: unknown, every CPU.
@@ -498,7 +503,14 @@ impl RunObs {
     /// mutex that serializes workers is the lock rule's, measured from the same futex time:
     /// neither is a worker held by a request.
     pub fn work_s(&self) -> f64 {
-        (self.busy_s() - class_s(self, "futex")).max(0.0)
+        (self.busy_s() - class_s(self, "futex") - self.runtime_sleep_s()).max(0.0)
+    }
+
+    /// Thread-seconds the runtime slept for itself ([`RunObs::go`]): no request's (a Go server
+    /// on a bindfs working directory: 4.9 of its 15 thread-seconds of work were sysmon's
+    /// sleeps, which held the mount's 2.4 under a fifth of them).
+    fn runtime_sleep_s(&self) -> f64 {
+        if self.go { class_s(self, "sleep") } else { 0.0 }
     }
 
     /// Seconds of the window with load (the drain after it excluded): seconds with arrivals,
@@ -1483,16 +1495,20 @@ fn fs_queue(o: &RunObs, fs: &FsLoad) -> Option<FsQueue> {
 /// flat while waiters queue.
 fn fs_waits(o: &RunObs, fs: &FsLoad) -> Option<Finding> {
     let q = fs_queue(o, fs)?;
+    // The threads' time on it, and their wait for a CPU that its daemon and transport held:
+    // what the mount cost them, judged whole as the finding reports it (Go's net/http on a
+    // bindfs working directory: 1.9 thread-seconds in the mount's calls and 1.1 of the wait
+    // for CPUs bindfs held, of 10.0 of work; the calls alone, 19 %, read "the generator
+    // capped the run").
+    let cpu_s = o.runq_s * serving_share(o, fs.serving_cores());
     // A share of the workers' time: threads parked on futexes beside them are no part of it
     // (Node.js blocked in readFileSync on a slow mount, with V8's idle platform threads and,
     // once anything went to it, libuv's idle pool: eight threads parked for its one).
-    if fs.syscall_s < 0.2 * o.work_s() || q.waiters < 0.3 {
+    if fs.syscall_s + cpu_s < 0.2 * o.work_s() || q.waiters < 0.3 {
         return None;
     }
     let served = o.served();
     let per_req = (served > 0).then(|| fs.ops as f64 / served as f64);
-    // The threads' time on it, and their wait for a CPU that its daemon and transport held.
-    let cpu_s = o.runq_s * serving_share(o, fs.serving_cores());
     let f = with_shares(fs_waits_titled(o, fs, &q), fs.syscall_s + cpu_s, o).with(
         "mean_threads",
         round(fs.syscall_s / o.window_s.max(1e-9), 2),
@@ -1754,9 +1770,16 @@ fn one_core(o: &RunObs) -> Option<Finding> {
     let work = o.work_s() / o.window_s.max(1e-9);
     let one_at_a_time = (0.8..=1.25).contains(&demand)
         || (o.workers == 1 && demand >= 0.5 && (0.8..=1.25).contains(&work));
-    if !one_at_a_time || target_cores < 0.5 {
+    // Mostly runnable rather than running is a server squeezed off CPUs others held — where
+    // they were busy. Where the CPUs it may use had room, a thread's wait to be scheduled is
+    // the latency of its wakeups, its own serving time (on a virtual machine each wakeup of an
+    // idle CPU is an interrupt through the host: Node's event loop woken by bindfs's replies
+    // some 70,000 times a second ran 0.39 of a core and waited 0.37 to be scheduled, the
+    // CPUs 0.82 of 2 busy).
+    if !one_at_a_time || (target_cores < 0.5 && o.cpus_saturated()) {
         return None;
     }
+    let runnable = o.runq_s / o.window_s.max(1e-9);
     // Every loaded second, not only on average: a server that scales would spread out.
     if o.loaded()
         .iter()
@@ -1764,22 +1787,7 @@ fn one_core(o: &RunObs) -> Option<Finding> {
     {
         return None;
     }
-    // Why one at a time: the runtime's one thread (Node's event loop) whatever the count; an
-    // interpreter lock only where several threads could have run (a single-threaded worker
-    // is serialized by being one, not by its GIL): several found working, or threads parked
-    // on futexes while the one ran, one or more on average — the lock's waiters, which the
-    // samples count as idle (Puma's four threads, CPU-bound: one counted busy, 4.6 waiting).
-    let futex_waiters = class_s(o, "futex") / o.window_s.max(1e-9);
-    let rt = Runtime::of(&o.exe, o.go_maxprocs);
-    let runtime = match &rt {
-        Some(r) if r.lock.is_none() || o.workers >= 2 || futex_waiters >= 1.0 => Some(r.one_thread),
-        _ if o.workers == 1 => Some("one worker thread serves every request"),
-        _ => None,
-    };
-    let (grows_with, remedy) = rt.and_then(|r| r.one_core_remedy).unwrap_or((
-        "processes",
-        "run more processes (nginx `worker_processes auto`, php-fpm `pm.max_children`, Node's cluster module or a process manager, gunicorn or uWSGI workers, Puma workers), or move the hot path off the one thread (worker threads for CPU work in Node, code that releases the GIL in Python); if it is one lock around the request path, split it",
-    ));
+    let (runtime, grows_with, remedy) = one_core_why(o);
     // The mounts the one thread waits on a tenth of its work or more: every such ms is one it
     // does not serve, and its CPU time there is the mount's round trips.
     let on_mounts: Vec<&FsLoad> = o
@@ -1804,13 +1812,19 @@ fn one_core(o: &RunObs) -> Option<Finding> {
             Id::CpuOneCore,
             ceiling_severity(o),
             format!(
-                "the server runs about one core at a time ({target_cores:.2} of {} cores) while the load is capped{}",
+                "the server runs about one core at a time ({target_cores:.2} of {} cores{}) while the load is capped{}",
                 o.allowed(),
+                if runnable >= 0.1 {
+                    format!(", {runnable:.2} more runnable")
+                } else {
+                    String::new()
+                },
                 runtime.map(|r| format!(": {r}")).unwrap_or_default()
             ),
         )
         .with("target_cores", round(target_cores, 2))
         .with("cpu_demand_threads", round(demand, 2))
+        .with("runnable_threads", round(runnable, 2))
         .with("work_threads", round(work, 2))
         .with_opt(
             "share_of_work_on_slow_mounts",
@@ -1835,6 +1849,28 @@ fn one_core(o: &RunObs) -> Option<Finding> {
         ))
         .remedy(remedy),
     )
+}
+
+/// Why a server runs one thread at a time, for cpu.one-core's title (none where unknown), what
+/// its throughput grows with, and the remedy. The runtime's one thread (Node's event loop)
+/// whatever the count; an interpreter lock only where several threads could have run (a
+/// single-threaded worker is serialized by being one, not by its GIL): several found working,
+/// or threads parked on futexes while the one ran, one or more on average — the lock's
+/// waiters, which the samples count as idle (Puma's four threads, CPU-bound: one counted
+/// busy, 4.6 waiting).
+fn one_core_why(o: &RunObs) -> (Option<&'static str>, &'static str, &'static str) {
+    let futex_waiters = class_s(o, "futex") / o.window_s.max(1e-9);
+    let rt = Runtime::of(&o.exe, o.go_maxprocs);
+    let runtime = match &rt {
+        Some(r) if r.lock.is_none() || o.workers >= 2 || futex_waiters >= 1.0 => Some(r.one_thread),
+        _ if o.workers == 1 => Some("one worker thread serves every request"),
+        _ => None,
+    };
+    let (grows_with, remedy) = rt.and_then(|r| r.one_core_remedy).unwrap_or((
+        "processes",
+        "run more processes (nginx `worker_processes auto`, php-fpm `pm.max_children`, Node's cluster module or a process manager, gunicorn or uWSGI workers, Puma workers), or move the hot path off the one thread (worker threads for CPU work in Node, code that releases the GIL in Python); if it is one lock around the request path, split it",
+    ));
+    (runtime, grows_with, remedy)
 }
 
 /// A runtime that runs one thread at a time by design, named from the target's executable.
@@ -4081,6 +4117,166 @@ mod tests {
         // The same time split over two workers is not one thread's.
         o.workers = 2;
         assert!(rules(&o).iter().all(|f| f.id != Id::CpuOneCore));
+    }
+
+    /// The same server on a host whose wakeups are slower (a fresh CI machine: CPUs 0.82 of 2
+    /// busy, the event loop 0.39 on a CPU and 0.37 runnable, woken by bindfs's replies): its
+    /// runnable time is its wakeups' latency, not a queue behind other work, so it is one at a
+    /// time still; the same split with the CPUs saturated is a server squeezed off them.
+    #[test]
+    fn one_thread_waiting_to_be_scheduled_on_idle_cpus_is_one_at_a_time() {
+        let w = 5.0;
+        let mut o = flat_run(RunSecond {
+            offered: 10_148,
+            ok_2xx: 4_443,
+            cores_busy: 0.83,
+            target_cpus_busy: 0.83,
+            target_cores: 0.39,
+            run_queue: 0.37,
+            threads: 7,
+            busy_threads: 1,
+            ..Default::default()
+        });
+        o.window_s = w;
+        o.exe = "/usr/bin/node".into();
+        o.delivered_rate = 4_443.0;
+        o.answered = 4_443 * 5;
+        o.on_cpu_s = 1.938;
+        o.runq_s = 1.822;
+        o.off_s = off(&[("path", 0.814), ("file_io", 0.401), ("futex", 19.755)]);
+        o.workers = 1;
+        o.filesystems = vec![FsLoad {
+            mount: "/mnt/bind".into(),
+            fs_type: "fuse".into(),
+            slow: Some("FUSE".into()),
+            syscall_s: 1.215,
+            ops: 4_443 * 5 * 5,
+            ops_kind: "FUSE requests",
+            ops_per_s: vec![22_215; 5],
+            holds_start_cwd: true,
+            latency_by_ahead: vec![],
+            serving: vec![],
+        }];
+        let f = rules(&o);
+        let one = f
+            .iter()
+            .find(|f| f.id == Id::CpuOneCore)
+            .unwrap_or_else(|| panic!("{f:#?}"));
+        assert_eq!(one.evidence["cpu_demand_threads"], 0.75);
+        assert_eq!(one.evidence["runnable_threads"], 0.36);
+        assert_eq!(one.evidence["work_threads"], 0.99);
+        assert_eq!(
+            one.evidence["share_of_work_on_slow_mounts"],
+            "/mnt/bind 24 %"
+        );
+        assert!(
+            one.title.starts_with(
+                "the server runs about one core at a time (0.39 of 2 cores, 0.36 more runnable) while the load is capped"
+            ),
+            "{}",
+            one.title
+        );
+        // The CPUs it may use busy: its threads waited behind other work.
+        for s in o.seconds.iter_mut() {
+            s.cores_busy = 1.9;
+            s.target_cpus_busy = 1.9;
+        }
+        assert!(rules(&o).iter().all(|f| f.id != Id::CpuOneCore));
+    }
+
+    /// Go's net/http reading a template from a bindfs working directory, flooded on a fast
+    /// host (17,217/s delivered of 30,176 offered, the CPUs 1.28-1.72 of 2 busy): its two
+    /// serving threads' time is 4.3 s on a CPU, 3.6 runnable, 2.1 in the mount's calls; the
+    /// runtime's monitor slept 4.9 (one thread all the time). Counted as work, those sleeps
+    /// held the mount's share under a fifth and the run read "capped, no rule explains";
+    /// they are the runtime's own, and the mount is named.
+    #[test]
+    fn a_go_runtimes_own_sleeps_are_no_requests_work() {
+        let w = 4.942;
+        let mut o = flat_run(RunSecond {
+            offered: 30_176,
+            ok_2xx: 17_217,
+            cores_busy: 1.61,
+            target_cpus_busy: 1.61,
+            target_cores: 0.87,
+            run_queue: 0.72,
+            threads: 11,
+            busy_threads: 3,
+            ..Default::default()
+        });
+        o.window_s = w;
+        o.exe = "/tmp/zoo-go".into();
+        o.go = true;
+        o.delivered_rate = 17_217.0;
+        o.answered = 17_217 * 5;
+        o.on_cpu_s = 4.311;
+        o.runq_s = 3.57;
+        o.off_s = off(&[
+            ("path", 0.82),
+            ("file_io", 1.249),
+            ("futex", 34.568),
+            ("wait_work", 0.012),
+            ("sleep", 4.882),
+        ]);
+        o.workers = 2;
+        o.filesystems = vec![FsLoad {
+            mount: "/mnt/bind".into(),
+            fs_type: "fuse".into(),
+            slow: Some("FUSE".into()),
+            syscall_s: 2.069,
+            ops: 307_898,
+            ops_kind: "FUSE requests",
+            ops_per_s: vec![62_302; 5],
+            holds_start_cwd: true,
+            latency_by_ahead: vec![],
+            serving: vec![],
+        }];
+        assert_eq!(round(o.work_s(), 3), 9.95);
+        let f = rules(&o);
+        let mount = f
+            .iter()
+            .find(|f| matches!(f.id, Id::FsSlowOps | Id::FsSerialized))
+            .unwrap_or_else(|| panic!("{f:#?}"));
+        assert_eq!(mount.evidence["mount"], "/mnt/bind");
+        assert_eq!(mount.evidence["mean_threads"], 0.42);
+        // Another runtime's sleeps may be its requests' (a handler that sleeps holds its
+        // worker): counted, the mount is under a fifth of the work.
+        o.go = false;
+        assert_eq!(round(o.work_s(), 3), 14.832);
+        let mounts = |o: &RunObs| {
+            rules(o)
+                .into_iter()
+                .filter(|f| matches!(f.id, Id::FsSlowOps | Id::FsSerialized))
+                .count()
+        };
+        assert_eq!(mounts(&o), 0);
+        // The next run of the same test: the calls 1.9 of 10.0 thread-seconds of work (19 %),
+        // and bindfs held 0.5 of the 1.64 busy CPUs, so that share of the 3.6 s runnable (1.1)
+        // was the mount's too: judged whole, a fifth or more (it read "the generator capped
+        // the run").
+        o.go = true;
+        o.on_cpu_s = 4.503;
+        o.runq_s = 3.565;
+        o.off_s = off(&[
+            ("path", 0.749),
+            ("file_io", 1.147),
+            ("futex", 34.608),
+            ("wait_work", 0.01),
+            ("sleep", 4.892),
+        ]);
+        o.filesystems[0].syscall_s = 1.896;
+        assert_eq!(mounts(&o), 0);
+        for s in o.seconds.iter_mut() {
+            s.cores_busy = 1.64;
+            s.target_cpus_busy = 1.64;
+        }
+        o.filesystems[0].serving = vec![ProcCpu {
+            pid: 7,
+            comm: "bindfs".into(),
+            cores: 0.5,
+            ..Default::default()
+        }];
+        assert_eq!(mounts(&o), 1);
     }
 
     #[test]

@@ -75,6 +75,21 @@ fn allowed_cpus(seconds: &[crate::trace::seconds::KernelSecond]) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// The threads' seconds over the window: blocked by class, on a CPU, charged, runnable.
+fn thread_seconds(k: &Sampler) -> (Vec<f64>, f64, f64, f64) {
+    let mut off_s = vec![0.0; NUM_CLASSES as usize];
+    let (mut on, mut charged, mut runq) = (0.0, 0.0, 0.0);
+    for ks in &k.seconds {
+        for (i, v) in ks.off_s.iter().enumerate() {
+            off_s[i] += v;
+        }
+        on += ks.on_cpu_s;
+        charged += ks.charged_cpu_s;
+        runq += ks.runq_s;
+    }
+    (off_s, on, charged, runq)
+}
+
 /// Run's observations, gathered once from the load side, the kernel sampler and the trace's
 /// report: the joined timeline, the threads' time by class, the filesystems and lock objects
 /// waited on, the worker pool and the quota.
@@ -92,16 +107,7 @@ pub fn observe(
     let serving = k.busiest_process();
     let mut seconds = timeline(s, k, mounts, attached);
     others.mark_noise(k, &mut seconds);
-    let mut off_s = vec![0.0; NUM_CLASSES as usize];
-    let (mut on, mut runq, mut charged) = (0.0, 0.0, 0.0);
-    for ks in &k.seconds {
-        for (i, v) in ks.off_s.iter().enumerate() {
-            off_s[i] += v;
-        }
-        on += ks.on_cpu_s;
-        charged += ks.charged_cpu_s;
-        runq += ks.runq_s;
-    }
+    let (off_s, on, charged, runq) = thread_seconds(k);
     let window_s = k
         .seconds
         .iter()
@@ -117,6 +123,7 @@ pub fn observe(
         k.seconds.iter().map(|x| served_of(x, by_requests)).sum()
     };
     let path_off = off_s[trapdetect_common::offcpu::CLASS_PATH as usize];
+    let runtime = crate::host::runtime::read(serving.map_or(pid, |(p, _)| p));
     RunObs {
         seconds,
         window_s,
@@ -146,7 +153,8 @@ pub fn observe(
             .map(|(_, exe)| escape::bytes(exe))
             .or_else(|| report.target.as_ref().map(|t| t.exe.clone()))
             .unwrap_or_default(),
-        go_maxprocs: crate::host::runtime::read(serving.map_or(pid, |(p, _)| p)).go_maxprocs(),
+        go_maxprocs: runtime.go_maxprocs(),
+        go: runtime.go.is_some(),
         allowed_cpus: allowed_cpus(&k.seconds),
         noise: others.listed(k, false, window_s),
         peers: others
