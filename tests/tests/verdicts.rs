@@ -848,8 +848,20 @@ fn a_fuse_daemon_that_costs_cpu_is_named_by_the_cause() {
         let r = run(pid, &["--url", &url, "--rate", &rate, "--duration", "5s"]);
         // The walk of the working directory is the mount's cost, not "cheaply now" (Go's
         // runtime opened a file in /sys once in the flood and set the local baseline at
-        // 1.6 ms a lookup: "0 % of request time").
-        assert_eq!(r.finding("fs.cwd-slow")["severity"], "fail", "{family}");
+        // 1.6 ms a lookup: "0 % of request time"): its share at its failing line or over, a
+        // failure, or a warning where it is a consequence of the cause (the mount's own).
+        let cwd = r.finding("fs.cwd-slow");
+        let e = &cwd["evidence"];
+        assert!(
+            e["share_of_request_time"].as_f64().unwrap() >= e["share_limit"].as_f64().unwrap(),
+            "{family}: {cwd}"
+        );
+        let consequence = r.verdict()["consequences"]
+            .as_array()
+            .unwrap()
+            .contains(&"fs.cwd-slow".into());
+        let want = if consequence { "warn" } else { "fail" };
+        assert_eq!(cwd["severity"], want, "{family}: {cwd}");
         assert_cause_names_mount(&r, family, mount);
     }
 }
@@ -908,8 +920,7 @@ fn assert_cause_names_mount(r: &Run, family: &str, mount: &str) {
 /// tells which device they waited on, and the daemon woke them from path walks alone. By hand
 /// flooded at 12,000/s it held 0.31 of the 2 busy cores while the verdict read `cpu.saturated`
 /// "no trap" (6,900/s there by wrk, 9,100/s from ext4). Ground truth: the ext4 twin serves a
-/// tenth more or better; flooded at 1.5 times its capacity there (within what the generator
-/// keeps its schedule at beside the stack on two cores), the cause names the mount.
+/// tenth more or better; flooded at 1.2 times its capacity there, the cause names the mount.
 #[test]
 fn a_fuse_daemon_woken_only_by_path_walks_is_named_under_php_fpm() {
     if !require_root("a_fuse_daemon_woken_only_by_path_walks_is_named_under_php_fpm") {
@@ -955,7 +966,12 @@ fn a_fuse_daemon_woken_only_by_path_walks_is_named_under_php_fpm() {
         native >= 1.1 * there,
         "gocryptfs cost nothing here ({there:.0}/s, {native:.0}/s from ext4)"
     );
-    let r = builtin(php.fpm.pid(), &php.url(), (1.5 * there).min(8_000.0), &[]);
+    // Flooded: a fifth over what wrk's kept-alive connections measured is over what the
+    // stack serves the generator, whose connections it closes (12,100-13,700/s delivered of
+    // 20,300 offered, wrk 16,900/s: a fresh CI machine served 2.4 times the stop before it,
+    // where the old fixed offer of 8,000/s was no flood). The generator shares the CPUs the
+    // flood saturates: its lanes run at nice -10 (`--nice`), as a user keeps its schedule.
+    let r = builtin(php.fpm.pid(), &php.url(), 1.2 * there, &["--nice", "-10"]);
     assert_cause_names_mount(&r, "php-fpm", fs.mount.to_str().unwrap());
 }
 
