@@ -249,15 +249,15 @@ fn slow_mount_costing_a_few_percent_of_request_time_is_a_warning() {
         return;
     }
     // Uncached and slow (2 ms per operation), 4 components below the mount: each request
-    // walks it, ≥ 8 ms; but the script burns a few hundred ms of CPU per request (20 million
-    // iterations: 160-320 ms on this machine kind, so the walk is 3-6 % of the request; 60
-    // million took 970 ms a request in one full run here and put it at 0.9 %, under the 1 %
-    // that is negligible). One worker, requests one at a time, so the FUSE daemon has a CPU
-    // to answer on.
+    // walks it, ≥ 8 ms; but the script burns 150 ms of CPU per request, by the clock, so the
+    // walk is about 5 % of the request on any host (a count of iterations is not: 20 million
+    // took 160-320 ms on this machine kind, 100 ms on a faster one, and 60 million 970 ms
+    // in one full run, which put the walk at 0.9 %, under the 1 % that is negligible; the
+    // clock is read through the vDSO, no syscall). One worker, requests one at a time, so the
+    // FUSE daemon has a CPU to answer on.
     let fs = SlowFs::mount(2000, |_| {});
     let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 4);
-    let burn =
-        "<?php $x = 0; for ($i = 0; $i < 20000000; $i++) { $x += $i % 7; } echo \"ok $x\\n\";";
+    let burn = "<?php $t = microtime(true); $x = 0; while (microtime(true) - $t < 0.15) { $x++; } echo \"ok $x\\n\";";
     let stack = PhpStack::start(&deep, 1, burn);
     let (r, out) = trace_json(stack.fpm.pid(), || drive_exactly(stack.port, 3));
     assert_eq!(r["requests"]["count"], 3);
