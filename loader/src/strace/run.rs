@@ -380,6 +380,7 @@ pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
         exe: cx.exe.clone(),
         go_maxprocs: None,
         go: false,
+        busiest_share: None,
         allowed_cpus: vec![],
         noise: vec![],
         peers: vec![],

@@ -658,6 +658,14 @@ impl Sampler {
             .map(|(pid, (_, exe))| (*pid, exe.as_slice()))
     }
 
+    /// The share of the traced processes' CPU time the busiest of them used (`None`: none
+    /// used any).
+    pub fn busiest_share(&self) -> Option<f64> {
+        let total: u64 = self.work_by_pid.values().map(|(t, _)| *t).sum();
+        let most = self.work_by_pid.values().map(|(t, _)| *t).max()?;
+        (total > 0).then(|| most as f64 / total as f64)
+    }
+
     /// The most threads one of the target's processes had in any second (0: none read).
     pub fn most_in_one_process(&self) -> usize {
         self.seconds

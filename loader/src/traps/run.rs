@@ -309,6 +309,8 @@ pub struct RunObs {
     /// workers (the tracer's `runtime_threads` module).
     pub runtime_threads: std::collections::BTreeMap<String, usize>,
     /// The most threads one of the target's processes had in any second (0: not read).
+    /// The share of the target's CPU time its busiest process used (`None`: not read).
+    pub busiest_share: Option<f64>,
     pub most_in_one_process: usize,
     /// Per filesystem.
     pub filesystems: Vec<FsLoad>,
@@ -1779,14 +1781,10 @@ fn one_core(o: &RunObs) -> Option<Finding> {
     if !one_at_a_time || (target_cores < 0.5 && o.cpus_saturated()) {
         return None;
     }
-    let runnable = o.runq_s / o.window_s.max(1e-9);
-    // Every loaded second, not only on average: a server that scales would spread out.
-    if o.loaded()
-        .iter()
-        .any(|s| s.target_cores + s.run_queue > 1.5)
-    {
+    if !one_process_one_core(o) {
         return None;
     }
+    let runnable = o.runq_s / o.window_s.max(1e-9);
     let (runtime, grows_with, remedy) = one_core_why(o);
     // The mounts the one thread waits on a tenth of its work or more: every such ms is one it
     // does not serve, and its CPU time there is the mount's round trips.
@@ -1851,6 +1849,21 @@ fn one_core(o: &RunObs) -> Option<Finding> {
     )
 }
 
+/// What cpu.one-core asks beyond the threads' averages. One at a time is one process's: where
+/// a second one did a quarter of the work or more, they ran side by side, whatever their CPU
+/// adds up to (uvicorn's two worker processes, flooded, 0.65 and 0.29 cores: their sockets
+/// lacked TCP_NODELAY and each response waited 44 ms for the client's delayed ACK, 466 of
+/// 512 connections held at each look); a lock between processes is lock.contention's, named
+/// from its waits. And every loaded second, not only on average: a server that scales would
+/// spread out.
+fn one_process_one_core(o: &RunObs) -> bool {
+    !o.busiest_share.is_some_and(|s| s < ONE_PROCESS_SHARE)
+        && !o
+            .loaded()
+            .iter()
+            .any(|s| s.target_cores + s.run_queue > 1.5)
+}
+
 /// Why a server runs one thread at a time, for cpu.one-core's title (none where unknown), what
 /// its throughput grows with, and the remedy. The runtime's one thread (Node's event loop)
 /// whatever the count; an interpreter lock only where several threads could have run (a
@@ -1872,6 +1885,10 @@ fn one_core_why(o: &RunObs) -> (Option<&'static str>, &'static str, &'static str
     ));
     (runtime, grows_with, remedy)
 }
+
+/// The share of the target's CPU time one process must have used for its threads to be one
+/// at a time (cpu.one-core): below it, a second process did a quarter or more.
+const ONE_PROCESS_SHARE: f64 = 0.75;
 
 /// A runtime that runs one thread at a time by design, named from the target's executable.
 struct Runtime {
@@ -5912,6 +5929,61 @@ mod tests {
                 r##"[]"##,
             ],
         );
+    }
+
+    /// uvicorn with two worker processes (asyncio sets TCP_NODELAY only on sockets it knows as
+    /// TCP, not on those `--workers` hands it) flooded at 30,000/s: 11,051/s delivered, the
+    /// workers 0.65 and 0.29 cores (0.99 together), 466 of the 512 connections holding a
+    /// response tail for the client's ACK at each look, each response 44 ms. Their CPU adding
+    /// up to a core read `cpu.one-core`; two processes side by side are not one at a time:
+    /// no cause, the summary saying what the latency is made of.
+    #[test]
+    fn two_processes_adding_up_to_a_core_are_not_one_at_a_time() {
+        let w = 4.95;
+        let mut o = flat_run(RunSecond {
+            offered: 30_000,
+            ok_2xx: 11_051,
+            cores_busy: 0.86,
+            target_cpus_busy: 0.86,
+            target_cores: 0.99,
+            run_queue: 0.11,
+            threads: 4,
+            busy_threads: 0,
+            ..Default::default()
+        });
+        o.window_s = w;
+        o.exe = "/usr/bin/python3.11".into();
+        o.delivered_rate = 11_051.0;
+        o.answered = 11_051 * 5;
+        o.on_cpu_s = 4.887;
+        o.runq_s = 0.567;
+        o.off_s = off(&[("wait_work", 4.42)]);
+        o.workers = 1;
+        o.send_holds = Some(SendHoldsObs {
+            seconds_read: 4,
+            seconds_held: 4,
+            held_total: 1_863,
+            held_max: 512,
+            connections_total: 2_048,
+        });
+        let one_core = |o: &RunObs| rules(o).iter().any(|f| f.id == Id::CpuOneCore);
+        // Not read (an strace log): as before.
+        assert!(one_core(&o));
+        o.busiest_share = Some(0.69);
+        let mut f = rules(&o);
+        assert!(f.iter().all(|f| f.id != Id::CpuOneCore), "{f:#?}");
+        let v = verdict(&o, &mut f, &VerdictInputs::default());
+        assert_eq!(v.cause, None);
+        assert!(
+            v.summary.ends_with(
+                "the latency is the client's delayed-ACK timer: the server's connections held each response's tail until the client acknowledged (net.nagle)"
+            ),
+            "{}",
+            v.summary
+        );
+        // One worker doing the work, its master idle beside it: one at a time.
+        o.busiest_share = Some(0.98);
+        assert!(one_core(&o));
     }
 
     #[test]

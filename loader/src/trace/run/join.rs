@@ -145,6 +145,7 @@ pub fn observe(
         workers_busy: None,
         runtime_threads: k.runtime.by_name(),
         most_in_one_process: k.most_in_one_process(),
+        busiest_share: k.busiest_share(),
         filesystems: filesystems(k, report, mounts, pid, path_off, answered_window, window_s),
         locks: locks(k),
         classified: attached,
