@@ -2937,6 +2937,23 @@ mod tests {
 
     /// A recorded 5.95 s run whose six seconds were each like `second`, offered that rate, no
     /// filesystem on its path.
+    /// A bindfs mount holding the working directory, the threads `syscall_s` in its calls,
+    /// `ops` FUSE requests over five seconds at `per_s` each.
+    fn bindfs_cwd(syscall_s: f64, ops: u64, per_s: u64) -> FsLoad {
+        FsLoad {
+            mount: "/mnt/bind".into(),
+            fs_type: "fuse".into(),
+            slow: Some("FUSE".into()),
+            syscall_s,
+            ops,
+            ops_kind: "FUSE requests",
+            ops_per_s: vec![per_s; 5],
+            holds_start_cwd: true,
+            latency_by_ahead: vec![],
+            serving: vec![],
+        }
+    }
+
     fn flat_run(second: RunSecond) -> RunObs {
         let mut o = fuse_flood();
         o.filesystems.clear();
@@ -4095,18 +4112,7 @@ mod tests {
             ("futex", 3.98 * w),
         ]);
         o.workers = 1;
-        o.filesystems = vec![FsLoad {
-            mount: "/mnt/bind".into(),
-            fs_type: "fuse".into(),
-            slow: Some("FUSE".into()),
-            syscall_s: 0.218 * w,
-            ops: 4_722 * 5 * 5,
-            ops_kind: "FUSE requests",
-            ops_per_s: vec![23_610; 5],
-            holds_start_cwd: true,
-            latency_by_ahead: vec![],
-            serving: vec![],
-        }];
+        o.filesystems = vec![bindfs_cwd(0.218 * w, 4_722 * 5 * 5, 23_610)];
         let f = rules(&o);
         let one = f
             .iter()
@@ -4162,18 +4168,7 @@ mod tests {
         o.runq_s = 1.822;
         o.off_s = off(&[("path", 0.814), ("file_io", 0.401), ("futex", 19.755)]);
         o.workers = 1;
-        o.filesystems = vec![FsLoad {
-            mount: "/mnt/bind".into(),
-            fs_type: "fuse".into(),
-            slow: Some("FUSE".into()),
-            syscall_s: 1.215,
-            ops: 4_443 * 5 * 5,
-            ops_kind: "FUSE requests",
-            ops_per_s: vec![22_215; 5],
-            holds_start_cwd: true,
-            latency_by_ahead: vec![],
-            serving: vec![],
-        }];
+        o.filesystems = vec![bindfs_cwd(1.215, 4_443 * 5 * 5, 22_215)];
         let f = rules(&o);
         let one = f
             .iter()
@@ -4236,18 +4231,7 @@ mod tests {
             ("sleep", 4.882),
         ]);
         o.workers = 2;
-        o.filesystems = vec![FsLoad {
-            mount: "/mnt/bind".into(),
-            fs_type: "fuse".into(),
-            slow: Some("FUSE".into()),
-            syscall_s: 2.069,
-            ops: 307_898,
-            ops_kind: "FUSE requests",
-            ops_per_s: vec![62_302; 5],
-            holds_start_cwd: true,
-            latency_by_ahead: vec![],
-            serving: vec![],
-        }];
+        o.filesystems = vec![bindfs_cwd(2.069, 307_898, 62_302)];
         assert_eq!(round(o.work_s(), 3), 9.95);
         let f = rules(&o);
         let mount = f
