@@ -1163,13 +1163,7 @@ mod tests {
         // 11 µs per chdir (dcache hits), 0.2 ms of CPU per request; 3 LOOKUPs reached FUSE.
         let mut obs = cwd_walk_costing(11, 0);
         obs.work.cpu_ns = Some(1000 * 200_000);
-        let c = obs.mounts.mount_of(b"/mnt/c/x").unwrap();
-        obs.fuse = vec![FuseObs {
-            mount: Some(c),
-            opcode: "LOOKUP",
-            count: 3,
-            in_path_calls: 3,
-        }];
+        obs.fuse = lookups_on_c(&obs, 3);
         let f = &cwd_slow(&obs)[0];
         assert_eq!(f.severity, Severity::Warn);
         // 11 ms of walk, 7 ms of it what ext4 costs: 4 ms over 211 ms.
@@ -1183,6 +1177,17 @@ mod tests {
         // Still the ceiling it would have if it serialized: the cached walk (0.011 ms) and the
         // session file's stats (1.2 ms) per request.
         assert_eq!(f.evidence["predicted_ceiling_rps_if_serialized"], 826.0);
+    }
+
+    /// `count` FUSE LOOKUPs on the /mnt/c mount, each from a traced path call.
+    fn lookups_on_c(obs: &FsObservation, count: u64) -> Vec<FuseObs> {
+        let c = obs.mounts.mount_of(b"/mnt/c/x").unwrap();
+        vec![FuseObs {
+            mount: Some(c),
+            opcode: "LOOKUP",
+            count,
+            in_path_calls: count,
+        }]
     }
 
     /// A server that caches file metadata itself (lighttpd's stat cache) stats its file on the
@@ -1208,13 +1213,7 @@ mod tests {
     #[test]
     fn a_mount_walked_by_fewer_than_one_request_in_a_hundred_is_information() {
         let mut obs = rare_stats();
-        let c = obs.mounts.mount_of(b"/mnt/c/x").unwrap();
-        obs.fuse = vec![FuseObs {
-            mount: Some(c),
-            opcode: "LOOKUP",
-            count: 2,
-            in_path_calls: 2,
-        }];
+        obs.fuse = lookups_on_c(&obs, 2);
         obs.requests = Some(15_000);
         let f = &hot_path_slow(&obs)[0];
         assert_eq!(f.severity, Severity::Info, "{}", f.title);
@@ -1232,14 +1231,7 @@ mod tests {
     #[test]
     fn a_negligible_cost_with_every_lookup_uncached_is_information() {
         let mut obs = rare_stats();
-        let c = obs.mounts.mount_of(b"/mnt/c/x").unwrap();
-        let lookups = |count| FuseObs {
-            mount: Some(c),
-            opcode: "LOOKUP",
-            count,
-            in_path_calls: count,
-        };
-        obs.fuse = vec![lookups(14)];
+        obs.fuse = lookups_on_c(&obs, 14);
         let f = &hot_path_slow(&obs)[0];
         assert_eq!(f.severity, Severity::Info);
         // 7 stats' 4.2 ms, 14 µs of it what ext4 costs, against 1 s of CPU: 0.4 %.
@@ -1251,7 +1243,7 @@ mod tests {
             "{}",
             f.title
         );
-        obs.fuse = vec![lookups(13)];
+        obs.fuse = lookups_on_c(&obs, 13);
         let f = &hot_path_slow(&obs)[0];
         assert_eq!(f.severity, Severity::Info);
         // 4.2 ms × 14 ÷ 13 against 1 s of CPU and that walk: 0.45 %.
@@ -1263,23 +1255,23 @@ mod tests {
             f.title
         );
         // 2 of 14: seven times 4.2 ms, 2.9 %.
-        obs.fuse = vec![lookups(2)];
+        obs.fuse = lookups_on_c(&obs, 2);
         let f = &hot_path_slow(&obs)[0];
         assert_eq!(f.severity, Severity::Warn);
         assert!(f.title.contains("cheaply now"), "{}", f.title);
         // None reached it: no round trip to price the cached ones by.
-        obs.fuse = vec![lookups(0)];
+        obs.fuse = lookups_on_c(&obs, 0);
         assert_eq!(hot_path_slow(&obs)[0].severity, Severity::Warn);
         // The working directory's walk the same way: 7 uncached lookups a request, 2.1 ms
         // against 300 ms of CPU.
         let mut obs = cwd_walk_costing(2100, 300);
-        obs.fuse = vec![lookups(11_000)];
+        obs.fuse = lookups_on_c(&obs, 11_000);
         let f = &cwd_slow(&obs)[0];
         assert_eq!(f.evidence["share_of_request_time"], 0.0069);
         assert_eq!(f.severity, Severity::Info);
         assert!(f.title.contains("negligible (under 1 %)"), "{}", f.title);
         // One answered by the cache: priced by the others, still negligible.
-        obs.fuse = vec![lookups(10_999)];
+        obs.fuse = lookups_on_c(&obs, 10_999);
         let f = &cwd_slow(&obs)[0];
         assert_eq!(f.severity, Severity::Info);
         assert!(
@@ -1290,11 +1282,11 @@ mod tests {
             f.title
         );
         // Half of them: were every lookup a round trip, 1.5 %.
-        obs.fuse = vec![lookups(5_000)];
+        obs.fuse = lookups_on_c(&obs, 5_000);
         assert_eq!(cwd_slow(&obs)[0].severity, Severity::Warn);
         let mut obs = rare_stats();
         // Every lookup uncached but 2 % of request time: a measured cost, a warning.
-        obs.fuse = vec![lookups(14)];
+        obs.fuse = lookups_on_c(&obs, 14);
         obs.work.cpu_ns = Some(200_000_000);
         let f = &hot_path_slow(&obs)[0];
         assert_eq!(f.evidence["share_of_request_time"], 0.0206);
@@ -1562,16 +1554,11 @@ mod tests {
         all.extend(rules(&cwd_walk_costing(2100, 100)));
         let mut obs = cwd_walk_costing(11, 0);
         obs.work.cpu_ns = Some(1000 * 200_000);
-        let c = obs.mounts.mount_of(b"/mnt/c/x").unwrap();
-        obs.fuse = vec![FuseObs {
-            mount: Some(c),
-            opcode: "LOOKUP",
-            count: 3,
-            in_path_calls: 3,
-        }];
+        obs.fuse = lookups_on_c(&obs, 3);
         all.extend(rules(&obs));
         let mut obs = wsl_obs();
         obs.calls.truncate(3);
+        let c = obs.mounts.mount_of(b"/mnt/c/x").unwrap();
         let op = |opcode: &'static str, count: u64, in_path_calls: u64| FuseObs {
             mount: Some(c),
             opcode,
