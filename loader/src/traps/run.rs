@@ -661,6 +661,8 @@ impl RunObs {
         if self.offered_rate > 0.0 {
             if self.delivered_rate < 0.9 * self.offered_rate {
                 v.push("offered-above-delivered");
+            } else if self.backlog_grew() {
+                v.push("backlog-grew");
             }
             return v;
         }
@@ -688,6 +690,32 @@ impl RunObs {
             v.push("serialized-resource");
         }
         v
+    }
+
+    /// The open loop's backlog grew through the window: the generator's requests in flight
+    /// rose from one loaded second to the next in three quarters of the steps or more (three
+    /// steps at least), at least doubled, and the growth is 2 % of the window's arrivals or
+    /// more. By Little's law a server that keeps up holds a steady backlog (the arrival rate
+    /// times its latency: the level a second's count fluctuates around, neither rising second
+    /// after second nor doubling); one that serves less than arrives adds the difference
+    /// every second, so its queue and every arrival's wait grow without bound, whatever share
+    /// it delivered in a few seconds (gunicorn's 4 sync workers on an sshfs working directory
+    /// offered 3,000/s: 2,781/s delivered, 93 %, while the requests in flight rose 289 →
+    /// 1,755 over 8 s). The delivered share cannot tell that from the edge of a window (the
+    /// requests still in flight at its end); the backlog compared at both ends can.
+    fn backlog_grew(&self) -> bool {
+        let loaded = self.loaded();
+        let counts: Vec<u64> = loaded.iter().map(|s| s.in_flight).collect();
+        let (Some(&first), Some(&last)) = (counts.first(), counts.last()) else {
+            return false;
+        };
+        let steps = counts.len() - 1;
+        let rises = counts.windows(2).filter(|w| w[1] > w[0]).count();
+        let arrivals: u64 = loaded.iter().map(|s| s.offered).sum();
+        steps >= 3
+            && rises as f64 >= 0.75 * steps as f64
+            && last >= 2 * first.max(1)
+            && (last - first) as f64 >= 0.02 * arrivals as f64
     }
 
     /// Every worker busy (not waiting for work, not parked) 90 % of the window or more: the
@@ -2483,7 +2511,7 @@ pub struct Verdict {
     pub summary: String,
     /// The load found a ceiling.
     pub capped: bool,
-    /// How that was seen: `offered-above-delivered` (an open loop's offered rate),
+    /// How that was seen: `offered-above-delivered`, `backlog-grew` (an open loop's offered rate),
     /// `accept-queue`, `cpus-saturated`, `workers-busy`, `serialized-resource` (from the kernel, for a closed
     /// loop).
     pub capped_by: Vec<String>,
@@ -5543,6 +5571,67 @@ mod tests {
             v.summary,
             "no ceiling: the server kept up (5261 req/s delivered of 5294/s offered)"
         );
+    }
+
+    /// gunicorn's 4 sync workers on an sshfs working directory offered 3,000/s (by hand,
+    /// 2026-12-07): 2,781/s delivered, 93 % (over the 90 % an open loop tolerates), while the
+    /// generator's requests in flight rose every second, 289 → 1,755 in 8 s: arrivals it could
+    /// not serve, added every second. Capped, seen as `backlog-grew`. The same rates with a
+    /// steady backlog (a server that keeps up; what is still in flight at the window's end is
+    /// what the delivered share misses) and a backlog that rose for a burst and drained are
+    /// not; nor a steady backlog of a few requests that doubled by chance.
+    #[test]
+    fn a_backlog_that_grows_every_second_is_a_ceiling_whatever_was_delivered() {
+        let run = |in_flight: [u64; 8]| {
+            let mut o = fuse_flood();
+            o.window_s = 8.0;
+            o.offered_rate = 3000.0;
+            o.delivered_rate = 2781.0;
+            o.seconds = secs(8, |t| RunSecond {
+                t_s: t,
+                offered: 3000,
+                ok_2xx: 2781,
+                in_flight: in_flight[t as usize],
+                ..Default::default()
+            });
+            o
+        };
+        let grew = run([289, 480, 700, 905, 1130, 1340, 1560, 1755]);
+        assert_eq!(grew.capped_by(), ["backlog-grew"]);
+        let v = verdict(&grew, &mut [], &VerdictInputs::default());
+        assert!(v.capped);
+        assert_eq!(
+            v.summary,
+            "the load is capped (2781 req/s delivered of 3000/s offered; seen as backlog-grew) but no rule explains what the server's threads waited on: read the run section's time split"
+        );
+        // Steady around its level (Little's law: 3,000/s × ~0.1 s).
+        assert!(
+            run([289, 310, 280, 301, 295, 320, 290, 305])
+                .capped_by()
+                .is_empty()
+        );
+        // A burst that drained: rose in 4 of 7 steps, fewer than three quarters.
+        assert!(
+            run([289, 480, 700, 905, 1130, 800, 500, 600])
+                .capped_by()
+                .is_empty()
+        );
+        // Rose every step and more than doubled, by 9 requests of 24,000 arrivals: no shortfall.
+        assert!(run([3, 4, 5, 6, 7, 8, 9, 12]).capped_by().is_empty());
+        // 479 of 24,000 arrivals (2 % is 480) left waiting: under the floor; 480 is not.
+        assert!(
+            run([100, 150, 200, 250, 300, 400, 500, 579])
+                .capped_by()
+                .is_empty()
+        );
+        assert_eq!(
+            run([100, 150, 200, 250, 300, 400, 500, 580]).capped_by(),
+            ["backlog-grew"]
+        );
+        // Delivered under 90 %: the shortfall says it first.
+        let mut short = grew.clone();
+        short.delivered_rate = 2000.0;
+        assert_eq!(short.capped_by(), ["offered-above-delivered"]);
     }
 
     /// Recorded: gunicorn's gthread worker (4 threads) on one `threading.Lock` held 20 ms,
