@@ -157,6 +157,14 @@ fn capture(master: u32, url: &str, conns: u32, dir: &std::path::Path) -> (String
     // SAFETY: kill(2) on the strace this test spawned and has not reaped.
     assert_eq!(unsafe { libc::kill(strace.id() as i32, libc::SIGINT) }, 0);
     strace.wait().unwrap();
+    // STRACE_KEEP=DIR keeps each log and its mount table there (the docs' side-by-side
+    // figures are read from them).
+    if let Ok(keep) = std::env::var("STRACE_KEEP") {
+        let name = format!("{master}-c{conns}");
+        std::fs::create_dir_all(&keep).unwrap();
+        std::fs::copy(&log, format!("{keep}/{name}.strace")).unwrap();
+        std::fs::copy(&mountinfo, format!("{keep}/{name}.mountinfo")).unwrap();
+    }
     (
         log.to_str().unwrap().to_string(),
         mountinfo.to_str().unwrap().to_string(),
@@ -419,4 +427,112 @@ fn a_log_of_workers_on_one_flock_names_the_file_and_the_clean_twin_passes() {
         "{}",
         r["findings"]
     );
+}
+
+/// The share of the threads' busy time (all but waiting for work and futex parking) in each
+/// class and on a CPU, in points; on a CPU counts the run queue's time too, as a log cannot
+/// tell a thread waiting for a CPU from one on it (its `run_queue` is 0).
+fn busy_split(r: &Value) -> Vec<(String, f64)> {
+    let t = &r["run"]["thread_seconds"];
+    let off = t["off_cpu"].as_object().unwrap();
+    let mut v: Vec<(String, f64)> = off
+        .iter()
+        .filter(|(k, _)| *k != "wait_work" && *k != "futex")
+        .map(|(k, x)| (k.clone(), x.as_f64().unwrap()))
+        .collect();
+    v.push((
+        "on_cpu".into(),
+        t["on_cpu"].as_f64().unwrap() + t["run_queue"].as_f64().unwrap(),
+    ));
+    let busy: f64 = v.iter().map(|(_, x)| x).sum();
+    v.into_iter().map(|(k, x)| (k, 100.0 * x / busy)).collect()
+}
+
+/// `trapdetect run --pid PID --json -- wrk -t1 -cCONNS -d3s URL` under eBPF.
+fn run_ebpf(pid: u32, url: &str, conns: u32) -> Value {
+    let p = pid.to_string();
+    let c = format!("-c{conns}");
+    let out = trapdetect(
+        &[
+            "run",
+            "--pid",
+            &p,
+            "--backend",
+            "ebpf",
+            "--json",
+            "--ignore",
+            "net.time-wait",
+            "--",
+            "wrk",
+            "-t1",
+            &c,
+            "-d3s",
+            "--timeout",
+            "5s",
+            url,
+        ],
+        Duration::from_secs(60),
+    );
+    let r: Value = json(&out);
+    eprintln!(
+        "eBPF verdict: {}\nthread_seconds: {}",
+        r["verdict"], r["run"]["thread_seconds"]
+    );
+    r
+}
+
+/// The side by side: each planted trap on php-fpm (a working directory 7 levels deep
+/// in the serialized 200 µs FUSE mount, one worker sleeping 40 ms, four workers taking turns
+/// on one flock held 20 ms) under the same wrk, once traced by eBPF and once captured by
+/// strace: the same cause, and every class's share of the threads' busy time (and the on-CPU
+/// share) within 10 points of eBPF's, strace's own stops taken out of the log's times.
+#[test]
+fn a_log_splits_the_threads_time_as_ebpf_does_within_ten_points() {
+    if !require_root("a_log_splits_the_threads_time_as_ebpf_does_within_ten_points") {
+        return;
+    }
+    let fs = SlowFs::mount(200, php_site);
+    let dir = TempDir::new("strace-side");
+    let cwd = TempDir::new("strace-side-cwd");
+    let lock = cwd.path().join("app.lock");
+    let deep = SlowFs::deep_dir(&fs.backing, &fs.mount, 7);
+    let traps = [
+        (
+            "working directory on the mount",
+            deep.clone(),
+            "<?php echo \"ok\\n\";".to_string(),
+        ),
+        (
+            "one sleeping worker",
+            cwd.path().to_path_buf(),
+            "<?php usleep(40000); echo \"ok\\n\";".to_string(),
+        ),
+        (
+            "one flock",
+            cwd.path().to_path_buf(),
+            format!(
+                "<?php $f = fopen('{}', 'c'); flock($f, LOCK_EX); usleep(20000); flock($f, LOCK_UN); fclose($f); echo \"ok\\n\";",
+                lock.display()
+            ),
+        ),
+    ];
+    for (what, at, script) in &traps {
+        let workers = if *what == "one sleeping worker" { 1 } else { 4 };
+        let stack = PhpStack::start(at, workers, script);
+        let e = run_ebpf(stack.fpm.pid(), &stack.url(), 8);
+        drop(stack);
+        let stack = PhpStack::start(at, workers, script);
+        let (log, mi) = capture(stack.fpm.pid(), &stack.url(), 8, dir.path());
+        let (s, _) = run_log(&log, &mi);
+        assert_eq!(s["verdict"]["cause"], e["verdict"]["cause"], "{what}");
+        let (be, bs) = (busy_split(&e), busy_split(&s));
+        eprintln!("{what}: eBPF {be:?}\n{what}: strace {bs:?}");
+        for (class, pe) in &be {
+            let ps = bs.iter().find(|(k, _)| k == class).map_or(0.0, |(_, x)| *x);
+            assert!(
+                (pe - ps).abs() <= 10.0,
+                "{what}: {class} {pe:.1} % under eBPF, {ps:.1} % from the log\neBPF {be:?}\nlog {bs:?}"
+            );
+        }
+    }
 }

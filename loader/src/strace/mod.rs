@@ -493,12 +493,28 @@ pub fn run_report(
     let m = &mut report.measurement;
     m.notes.push(RUN_NOTE.into());
     m.notes.push(format!(
-        "strace's own stops between two calls of a thread, {:.0} µs (the shortest such gap in this log), are taken out of the time between calls: {:.3} thread-seconds",
-        stops.per_gap_us, stops.total_s
+        "strace's own stops are taken out of the threads' time: {:.0} µs for each gap between two calls of a thread ({}) and {:.0} µs for each call ({}): {:.3} thread-seconds",
+        stops.per_gap_us,
+        if stops.measured.0 {
+            "the mean gap between two instant calls in this log: getpid, rt_sigaction and the like"
+        } else {
+            "the shortest gap in this log: too few instant calls to measure it by"
+        },
+        stops.per_call_us,
+        if stops.measured.1 {
+            "the instant calls' mean duration"
+        } else {
+            "none: too few instant calls to measure it by"
+        },
+        stops.total_s
     ));
     m.counters.insert(
         "strace_stop_ns".into(),
         ((stops.per_gap_us * 1e3).round() as u64).into(),
+    );
+    m.counters.insert(
+        "strace_call_stop_ns".into(),
+        ((stops.per_call_us * 1e3).round() as u64).into(),
     );
     if untimed > 0 {
         m.notes.push(format!(
@@ -525,7 +541,7 @@ pub fn run_report(
 const DELIVERED_BASIS: &str = "accepted-connections";
 
 /// How a run from a log splits the threads' time, said in every such report.
-const RUN_NOTE: &str = "run from an strace log: a thread's time inside a call is in the call's class (a call the kernel ran without blocking counts too), its time between calls is on-CPU less strace's own stops (strace cannot tell a thread waiting for a CPU: run_queue is 0); no generator, so no offered rate: whether the load found a ceiling is judged from the threads (workers busy, a resource queued); strace slows the server, so shares and figures per request hold and rates do not; context switches are not in a log (0)";
+const RUN_NOTE: &str = "run from an strace log: a thread's time inside a call is in the call's class less strace's own stops (a call the kernel ran without blocking counts too), its time between calls is on-CPU less strace's own stops (strace cannot tell a thread waiting for a CPU: run_queue is 0); no generator, so no offered rate: whether the load found a ceiling is judged from the threads (workers busy, a resource queued); strace slows the server, so shares and figures per request hold and rates do not; context switches are not in a log (0)";
 
 /// The rules and tables from a model.
 pub fn judge(model: Model, mounts: MountTable, top: usize) -> Report {
