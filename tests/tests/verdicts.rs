@@ -106,6 +106,18 @@ impl Run {
         !loaded.is_empty() && loaded.iter().sum::<f64>() / loaded.len() as f64 >= 0.1 * cores
     }
 
+    /// One column of the timeline's loaded seconds (those the generator offered in), as
+    /// integers.
+    fn loaded(&self, key: &str) -> Vec<u64> {
+        self.r["run"]["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["offered"].as_u64() > Some(0))
+            .map(|t| t[key].as_u64().unwrap())
+            .collect()
+    }
+
     fn trusted_measurement(&self) -> bool {
         self.r["measurement"]["trusted"].as_bool().unwrap()
     }
@@ -1130,13 +1142,7 @@ fn a_pool_of_one_is_the_cause_under_the_builtin_load_wrk_and_hey() {
     assert_eq!(load["missing_columns"], serde_json::json!([]), "{load}");
     assert!(load["totals"]["p99_us"].as_f64().unwrap() > 0.0, "{load}");
     assert_eq!(load["totals"]["offered_per_s"], 60.0, "{load}");
-    let offered: Vec<u64> = shards.r["run"]["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["offered"].as_u64())
-        .filter(|o| *o > 0)
-        .collect();
+    let offered = shards.loaded("offered");
     assert_eq!(offered.iter().sum::<u64>(), 300, "{offered:?}");
     assert!(
         offered.iter().filter(|o| **o == 60).count() >= 4,
@@ -1240,13 +1246,7 @@ fn assert_backlog_grew_to_the_pool(r: &Run, offered: f64, what: &str) {
         4,
         "{what}"
     );
-    let in_flight: Vec<u64> = r.r["run"]["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["offered"].as_u64() > Some(0))
-        .map(|t| t["in_flight"].as_u64().unwrap())
-        .collect();
+    let in_flight = r.loaded("in_flight");
     assert!(
         in_flight.windows(2).filter(|w| w[1] > w[0]).count() >= 3,
         "{what}: in flight {in_flight:?}"
@@ -1263,13 +1263,7 @@ fn assert_grown_pool(r: &Run, what: &str) {
         "pool.too-small",
         "{what}"
     );
-    let threads: Vec<u64> = r.r["run"]["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["offered"].as_u64() > Some(0))
-        .map(|t| t["threads"].as_u64().unwrap())
-        .collect();
+    let threads = r.loaded("threads");
     let full = *threads.iter().max().unwrap();
     let e = &r.finding("pool.too-small")["evidence"];
     assert_eq!(e["workers"], full - 1, "{what}: threads {threads:?}, {e}");
