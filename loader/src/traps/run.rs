@@ -2645,11 +2645,18 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
     let offered = (o.offered_rate > 0.0).then_some(o.offered_rate);
     let given_up = given_up(o, capped);
     let mut summary = verdict_summary(o, cause.as_ref(), predicted, offered, capped, &capped_by);
-    if cause.is_none() && findings.iter().any(|f| f.id == Id::NetNagle) {
+    let nagle = findings.iter().any(|f| f.id == Id::NetNagle);
+    if cause.is_none() && nagle {
         // Not a cause (the server is idle through the wait), but what the latency, and a
         // closed loop's rate, is made of.
         summary.push_str(
             "; the latency is the client's delayed-ACK timer: the server's connections held each response's tail until the client acknowledged (net.nagle)",
+        );
+    } else if nagle && cause.as_ref().is_some_and(|c| c.id == Id::GenBudget) {
+        // The generator's connections were all busy, and what kept them busy was the wait
+        // for its own ACKs (uvicorn's two workers, no TCP_NODELAY: 44 ms a response).
+        summary.push_str(
+            "; what kept its connections busy is the client's delayed-ACK timer: the server held each response's tail until the client acknowledged (net.nagle)",
         );
     }
     if let Some(g) = &given_up {
@@ -5724,6 +5731,18 @@ mod tests {
         assert_eq!(v.cause.as_deref(), Some("gen.budget"));
         assert!(!v.trusted);
         assert_eq!(v.consequences, ["load.ceiling"]);
+        assert!(!v.summary.contains("net.nagle"), "{}", v.summary);
+        // The server holding each response's tail for the client's ACK is what kept the
+        // connections busy: said after the budget.
+        f.push(finding_with("net.nagle", Severity::Warn, &[]));
+        let v = verdict(&o, &mut f, &VerdictInputs::default());
+        assert_eq!(v.cause.as_deref(), Some("gen.budget"));
+        assert!(
+            v.summary.ends_with("; what kept its connections busy is the client's delayed-ACK timer: the server held each response's tail until the client acknowledged (net.nagle)"),
+            "{}",
+            v.summary
+        );
+        f.pop();
         // The server's accept queue full: the server is the ceiling, the pacing does not bind.
         for s in &mut o.seconds {
             s.accept_queue = Some(60);
