@@ -240,7 +240,7 @@ struct Replay {
     secs: Vec<Sec>,
     off_s: Vec<f64>,
     on_s: f64,
-    /// Time between calls that was strace's stops, thread-seconds.
+    /// Time in and between calls that was strace's stops, thread-seconds.
     stopped_s: f64,
     /// Per mount: (time, operations, operations per second, calls whose time it holds).
     fs: BTreeMap<usize, (f64, u64, Vec<u64>, u64)>,
@@ -303,7 +303,6 @@ impl Replay {
         let (mut busy, mut prev_end) = (0.0, None::<f64>);
         // strace's stops in this thread's time: in its busy time, and in all of it.
         let (mut busy_stops, mut stops) = (0.0, 0.0);
-        let last = self.secs.len().saturating_sub(1);
         for e in evs {
             if e.end < t0 || e.start > t1 {
                 continue;
@@ -316,13 +315,13 @@ impl Replay {
                     s.busy += d;
                     s.tids.insert(tid);
                 });
-                self.secs[(a.floor() as usize).min(last)].gaps += 1;
+                let i = (a.floor() as usize).min(self.secs.len() - 1);
+                self.secs[i].gaps += 1;
                 busy += a - p;
                 busy_stops += self.stop_s;
                 stops += self.stop_s;
             }
             self.call(tid, e, a, b, &ops[e.ops.start as usize..e.ops.end as usize]);
-            self.secs[(b.floor() as usize).min(last)].calls[e.class as usize] += 1;
             if !idle(e.class) {
                 busy += b - a;
                 busy_stops += self.call_stop_s;
@@ -385,6 +384,7 @@ impl Replay {
         });
         let n = self.secs.len();
         let i = (b.floor() as usize).min(n.saturating_sub(1));
+        self.secs[i].calls[c] += 1;
         if e.accepted && (e.end > self.t0 || !self.by_accepts) {
             self.secs[i].served += 1;
         }

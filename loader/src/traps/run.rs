@@ -308,9 +308,9 @@ pub struct RunObs {
     /// collector and service threads): their waits are not in the figures, nor are they
     /// workers (the tracer's `runtime_threads` module).
     pub runtime_threads: std::collections::BTreeMap<String, usize>,
-    /// The most threads one of the target's processes had in any second (0: not read).
     /// The share of the target's CPU time its busiest process used (`None`: not read).
     pub busiest_share: Option<f64>,
+    /// The most threads one of the target's processes had in any second (0: not read).
     pub most_in_one_process: usize,
     /// Per filesystem.
     pub filesystems: Vec<FsLoad>,
@@ -2611,6 +2611,9 @@ fn share(f: &Finding) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// What net.nagle measured, for the verdict's sentence.
+const HELD_TAIL: &str = "held each response's tail until the client acknowledged (net.nagle)";
+
 /// Picks the cause among `findings`, folds what follows from it under it (warnings at most,
 /// with `consequence_of`), keeps the one ceiling figure on the cause, and says it in a
 /// sentence. Order: the generator's own budget (the run measured the generator); a process out
@@ -2645,19 +2648,20 @@ pub fn verdict(o: &RunObs, findings: &mut [Finding], inputs: &VerdictInputs) -> 
     let offered = (o.offered_rate > 0.0).then_some(o.offered_rate);
     let given_up = given_up(o, capped);
     let mut summary = verdict_summary(o, cause.as_ref(), predicted, offered, capped, &capped_by);
-    let nagle = findings.iter().any(|f| f.id == Id::NetNagle);
-    if cause.is_none() && nagle {
-        // Not a cause (the server is idle through the wait), but what the latency, and a
-        // closed loop's rate, is made of.
-        summary.push_str(
-            "; the latency is the client's delayed-ACK timer: the server's connections held each response's tail until the client acknowledged (net.nagle)",
-        );
-    } else if nagle && cause.as_ref().is_some_and(|c| c.id == Id::GenBudget) {
-        // The generator's connections were all busy, and what kept them busy was the wait
-        // for its own ACKs (uvicorn's two workers, no TCP_NODELAY: 44 ms a response).
-        summary.push_str(
-            "; what kept its connections busy is the client's delayed-ACK timer: the server held each response's tail until the client acknowledged (net.nagle)",
-        );
+    if findings.iter().any(|f| f.id == Id::NetNagle) {
+        match cause.as_ref().map(|c| c.id) {
+            // Not a cause (the server is idle through the wait), but what the latency, and a
+            // closed loop's rate, is made of.
+            None => summary.push_str(&format!(
+                "; the latency is the client's delayed-ACK timer: the server's connections {HELD_TAIL}"
+            )),
+            // The generator's connections were all busy, and what kept them busy was the wait
+            // for its own ACKs (uvicorn's two workers, no TCP_NODELAY: 44 ms a response).
+            Some(Id::GenBudget) => summary.push_str(&format!(
+                "; what kept its connections busy is the client's delayed-ACK timer: the server {HELD_TAIL}"
+            )),
+            Some(_) => {}
+        }
     }
     if let Some(g) = &given_up {
         summary.push_str(&format!(
@@ -2970,8 +2974,6 @@ mod tests {
         }]
     }
 
-    /// A recorded 5.95 s run whose six seconds were each like `second`, offered that rate, no
-    /// filesystem on its path.
     /// A bindfs mount holding the working directory, the threads `syscall_s` in its calls,
     /// `ops` FUSE requests over five seconds at `per_s` each.
     fn bindfs_cwd(syscall_s: f64, ops: u64, per_s: u64) -> FsLoad {
@@ -2989,6 +2991,8 @@ mod tests {
         }
     }
 
+    /// A recorded 5.95 s run whose six seconds were each like `second`, offered that rate, no
+    /// filesystem on its path.
     fn flat_run(second: RunSecond) -> RunObs {
         let mut o = fuse_flood();
         o.filesystems.clear();
