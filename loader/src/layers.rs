@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("preflight", 4),
     ("trace", 4),
     ("sample", 4),
+    ("sections", 4),
     ("strace", 4),
     ("cmd", 5),
     ("cli", 6),

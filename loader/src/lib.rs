@@ -23,6 +23,7 @@ pub mod preflight;
 pub mod probe;
 pub mod report;
 pub mod sample;
+pub mod sections;
 pub mod strace;
 pub mod trace;
 pub mod traps;

@@ -149,9 +149,11 @@ fn rerendered(dir: &TempDir, file: &str, wanted: &[&str]) -> String {
     text
 }
 
-/// `trapdetect report FILE --text` prints exactly what the command printed live: the saved
-/// document is read back into the typed report and printed by the same code (issue 27).
-fn same_as_live(dir: &TempDir, file: &str, live: &[u8]) {
+/// `trapdetect report FILE --text` prints exactly what the command printed live, and
+/// `--html` writes exactly the page it wrote (`page`, beside FILE): the saved document is read
+/// back into the typed report and its sections, and printed and drawn by the same code
+/// (issue 27).
+fn same_as_live(dir: &TempDir, file: &str, live: &[u8], page: &str) {
     let text = rerendered(dir, file, &[]);
     let live = String::from_utf8_lossy(live);
     assert!(!live.is_empty(), "{file}: no live text");
@@ -164,6 +166,31 @@ fn same_as_live(dir: &TempDir, file: &str, live: &[u8]) {
         panic!(
             "{file}: the saved report prints differently from the live one from line {}:\n--- report\n{text}\n--- live\n{live}",
             line + 1
+        );
+    }
+    let again = format!("{page}.again.html");
+    let out = trapdetect(&["report", &p(dir, file), "--html", &p(dir, &again)], LIMIT);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{file}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let (saved, live) = (read(&again), read(page));
+    assert!(live.contains("</body></html>"), "{page}: {live}");
+    assert!(!live.contains("could not be read back"), "{page}: {live}");
+    if saved != live {
+        let at = saved
+            .bytes()
+            .zip(live.bytes())
+            .position(|(a, b)| a != b)
+            .unwrap_or(saved.len().min(live.len()));
+        let from = at.saturating_sub(200);
+        panic!(
+            "{file}: the saved report's page differs from the live one at byte {at}:\n--- report\n{}\n--- live\n{}",
+            &saved[from..(at + 200).min(saved.len())],
+            &live[from..(at + 200).min(live.len())]
         );
     }
 }
@@ -338,7 +365,7 @@ fn load_report_renders_in_chromium_and_exports_match_the_json() {
     let out = trapdetect(&["report", &p(&dir, "a.json"), "--text"], LIMIT);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("2xx               600"), "{text}");
-    same_as_live(&dir, "a.json", &live);
+    same_as_live(&dir, "a.json", &live, "a.html");
 
     // Offered, delivered, errors; latency per second; in flight; the latency histogram.
     let Some(n) = check_page(
@@ -483,7 +510,7 @@ fn preflight_report_renders_in_chromium() {
     wanted.push(format!("-> exit {code}"));
     let w: Vec<&str> = wanted.iter().map(String::as_str).collect();
     rerendered(&dir, "p.json", &w);
-    same_as_live(&dir, "p.json", &out.stdout);
+    same_as_live(&dir, "p.json", &out.stdout, "p.html");
     // The listen queues and the CPU sample.
     check_page(
         "preflight_report_renders_in_chromium",
@@ -638,7 +665,7 @@ fn trace_report_renders_in_chromium_with_every_chart() {
         ],
     );
     assert!(text.contains("FAIL fs.cwd-slow"), "{text}");
-    same_as_live(&dir, "t.json", &out.stdout);
+    same_as_live(&dir, "t.json", &out.stdout, "t.html");
     // Load: rates, latency, in flight, histogram; filesystems: lookups and syscall time. The
     // keep-alive probe load opens no connection per second (the network timeline is then a
     // sentence) and the census charts depend on the machine's sockets: not counted here.
@@ -861,7 +888,7 @@ fn run_report_charts_threads_workers_and_marked_seconds() {
         &["pool.too-small", "RUN", "Per second", "LOAD"],
     );
     assert!(text.contains("sleep"), "{text}");
-    same_as_live(&dir, "r.json", &out.stdout);
+    same_as_live(&dir, "r.json", &out.stdout, "r.html");
     let Some(n) = check_page(
         "run_report_charts_threads_workers_and_marked_seconds",
         &dir,

@@ -171,7 +171,7 @@ pub fn run(args: PreflightArgs) -> Result<i32> {
         .output
         .html
         .as_ref()
-        .map(|_| crate::report::html::render(&report))
+        .map(|_| crate::sections::html_of(&report))
         .unwrap_or_default();
     crate::output::emit(
         &shown,

@@ -6,13 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::{
     error::{Error, Result, exit},
     load::external::{self, merged},
-    report::{self, Report, Section, export::ExportArgs, preflight},
+    report::{self, Report, export::ExportArgs, preflight},
 };
 
 /// Flags of `trapdetect report`.
@@ -78,7 +77,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
         let page = match &comparison {
             // The runs themselves are not in the comparison: no per-second overlays.
             Some(c) => crate::report::compare::html(c, &Value::Null, &Value::Null),
-            None => report::html::render_value(&doc, &[]),
+            None => crate::sections::html(&doc),
         };
         crate::output::write("--html", p, page.as_bytes())?;
     }
@@ -136,7 +135,7 @@ fn text(mut doc: Value, file: &Path) -> Result<String> {
     };
     if schema.starts_with("trapdetect.report/") {
         let mut r: Report = serde_json::from_value(doc).map_err(bad)?;
-        r.section_text = section_texts(&r);
+        r.section_text = crate::sections::texts(&r);
         Ok(if r.command == "preflight" {
             // Evidence and host facts when the run printed them (`--verbose`).
             let verbose = r
@@ -155,59 +154,6 @@ fn text(mut doc: Value, file: &Path) -> Result<String> {
         Ok(crate::load::document::text(&d))
     } else {
         Ok(report::text::steps_or_drain(&doc))
-    }
-}
-
-/// Each section's text, from the section read back into the type that rendered it live (in
-/// the order the report holds them, which is the order they were added).
-fn section_texts(r: &Report) -> Vec<(String, String)> {
-    r.sections
-        .iter()
-        .filter_map(|(name, v)| {
-            let text = match section_text(r.command, name, v) {
-                Ok(t) => t?,
-                Err(e) => format!("  (this section could not be read back: {e})\n"),
-            };
-            Some((name.clone(), text))
-        })
-        .collect()
-}
-
-/// One section's text (`None`: a section shown in JSON only).
-fn section_text(
-    command: &str,
-    name: &str,
-    v: &Value,
-) -> std::result::Result<Option<String>, String> {
-    fn typed<T: DeserializeOwned + Section>(
-        v: &Value,
-    ) -> std::result::Result<Option<String>, String> {
-        serde_json::from_value::<T>(v.clone())
-            .map(|t| Some(t.text()))
-            .map_err(|e| e.to_string())
-    }
-    match name {
-        "network" => typed::<crate::host::net::NetObservation>(v),
-        "tracer" => typed::<crate::trace::cost::TracerCost>(v),
-        "threads" => typed::<crate::trace::threads::ThreadTime>(v),
-        // `run -- COMMAND` / `--load-results`: another generator's section.
-        "load" if v.get("source").is_some() => {
-            typed::<crate::load::external::section::ExternalLoad>(v)
-        }
-        "load" => typed::<crate::load::Summary>(v),
-        "run" => typed::<crate::trace::run::section::RunSection>(v),
-        "sample" => typed::<crate::sample::SampleSection>(v),
-        "host" => typed::<preflight::HostSection>(v),
-        "fpm" => typed::<preflight::FpmSection>(v),
-        "dir_probe" => typed::<preflight::DirProbeSection>(v),
-        "preflight" => typed::<preflight::PreflightSection>(v),
-        // The fingerprint is for `compare` and the archive: preflight prints it, a trace or a
-        // run keeps it in the JSON only.
-        "fingerprint" if command == "preflight" => {
-            typed::<crate::host::fingerprint::Fingerprint>(v)
-        }
-        "fingerprint" => Ok(None),
-        other => Err(format!("no text for a section named {other}")),
     }
 }
 
@@ -285,5 +231,18 @@ mod tests {
             "{live}"
         );
         assert!(live.contains("late-sample"), "{live}");
+        // Its page too: the live report's is the saved one's, and the load's part is what the
+        // external generator said (not a built-in run's figures read from keys it lacks).
+        let live = crate::sections::html_of(&r);
+        let saved: Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(crate::sections::html(&saved), live);
+        assert!(
+            live.contains("<tr><th>Generator</th><td>wrk -t1 (exit 0, interrupted"),
+            "{live}"
+        );
+        assert!(live.contains("<tr><th>Results</th><td>oha JSON"), "{live}");
+        assert!(!live.contains("<th>offered</th>"), "{live}");
+        assert!(!live.contains("could not be read back"), "{live}");
+        assert!(live.contains("<summary>load (text)</summary><pre>Generator: wrk"));
     }
 }

@@ -195,7 +195,7 @@ pub fn emit(
         report::text::render(report)
     };
     let h = html
-        .map(|_| report::html::render(report))
+        .map(|_| crate::sections::html_of(report))
         .unwrap_or_default();
     output::emit(
         &shown,

@@ -116,11 +116,8 @@ pub fn run_steps(args: &Outputs, plan: &Plan, spec: &StepSpec) -> Result<i32> {
     }
     if let Some(p) = args.html {
         let value = serde_json::to_value(&report).unwrap_or_default();
-        if let Err(e) = crate::output::write(
-            "--html",
-            p,
-            crate::report::html::render_value(&value, &[]).as_bytes(),
-        ) {
+        if let Err(e) = crate::output::write("--html", p, crate::sections::html(&value).as_bytes())
+        {
             lost.push(e.to_string());
         }
     }
@@ -195,11 +192,8 @@ pub fn run(args: &Outputs, plan: &Plan) -> Result<i32> {
     if args.html.is_some() || *args.export != Default::default() {
         let value = serde_json::to_value(&doc).unwrap_or_default();
         if let Some(p) = args.html
-            && let Err(e) = crate::output::write(
-                "--html",
-                p,
-                crate::report::html::render_value(&value, &[]).as_bytes(),
-            )
+            && let Err(e) =
+                crate::output::write("--html", p, crate::sections::html(&value).as_bytes())
         {
             lost.push(e.to_string());
         }

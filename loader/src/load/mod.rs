@@ -34,6 +34,7 @@ mod exchange;
 pub mod external;
 mod findings;
 mod h2;
+mod html;
 pub mod http;
 mod hyper_h1;
 pub mod inputs;

@@ -54,6 +54,9 @@ impl crate::report::Section for Summary {
     fn text(&self) -> String {
         render_text(self)
     }
+    fn html(&self, marks: &[crate::report::chart::Marks]) -> Option<String> {
+        Some(self.html_part(marks))
+    }
 }
 
 /// Renders the summary (findings are rendered by the caller, with the report's renderer).
@@ -333,7 +336,7 @@ fn series(o: &mut String, s: &Summary) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::Duration;
 
     use super::*;
@@ -375,7 +378,7 @@ mod tests {
     }
 
     /// A summary with every optional part present.
-    fn summary(seconds: u64) -> Summary {
+    pub(in crate::load) fn summary(seconds: u64) -> Summary {
         let plan = Plan::new(
             "http://127.0.0.1:8080/",
             100.0,

@@ -309,9 +309,6 @@ pub struct Report {
     /// Text renderings of the extra sections, in order (not serialized).
     #[serde(skip)]
     pub section_text: Vec<(String, String)>,
-    /// HTML renderings of the extra sections, in order (not serialized).
-    #[serde(skip)]
-    pub section_html: Vec<(String, String)>,
     /// A skipped check that could have failed ([`incomplete`]) fails `--strict` (preflight,
     /// which lists them as INCOMPLETE; not serialized).
     #[serde(skip)]
@@ -354,7 +351,6 @@ impl Report {
             },
             exit_code: 0,
             section_text: vec![],
-            section_html: vec![],
             incomplete_fails_strict: false,
         }
     }

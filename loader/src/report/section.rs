@@ -1,12 +1,13 @@
 //! One trait for every part of a report beyond the findings (`network`, `load`, `run`, `host`
-//! ...): its name, its JSON value, its text and its HTML. The gatherers' data types implement
-//! it here in report/ (or next to their orchestrator), so that host/ gathers and never renders.
+//! ...): its name, its JSON value, its text and its part of the HTML page. The gatherers' data
+//! types implement it here in report/ (or next to their orchestrator), so that host/ gathers
+//! and never renders. A report's text and page read each section back from the JSON into its
+//! type (`sections.rs`), so a saved report prints and renders as the live one.
 
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Report;
-use crate::escape;
+use super::{Report, chart::Marks};
 
 /// A section of a report, rendered in every format from one value.
 pub trait Section {
@@ -16,34 +17,17 @@ pub trait Section {
     fn json(&self) -> Result<Value, String>;
     /// Its text rendering (indented lines, under the upper-cased name).
     fn text(&self) -> String;
-    /// Its HTML rendering (a fragment): the text, escaped, unless a section has better.
-    fn html(&self) -> String {
-        format!("<pre>{}</pre>", escape::html(&self.text()))
+    /// Its part of the HTML page (a fragment under its own heading), its charts shaded at
+    /// `marks`; `None`: the page shows it under Details, as a table of its JSON, with its
+    /// text under Plumbing.
+    fn html(&self, _marks: &[Marks]) -> Option<String> {
+        None
     }
 }
 
 /// The JSON value of a serialisable section.
 pub fn to_json<T: Serialize>(t: &T) -> Result<Value, String> {
     serde_json::to_value(t).map_err(|e| e.to_string())
-}
-
-/// A section whose JSON and text were built elsewhere (an external generator's `load`).
-pub struct Prebuilt {
-    pub name: &'static str,
-    pub json: Value,
-    pub text: String,
-}
-
-impl Section for Prebuilt {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn json(&self) -> Result<Value, String> {
-        Ok(self.json.clone())
-    }
-    fn text(&self) -> String {
-        self.text.clone()
-    }
 }
 
 impl Report {
@@ -53,8 +37,7 @@ impl Report {
             Ok(json) => {
                 let name = s.name().to_string();
                 self.sections.insert(name.clone(), json);
-                self.section_text.push((name.clone(), s.text()));
-                self.section_html.push((name, s.html()));
+                self.section_text.push((name, s.text()));
             }
             Err(e) => self.measurement.notes.push(format!(
                 "the {} section could not be serialised: {e}",

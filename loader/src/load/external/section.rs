@@ -8,7 +8,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Format, LoadResults, Totals, merge::GeneratorPart};
-use crate::report::section::{Section, to_json};
+use crate::report::{
+    chart::Marks,
+    html::kv,
+    section::{Section, to_json},
+};
 
 /// The section.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -74,28 +78,52 @@ impl Section for ExternalLoad {
     }
     fn text(&self) -> String {
         let mut out = String::new();
-        if !self.command.is_empty() {
-            let _ = writeln!(
-                out,
-                "Generator: {} (exit {}{})",
-                self.command.join(" "),
-                self.exit_status.map_or("-".into(), |s| s.to_string()),
-                if self.killed {
-                    ", killed after the grace period"
-                } else if self.interrupted {
-                    ", interrupted at the end of the window"
-                } else {
-                    ""
-                }
-            );
+        for (label, indented, value) in self.lines() {
+            let _ = writeln!(out, "{}{label}: {value}", if indented { "  " } else { "" });
         }
-        match &self.results {
+        out
+    }
+    fn html(&self, _marks: &[Marks]) -> Option<String> {
+        let rows: Vec<(String, String)> = self
+            .lines()
+            .into_iter()
+            .map(|(label, _, value)| (label, value))
+            .collect();
+        let mut o = String::new();
+        kv(&mut o, &rows);
+        Some(o)
+    }
+}
+
+impl ExternalLoad {
+    /// What the section says, line by line: its label, whether it is one generator's part of
+    /// several (indented under the results), and what it says.
+    fn lines(&self) -> Vec<(String, bool, String)> {
+        let mut out = vec![];
+        if !self.command.is_empty() {
+            out.push((
+                "Generator".to_string(),
+                false,
+                format!(
+                    "{} (exit {}{})",
+                    self.command.join(" "),
+                    self.exit_status.map_or("-".into(), |s| s.to_string()),
+                    if self.killed {
+                        ", killed after the grace period"
+                    } else if self.interrupted {
+                        ", interrupted at the end of the window"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        let results = match &self.results {
             Some(r) => {
                 let t = &r.totals;
                 let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
-                let _ = writeln!(
-                    out,
-                    "Results: {}: {} requests, {} 2xx, {} other, {} errors over {} s{}{}",
+                format!(
+                    "{}: {} requests, {} 2xx, {} other, {} errors over {} s{}{}",
                     r.format.describe(),
                     opt(t.requests),
                     opt(t.ok_2xx),
@@ -108,44 +136,48 @@ impl Section for ExternalLoad {
                     t.p99_us
                         .map(|p| format!(", p99 {:.1} ms", p / 1e3))
                         .unwrap_or_default(),
-                );
+                )
             }
-            None => {
-                let _ = writeln!(out, "Results: none read");
-            }
-        }
+            None => "none read".to_string(),
+        };
+        out.push(("Results".to_string(), false, results));
         for g in &self.generators {
             let t = &g.totals;
-            let _ = writeln!(
-                out,
-                "  {}: {}, seconds {}..{} of the window, {} requests, {} 2xx{}",
-                g.file,
-                g.format.describe(),
-                g.first_s,
-                g.last_s,
-                t.requests.map_or("-".to_string(), |v| v.to_string()),
-                t.ok_2xx.map_or("-".to_string(), |v| v.to_string()),
-                if g.lagged_seconds.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        ", behind its schedule in {} second(s): those seconds are marked generator-lag",
-                        g.lagged_seconds.len()
-                    )
-                }
-            );
+            out.push((
+                g.file.clone(),
+                true,
+                format!(
+                    "{}, seconds {}..{} of the window, {} requests, {} 2xx{}",
+                    g.format.describe(),
+                    g.first_s,
+                    g.last_s,
+                    t.requests.map_or("-".to_string(), |v| v.to_string()),
+                    t.ok_2xx.map_or("-".to_string(), |v| v.to_string()),
+                    if g.lagged_seconds.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            ", behind its schedule in {} second(s): those seconds are marked generator-lag",
+                            g.lagged_seconds.len()
+                        )
+                    }
+                ),
+            ));
         }
         if !self.missing_columns.is_empty() {
-            let _ = writeln!(
-                out,
-                "Per-second columns the generator did not give: {}{}",
-                self.missing_columns.join(", "),
-                if self.missing_columns.iter().any(|c| c == "ok_2xx") {
-                    " (the `served` column, counted in the kernel, is the delivered rate)"
-                } else {
-                    ""
-                }
-            );
+            out.push((
+                "Per-second columns the generator did not give".to_string(),
+                false,
+                format!(
+                    "{}{}",
+                    self.missing_columns.join(", "),
+                    if self.missing_columns.iter().any(|c| c == "ok_2xx") {
+                        " (the `served` column, counted in the kernel, is the delivered rate)"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
         }
         out
     }
