@@ -761,11 +761,21 @@ fn a_remote_filesystems_daemon_and_its_transport_are_the_benchmark_not_noise() {
         eprintln!("{family}: {there:.0}/s on sshfs, offered {rate}/s");
         // 8 s: the chain is four links and each joins one second after the one it wakes.
         let r = run(pid, &["--url", &url, "--rate", &rate, "--duration", "8s"]);
-        assert!(
-            !r.ids().iter().any(|i| i == "host.noise"),
-            "{family}: {}",
-            r.finding("host.noise")
-        );
+        // The daemon and its transport are the mount's, never noise. The hypervisor's steal
+        // can raise a host.noise of its own on a shared host (0.34 of 2 CPUs once here, every
+        // process besides it 0.01): then it names none of them, their CPU is not in it and it
+        // decides nothing.
+        if r.ids().iter().any(|i| i == "host.noise") {
+            let e = &r.finding("host.noise")["evidence"];
+            assert_eq!(e["decides_verdict"], false, "{family}: {e}");
+            let others = e["busiest_others"].as_str().unwrap();
+            for comm in ["sshfs", "ssh (", "sftp-server", "sshd"] {
+                assert!(!others.contains(comm), "{family}: {comm} in {others}");
+            }
+            let beside_steal =
+                e["noise_cores"].as_f64().unwrap() - e["steal_cores"].as_f64().unwrap_or(0.0);
+            assert!(beside_steal < 0.1, "{family}: {e}");
+        }
         assert_eq!(r.verdict()["trusted"], true, "{family}: {}", r.verdict());
         let stack: Vec<String> = r.r["run"]["stack"]
             .as_array()
