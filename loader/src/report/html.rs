@@ -132,12 +132,7 @@ pub fn render_value(doc: &Value, parts: &Parts) -> String {
         }
         None => {}
     }
-    if let Some(t) = doc.pointer("/network/traced").filter(|t| t.is_object()) {
-        network_charts(&mut o, t, &marks);
-    }
-    if let Some(n) = doc.get("network").filter(|n| n.is_object()) {
-        census_charts(&mut o, n);
-    }
+    parts.part(&mut o, "network");
     if let Some(s) = doc.pointer("/host/sample").filter(|s| s.is_object()) {
         cpu_sample_chart(&mut o, s);
     }
@@ -1007,178 +1002,6 @@ fn extra_charts(o: &mut String, secs: &RunSeconds, marks: &[Marks]) {
     }
 }
 
-fn arr(v: &Value) -> Vec<Option<f64>> {
-    v.as_array()
-        .map(|a| a.iter().map(Value::as_f64).collect())
-        .unwrap_or_default()
-}
-
-/// TCP state changes per second on the target's ports (the traced network section).
-fn network_charts(o: &mut String, t: &Value, marks: &[Marks]) {
-    let _ = write!(o, "<h2>Network (per second, target's ports)</h2>");
-    let lost = t["missed_events"].as_u64().unwrap_or(0);
-    if lost > 0 {
-        let _ = write!(
-            o,
-            "<p><b>{lost} TCP events were missed</b>: per-second counts are lower bounds.</p>"
-        );
-    }
-    let conns = arr(&t["new_connections_per_s"]);
-    let tw = arr(&t["time_wait_entered_per_s"]);
-    if conns.iter().chain(tw.iter()).flatten().any(|v| *v > 0.0) {
-        figure(
-            o,
-            Timeline {
-                title: "New connections and TIME_WAIT entered".into(),
-                unit: "per second".into(),
-                series: vec![
-                    Series {
-                        name: "new connections".into(),
-                        values: conns,
-                    },
-                    Series {
-                        name: "TIME_WAIT entered".into(),
-                        values: tw,
-                    },
-                ],
-                marks: marks.to_vec(),
-                log_y: false,
-            }
-            .svg(),
-        );
-    } else if !conns.is_empty() {
-        let _ = write!(
-            o,
-            "<p>No new connection and no socket entering TIME_WAIT in any second (keep-alive).</p>"
-        );
-    }
-    let ov = arr(&t["listen_overflows_per_s"]);
-    let dr = arr(&t["listen_drops_per_s"]);
-    if ov.iter().chain(dr.iter()).flatten().any(|v| *v > 0.0) {
-        figure(
-            o,
-            Timeline {
-                title: "Listen queue overflows and drops".into(),
-                unit: "per second".into(),
-                series: vec![
-                    Series {
-                        name: "overflows".into(),
-                        values: ov,
-                    },
-                    Series {
-                        name: "drops".into(),
-                        values: dr,
-                    },
-                ],
-                marks: marks.to_vec(),
-                log_y: false,
-            }
-            .svg(),
-        );
-    } else if !ov.is_empty() {
-        let _ = write!(o, "<p>No listen queue overflow or drop in any second.</p>");
-    }
-}
-
-/// The network census (preflight, and a trace's start): listen queues, TIME_WAIT by server
-/// port, the ephemeral port range.
-fn census_charts(o: &mut String, n: &Value) {
-    // Six bars keep their labels readable: the fullest queues, the largest TIME_WAIT groups.
-    let mut listeners: Vec<&Value> = n["listeners"].as_array().into_iter().flatten().collect();
-    let fill = |l: &Value| {
-        l["accept_queue"].as_f64().unwrap_or(0.0) / l["backlog"].as_f64().unwrap_or(1.0).max(1.0)
-    };
-    listeners.sort_by(|a, b| fill(b).total_cmp(&fill(a)));
-    listeners.truncate(6);
-    let groups: Vec<&Value> = n["time_wait"]["groups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .take(6)
-        .collect();
-    if listeners.is_empty() && groups.is_empty() {
-        return;
-    }
-    let _ = write!(
-        o,
-        "<h2>Network census ({})</h2>",
-        h(n["netns"].as_str().unwrap_or("?"))
-    );
-    if !listeners.is_empty() {
-        figure(
-            o,
-            Bars {
-                title: "Listen queues: waiting connections vs backlog (fullest 6)".into(),
-                unit: "connections".into(),
-                categories: listeners
-                    .iter()
-                    .map(|l| l["local"].as_str().unwrap_or("?").to_string())
-                    .collect(),
-                measures: vec![
-                    (
-                        "accept queue".into(),
-                        listeners
-                            .iter()
-                            .map(|l| l["accept_queue"].as_f64().unwrap_or(0.0))
-                            .collect(),
-                    ),
-                    (
-                        "backlog".into(),
-                        listeners
-                            .iter()
-                            .map(|l| l["backlog"].as_f64().unwrap_or(0.0))
-                            .collect(),
-                    ),
-                ],
-            }
-            .svg(),
-        );
-    }
-    if !groups.is_empty() {
-        figure(
-            o,
-            Bars {
-                title: "TIME_WAIT sockets by server (largest 6)".into(),
-                unit: "sockets".into(),
-                categories: groups
-                    .iter()
-                    .map(|g| {
-                        format!(
-                            "{}:{}",
-                            g["server"].as_str().unwrap_or("?"),
-                            g["server_port"]
-                        )
-                    })
-                    .collect(),
-                measures: vec![(
-                    "TIME_WAIT".into(),
-                    groups
-                        .iter()
-                        .map(|g| g["count"].as_f64().unwrap_or(0.0))
-                        .collect(),
-                )],
-            }
-            .svg(),
-        );
-    }
-    let e = &n["ephemeral"];
-    if let (Some(used), Some(usable)) =
-        (e["distinct_ports_in_range"].as_f64(), e["usable"].as_f64())
-    {
-        let _ = write!(
-            o,
-            "<p>Ephemeral ports: {} of {} usable in use ({:.1} %).</p>",
-            units::fmt_num(used),
-            units::fmt_num(usable),
-            if usable > 0.0 {
-                used / usable * 100.0
-            } else {
-                0.0
-            }
-        );
-    }
-}
-
 /// Where the CPU went during the host sample: the target, the busiest other processes.
 fn cpu_sample_chart(o: &mut String, s: &Value) {
     // At most six bars, so their labels stay readable.
@@ -1746,11 +1569,15 @@ pub(crate) mod tests {
         })
     }
 
-    /// The parts a page is given: the load's (drawn by its own code, pinned by its own golden
-    /// page), the host's text, and a section that could not be read back.
+    /// The parts a page is given: the load's and the network's (drawn by their own code,
+    /// pinned by their own golden pages), the host's text, and a section that could not be
+    /// read back.
     fn parts() -> Parts {
         Parts {
-            bodies: vec![("load".into(), "<p>the load's part</p>".into())],
+            bodies: vec![
+                ("load".into(), "<p>the load's part</p>".into()),
+                ("network".into(), "<p>the network's part</p>".into()),
+            ],
             texts: vec![("host".into(), "box & co".into())],
             unread: vec![("sample".into(), "missing field `x`".into())],
         }

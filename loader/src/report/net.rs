@@ -5,11 +5,17 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::section::{Section, to_json};
+use super::{
+    chart::{Bars, Marks, Series, Timeline},
+    html::{figure, value},
+    section::{Section, to_json},
+    units::fmt_num,
+};
 use crate::{
+    escape::html as h,
     figures::fmt_count,
     host::net::{
-        NetObservation, NetTraced, PortGroup, TcpEvents,
+        Listener, NetObservation, NetTraced, PortGroup, TcpEvents,
         traced::{ClientNetns, ConnectTraced},
     },
 };
@@ -29,6 +35,149 @@ impl Section for NetObservation {
             text.push_str(&traced_text(t));
         }
         text
+    }
+
+    /// The traced half's per-second charts, the census's bars, then the whole observation,
+    /// collapsed.
+    fn html(&self, marks: &[Marks]) -> Option<String> {
+        let mut o = String::new();
+        if let Some(t) = &self.traced {
+            traced_html(&mut o, t, marks);
+        }
+        census_html(&mut o, self);
+        if let Ok(v) = to_json(self) {
+            let _ = write!(o, "<details><summary>network</summary><div class=\"wrap\">");
+            value(&mut o, "network", &v);
+            let _ = write!(o, "</div></details>");
+        }
+        Some(o)
+    }
+}
+
+/// The traced half per second, on the target's ports: new connections and TIME_WAIT entered,
+/// listen queue overflows and drops.
+fn traced_html(o: &mut String, t: &NetTraced, marks: &[Marks]) {
+    let _ = write!(o, "<h2>Network (per second, target's ports)</h2>");
+    let lost = t.missed_events.unwrap_or(0);
+    if lost > 0 {
+        let _ = write!(
+            o,
+            "<p><b>{lost} TCP events were missed</b>: per-second counts are lower bounds.</p>"
+        );
+    }
+    let col = |v: &[u64]| -> Vec<Option<f64>> { v.iter().map(|&x| Some(x as f64)).collect() };
+    let chart = |title: &str, series: [(&str, &[u64]); 2]| Timeline {
+        title: title.into(),
+        unit: "per second".into(),
+        series: series
+            .iter()
+            .map(|(name, v)| Series {
+                name: name.to_string(),
+                values: col(v),
+            })
+            .collect(),
+        marks: marks.to_vec(),
+        log_y: false,
+    };
+    let (conns, tw) = (&t.new_connections_per_s, &t.time_wait_entered_per_s);
+    if conns.iter().chain(tw).any(|&v| v > 0) {
+        figure(
+            o,
+            chart(
+                "New connections and TIME_WAIT entered",
+                [("new connections", conns), ("TIME_WAIT entered", tw)],
+            )
+            .svg(),
+        );
+    } else if !conns.is_empty() {
+        let _ = write!(
+            o,
+            "<p>No new connection and no socket entering TIME_WAIT in any second (keep-alive).</p>"
+        );
+    }
+    let (ov, dr) = (&t.listen_overflows_per_s, &t.listen_drops_per_s);
+    if ov.iter().chain(dr).any(|&v| v > 0) {
+        figure(
+            o,
+            chart(
+                "Listen queue overflows and drops",
+                [("overflows", ov), ("drops", dr)],
+            )
+            .svg(),
+        );
+    } else if !ov.is_empty() {
+        let _ = write!(o, "<p>No listen queue overflow or drop in any second.</p>");
+    }
+}
+
+/// The census (preflight, and a trace's start): listen queues, TIME_WAIT by server, the
+/// ephemeral port range.
+fn census_html(o: &mut String, n: &NetObservation) {
+    // Six bars keep their labels readable: the fullest queues, the largest TIME_WAIT groups.
+    let mut listeners: Vec<&Listener> = n.listeners.iter().collect();
+    let fill = |l: &Listener| f64::from(l.accept_queue) / f64::from(l.backlog.unwrap_or(1).max(1));
+    listeners.sort_by(|a, b| fill(b).total_cmp(&fill(a)));
+    listeners.truncate(6);
+    let groups: Vec<_> = n.time_wait.groups.iter().take(6).collect();
+    let _ = write!(o, "<h2>Network census ({})</h2>", h(&n.netns));
+    if !listeners.is_empty() {
+        figure(
+            o,
+            Bars {
+                title: "Listen queues: waiting connections vs backlog (fullest 6)".into(),
+                unit: "connections".into(),
+                categories: listeners.iter().map(|l| l.local.clone()).collect(),
+                measures: vec![
+                    (
+                        "accept queue".into(),
+                        listeners
+                            .iter()
+                            .map(|l| f64::from(l.accept_queue))
+                            .collect(),
+                    ),
+                    (
+                        "backlog".into(),
+                        listeners
+                            .iter()
+                            .map(|l| f64::from(l.backlog.unwrap_or(0)))
+                            .collect(),
+                    ),
+                ],
+            }
+            .svg(),
+        );
+    }
+    if !groups.is_empty() {
+        figure(
+            o,
+            Bars {
+                title: "TIME_WAIT sockets by server (largest 6)".into(),
+                unit: "sockets".into(),
+                categories: groups
+                    .iter()
+                    .map(|g| format!("{}:{}", g.server, g.server_port))
+                    .collect(),
+                measures: vec![(
+                    "TIME_WAIT".into(),
+                    groups.iter().map(|g| g.count as f64).collect(),
+                )],
+            }
+            .svg(),
+        );
+    }
+    if let Some(e) = &n.ephemeral {
+        let (used, usable) = (f64::from(e.distinct_ports_in_range), f64::from(e.usable));
+        let _ = write!(
+            o,
+            "<p>Ephemeral ports: {} of {} usable in use ({:.1} %).</p>",
+            fmt_num(used),
+            fmt_num(usable),
+            if usable > 0.0 {
+                used / usable * 100.0
+            } else {
+                0.0
+            }
+        );
     }
 }
 
@@ -457,6 +606,77 @@ mod tests {
 
     fn traced(v: Value) -> NetTraced {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// A recorded census (loader/fixtures/net): `/proc/net/tcp` and the sysctls.
+    fn census(name: &str) -> NetObservation {
+        use crate::host::net::procfs;
+        let read = |ext: &str| {
+            std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("fixtures/net")
+                    .join(format!("{name}.{ext}")),
+            )
+            .unwrap()
+        };
+        let (socks, _) = procfs::parse_tcp(&read("tcp"));
+        let sys = procfs::sysctls_from(&procfs::parse_sysctl_lines(&read("sysctl")));
+        NetObservation::build(&socks, &sys, &[], None)
+    }
+
+    /// The network's part of the page, from a recorded census with TIME_WAIT piled up and a
+    /// traced half: its charts and bars from the typed observation, shaded at the marks; pins
+    /// the HTML.
+    #[test]
+    fn the_networks_part_of_the_page_is_drawn_from_the_observation() {
+        let mut o = census("tw-server-closes");
+        assert!(!o.time_wait.groups.is_empty() && !o.listeners.is_empty());
+        o.netns = "net:[<1>]".into();
+        (o.listeners[0].accept_queue, o.listeners[0].backlog) = (120, Some(128));
+        o.traced = Some(traced(json!({
+            "window_s": 3.0, "interval_s": 1.0, "ports": [8080], "netns": [],
+            "time_wait_entered_per_s": [0, 4, 1], "new_connections_per_s": [1, 5, 0],
+            "listen_overflows_per_s": [0, 0, 0], "listen_drops_per_s": [0, 0, 0],
+            "on_ports": ev(1), "system": ev(2), "by_port": [], "missed_events": 3
+        })));
+        let marks = [Marks {
+            label: "events lost".into(),
+            seconds: vec![1],
+        }];
+        let part = o.html(&marks).unwrap();
+        // The traced connections chart (the queues never overflowed: said, not drawn), the
+        // listen queues and the TIME_WAIT groups.
+        assert_eq!(part.matches("<svg").count(), 3, "{part}");
+        assert!(part.contains("<b>3 TCP events were missed</b>"), "{part}");
+        assert!(part.contains("No listen queue overflow or drop in any second."));
+        assert!(part.contains("events lost (1 s)"), "{part}");
+        assert!(
+            part.contains("<h2>Network census (net:[&lt;1&gt;])</h2>"),
+            "{part}"
+        );
+        assert!(
+            part.contains("<details><summary>network</summary>"),
+            "{part}"
+        );
+        let e = o.ephemeral.as_ref().unwrap();
+        assert!(
+            part.contains(&format!(
+                "<p>Ephemeral ports: {} of {} usable in use",
+                fmt_num(f64::from(e.distinct_ports_in_range)),
+                fmt_num(f64::from(e.usable))
+            )),
+            "{part}"
+        );
+        super::super::html::tests::golden("network.html", &part);
+        // Keep-alive: no connection opened, said in a sentence.
+        let mut t = o.traced.take().unwrap();
+        t.new_connections_per_s = vec![0, 0, 0];
+        t.time_wait_entered_per_s = vec![0, 0, 0];
+        t.missed_events = None;
+        o.traced = Some(t);
+        let part = o.html(&[]).unwrap();
+        assert!(part.contains("No new connection and no socket entering TIME_WAIT"));
+        assert_eq!(part.matches("<svg").count(), 2, "{part}");
     }
 
     fn ev(base: u64) -> Value {
