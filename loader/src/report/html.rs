@@ -133,9 +133,7 @@ pub fn render_value(doc: &Value, parts: &Parts) -> String {
         None => {}
     }
     parts.part(&mut o, "network");
-    if let Some(s) = doc.pointer("/host/sample").filter(|s| s.is_object()) {
-        cpu_sample_chart(&mut o, s);
-    }
+    parts.part(&mut o, "host");
     filesystems(&mut o, doc);
     for key in ["syscalls", "paths"] {
         if let Some(Value::Array(rows)) = doc
@@ -1002,47 +1000,6 @@ fn extra_charts(o: &mut String, secs: &RunSeconds, marks: &[Marks]) {
     }
 }
 
-/// Where the CPU went during the host sample: the target, the busiest other processes.
-fn cpu_sample_chart(o: &mut String, s: &Value) {
-    // At most six bars, so their labels stay readable.
-    let mut cats = vec![];
-    let mut vals = vec![];
-    let target = s["target_cpus"].as_f64().unwrap_or(0.0);
-    if target > 0.0 {
-        cats.push("target".to_string());
-        vals.push(target);
-    }
-    cats.push("all others".to_string());
-    vals.push(s["others_cpus"].as_f64().unwrap_or(0.0));
-    for b in s["top"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .take(6 - cats.len())
-    {
-        cats.push(format!(
-            "{} ({})",
-            b["comm"].as_str().unwrap_or("?"),
-            b["pid"]
-        ));
-        vals.push(b["cpus"].as_f64().unwrap_or(0.0));
-    }
-    let _ = write!(o, "<h2>CPU during the sample</h2>");
-    figure(
-        o,
-        Bars {
-            title: format!(
-                "CPUs' worth used over {}",
-                chart::duration_us(s["window_s"].as_f64().unwrap_or(0.0) * 1e6)
-            ),
-            unit: "CPUs".into(),
-            categories: cats,
-            measures: vec![("CPU".into(), vals)],
-        }
-        .svg(),
-    );
-}
-
 /// Lookups and syscall time per request, per filesystem.
 fn filesystems(o: &mut String, doc: &Value) {
     let Some(rows) = doc["filesystems"].as_array().filter(|r| !r.is_empty()) else {
@@ -1569,14 +1526,15 @@ pub(crate) mod tests {
         })
     }
 
-    /// The parts a page is given: the load's and the network's (drawn by their own code,
-    /// pinned by their own golden pages), the host's text, and a section that could not be
-    /// read back.
+    /// The parts a page is given: the load's, the network's and the host's (drawn by their own
+    /// code, pinned by their own tests), the host's text, and a section that could not be read
+    /// back.
     fn parts() -> Parts {
         Parts {
             bodies: vec![
                 ("load".into(), "<p>the load's part</p>".into()),
                 ("network".into(), "<p>the network's part</p>".into()),
+                ("host".into(), "<p>the host's part</p>".into()),
             ],
             texts: vec![("host".into(), "box & co".into())],
             unread: vec![("sample".into(), "missing field `x`".into())],
@@ -1628,7 +1586,12 @@ pub(crate) mod tests {
         doc["command"] = json!("trace");
         doc["load"]["series"] = json!([]);
         doc["measurement"] = json!({"trusted": true});
-        golden("trace.html", &render_value(&doc, &parts()));
+        // Only the sections the document holds have parts.
+        let load = Parts {
+            bodies: parts().bodies.into_iter().take(1).collect(),
+            ..Default::default()
+        };
+        golden("trace.html", &render_value(&doc, &load));
     }
 
     /// A step run: pins its HTML (a `load` document's page is pinned with the load's part,

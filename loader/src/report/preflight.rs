@@ -2,11 +2,15 @@
 //! section one struct whose JSON and text come from it, so `trapdetect report` on a saved
 //! preflight prints what the check printed.
 
+use std::fmt::Write as _;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
     Report,
+    chart::{Bars, Marks, duration_us},
+    html::{figure, value},
     section::{Section, to_json},
 };
 use crate::{
@@ -80,6 +84,46 @@ impl Section for HostSection {
     }
     fn json(&self) -> Result<Value, String> {
         to_json(self)
+    }
+    /// Where the CPU went during the host sample (the target, the busiest others), then the
+    /// whole section, collapsed; without a sample, nothing of its own.
+    fn html(&self, _marks: &[Marks]) -> Option<String> {
+        let sample = self.sample.as_ref()?;
+        let mut o = String::new();
+        // At most six bars, so their labels stay readable.
+        let mut bars: Vec<(String, f64)> = vec![];
+        if sample.target_cpus > 0.0 {
+            bars.push(("target".into(), sample.target_cpus));
+        }
+        bars.push(("all others".into(), sample.others_cpus));
+        let room = 6 - bars.len();
+        bars.extend(
+            sample
+                .top
+                .iter()
+                .take(room)
+                .map(|b| (format!("{} ({})", b.comm, b.pid), b.cpus)),
+        );
+        let _ = write!(o, "<h2>CPU during the sample</h2>");
+        figure(
+            &mut o,
+            Bars {
+                title: format!(
+                    "CPUs' worth used over {}",
+                    duration_us(sample.window_s * 1e6)
+                ),
+                unit: "CPUs".into(),
+                categories: bars.iter().map(|(c, _)| c.clone()).collect(),
+                measures: vec![("CPU".into(), bars.iter().map(|(_, v)| *v).collect())],
+            }
+            .svg(),
+        );
+        if let Ok(v) = to_json(self) {
+            let _ = write!(o, "<details><summary>host</summary><div class=\"wrap\">");
+            value(&mut o, "host", &v);
+            let _ = write!(o, "</div></details>");
+        }
+        Some(o)
     }
     fn text(&self) -> String {
         let mut s = String::new();
@@ -491,6 +535,49 @@ mod tests {
     use crate::report::Skipped;
     use crate::traps::{Finding, Id};
     use serde_json::json;
+
+    /// The host's part of the page: the CPU the sample saw, the target first, then all others
+    /// and the busiest of them (six bars at most), the section collapsed; without a sample the
+    /// section has no part and the page lists it under Details.
+    #[test]
+    fn the_hosts_part_is_the_cpu_its_sample_saw() {
+        let top = (1..=6)
+            .map(|i| hostinfo::Busy {
+                pid: i,
+                comm: format!("p<{i}>"),
+                cpus: 0.1 * f64::from(i),
+            })
+            .collect();
+        let sample = hostinfo::NoiseSample {
+            window_s: 2.0,
+            others_cpus: 1.5,
+            target_cpus: 0.75,
+            top,
+            ..Default::default()
+        };
+        let of = |sample: Option<&hostinfo::NoiseSample>| {
+            HostSection::of(
+                &CpuHost::default(),
+                None,
+                None,
+                &Default::default(),
+                &Default::default(),
+                sample,
+            )
+        };
+        let part = of(Some(&sample)).html(&[]).unwrap();
+        assert!(part.starts_with("<h2>CPU during the sample</h2>"), "{part}");
+        assert_eq!(part.matches("<svg").count(), 1, "{part}");
+        assert!(part.contains("CPUs&apos; worth used over 2.0 s"), "{part}");
+        // target, all others, then the four busiest that fit: p<5> and p<6> are left out.
+        assert!(part.contains("p&lt;4&gt; (4)"), "{part}");
+        assert!(
+            !part.contains("p&lt;5&gt; (5)") && !part.contains("<5>"),
+            "{part}"
+        );
+        assert!(part.contains("<details><summary>host</summary>"), "{part}");
+        assert_eq!(of(None).html(&[]), None);
+    }
 
     #[test]
     fn a_skipped_check_that_could_fail_is_prominent_and_fails_strict() {
