@@ -14,7 +14,13 @@ use super::{
     chart::{self, Bars, Marks, Series, Timeline},
     units,
 };
-use crate::{escape::html as h, traps::run::RunSecond};
+use crate::{
+    escape::html as h,
+    traps::{
+        Finding,
+        run::{RunSecond, Verdict},
+    },
+};
 
 /// The page style, shared with `compare`.
 pub const CSS: &str = "\
@@ -494,11 +500,22 @@ fn run_verdict(o: &mut String, doc: &Value, secs: Option<&RunSeconds>, marks: &[
     let Some(v) = doc.get("verdict").filter(|v| v.is_object()) else {
         return;
     };
-    verdict_text(o, v);
+    let v = match serde_json::from_value::<Verdict>(v.clone()) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = write!(
+                o,
+                "<h2>Verdict</h2><p>The verdict could not be read: {}</p>",
+                h(&e.to_string())
+            );
+            return;
+        }
+    };
+    verdict_text(o, &v);
     let Some(secs) = secs.filter(|s| !s.rows.is_empty()) else {
         return;
     };
-    let cause = v["cause"].as_str().unwrap_or("");
+    let cause = v.cause.as_deref().unwrap_or("");
     let waiters = cause_waiters(secs, cause);
     let _ = write!(o, "<div class=\"pair\">");
     figure(
@@ -529,51 +546,39 @@ fn run_verdict(o: &mut String, doc: &Value, secs: Option<&RunSeconds>, marks: &[
 }
 
 /// The verdict's sentence, its figures and its consequences.
-fn verdict_text(o: &mut String, v: &Value) {
+fn verdict_text(o: &mut String, v: &Verdict) {
     let _ = write!(
         o,
         "<h2>Verdict</h2><p class=\"sentence\"><b>{}</b></p>",
-        h(v["summary"].as_str().unwrap_or(""))
+        h(&v.summary)
     );
     let mut facts = vec![];
-    if let Some(s) = v["share_of_thread_wall_time_pct"].as_f64() {
+    if let Some(s) = v.share_of_thread_wall_time_pct {
         facts.push(format!("explains {s} % of the server's threads' wall time"));
     }
     facts.push(format!(
         "delivered {}/s ({})",
-        units::fmt_num(v["delivered_per_s"].as_f64().unwrap_or(0.0)),
-        h(v["delivered_basis"].as_str().unwrap_or(""))
+        units::fmt_num(v.delivered_per_s),
+        h(&v.delivered_basis)
     ));
-    if let Some(r) = v["offered_per_s"].as_f64() {
+    if let Some(r) = v.offered_per_s {
         facts.push(format!("offered {}/s", units::fmt_num(r)));
     }
-    if let Some(c) = v["predicted_ceiling_per_s"].as_f64() {
+    if let Some(c) = v.predicted_ceiling_per_s {
         facts.push(format!("predicted ceiling {}/s", units::fmt_num(c)));
     }
-    let by: Vec<&str> = v["capped_by"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    if !by.is_empty() {
-        facts.push(format!("capped: {}", h(&by.join(", "))));
+    if !v.capped_by.is_empty() {
+        facts.push(format!("capped: {}", h(&v.capped_by.join(", "))));
     }
     let _ = write!(o, "<p class=\"meta\">{}</p>", facts.join(" · "));
-    if let Some(b) = v["ceiling_basis"].as_str() {
+    if let Some(b) = &v.ceiling_basis {
         let _ = write!(o, "<div class=\"pm\"><b>ceiling</b> {}</div>", h(b));
     }
-    let cons: Vec<&str> = v["consequences"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    if !cons.is_empty() {
+    if !v.consequences.is_empty() {
         let _ = write!(
             o,
             "<p class=\"meta\">consequences (listed below as warnings): {}</p>",
-            h(&cons.join(", "))
+            h(&v.consequences.join(", "))
         );
     }
 }
@@ -707,52 +712,58 @@ impl RunSeconds {
     }
 }
 
+/// The findings, fail first as the report holds them, each read back into its type: the
+/// title, the prediction, the measured evidence (collapsed) and the remedy.
 fn findings(o: &mut String, doc: &Value) {
-    let empty = vec![];
-    let list = doc["findings"].as_array().unwrap_or(&empty);
+    let list = match serde_json::from_value::<Vec<Finding>>(
+        doc.get("findings").cloned().unwrap_or(Value::Array(vec![])),
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = write!(
+                o,
+                "<h2>Findings</h2><p>The findings could not be read: {}</p>",
+                h(&e.to_string())
+            );
+            return;
+        }
+    };
     let _ = write!(o, "<h2>Findings ({})</h2>", list.len());
     if list.is_empty() {
         let _ = write!(o, "<p>No traps found.</p>");
     }
-    for f in list {
-        let sev = f["severity"].as_str().unwrap_or("info");
+    for f in &list {
+        let sev = f.severity.label();
         let _ = write!(
             o,
             "<div class=\"finding {s}\"><h3><span class=\"sev {s}\">{}</span>{} <span class=\"id\">{}</span></h3>",
-            h(&sev.to_uppercase()),
-            h(f["title"].as_str().unwrap_or("")),
-            h(f["id"].as_str().unwrap_or("")),
-            s = h(sev)
+            sev,
+            h(&f.title),
+            f.id,
+            s = sev.to_lowercase()
         );
-        if let Some(p) = f.get("predicted").and_then(Value::as_str) {
+        if let Some(p) = &f.predicted {
             let _ = write!(o, "<div class=\"pm\"><b>predicted</b> {}</div>", h(p));
         }
-        if let Some(Value::Object(ev)) = f
-            .get("evidence")
-            .filter(|e| e.as_object().is_some_and(|m| !m.is_empty()))
-        {
+        if !f.evidence.is_empty() {
             // Collapsed under the title: 20-30 rows each would bury the verdict.
             let _ = write!(
                 o,
                 "<details><summary>measured ({} values)</summary><div class=\"wrap\"><table class=\"kv\">",
-                ev.len()
+                f.evidence.len()
             );
-            for (k, v) in ev {
+            for (k, v) in &f.evidence {
                 let _ = write!(o, "<tr><th>{}</th><td>", h(k));
                 value(o, k, v);
                 let _ = write!(o, "</td></tr>");
             }
             let _ = write!(o, "</table></div></details>");
         }
-        if let Some(r) = f
-            .get("remedy")
-            .and_then(Value::as_str)
-            .filter(|r| !r.is_empty())
-        {
+        if !f.remedy.is_empty() {
             let _ = write!(
                 o,
                 "<div class=\"remedy\"><b>remedy</b><pre>{}</pre></div>",
-                h(r)
+                h(&f.remedy)
             );
         }
         let _ = write!(o, "</div>");
@@ -1366,15 +1377,22 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn an_unreadable_timeline_is_said_and_the_page_still_renders() {
+    fn an_unreadable_timeline_verdict_or_finding_is_said_and_the_page_still_renders() {
         let doc = json!({
             "schema": "trapdetect.report/1", "command": "run", "version": "0",
-            "findings": [], "measurement": {"trusted": true, "problems": []}, "exit_code": 0,
-            "run": {"timeline": [{"t_s": 0, "offered": "many"}]}
+            "findings": [{"id": "no.such-trap", "severity": "fail"}], "measurement": {"trusted": true, "problems": []}, "exit_code": 0,
+            "run": {"timeline": [{"t_s": 0, "offered": "many"}]},
+            "verdict": {"summary": 5}
         });
         let page = render_value(&doc, &Parts::default());
         assert!(
             page.contains("<p>The run's timeline could not be read: invalid type: string"),
+            "{page}"
+        );
+        assert!(
+            page.contains(
+                "<h2>Verdict</h2><p>The verdict could not be read: invalid type: integer `5`"
+            ),
             "{page}"
         );
         assert!(page.ends_with("</body></html>\n"));
@@ -1473,15 +1491,17 @@ pub(crate) mod tests {
                 "share_of_thread_wall_time_pct": 71.5, "delivered_per_s": 80.5,
                 "delivered_basis": "2xx in the window", "offered_per_s": 100.0,
                 "predicted_ceiling_per_s": 82.25, "capped_by": ["fs.cwd-slow", "pool"],
-                "ceiling_basis": "4 workers / 48 ms each", "consequences": ["net.time-wait"]},
+                "ceiling_basis": "4 workers / 48 ms each", "consequences": ["net.time-wait"],
+                "capped": true, "trusted": false},
             "findings": [
                 {"id": "fs.cwd-slow", "severity": "fail", "title": "cwd on a slow mount",
                     "predicted": "80/s at most", "evidence": {"mount": "/mnt/slow", "lookup_us": 1500.0,
                         "rows": [{"p": "/a", "n": 3}, {"p": "/b", "n": null}], "list": [1, 2, "x"],
                         "empty": {}, "none": null, "flag": true},
                     "remedy": "move the cwd\nto a local disk"},
-                {"id": "net.time-wait", "severity": "warn", "title": "TIME_WAIT piles up"},
-                {"id": "x.info", "severity": "info", "title": "just so", "evidence": {}, "remedy": ""}
+                {"id": "net.time-wait", "severity": "warn", "title": "TIME_WAIT piles up",
+                    "evidence": {}, "remedy": ""},
+                {"id": "host.noise", "severity": "info", "title": "just so", "evidence": {}, "remedy": ""}
             ],
             "load": {
                 "plan": {"url": "http://127.0.0.1:1/", "mode": "open", "lag_budget_us": 10000.0},
