@@ -583,6 +583,15 @@ impl RunObs {
         self.mean(|s| s.noise_cores)
     }
 
+    /// The cores the load generator took, on average, when the run watched one (`run --
+    /// COMMAND`): it shares the target's CPUs, part of the benchmark but not of the server.
+    fn generator_cores(&self) -> Option<f64> {
+        self.loaded()
+            .iter()
+            .any(|s| s.client_cores.is_some())
+            .then(|| self.mean(|s| s.client_cores.unwrap_or(0.0)))
+    }
+
     /// Other processes took a material share of the target's CPUs ([`NOISE_SHARE`]).
     fn noisy(&self) -> bool {
         self.noise() >= NOISE_SHARE * self.allowed()
@@ -1259,6 +1268,9 @@ fn cpu_saturated(o: &RunObs, quota_binds: bool) -> Option<Finding> {
     if fs.cores > 0.0 {
         f = f.with("filesystem_serving_cores", round(fs.cores, 3));
     }
+    if let Some(g) = o.generator_cores() {
+        f = f.with("generator_cores", round(g, 2));
+    }
     if !o.peers.is_empty() {
         f = f.with(
             "peers",
@@ -1303,8 +1315,10 @@ impl FsTaken {
     }
 }
 
-/// cpu.saturated's title, ceiling and remedy: "no trap" unless the filesystem's daemons take
-/// a share that matters.
+/// cpu.saturated's title, ceiling and remedy: "no trap" unless the filesystem's daemons or the
+/// load generator the run watched take a share that matters ([`NOISE_SHARE`]): the server is
+/// then at the capacity they leave it (nginx serving a static file beside `wrk -t2`: 1.27 of
+/// the 2 busy CPUs nginx's, 0.87 wrk's).
 struct SaturatedWords {
     title: String,
     predicted: String,
@@ -1320,6 +1334,24 @@ impl SaturatedWords {
         } else {
             String::new()
         };
+        if let Some(taken) = o
+            .generator_cores()
+            .filter(|&g| g >= NOISE_SHARE * o.allowed())
+            && !fs.trap
+        {
+            return SaturatedWords {
+                title: format!(
+                    "the CPUs the server may use are busy ({busy:.2} of {}{affinity}; {taken:.2} of them the load generator's, a share it takes from the server), the server is at the capacity the generator leaves it",
+                    o.allowed()
+                ),
+                predicted: format!(
+                    "ceiling ≈ delivered {:.0} req/s on what the load generator leaves; with the generator's {taken:.2} cores back, about {:.0} req/s if its throughput follows its CPU",
+                    o.delivered_rate,
+                    o.delivered_rate * busy / (busy - taken).max(1e-9)
+                ),
+                remedy: "run the load generator on CPUs of its own (taskset -c for each, the server on the others) or on another machine, then measure again; the server's capacity here is what the generator left it".to_string(),
+            };
+        }
         if fs.trap {
             return SaturatedWords {
                 title: format!(
@@ -1378,11 +1410,7 @@ impl SaturatedWords {
 fn run_queue(o: &RunObs) -> Option<Finding> {
     let cores_busy = o.mean(|s| s.target_cpus_busy);
     // An external generator's CPU, when one was watched (`run -- COMMAND`).
-    let generator_cores = o
-        .loaded()
-        .iter()
-        .any(|s| s.client_cores.is_some())
-        .then(|| o.mean(|s| s.client_cores.unwrap_or(0.0)));
+    let generator_cores = o.generator_cores();
     if o.runq_s < 0.25 * o.busy_s() || o.runq_s / o.window_s < 0.2 || o.noisy() || o.workers == 0 {
         return None;
     }
@@ -3623,6 +3651,46 @@ mod tests {
         assert_eq!(f[0].severity, Severity::Info);
         assert_eq!(f[0].evidence["target_cpus_busy"], 1.97);
         assert_eq!(f[0].evidence["allowed_cpus"], 2.0);
+        assert!(f[0].title.starts_with("no trap"), "{}", f[0].title);
+        // A load generator the run watched on the same CPUs: under a tenth of them it leaves
+        // the server its capacity; 0.8 of the 2 is a share it takes, and the ceiling is what
+        // it leaves (the server's 1.17 cores of the 1.97 busy: 1.97 / 1.17 as much with them
+        // back).
+        let watched = |o: &mut RunObs, cores: f64| {
+            for s in &mut o.seconds {
+                s.client_cores = Some(cores);
+            }
+        };
+        watched(&mut o, 0.15);
+        let f = rules(&o);
+        assert!(f[0].title.starts_with("no trap"), "{}", f[0].title);
+        assert_eq!(f[0].evidence["generator_cores"], 0.15);
+        watched(&mut o, 0.8);
+        let f = rules(&o);
+        assert_eq!(f[0].id, Id::CpuSaturated);
+        assert_eq!(
+            f[0].title,
+            "the CPUs the server may use are busy (1.97 of 2; 0.80 of them the load generator's, a share it takes from the server), the server is at the capacity the generator leaves it"
+        );
+        let expect = o.delivered_rate * 1.97 / (1.97 - 0.8);
+        assert_eq!(
+            f[0].predicted.as_deref(),
+            Some(
+                format!(
+                    "ceiling ≈ delivered {:.0} req/s on what the load generator leaves; with the generator's 0.80 cores back, about {expect:.0} req/s if its throughput follows its CPU",
+                    o.delivered_rate
+                )
+                .as_str()
+            )
+        );
+        assert!(
+            f[0].remedy
+                .starts_with("run the load generator on CPUs of its own")
+        );
+        assert_eq!(f[0].evidence["generator_cores"], 0.8);
+        for s in &mut o.seconds {
+            s.client_cores = None;
+        }
         // The same busy CPUs, half of a core of it a process outside the benchmark's: that is
         // host.noise deciding the ceiling (the run is untrusted), not the server's capacity.
         for s in &mut o.seconds {
