@@ -2262,3 +2262,68 @@ fn a_cpu_quota_caps_gunicorn_and_is_the_cause() {
     drop(g);
     drop(cg);
 }
+
+/// The user's own `wrk -t1 -c64` on the two CPUs the server uses: against nginx (2 workers)
+/// serving a static file and Go's net/http, wrk spends a large share of those CPUs, and the
+/// server's capacity is what it leaves: `cpu.saturated` says so (the generator's cores in its
+/// evidence, the remedy to give it CPUs of its own), where it read "no trap ... nothing to fix
+/// in the environment". Against gunicorn's CPU-bound workers the same wrk takes a few
+/// hundredths of a CPU: no trap, as before.
+#[test]
+fn a_load_generator_on_the_servers_cpus_takes_its_share_of_the_capacity() {
+    if !require_root("a_load_generator_on_the_servers_cpus_takes_its_share_of_the_capacity") {
+        return;
+    }
+    let _s = serial();
+    let cwd = TempDir::new("verdict-generator-share");
+    let go = GoBinary::build();
+    for family in ["nginx", "go", "gunicorn"] {
+        let (pid, url, _server): (u32, String, Box<dyn std::any::Any>) = match family {
+            "nginx" => {
+                let s = StaticNginx::start_with(
+                    &[("index.html", b"hello\n")],
+                    StaticOptions {
+                        workers: 2,
+                        ..Default::default()
+                    },
+                );
+                (s.nginx.pid(), s.url("/index.html"), Box::new(s))
+            }
+            "go" => {
+                let s = AppServer::go(&go, cwd.path(), Work::Plain);
+                (s.proc.pid(), s.url(), Box::new(s))
+            }
+            _ => {
+                let s = Gunicorn::start(cwd.path(), 4, Work::Cpu(100_000));
+                (s.master.pid(), s.url(), Box::new(s))
+            }
+        };
+        let r = under_wrk(pid, &url, 64);
+        eprintln!("{family}: {}", r.verdict());
+        let f = r.finding("cpu.saturated");
+        let e = &f["evidence"];
+        let taken = e["generator_cores"].as_f64().unwrap();
+        let allowed = e["allowed_cpus"].as_f64().unwrap();
+        let title = f["title"].as_str().unwrap();
+        if family == "gunicorn" {
+            assert!(taken < 0.1 * allowed, "{family}: {e}");
+            assert!(title.starts_with("no trap"), "{family}: {title}");
+            assert_eq!(r.cause(), Some("cpu.saturated"), "{}", r.verdict());
+            continue;
+        }
+        assert!(taken >= 0.1 * allowed, "{family}: {e}");
+        assert!(
+            title.contains(&format!("{taken:.2} of them the load generator's"))
+                && title.ends_with("the server is at the capacity the generator leaves it"),
+            "{family}: {title}"
+        );
+        assert!(
+            f["remedy"]
+                .as_str()
+                .unwrap()
+                .starts_with("run the load generator on CPUs of its own"),
+            "{family}: {f}"
+        );
+        assert_eq!(f["severity"], "info", "{family}");
+    }
+}
