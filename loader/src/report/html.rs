@@ -203,13 +203,7 @@ fn details(o: &mut String, doc: &Value, is_load: bool, parts: &Parts) {
             .iter()
             .filter(|(k, _)| !shown.contains(&k.as_str()) && parts.body(k).is_none())
         {
-            let _ = write!(
-                details,
-                "<details><summary>{}</summary><div class=\"wrap\">",
-                h(k)
-            );
-            value(&mut details, k, v);
-            let _ = write!(details, "</div></details>");
+            collapsed(&mut details, k, v);
         }
     }
     for key in ["ignored", "skipped"] {
@@ -1128,6 +1122,17 @@ fn plumbing(page: &mut String, doc: &Value, parts: &Parts) {
     if !o.is_empty() {
         let _ = write!(page, "<h2>Plumbing</h2>{o}");
     }
+}
+
+/// Section `name`'s JSON value as tables, collapsed under its name.
+pub fn collapsed(o: &mut String, name: &str, v: &Value) {
+    let _ = write!(
+        o,
+        "<details><summary>{}</summary><div class=\"wrap\">",
+        h(name)
+    );
+    value(o, name, v);
+    let _ = write!(o, "</div></details>");
 }
 
 /// Labelled lines as a key/value table, both sides escaped.

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{
     chart::{Bars, Marks, Series, Timeline},
-    html::{figure, value},
+    html::{collapsed, figure},
     section::{Section, to_json},
     units::fmt_num,
 };
@@ -46,9 +46,7 @@ impl Section for NetObservation {
         }
         census_html(&mut o, self);
         if let Ok(v) = to_json(self) {
-            let _ = write!(o, "<details><summary>network</summary><div class=\"wrap\">");
-            value(&mut o, "network", &v);
-            let _ = write!(o, "</div></details>");
+            collapsed(&mut o, "network", &v);
         }
         Some(o)
     }

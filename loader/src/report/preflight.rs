@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{
     Report,
     chart::{Bars, Marks, duration_us},
-    html::{figure, value},
+    html::{collapsed, figure},
     section::{Section, to_json},
 };
 use crate::{
@@ -119,9 +119,7 @@ impl Section for HostSection {
             .svg(),
         );
         if let Ok(v) = to_json(self) {
-            let _ = write!(o, "<details><summary>host</summary><div class=\"wrap\">");
-            value(&mut o, "host", &v);
-            let _ = write!(o, "</div></details>");
+            collapsed(&mut o, "host", &v);
         }
         Some(o)
     }
