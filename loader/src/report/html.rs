@@ -1,10 +1,14 @@
 //! Self-contained HTML rendering (one file: no scripts, no fonts, nothing fetched). It works
 //! from the JSON document, so a saved `--json` report of any schema re-renders the same way
-//! (`trapdetect report`); `run`'s timeline is read back into the typed rows `run` joined
-//! ([`RunSecond`]) and every chart reads its field by name in the type, not by lookup. Findings come first, then charts, then tables; the plumbing (probes,
-//! self-monitoring counters) is collapsed at the bottom. Every string that came from the target
-//! was escaped into printable text when observed; here it is escaped again for HTML (and
-//! plotters escapes chart labels for SVG).
+//! (`trapdetect report`), and reads its parts back into their types: the verdict, the
+//! findings and `run`'s timeline ([`RunSecond`]) here, every chart reading its field by name in
+//! the type; the sections that draw their own part (the load, the network, the host) through
+//! `sections.rs`, which hands the parts in ([`Parts`]). What is still read by key: the header,
+//! the filesystem, syscall and path tables, a step run's page, and the generic tables of
+//! Details and Plumbing. The verdict and findings come first, then charts, then tables; the
+//! plumbing (probes, self-monitoring counters, each section's text) is collapsed at the
+//! bottom. Every string that came from the target was escaped into printable text when
+//! observed; here it is escaped again for HTML (and plotters escapes chart labels for SVG).
 
 use std::fmt::Write as _;
 
