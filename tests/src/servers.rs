@@ -377,6 +377,10 @@ pub struct StaticOptions {
     pub worker_rlimit_nofile: Option<u32>,
     /// `worker_processes` (default 1).
     pub workers: u32,
+    /// `listen ... reuseport`: a listening socket per worker, the kernel spreading new
+    /// connections among them (without it, one worker can take every connection a
+    /// generator opens at once, and the others idle).
+    pub reuseport: bool,
     /// A reverse proxy to `http://127.0.0.1:PORT` (a new upstream connection per request)
     /// instead of serving files.
     pub proxy_to: Option<u16>,
@@ -432,7 +436,8 @@ impl StaticNginx {
                  http {{\n  access_log off;\n  keepalive_requests {keepalive};\n  client_body_temp_path {d}/nginx-tmp/body;\n\
                    fastcgi_temp_path {d}/nginx-tmp/fcgi;\n  proxy_temp_path {d}/nginx-tmp/proxy;\n\
                    uwsgi_temp_path {d}/nginx-tmp/uwsgi;\n  scgi_temp_path {d}/nginx-tmp/scgi;\n\
-                 {limit_zone}  server {{\n    listen 127.0.0.1:{port} backlog=1024;\n    {limit}{serve}\n  }}\n}}\n",
+                 {limit_zone}  server {{\n    listen 127.0.0.1:{port} backlog=1024{reuseport};\n    {limit}{serve}\n  }}\n}}\n",
+                reuseport = if opts.reuseport { " reuseport" } else { "" },
                 workers = opts.workers.max(1),
                 keepalive = opts.keepalive_requests.unwrap_or(1_000_000),
                 d = d.display(),
