@@ -797,9 +797,38 @@ impl RunObs {
                 .sum();
             s.target_cores + s.run_queue + off
         };
-        let worker_s: f64 = loaded.iter().map(|s| size(s)).sum();
+        // The worker-seconds each second held: its pool at the sample, less the part of the
+        // second its newly forked workers were not yet alive. The threads' time (on a CPU,
+        // waiting for one, off it by class) is the mean number alive over the second; less
+        // the threads that are no worker, it is the workers'. A child php-fpm forked half-way
+        // through a second is one worker at the sample but half a worker-second of work, and
+        // counted whole it reads a pool busy every second as part idle (3→6 children in five
+        // seconds: 20.6 of 24 worker-seconds at work, every worker at work all its life). The
+        // correction is bounded by the workers new since the previous sample: a thread blocked
+        // since before the probes attached has no time seen until it wakes, and an idle worker
+        // that never woke is still one. Not where the second lost events.
+        let worker_time = |i: usize| {
+            let s = loaded[i];
+            let n = size(s);
+            let new = i
+                .checked_sub(1)
+                .map(|p| (n - size(loaded[p])).max(0.0))
+                .unwrap_or(0.0);
+            let others = match s.workers.filter(|_| by_id) {
+                Some(w) => s.threads.saturating_sub(w) as f64,
+                None => others as f64,
+            };
+            let alive = s.target_cores + s.run_queue + s.off_cpu.values().sum::<f64>();
+            if new == 0.0 || s.marks.contains(&"lost-events") {
+                n
+            } else {
+                (alive - others).clamp(n - new, n)
+            }
+        };
+        let worker_s: f64 = (0..loaded.len()).map(worker_time).sum();
         let work_share = loaded.iter().map(|s| work(s)).sum::<f64>() / worker_s;
-        let sampled_share = loaded.iter().map(|s| busy(s)).sum::<f64>() / worker_s;
+        let sampled_share = loaded.iter().map(|s| busy(s)).sum::<f64>()
+            / loaded.iter().map(|s| size(s)).sum::<f64>();
         let fewest = loaded
             .iter()
             .map(|s| size(s) as usize)
@@ -4696,7 +4725,9 @@ mod tests {
             f[0].title
         );
         // Against its final size over the window it read 5 of 7 busy: no cause. The same
-        // seconds from a pool of 7 from the start (threads 8 throughout) are that: part idle.
+        // seconds from a pool of 7 from the start (threads 8 throughout) are that: part idle,
+        // though the time of the workers that never woke was not seen (blocked since before
+        // the probes attached), since no worker was new.
         let mut fixed = growing_pool();
         for s in fixed.seconds.iter_mut().filter(|s| s.threads > 0) {
             s.threads = 8;
@@ -4727,6 +4758,53 @@ mod tests {
             s.workers = Some(7);
         }
         assert!(rules(&by_id).is_empty(), "{:#?}", rules(&by_id));
+    }
+
+    /// A child forked part-way through a second is a whole worker at the sample but only the
+    /// rest of the second at work. php-fpm growing 3→6 (CI rehearsal of stop 54: threads 4, 5,
+    /// 6, 7, 7, their time 20.6 worker-seconds, all of it at work), and one sample that
+    /// found 2 of its 5 workers between requests: counted at the sample's size, 20.6 of 24
+    /// worker-seconds (5.2 of 6 workers) at work and 21 of 24 sampled busy, and the capped
+    /// run had no cause.
+    #[test]
+    fn a_worker_forked_within_a_second_counts_from_its_fork() {
+        let rec = [
+            (3, 4, 3, 0.05, 0.02, 2.40),
+            (4, 5, 4, 0.06, 0.03, 3.38),
+            (2, 6, 5, 0.07, 0.06, 4.36),
+            (6, 7, 6, 0.07, 0.10, 5.40),
+            (6, 7, 6, 0.09, 0.09, 5.78),
+        ];
+        let mut o = growing_pool();
+        for (s, &(busy, threads, workers, cores, runq, sleep)) in o.seconds.iter_mut().zip(&rec) {
+            s.busy_threads = busy;
+            s.threads = threads;
+            s.workers = Some(workers);
+            s.busy_workers = Some(busy);
+            s.target_cores = cores;
+            s.run_queue = runq;
+            s.off_cpu = [("sleep", sleep), ("wait_work", 0.99)]
+                .into_iter()
+                .collect();
+        }
+        o.workers = 6;
+        o.window_s = 5.02;
+        o.off_s = off(&[("sleep", 21.32), ("wait_work", 4.95)]);
+        o.on_cpu_s = 0.34;
+        o.runq_s = 0.30;
+        let f = rules(&o);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].id, "pool.too-small");
+        assert_eq!(f[0].evidence["workers"], 6);
+        assert_eq!(f[0].evidence["pool_grew_from"], 3);
+        // Work 21.96 thread-seconds over 22.50 worker-seconds: 3 (the first second's pool
+        // whole, no sample before it to say who was new), 3.46, 4.48, 5.56, 6 (none new).
+        assert_eq!(f[0].evidence["busy_workers"], 5.86);
+        assert_eq!(f[0].evidence["busy_workers_sampled"], 5.25);
+        // Had a second lost events its pool is the sample's, its new worker whole.
+        let mut lost = o.clone();
+        lost.seconds[2].marks.push("lost-events");
+        assert!(lost.pool_load().unwrap().0 < o.pool_load().unwrap().0);
     }
 
     #[test]
