@@ -186,9 +186,14 @@ fn run(pid: u32, args: &[&str]) -> Run {
     let pid = pid.to_string();
     let mut all = vec!["run", "--pid", &pid, "--json", "--quiet"];
     all.extend(args);
+    let started = std::time::Instant::now();
     let out = trapdetect(&all, Duration::from_secs(120));
     let r = json(&out);
-    eprintln!("trapdetect {}", all.join(" "));
+    eprintln!(
+        "trapdetect {} ({:.1} s)",
+        all.join(" "),
+        started.elapsed().as_secs_f64()
+    );
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     eprintln!(
         "verdict: {}",
