@@ -1878,18 +1878,13 @@ fn one_core(o: &RunObs) -> Option<Finding> {
         .iter()
         .filter(|m| m.slow.is_some() && m.syscall_s >= super::fs::SHARE_LIMIT * o.work_s())
         .collect();
-    let remedy = if on_mounts.is_empty() {
-        remedy.to_string()
-    } else {
-        format!(
-            "move the files its requests use off {} (the one thread waits there; off the mount that time and the CPU of its round trips serve requests); {remedy}",
-            on_mounts
-                .iter()
-                .map(|m| m.mount.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
+    // The CPUs full and a material share of them the watched generator's: more processes
+    // would share what it leaves, not add cores (lighttpd's one process at 0.92 of a core
+    // beside `wrk -c32`, 0.95 of a core, on two CPUs).
+    let generator = o
+        .generator_cores()
+        .filter(|&g| o.cpus_saturated() && g >= NOISE_SHARE * o.allowed());
+    let remedy = one_core_remedy(remedy, &on_mounts, generator.is_some());
     Some(
         Finding::new(
             Id::CpuOneCore,
@@ -1926,12 +1921,40 @@ fn one_core(o: &RunObs) -> Option<Finding> {
         .with_opt("runtime", runtime)
         .with("delivered_per_s", round(o.delivered_rate, 1))
         .with_opt("gomaxprocs", o.go_maxprocs)
+        .with_opt("generator_cores", generator.map(|g| round(g, 2)))
         .predict(format!(
-            "one thread at a time serves: throughput stays near {:.0} req/s with more threads or cores, and grows with {}",
-            o.delivered_rate, grows_with
+            "one thread at a time serves: throughput stays near {:.0} req/s with more threads or cores, and grows with {}{}",
+            o.delivered_rate,
+            grows_with,
+            generator
+                .map(|g| format!(
+                    " only as far as the CPUs the load generator leaves (it took {g:.2} of the {} the server may use)",
+                    o.allowed()
+                ))
+                .unwrap_or_default()
         ))
         .remedy(remedy),
     )
+}
+
+/// cpu.one-core's remedy: off the slow mounts its one thread waits on first, the generator
+/// onto CPUs of its own where it took the room more processes would need, then the runtime's.
+fn one_core_remedy(runtime: &str, on_mounts: &[&FsLoad], generator: bool) -> String {
+    let mut r = String::new();
+    if !on_mounts.is_empty() {
+        r += &format!(
+            "move the files its requests use off {} (the one thread waits there; off the mount that time and the CPU of its round trips serve requests); ",
+            on_mounts
+                .iter()
+                .map(|m| m.mount.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if generator {
+        r += "run the load generator on CPUs of its own (taskset, another host) before adding processes: on these CPUs they would share what it leaves; ";
+    }
+    r + runtime
 }
 
 /// What cpu.one-core asks beyond the threads' averages. One at a time is one process's: where
@@ -4038,6 +4061,31 @@ mod tests {
             "one worker thread serves every request"
         );
         assert_eq!(f[0].evidence["cpu_demand_threads"], 1.0);
+        assert!(f[0].evidence.get("generator_cores").is_none());
+        // The generator watched (`run -- wrk`), 0.81 of the two CPUs its: more processes
+        // would share what it leaves, and the verdict says so.
+        let mut watched = o.clone();
+        for s in &mut watched.seconds {
+            s.client_cores = Some(0.81);
+        }
+        let f = rules(&watched);
+        assert_eq!(f[0].id, "cpu.one-core");
+        assert_eq!(f[0].evidence["generator_cores"], 0.81);
+        assert_eq!(
+            f[0].predicted.as_deref(),
+            Some(
+                "one thread at a time serves: throughput stays near 188 req/s with more threads or cores, and grows with processes only as far as the CPUs the load generator leaves (it took 0.81 of the 2 the server may use)"
+            )
+        );
+        assert!(
+            f[0].remedy
+                .starts_with("run the load generator on CPUs of its own")
+        );
+        // Below a material share (0.15 of 2 CPUs) it is not named.
+        for s in &mut watched.seconds {
+            s.client_cores = Some(0.15);
+        }
+        assert!(rules(&watched)[0].evidence.get("generator_cores").is_none());
         // Four workers, the same one core between them, three runnable at any time.
         o.workers = 4;
         o.runq_s = 30.0;
