@@ -4062,7 +4062,7 @@ mod tests {
         );
         assert_eq!(f[0].evidence["cpu_demand_threads"], 1.0);
         assert!(f[0].evidence.get("generator_cores").is_none());
-        // The generator watched (`run -- wrk`), 0.81 of the two CPUs its: more processes
+        // The generator watched (`run -- wrk`) and on 0.81 of the two CPUs: more processes
         // would share what it leaves, and the verdict says so.
         let mut watched = o.clone();
         for s in &mut watched.seconds {
