@@ -2273,7 +2273,7 @@ fn pool_too_small(o: &RunObs) -> Option<Finding> {
                 predicted,
                 o.delivered_rate
             ))
-            .remedy("raise the worker count (php-fpm: pm.max_children; a thread pool's size) while CPU and memory allow")
+            .remedy("raise the worker count (php-fpm: pm.max_children; gunicorn: --workers; uWSGI: --processes; Apache: MaxRequestWorkers; PHP's built-in server: PHP_CLI_SERVER_WORKERS; a thread pool's size) while CPU and memory allow")
     })
 }
 
