@@ -592,6 +592,13 @@ impl RunObs {
             .then(|| self.mean(|s| s.client_cores.unwrap_or(0.0)))
     }
 
+    /// The watched generator's cores where they are a material share of the target's CPUs
+    /// ([`NOISE_SHARE`]): capacity it takes from the server.
+    fn generator_share(&self) -> Option<f64> {
+        self.generator_cores()
+            .filter(|&g| g >= NOISE_SHARE * self.allowed())
+    }
+
     /// Other processes took a material share of the target's CPUs ([`NOISE_SHARE`]).
     fn noisy(&self) -> bool {
         self.noise() >= NOISE_SHARE * self.allowed()
@@ -814,16 +821,15 @@ impl RunObs {
                 .checked_sub(1)
                 .map(|p| (n - size(loaded[p])).max(0.0))
                 .unwrap_or(0.0);
-            let others = match s.workers.filter(|_| by_id) {
+            if new == 0.0 || s.marks.contains(&"lost-events") {
+                return n;
+            }
+            let non_workers = match s.workers.filter(|_| by_id) {
                 Some(w) => s.threads.saturating_sub(w) as f64,
                 None => others as f64,
             };
             let alive = s.target_cores + s.run_queue + s.off_cpu.values().sum::<f64>();
-            if new == 0.0 || s.marks.contains(&"lost-events") {
-                n
-            } else {
-                (alive - others).clamp(n - new, n)
-            }
+            (alive - non_workers).clamp(n - new, n)
         };
         let worker_s: f64 = (0..loaded.len()).map(worker_time).sum();
         let work_share = loaded.iter().map(|s| work(s)).sum::<f64>() / worker_s;
@@ -1363,9 +1369,7 @@ impl SaturatedWords {
         } else {
             String::new()
         };
-        if let Some(taken) = o
-            .generator_cores()
-            .filter(|&g| g >= NOISE_SHARE * o.allowed())
+        if let Some(taken) = o.generator_share()
             && !fs.trap
         {
             return SaturatedWords {
@@ -1881,9 +1885,7 @@ fn one_core(o: &RunObs) -> Option<Finding> {
     // The CPUs full and a material share of them the watched generator's: more processes
     // would share what it leaves, not add cores (lighttpd's one process at 0.92 of a core
     // beside `wrk -c32`, 0.95 of a core, on two CPUs).
-    let generator = o
-        .generator_cores()
-        .filter(|&g| o.cpus_saturated() && g >= NOISE_SHARE * o.allowed());
+    let generator = o.generator_share().filter(|_| o.cpus_saturated());
     let remedy = one_core_remedy(remedy, &on_mounts, generator.is_some());
     Some(
         Finding::new(
