@@ -1570,7 +1570,7 @@ fn one_flock_serializes_gunicorn_workers_and_is_named() {
 /// CPUs to use: `cpu.one-core`, the runtime named, its ceiling the capacity wrk measured.
 /// Node also started by a shell that does not exec it, the shell's pid given: the runtime is
 /// the serving process's (it was read from the pid's executable, the shell, and the verdict
-/// said "one worker thread serves every request").
+/// said "one worker thread serves every request"). Node again under `-- wrk`: the same verdict.
 #[test]
 fn one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker() {
     if !require_root("one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker") {
@@ -1622,6 +1622,24 @@ fn one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker() {
         // measurements bound it.
         let after = capacity_after(&url, 4);
         in_band(&format!("{family}: delivered"), r.delivered(), cap, after);
+        if family != "node" {
+            continue;
+        }
+        // The same under the user's closed loop (`-- wrk -c8`): its connections kept alive,
+        // no accept queue forms and one core of two is not saturated; the one thread busy
+        // with no other to serve is the cap, and the verdict is the open loop's (it read "no
+        // ceiling" beside a cpu.one-core warning).
+        let w = under_wrk(pid, &url, 8);
+        assert_eq!(w.assert_cause(&["cpu.one-core"]), "cpu.one-core");
+        assert!(
+            w.verdict()["capped_by"]
+                .as_array()
+                .unwrap()
+                .contains(&"one-thread-busy".into()),
+            "{}",
+            w.verdict()
+        );
+        in_band("node under wrk: delivered", w.delivered(), cap, after);
     }
 }
 

@@ -705,7 +705,45 @@ impl RunObs {
         if queued {
             v.push("serialized-resource");
         }
+        // One thread at a time, on a CPU 90 % of the window, and no other thread that could
+        // take the next request: the server had no time free for it. Where connections are
+        // kept alive no accept queue forms (they are all accepted; the wait is in their
+        // receive buffers), so this is the queue's sign for an event loop (Node under
+        // `wrk -c32`: 0.93 of a core, its two CPUs 1.54 busy, no accept queue). A pool serving
+        // one connection at a time (`wrk -c1`) also runs one thread at a time, but its other
+        // workers wait for work: more connections would be served.
+        let w = self.window_s.max(1e-9);
+        if self.on_cpu_s / w >= 0.9 && self.one_at_a_time() && self.none_free() {
+            v.push("one-thread-busy");
+        }
         v
+    }
+
+    /// No thread but the busy one could take a request: the runtime runs one at a time by
+    /// design (Node's event loop, Go under GOMAXPROCS=1), or the threads waited for work or
+    /// on futexes under half a thread-second a second together (one thread busy 90 % waits
+    /// 10 %; an idle worker beside it would wait all the time, in accept or epoll, or parked
+    /// on a futex as a pool's idle threads are: Go's under `wrk -c1`, one goroutine at a time
+    /// at 0.98 of a core, waited 0.64 for work and 1.9 on futexes).
+    fn none_free(&self) -> bool {
+        let idle = class_s(self, "wait_work") + class_s(self, "futex");
+        Runtime::of(&self.exe, self.go_maxprocs).is_some_and(|r| r.lock.is_none())
+            || idle / self.window_s.max(1e-9) < 0.5
+    }
+
+    /// The server's threads ran one at a time (cpu.one-core's shape): about one wanted a CPU
+    /// (running or runnable, 0.8-1.25) all through the window, or one worker's work was about
+    /// one thread and mostly CPU (an event loop that also blocks on its files: Node's
+    /// `readFileSync` from a bindfs working directory, 0.68 on a CPU, 0.12 runnable, 0.22 in
+    /// the mount's calls), in one process ([`one_process_one_core`]). A multi-threaded server
+    /// squeezed onto one core by a generator or a CPU hog beside it has several runnable at
+    /// once, and is not this.
+    fn one_at_a_time(&self) -> bool {
+        let demand = self.cpu_demand();
+        let work = self.work_s() / self.window_s.max(1e-9);
+        ((0.8..=1.25).contains(&demand)
+            || (self.workers == 1 && demand >= 0.5 && (0.8..=1.25).contains(&work)))
+            && one_process_one_core(self)
     }
 
     /// The open loop's backlog grew through the window: the generator's requests in flight
@@ -1846,31 +1884,20 @@ fn fs_waits_ceiling(f: Finding, o: &RunObs, fs: &FsLoad, q: &FsQueue, pr: f64) -
 /// 30,000/s: 10,536/s delivered on ~1 core of 2 while 7 threads sat on futexes.
 fn one_core(o: &RunObs) -> Option<Finding> {
     let target_cores = o.on_cpu_s / o.window_s;
-    // Threads that wanted a CPU (running or runnable): one at a time is about one, whatever
-    // the CPUs were busy with. A multi-threaded server squeezed onto one core by a generator
-    // or a CPU hog beside it has several runnable at once, and is not this.
-    let demand = o.cpu_demand();
-    // Without an offered rate (a closed loop), the one core 90 % busy is the cap itself.
-    let capped = o.capped() || (o.offered_rate == 0.0 && target_cores >= 0.9);
-    if !capped || o.allowed() < 2.0 || o.cpu_unknown {
+    // Without an offered rate (a closed loop), the one thread 90 % on a CPU is the cap itself
+    // (`one-thread-busy`).
+    if !o.capped() || o.allowed() < 2.0 || o.cpu_unknown {
         return None;
     }
-    // Or one thread's work, mostly CPU: an event loop that also blocks on its files (Node's
-    // `readFileSync` from a bindfs working directory: 0.68 on a CPU, 0.12 runnable, 0.22 in
-    // the mount's calls, its CPU demand 0.80 but the one thread busy all the time).
+    let demand = o.cpu_demand();
     let work = o.work_s() / o.window_s.max(1e-9);
-    let one_at_a_time = (0.8..=1.25).contains(&demand)
-        || (o.workers == 1 && demand >= 0.5 && (0.8..=1.25).contains(&work));
     // Mostly runnable rather than running is a server squeezed off CPUs others held — where
     // they were busy. Where the CPUs it may use had room, a thread's wait to be scheduled is
     // the latency of its wakeups, its own serving time (on a virtual machine each wakeup of an
     // idle CPU is an interrupt through the host: Node's event loop woken by bindfs's replies
     // some 70,000 times a second ran 0.39 of a core and waited 0.37 to be scheduled, the
     // CPUs 0.82 of 2 busy).
-    if !one_at_a_time || (target_cores < 0.5 && o.cpus_saturated()) {
-        return None;
-    }
-    if !one_process_one_core(o) {
+    if !o.one_at_a_time() || (target_cores < 0.5 && o.cpus_saturated()) {
         return None;
     }
     let runnable = o.runq_s / o.window_s.max(1e-9);
@@ -2594,8 +2621,8 @@ pub struct Verdict {
     /// The load found a ceiling.
     pub capped: bool,
     /// How that was seen: `offered-above-delivered`, `backlog-grew` (an open loop's offered rate),
-    /// `accept-queue`, `cpus-saturated`, `workers-busy`, `serialized-resource` (from the kernel, for a closed
-    /// loop).
+    /// `accept-queue`, `cpus-saturated`, `workers-busy`, `serialized-resource`, `one-thread-busy` (from the
+    /// kernel, for a closed loop).
     pub capped_by: Vec<String>,
     /// Share of the traced threads' wall time the cause explains, %.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -3992,6 +4019,64 @@ mod tests {
         o.delivered_rate = 10_000.0;
         let ids: Vec<String> = rules(&o).into_iter().map(|x| x.id.to_string()).collect();
         assert!(!ids.contains(&"cpu.one-core".to_string()), "{ids:?}");
+    }
+
+    /// Under a closed loop (`-- wrk -c32`: no offered rate) a server whose one thread was on
+    /// a CPU 90 % of the window with no thread free to take the next request is capped
+    /// (`one-thread-busy`): the verdict and cpu.one-core say the same (the verdict read "no
+    /// ceiling" beside a warning "while the load is capped"). Node's event loop, connections
+    /// kept alive, no accept queue: capped by design of the runtime. A server of no known
+    /// runtime (lighttpd's one process): capped where its threads waited for work under half
+    /// a thread; a pool whose other workers waited for work (`wrk -c1`) is not.
+    #[test]
+    fn a_closed_loop_on_one_busy_thread_is_capped_where_no_other_could_serve() {
+        let mut o = fuse_flood();
+        o.filesystems.clear();
+        o.locks.clear();
+        o.offered_rate = 0.0;
+        o.delivered_rate = 9_800.0;
+        o.answered = 98_000;
+        o.on_cpu_s = 9.3;
+        o.runq_s = 0.4;
+        o.off_s = off(&[("futex", 70.0), ("wait_work", 8.0)]);
+        o.exe = "/usr/bin/node".into();
+        for s in &mut o.seconds {
+            s.offered = 0;
+            s.accept_queue = Some(0);
+            s.cores_busy = 1.54;
+            s.target_cores = 0.93;
+            s.threads = 11;
+        }
+        assert_eq!(o.capped_by(), ["one-thread-busy"]);
+        let mut f = rules(&o);
+        assert_eq!(f[0].id, "cpu.one-core", "{f:#?}");
+        assert_eq!(f[0].severity, Severity::Fail);
+        let v = verdict(&o, &mut f, &VerdictInputs::default());
+        assert_eq!(v.cause.as_deref(), Some("cpu.one-core"), "{}", v.summary);
+        assert_eq!(v.capped_by, ["one-thread-busy"]);
+        // Under 90 % on a CPU: the closed loop's connections, not the thread, set the rate.
+        o.on_cpu_s = 8.8;
+        assert!(o.capped_by().is_empty());
+        let f = rules(&o);
+        assert!(!f.iter().any(|x| x.id == "cpu.one-core"), "{f:#?}");
+        // No runtime that serializes: the threads' waits for work decide. One process, one
+        // thread, 0.6 s of 10 waiting for work: capped.
+        o.on_cpu_s = 9.3;
+        o.exe = "/usr/sbin/lighttpd".into();
+        o.off_s = off(&[("wait_work", 0.6)]);
+        assert_eq!(o.capped_by(), ["one-thread-busy"]);
+        // Four idle workers waiting for work beside the busy one, or idle threads parked on
+        // futexes (Go's under `wrk -c1`, 0.98 of a core: 0.64 waiting for work, 1.9 on
+        // futexes): one connection at a time.
+        for idle in [
+            &[("wait_work", 40.6)][..],
+            &[("wait_work", 6.4), ("futex", 19.0)],
+        ] {
+            o.off_s = off(idle);
+            assert!(o.capped_by().is_empty(), "{idle:?}");
+            let f = rules(&o);
+            assert!(!f.iter().any(|x| x.id == "cpu.one-core"), "{f:#?}");
+        }
     }
 
     /// Puma (Ruby 3.1, four threads), a CPU loop per request, offered 300/s (recorded, 5.95
