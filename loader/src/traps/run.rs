@@ -708,12 +708,15 @@ impl RunObs {
         // One thread at a time, on a CPU 90 % of the window, and no other thread that could
         // take the next request: the server had no time free for it. Where connections are
         // kept alive no accept queue forms (they are all accepted; the wait is in their
-        // receive buffers), so this is the queue's sign for an event loop (Node under
-        // `wrk -c32`: 0.93 of a core, its two CPUs 1.54 busy, no accept queue). A pool serving
+        // receive buffers), so this is the queue's sign for an event loop (Node, a CPU loop
+        // per request, under `wrk -c8`: 1.03 cores, its two CPUs 1.1 busy, no accept queue;
+        // uvicorn's one worker the same at 0.99). A pool serving
         // one connection at a time (`wrk -c1`) also runs one thread at a time, but its other
         // workers wait for work: more connections would be served.
-        let w = self.window_s.max(1e-9);
-        if self.on_cpu_s / w >= 0.9 && self.one_at_a_time() && self.none_free() {
+        if self.on_cpu_s / self.window_s.max(1e-9) >= 0.9
+            && self.one_at_a_time()
+            && self.none_free()
+        {
             v.push("one-thread-busy");
         }
         v
