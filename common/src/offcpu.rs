@@ -291,8 +291,15 @@ pub const S_KEY_INSERT_FAILS: u32 = 5;
 pub const S_REGS_FAILS: u32 = 6;
 /// Blocks whose syscall entry was not seen (the thread was in it when tracing began).
 pub const S_ENTRY_UNSEEN: u32 = 7;
+/// Of the run-queue delay, the waits that ended with the CPU leaving its idle task: the thread
+/// waited for an idle CPU to wake (an interrupt through the host on a virtual machine), not
+/// behind another thread, ns.
+pub const S_RUNQ_IDLE_NS: u32 = 8;
+/// Of the run-queue delay, the waits that ended with another traced thread switching out: the
+/// thread queued behind the target's own threads, ns.
+pub const S_RUNQ_SELF_NS: u32 = 9;
 /// Number of slots.
-pub const NUM_SCHED_SLOTS: u32 = 8;
+pub const NUM_SCHED_SLOTS: u32 = 10;
 
 /// Key of the `WAKERS` map: a process that woke a traced thread, and the filesystem the thread
 /// was waiting on (`s_dev` when it was blocked in a path or file I/O syscall there, else 0): a

@@ -24,10 +24,10 @@ use trapdetect_common::{
         ARG_DIRFD_PATH, ARG_FCNTL, ARG_FD, ARG_PATH, CLASS_FILE_IO, CLASS_FILE_LOCK, CLASS_FUTEX,
         CLASS_NO_SYSCALL, CLASS_OTHER, CLASS_PATH, CLASS_SLEEP, CLASS_UNKNOWN, CLASS_WAIT_WORK,
         ETIMEDOUT, F_OFD_SETLKW, F_SETLKW, FUTEX_TIMED, NUM_SCHED_SLOTS, OffKey, OffVal,
-        S_ENTRY_UNSEEN, S_KEY_INSERT_FAILS, S_ONCPU_NS, S_REGS_FAILS, S_RUNQ_COUNT, S_RUNQ_NS,
-        S_SLOT_COLLISIONS, S_SWITCHES, SC_IN, SC_NONE, SC_UNSEEN, ST_OFF_CPU, ST_ON_CPU,
-        ST_RUNNABLE, StackKey, THREAD_SLOTS, ThreadSlot, WAKERS_ENTRIES, WakerKey, class_of,
-        futex_timed, is_read, waits_for_work,
+        S_ENTRY_UNSEEN, S_KEY_INSERT_FAILS, S_ONCPU_NS, S_REGS_FAILS, S_RUNQ_COUNT, S_RUNQ_IDLE_NS,
+        S_RUNQ_NS, S_RUNQ_SELF_NS, S_SLOT_COLLISIONS, S_SWITCHES, SC_IN, SC_NONE, SC_UNSEEN,
+        ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, StackKey, THREAD_SLOTS, ThreadSlot, WAKERS_ENTRIES,
+        WakerKey, class_of, futex_timed, is_read, waits_for_work,
     },
 };
 
@@ -293,7 +293,8 @@ pub fn syscall_result(tid: u32, ret: i64) {
 #[inline(always)]
 fn on_switch<const REGS: bool>(preempt: u64, prev: u64, next: u64) {
     let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(tid) = traced_tid(prev) {
+    let prev_tid = traced_tid(prev);
+    if let Some(tid) = prev_tid {
         add(&SCHED_TOTALS, S_SWITCHES, 1);
         if let Some(s) = slot(tid) {
             let owned = unsafe { (*s).tid == tid };
@@ -335,6 +336,13 @@ fn on_switch<const REGS: bool>(preempt: u64, prev: u64, next: u64) {
                     ST_RUNNABLE => {
                         add(&SCHED_TOTALS, S_RUNQ_NS, since);
                         add(&SCHED_TOTALS, S_RUNQ_COUNT, 1);
+                        // Who it waited behind: the target's own threads, or nobody (the
+                        // idle task, pid 0, switches out: the CPU was idle).
+                        if prev_tid.is_some() {
+                            add(&SCHED_TOTALS, S_RUNQ_SELF_NS, since);
+                        } else if read_u32(prev, global(&OFF_TASK_PID)) == Some(0) {
+                            add(&SCHED_TOTALS, S_RUNQ_IDLE_NS, since);
+                        }
                     }
                     // Woken without a wakeup event seen (before attach): still blocked time.
                     ST_OFF_CPU => blocked_for(s, since),

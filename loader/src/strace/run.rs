@@ -487,6 +487,8 @@ pub fn observe(tl: &Timeline, cx: &Context) -> Option<(RunObs, Stops)> {
         on_cpu_s: r.on_s,
         charged_cpu_s: 0.0,
         runq_s: 0.0,
+        runq_idle_s: None,
+        runq_self_s: None,
         workers,
         workers_busy: Some(counted.iter().sum()),
         runtime_threads: Default::default(),

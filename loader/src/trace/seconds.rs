@@ -10,8 +10,8 @@ use std::os::unix::ffi::OsStringExt;
 
 use trapdetect_common::offcpu::{
     CLASS_FILE_LOCK, CLASS_FUTEX, CLASS_SLEEP, FUTEX_TIMED, NUM_CLASSES, OffKey,
-    S_KEY_INSERT_FAILS, S_ONCPU_NS, S_RUNQ_NS, S_SLOT_COLLISIONS, ST_OFF_CPU, ST_ON_CPU,
-    ST_RUNNABLE, ThreadSlot, waits_for_work,
+    S_KEY_INSERT_FAILS, S_ONCPU_NS, S_RUNQ_IDLE_NS, S_RUNQ_NS, S_RUNQ_SELF_NS, S_SLOT_COLLISIONS,
+    ST_OFF_CPU, ST_ON_CPU, ST_RUNNABLE, ThreadSlot, waits_for_work,
 };
 
 use crate::{
@@ -148,6 +148,12 @@ pub struct KernelSecond {
     pub charged_cpu_s: f64,
     /// Run-queue delay of the traced threads, thread-seconds.
     pub runq_s: f64,
+    /// Of the waits for a CPU that ended in this second, those that ended on a CPU leaving
+    /// its idle task (`S_RUNQ_IDLE_NS`), thread-seconds.
+    pub runq_idle_s: f64,
+    /// Of them, those that ended with another of the traced threads switching out: queued
+    /// behind the target's own threads (`S_RUNQ_SELF_NS`), thread-seconds.
+    pub runq_self_s: f64,
     /// Off-CPU time by class, thread-seconds.
     pub off_s: [f64; NUM_CLASSES as usize],
     /// Traced threads at the sample.
@@ -586,6 +592,8 @@ fn split_time(
     let s = |ns: i128| (ns.max(0) as f64) / 1e9;
     sec.on_cpu_s = s(on);
     sec.runq_s = s(runq);
+    sec.runq_idle_s = s(t(reading, S_RUNQ_IDLE_NS) - t(prev, S_RUNQ_IDLE_NS));
+    sec.runq_self_s = s(t(reading, S_RUNQ_SELF_NS) - t(prev, S_RUNQ_SELF_NS));
     for (i, v) in off.iter().enumerate() {
         sec.off_s[i] = s(*v);
     }

@@ -338,6 +338,8 @@ registry! {
         evidence: &[
             "share_of_busy_thread_time_pct",
             "cores_busy",
+            "runnable_waiting_for_idle_cpus",
+            "runnable_behind_own_threads",
             "cores",
             "generator_cores",
             "cpu_quota",

@@ -162,6 +162,9 @@ pub fn measure(
             for l in &mut obs.locks {
                 l.waits_lower_bound = true;
             }
+            // Whom a wait for a CPU was behind is read at the scheduler's switch: not sampled.
+            obs.runq_idle_s = None;
+            obs.runq_self_s = None;
         }
         report.findings.extend(traps::run::rules(&obs));
         if offcpu_attached {

@@ -76,16 +76,20 @@ fn allowed_cpus(seconds: &[crate::trace::seconds::KernelSecond]) -> Vec<u32> {
 }
 
 /// The threads' seconds over the window: blocked by class, on a CPU, charged, runnable.
-fn thread_seconds(k: &Sampler) -> (Vec<f64>, f64, f64, f64) {
+fn thread_seconds(k: &Sampler) -> (Vec<f64>, f64, f64, [f64; 3]) {
     let mut off_s = vec![0.0; NUM_CLASSES as usize];
-    let (mut on, mut charged, mut runq) = (0.0, 0.0, 0.0);
+    let (mut on, mut charged) = (0.0, 0.0);
+    // Runnable: all, the waits that ended on an idle CPU, those behind the traced threads.
+    let mut runq = [0.0; 3];
     for ks in &k.seconds {
         for (i, v) in ks.off_s.iter().enumerate() {
             off_s[i] += v;
         }
         on += ks.on_cpu_s;
         charged += ks.charged_cpu_s;
-        runq += ks.runq_s;
+        runq[0] += ks.runq_s;
+        runq[1] += ks.runq_idle_s;
+        runq[2] += ks.runq_self_s;
     }
     (off_s, on, charged, runq)
 }
@@ -107,7 +111,7 @@ pub fn observe(
     let serving = k.busiest_process();
     let mut seconds = timeline(s, k, mounts, attached);
     others.mark_noise(k, &mut seconds);
-    let (off_s, on, charged, runq) = thread_seconds(k);
+    let (off_s, on, charged, [runq, runq_idle, runq_self]) = thread_seconds(k);
     let window_s = k
         .seconds
         .iter()
@@ -137,6 +141,9 @@ pub fn observe(
         on_cpu_s: on,
         charged_cpu_s: charged,
         runq_s: runq,
+        // The waits that ended are the ones classified: at most the window's.
+        runq_idle_s: Some(runq_idle.min(runq)),
+        runq_self_s: Some(runq_self.min(runq)),
         workers: k.workers(),
         // Once-a-second samples are no time measure for one thread: a thread that lives for
         // one connection, sampled once while busy, would read as a worker busy all the time
