@@ -53,6 +53,16 @@ impl Run {
         &self.r["verdict"]
     }
 
+    /// Asserts the verdict says the load was capped as `how` (one of its `capped_by`).
+    fn assert_capped_by(&self, how: &str, what: &str) {
+        let by = &self.verdict()["capped_by"];
+        assert!(
+            by.as_array().is_some_and(|a| a.contains(&how.into())),
+            "{what}: not capped by {how}: {}",
+            self.verdict()
+        );
+    }
+
     fn cause(&self) -> Option<&str> {
         self.verdict()["cause"].as_str()
     }
@@ -469,14 +479,7 @@ fn assert_fs_cause(r: &Run, mount: &Path, truth: [(f64, f64); 2]) {
     assert_eq!(e["mount"], mount.to_str().unwrap());
     assert_eq!(e["fs_type"], "fuse.slowfs");
     assert_eq!(e["ops_kind"], "FUSE requests");
-    assert!(
-        r.verdict()["capped_by"]
-            .as_array()
-            .unwrap()
-            .contains(&"offered-above-delivered".into()),
-        "{}",
-        r.verdict()
-    );
+    r.assert_capped_by("offered-above-delivered", "the mount");
     in_band("predicted ceiling", r.ceiling(), cap_before, cap_after);
     in_band(
         "FUSE requests per request",
@@ -1123,31 +1126,16 @@ fn a_pool_of_one_is_the_cause_under_the_builtin_load_wrk_and_hey() {
     }
     // The open loop saw it from its offered rate, the closed loops from the kernel: the
     // connections waiting in gunicorn's accept queue.
-    let by = |r: &Run| r.verdict()["capped_by"].clone();
-    assert!(
-        by(&runs[0].1)
-            .as_array()
-            .unwrap()
-            .contains(&"offered-above-delivered".into())
-    );
+    runs[0]
+        .1
+        .assert_capped_by("offered-above-delivered", runs[0].0);
     for (what, r) in &runs[1..3] {
-        assert!(
-            by(r).as_array().unwrap().contains(&"accept-queue".into()),
-            "{what}: {}",
-            by(r)
-        );
+        r.assert_capped_by("accept-queue", what);
     }
     // Two copies at 30/s each, merged on wall-clock seconds: 60 offered in every second both
     // sent in, as the one built-in generator offered; each copy's 150 arrivals listed.
     let shards = &runs[3].1;
-    assert!(
-        by(shards)
-            .as_array()
-            .unwrap()
-            .contains(&"offered-above-delivered".into()),
-        "{}",
-        by(shards)
-    );
+    shards.assert_capped_by("offered-above-delivered", runs[3].0);
     let load = &shards.r["load"];
     assert_eq!(load["format"], "merged", "{load}");
     let parts = load["generators"].as_array().unwrap();
@@ -1631,14 +1619,7 @@ fn one_thread_at_a_time_is_one_core_on_node_and_a_single_gunicorn_worker() {
         // ceiling" beside a cpu.one-core warning).
         let w = under_wrk(pid, &url, 8);
         assert_eq!(w.assert_cause(&["cpu.one-core"]), "cpu.one-core");
-        assert!(
-            w.verdict()["capped_by"]
-                .as_array()
-                .unwrap()
-                .contains(&"one-thread-busy".into()),
-            "{}",
-            w.verdict()
-        );
+        w.assert_capped_by("one-thread-busy", "node under wrk");
         in_band("node under wrk: delivered", w.delivered(), cap, after);
     }
 }
