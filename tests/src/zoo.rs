@@ -755,15 +755,21 @@ import java.util.concurrent.Executors;
 
 public class Pool {
     static final Object LOCK = new Object();
+    static volatile long SINK;
     public static void main(String[] a) throws Exception {
         HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", Integer.parseInt(a[0])), 1024);
         s.setExecutor(Executors.newFixedThreadPool(Integer.parseInt(a[1])));
         long ms = Long.parseLong(a[2]);
         boolean locked = a[3].equals("locked");
+        boolean cpu = a[3].equals("cpu");
         byte[] body = "ok\n".getBytes();
         s.createContext("/", ex -> {
             try {
-                if (locked) {
+                if (cpu) {
+                    long x = 0;
+                    for (long i = 0; i < ms * 1_000_000L; i++) x += i % 7;
+                    SINK += x;
+                } else if (locked) {
                     synchronized (LOCK) { Thread.sleep(ms); }
                 } else {
                     Thread.sleep(ms);
@@ -782,7 +788,7 @@ public class Pool {
 
 /// Java's built-in `com.sun.net.httpserver.HttpServer` (OpenJDK 17) on a fixed pool of
 /// `threads` handler threads, each request `Thread.sleep(ms)` (`locked`: inside one
-/// `synchronized` block all requests share), TCP_NODELAY on, its idle-connection timer set to
+/// `synchronized` block all requests share; or a CPU loop, [`JavaPool::start_cpu`]), TCP_NODELAY on, its idle-connection timer set to
 /// an hour (`sun.net.httpserver.idleInterval`: its `idle-timeout-task` thread's one timed
 /// wait then never runs out in a test). Beside them the JVM runs its own threads: compilers,
 /// G1's, the VM thread and its periodic task thread, the JDK's service threads.
@@ -797,6 +803,16 @@ pub struct JavaPool {
 impl JavaPool {
     /// Starts it (compiled first).
     pub fn start(threads: u32, ms: u32, locked: bool) -> JavaPool {
+        JavaPool::start_mode(threads, ms, if locked { "locked" } else { "free" })
+    }
+
+    /// Starts it with handlers that spin on the CPU instead of sleeping: `millions` million
+    /// iterations of a loop per request.
+    pub fn start_cpu(threads: u32, millions: u32) -> JavaPool {
+        JavaPool::start_mode(threads, millions, "cpu")
+    }
+
+    fn start_mode(threads: u32, ms: u32, mode: &str) -> JavaPool {
         let dir = TempDir::new("java-pool");
         let d = dir.path();
         let log = d.join("server.log");
@@ -813,7 +829,7 @@ impl JavaPool {
         cmd.arg(port.to_string())
             .arg(threads.to_string())
             .arg(ms.to_string())
-            .arg(if locked { "locked" } else { "free" })
+            .arg(mode)
             .current_dir(d)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -902,6 +918,17 @@ pub fn tree(pid: u32) -> Vec<u32> {
 /// Pins every thread of every process in `pid`'s tree to `cpus` (processes forked later
 /// inherit it); returns the threads pinned.
 pub fn pin_tree(pid: u32, cpus: &[usize]) -> usize {
+    pin_threads(pid, cpus, true)
+}
+
+/// Pins every thread of `pid`'s tree but each process's main thread (tid = pid), one by one
+/// as `taskset -p -c CPUS TID` does: the workers confined, the processes' own masks (their
+/// main threads') still every CPU. Returns the threads pinned.
+pub fn pin_threads_but_main(pid: u32, cpus: &[usize]) -> usize {
+    pin_threads(pid, cpus, false)
+}
+
+fn pin_threads(pid: u32, cpus: &[usize], main_too: bool) -> usize {
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &c in cpus {
         unsafe { libc::CPU_SET(c, &mut set) };
@@ -916,6 +943,9 @@ pub fn pin_tree(pid: u32, cpus: &[usize]) -> usize {
             let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
+            if !main_too && tid as u32 == p {
+                continue;
+            }
             let r = unsafe {
                 libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
             };

@@ -28,7 +28,7 @@ use trapdetect_e2e::{
     trapdetect, url_port,
     zoo::{
         AppServer, CpuHog, GoBinary, Gunicorn, JavaPool, Lighttpd, PyHttpServer, SplitFamily,
-        SplitWriter, Uwsgi, Work, pin_tree, tree, wrk_capacity,
+        SplitWriter, Uwsgi, Work, cpus_allowed, pin_threads_but_main, pin_tree, tree, wrk_capacity,
     },
 };
 
@@ -1660,6 +1660,35 @@ fn a_pinned_cpu_bound_server_is_saturated_on_the_cpu_it_may_use() {
     );
     reaches_capacity("delivered", r.delivered(), cap, capacity_after(&g.url(), 8));
     assert_eq!(r.code, if r.trusted_measurement() { 0 } else { 3 });
+}
+
+/// Worker threads pinned one by one to CPU 1 (`taskset -p -c 1 TID`, a server's per-thread
+/// CPU map), the process's main thread left free: OpenJDK's HttpServer, four pool threads, a
+/// CPU loop a request, offered twice what wrk measured so pinned. The process's own mask (its
+/// main thread's) still says both CPUs; the threads doing the work may use one.
+/// `cpu.saturated` on that one CPU, as for pinned processes (it read `cpu.run-queue`, "3.06
+/// runnable ... behind the server's own threads", on two).
+#[test]
+fn threads_pinned_one_by_one_under_a_free_main_thread_are_saturated_on_their_cpu() {
+    if !require_root(
+        "threads_pinned_one_by_one_under_a_free_main_thread_are_saturated_on_their_cpu",
+    ) {
+        return;
+    }
+    let _s = serial();
+    let j = JavaPool::start_cpu(4, 3);
+    let (pid, url) = (j.proc.pid(), j.url());
+    // Warmed (the JIT; the pool's threads exist once requests came), then pinned.
+    wrk_capacity(&url, 8, 2);
+    assert!(pin_threads_but_main(pid, &[1]) >= 4);
+    assert_eq!(cpus_allowed(pid), "0-1", "the main thread stays free");
+    let cap = wrk_capacity(&url, 8, 3).rps;
+    let r = builtin(pid, &url, 2.0 * cap, &[]);
+    assert_eq!(r.cause(), Some("cpu.saturated"), "{}", r.verdict());
+    let f = r.finding("cpu.saturated");
+    assert_eq!(f["evidence"]["allowed_cpus"].as_f64(), Some(1.0), "{f:#}");
+    assert!(!r.ids().contains(&"cpu.run-queue".to_string()));
+    reaches_capacity("delivered", r.delivered(), cap, capacity_after(&url, 8));
 }
 
 /// A pool of more threads than CPUs, pinned and flooded: Apache's event MPM (Debian's

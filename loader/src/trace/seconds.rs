@@ -304,6 +304,8 @@ pub struct Sampler {
     prev_others: HashMap<u32, Other>,
     /// The traced processes' (start time, CPU ticks) at the last sample, by pid.
     prev_tree: HashMap<u32, (u64, u64)>,
+    /// The working processes' threads' (start time, CPU ticks) at the last sample, by tid.
+    prev_threads: HashMap<u32, (u64, u64)>,
     /// The traced processes that used CPU in the window: pid → (CPU ticks, executable path
     /// read when it first did).
     work_by_pid: HashMap<u32, (u64, Vec<u8>)>,
@@ -477,6 +479,26 @@ fn doing_the_work(ticks: &[(u32, u64)]) -> Vec<u32> {
     } else {
         busy
     }
+}
+
+/// The union of the CPU masks (`mask_of`) of the threads doing the work, by the CPU ticks each
+/// used (`ticks`: (tid, ticks) since the last sample; [`doing_the_work`]), sorted; empty where
+/// no thread's time moved.
+fn working_threads_cpus(
+    ticks: &[(u32, u64)],
+    mask_of: impl Fn(u32) -> Option<Vec<u32>>,
+) -> Vec<u32> {
+    if !ticks.iter().any(|t| t.1 > 0) {
+        return vec![];
+    }
+    let mut out: Vec<u32> = doing_the_work(ticks)
+        .into_iter()
+        .filter_map(mask_of)
+        .flatten()
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// The union of the affinity masks of `pids` (their main threads'), sorted.
@@ -706,6 +728,7 @@ impl Sampler {
             quota: QuotaWatch::of_pid(root),
             prev_others: HashMap::new(),
             prev_tree: HashMap::new(),
+            prev_threads: HashMap::new(),
             work_by_pid: HashMap::new(),
             nofile: HashMap::new(),
             others_window: HashMap::new(),
@@ -796,7 +819,7 @@ impl Sampler {
             .split(probes.thread_slots(&tids).unwrap_or_default());
         let counters = Counters::read(probes);
         let (working, tree_ticks) = self.working(&scan, &pids);
-        let allowed = allowed_cpus(&working);
+        let allowed = self.allowed_of(&working);
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);
         let throttle = self.quota.as_mut().and_then(|q| q.tick());
@@ -1025,6 +1048,51 @@ impl Sampler {
         (doing_the_work(&ticks), total)
     }
 
+    /// The CPUs the work may use: the union of the affinity masks of the threads doing it
+    /// ([`doing_the_work`] over the working processes' threads, by the CPU ticks each used
+    /// since the last sample). A thread's mask is its own: worker threads pinned one by one
+    /// (`taskset -p -c 1 TID`, a server's per-thread CPU map) under a main thread that may use
+    /// every CPU can use only theirs. Where no thread's time moved (an idle second, the first
+    /// sample), the working processes' main threads' masks.
+    fn allowed_of(&mut self, working: &[u32]) -> Vec<u32> {
+        let mut ticks = vec![];
+        let mut next = HashMap::new();
+        let mut owner = HashMap::new();
+        for &p in working {
+            let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+                continue;
+            };
+            for tid in rd
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+            {
+                let Some(st) = std::fs::read(format!("/proc/{p}/task/{tid}/stat"))
+                    .ok()
+                    .and_then(|t| process::parse_stat(&t))
+                else {
+                    continue;
+                };
+                let now = (st.start_ticks, st.cpu_ticks);
+                let d = match self.prev_threads.get(&tid) {
+                    Some(&(start, before)) if start == now.0 => now.1.saturating_sub(before),
+                    _ => 0,
+                };
+                ticks.push((tid, d));
+                next.insert(tid, now);
+                owner.insert(tid, p);
+            }
+        }
+        self.prev_threads = next;
+        let out = working_threads_cpus(&ticks, |t| {
+            let text = std::fs::read_to_string(format!("/proc/{}/task/{t}/status", owner[&t]));
+            process::parse_cpu_list(&process::parse_status(&text.ok()?).cpus_allowed_list)
+        });
+        if out.is_empty() {
+            return allowed_cpus(working);
+        }
+        out
+    }
+
     /// The traced process with the fullest descriptor table against its soft limit.
     fn fd_peak(&mut self, scan: &[process::ProcEntry], pids: &[u32]) -> Option<FdPeak> {
         let mut best: Option<FdPeak> = None;
@@ -1128,6 +1196,40 @@ mod tests {
         // Nobody ran (an idle second, the first sample): every process.
         assert_eq!(doing_the_work(&[(1, 0), (2, 0)]), vec![1, 2]);
         assert!(doing_the_work(&[]).is_empty());
+    }
+
+    /// OpenJDK's HttpServer, its four pool threads pinned to CPU 1 one by one (`taskset -p -c
+    /// 1 TID`) under a main thread and JVM threads that may use both: the work's CPUs are the
+    /// pool's one (the process's main-thread mask read two, and the run read `cpu.run-queue`
+    /// where pinned processes read `cpu.saturated`). An idle second says nothing.
+    #[test]
+    fn the_cpus_the_work_may_use_are_the_working_threads() {
+        use super::working_threads_cpus;
+        let mask = |t: u32| {
+            Some(if (101..=104).contains(&t) {
+                vec![1]
+            } else {
+                vec![0, 1]
+            })
+        };
+        // Main thread 100 and a compiler thread 105 idle or nearly; the pool busy.
+        let t = [
+            (100, 0),
+            (101, 24),
+            (102, 25),
+            (103, 26),
+            (104, 24),
+            (105, 1),
+        ];
+        assert_eq!(working_threads_cpus(&t, mask), vec![1]);
+        // One unpinned thread at work beside them: both CPUs.
+        let t = [(100, 20), (101, 24), (102, 25)];
+        assert_eq!(working_threads_cpus(&t, mask), vec![0, 1]);
+        // Nothing moved: empty (the caller falls back to the processes' masks).
+        assert!(working_threads_cpus(&[(100, 0), (101, 0)], mask).is_empty());
+        // A thread that exited before its mask was read leaves the others'.
+        let gone = |t: u32| (t != 101).then(|| vec![1]);
+        assert_eq!(working_threads_cpus(&[(101, 30), (102, 30)], gone), vec![1]);
     }
 
     use super::*;
