@@ -694,6 +694,23 @@ impl Apache {
         )
     }
 
+    /// Apache with the event MPM serving `files` from `children` processes of 25 threads that
+    /// stay (`ServerLimit`, the spare threads at the pool's size: none started or stopped under
+    /// load, so threads pinned one by one stay pinned).
+    pub fn event_static_fixed(files: &[(&str, &[u8])], children: u32) -> Apache {
+        let modules = "/usr/lib/apache2/modules";
+        let threads = 25 * children;
+        Apache::start(
+            files,
+            &format!(
+                "LoadModule mpm_event_module {modules}/mod_mpm_event.so\n\
+                 StartServers {children}\nServerLimit {children}\nThreadsPerChild 25\n\
+                 MinSpareThreads {threads}\nMaxSpareThreads {threads}\nMaxRequestWorkers {threads}\n"
+            ),
+            &format!("/{}", files[0].0),
+        )
+    }
+
     /// Apache with the event MPM as a reverse proxy (mod_proxy_http) of everything to
     /// `127.0.0.1:upstream`, a new upstream connection per request (its default).
     pub fn event_proxy(upstream: u16) -> Apache {

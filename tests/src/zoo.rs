@@ -918,17 +918,29 @@ pub fn tree(pid: u32) -> Vec<u32> {
 /// Pins every thread of every process in `pid`'s tree to `cpus` (processes forked later
 /// inherit it); returns the threads pinned.
 pub fn pin_tree(pid: u32, cpus: &[usize]) -> usize {
-    pin_threads(pid, cpus, true)
+    pin_threads(pid, cpus, |_, _| true)
 }
 
 /// Pins every thread of `pid`'s tree but each process's main thread (tid = pid), one by one
 /// as `taskset -p -c CPUS TID` does: the workers confined, the processes' own masks (their
 /// main threads') still every CPU. Returns the threads pinned.
 pub fn pin_threads_but_main(pid: u32, cpus: &[usize]) -> usize {
-    pin_threads(pid, cpus, false)
+    pin_threads(pid, cpus, |p, tid| tid != p)
 }
 
-fn pin_threads(pid: u32, cpus: &[usize], main_too: bool) -> usize {
+/// Pins the threads of `pid`'s tree blocked in `futex` now (`/proc/PID/task/TID/syscall`'s
+/// first field, x86_64's 202), one by one: an idle pool's workers parked on their condition
+/// variable, not its threads in `epoll_wait` or `read` (Apache event MPM's listener and main
+/// threads). Returns the threads pinned.
+pub fn pin_threads_in_futex(pid: u32, cpus: &[usize]) -> usize {
+    pin_threads(pid, cpus, |p, tid| {
+        std::fs::read_to_string(format!("/proc/{p}/task/{tid}/syscall"))
+            .is_ok_and(|s| s.split_whitespace().next() == Some("202"))
+    })
+}
+
+/// Pins each thread of `pid`'s tree that `which(pid, tid)` chooses.
+fn pin_threads(pid: u32, cpus: &[usize], which: impl Fn(u32, u32) -> bool) -> usize {
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &c in cpus {
         unsafe { libc::CPU_SET(c, &mut set) };
@@ -943,7 +955,7 @@ fn pin_threads(pid: u32, cpus: &[usize], main_too: bool) -> usize {
             let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
-            if !main_too && tid as u32 == p {
+            if !which(p, tid as u32) {
                 continue;
             }
             let r = unsafe {

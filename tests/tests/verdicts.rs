@@ -28,7 +28,8 @@ use trapdetect_e2e::{
     trapdetect, url_port,
     zoo::{
         AppServer, CpuHog, GoBinary, Gunicorn, JavaPool, Lighttpd, PyHttpServer, SplitFamily,
-        SplitWriter, Uwsgi, Work, cpus_allowed, pin_threads_but_main, pin_tree, tree, wrk_capacity,
+        SplitWriter, Uwsgi, Work, cpus_allowed, pin_threads_but_main, pin_threads_in_futex,
+        pin_tree, tree, wrk_capacity,
     },
 };
 
@@ -1723,6 +1724,53 @@ fn a_thread_pool_larger_than_its_cpu_is_saturated_on_it() {
     assert!(demand >= 1.0, "{t}");
     reaches_capacity("delivered", r.delivered(), cap, capacity_after(&url(&a), 8));
     assert_eq!(r.code, if r.trusted_measurement() { 0 } else { 3 });
+}
+
+/// The same pool with only its workers pinned: Apache's event MPM (two processes of 25
+/// threads that stay), each worker thread pinned to CPU 1 one by one (`taskset -p`) while each
+/// process's listener and main threads may use both (a tenth of the work under wrk: 34 ticks
+/// of 328). Flooded at a quarter over what wrk measured: `cpu.saturated` on the one CPU the
+/// work may use (it read `cpu.run-queue` FAIL "beyond what the CPUs' 83 % use makes" when
+/// every CPU a working thread may use counted). One run, its verdict whatever the generator
+/// says of itself: offered 20,000/s on the CPU the listeners share with it, it falls behind
+/// most runs. Beside it, the same at half what the flood delivered while a busy loop spins on
+/// CPU 0, where the workers may not run: no cause, the loop no noise.
+#[test]
+fn a_pools_workers_pinned_under_free_listeners_are_saturated_on_their_cpu() {
+    if !require_root("a_pools_workers_pinned_under_free_listeners_are_saturated_on_their_cpu") {
+        return;
+    }
+    let _s = serial();
+    let start = || {
+        let a = Apache::event_static_fixed(&[("index.html", b"hello\n")], 2);
+        assert_eq!(pin_threads_in_futex(a.apache.pid(), &[1]), 50);
+        a
+    };
+    let url = |a: &Apache| a.url("/index.html");
+    let (a, cap) = measured_then_fresh(start, url, |u| wrk_capacity(u, 8, 3).rps);
+    let rate = format!("{:.0}", 1.25 * cap);
+    let r = run(
+        a.apache.pid(),
+        &["--url", &url(&a), "--rate", &rate, "--duration", WINDOW],
+    );
+    assert_eq!(r.cause(), Some("cpu.saturated"), "{}", r.verdict());
+    assert_eq!(r.verdict()["capped"], true);
+    let f = r.finding("cpu.saturated");
+    assert_eq!(f["evidence"]["allowed_cpus"].as_f64(), Some(1.0), "{f:#}");
+    assert!(!r.ids().contains(&"cpu.run-queue".to_string()));
+    drop(a);
+    // Half of what the flood delivered: the capacity under this generator's 512 connections
+    // (8,600-10,500/s), not wrk's eight (16,000-22,000/s), half of which was a ceiling.
+    let half = r.delivered() / 2.0;
+    let a = start();
+    let _hog = CpuHog::start(20, Some(0));
+    let r = builtin(a.apache.pid(), &url(&a), half, &[]);
+    r.assert_clean();
+    assert!(
+        !r.ids().contains(&"host.noise".to_string()),
+        "{:?}",
+        r.ids()
+    );
 }
 
 /// The same with only the workers pinned (to CPU 1, each by `taskset -p`, as nginx's
