@@ -1734,7 +1734,7 @@ fn a_thread_pool_larger_than_its_cpu_is_saturated_on_it() {
 /// every CPU a working thread may use counted). One run, its verdict whatever the generator
 /// says of itself: offered 20,000/s on the CPU the listeners share with it, it falls behind
 /// most runs. Beside it, the same at half what the flood delivered while a busy loop spins on
-/// CPU 0, where the workers may not run: no cause, the loop no noise.
+/// CPU 0, where the workers may not run: no cause, the loop no noise that matters.
 #[test]
 fn a_pools_workers_pinned_under_free_listeners_are_saturated_on_their_cpu() {
     if !require_root("a_pools_workers_pinned_under_free_listeners_are_saturated_on_their_cpu") {
@@ -1766,11 +1766,10 @@ fn a_pools_workers_pinned_under_free_listeners_are_saturated_on_their_cpu() {
     let _hog = CpuHog::start(20, Some(0));
     let r = builtin(a.apache.pid(), &url(&a), half, &[]);
     r.assert_clean();
-    assert!(
-        !r.ids().contains(&"host.noise".to_string()),
-        "{:?}",
-        r.ids()
-    );
+    // At most said: the first second's new connections can give the listeners, free on CPU 0,
+    // half the work (that second judged on both CPUs, the loop 1.0 of them), never a warning.
+    let noise = r.findings_where(|f| f["id"] == "host.noise" && f["severity"] != "info");
+    assert!(noise.is_empty(), "{noise:?}");
 }
 
 /// The same with only the workers pinned (to CPU 1, each by `taskset -p`, as nginx's
