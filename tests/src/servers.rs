@@ -682,15 +682,10 @@ impl Apache {
     /// Starts Apache with the event MPM (Debian's own settings: 2 processes at start, 25
     /// threads each, up to 150 workers) serving `files` (name, content) from a fresh docroot.
     pub fn event_static(files: &[(&str, &[u8])]) -> Apache {
-        let modules = "/usr/lib/apache2/modules";
-        Apache::start(
+        Apache::event_serving(
             files,
-            &format!(
-                "LoadModule mpm_event_module {modules}/mod_mpm_event.so\n\
-                 StartServers 2\nMinSpareThreads 25\nMaxSpareThreads 75\n\
-                 ThreadsPerChild 25\nMaxRequestWorkers 150\n"
-            ),
-            &format!("/{}", files[0].0),
+            "StartServers 2\nMinSpareThreads 25\nMaxSpareThreads 75\n\
+             ThreadsPerChild 25\nMaxRequestWorkers 150\n",
         )
     }
 
@@ -698,15 +693,22 @@ impl Apache {
     /// stay (`ServerLimit`, the spare threads at the pool's size: none started or stopped under
     /// load, so threads pinned one by one stay pinned).
     pub fn event_static_fixed(files: &[(&str, &[u8])], children: u32) -> Apache {
-        let modules = "/usr/lib/apache2/modules";
         let threads = 25 * children;
-        Apache::start(
+        Apache::event_serving(
             files,
             &format!(
-                "LoadModule mpm_event_module {modules}/mod_mpm_event.so\n\
-                 StartServers {children}\nServerLimit {children}\nThreadsPerChild 25\n\
+                "StartServers {children}\nServerLimit {children}\nThreadsPerChild 25\n\
                  MinSpareThreads {threads}\nMaxSpareThreads {threads}\nMaxRequestWorkers {threads}\n"
             ),
+        )
+    }
+
+    /// The event MPM with its `pool` settings, serving `files`, probed at the first.
+    fn event_serving(files: &[(&str, &[u8])], pool: &str) -> Apache {
+        let modules = "/usr/lib/apache2/modules";
+        Apache::start(
+            files,
+            &format!("LoadModule mpm_event_module {modules}/mod_mpm_event.so\n{pool}"),
             &format!("/{}", files[0].0),
         )
     }

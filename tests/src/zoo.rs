@@ -929,13 +929,13 @@ pub fn pin_threads_but_main(pid: u32, cpus: &[usize]) -> usize {
 }
 
 /// Pins the threads of `pid`'s tree blocked in `futex` now (`/proc/PID/task/TID/syscall`'s
-/// first field, x86_64's 202), one by one: an idle pool's workers parked on their condition
+/// first field, the system call's number), one by one: an idle pool's workers parked on their condition
 /// variable, not its threads in `epoll_wait` or `read` (Apache event MPM's listener and main
 /// threads). Returns the threads pinned.
 pub fn pin_threads_in_futex(pid: u32, cpus: &[usize]) -> usize {
     pin_threads(pid, cpus, |p, tid| {
         std::fs::read_to_string(format!("/proc/{p}/task/{tid}/syscall"))
-            .is_ok_and(|s| s.split_whitespace().next() == Some("202"))
+            .is_ok_and(|s| s.split_whitespace().next() == Some(&libc::SYS_futex.to_string()))
     })
 }
 

@@ -558,17 +558,25 @@ fn thread_mask(tid: u32) -> Option<Vec<u32>> {
     )
 }
 
-/// The union of the affinity masks of `pids` (their main threads'), sorted.
+/// The union of the affinity masks of `pids` (their main threads', [`thread_mask`]), sorted.
 fn allowed_cpus(pids: &[u32]) -> Vec<u32> {
     let mut out: Vec<u32> = pids
         .iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
-        .filter_map(|t| process::parse_cpu_list(&process::parse_status(&t).cpus_allowed_list))
+        .filter_map(|&p| thread_mask(p))
         .flatten()
         .collect();
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// CPU ticks of `id` since the last sample (`prev`: (start time, ticks) by id; `now`: its
+/// own); `unseen` where it was not there then. A start time that changed is a reused id: unseen.
+fn ticks_since(prev: &HashMap<u32, (u64, u64)>, id: u32, now: (u64, u64), unseen: u64) -> u64 {
+    match prev.get(&id) {
+        Some(&(start, before)) if start == now.0 => now.1.saturating_sub(before),
+        _ => unseen,
+    }
 }
 
 /// Share of `theirs` (a process's allowed CPUs) that lies in `ours`: the part of its CPU time
@@ -600,19 +608,29 @@ fn counter(probes: &Probes, slot: u32) -> u64 {
 /// Threads of the traced tree, from one scan of /proc: its processes, their threads, and the
 /// most threads one process has.
 fn threads_of(root: u32, scan: &[process::ProcEntry]) -> (Vec<u32>, Vec<u32>, usize) {
+    let (pids, tids, most, _) = tasks_of(root, scan);
+    (pids, tids, most)
+}
+
+/// [`threads_of`], and each process's threads as listed (pid → tids).
+fn tasks_of(
+    root: u32,
+    scan: &[process::ProcEntry],
+) -> (Vec<u32>, Vec<u32>, usize, HashMap<u32, Vec<u32>>) {
     let pids = process::descendants(scan, root);
-    let (mut tids, mut most) = (vec![], 0);
+    let (mut tids, mut most, mut by_pid) = (vec![], 0, HashMap::new());
     for p in &pids {
         if let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) {
-            let before = tids.len();
-            tids.extend(
-                rd.flatten()
-                    .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok())),
-            );
-            most = most.max(tids.len() - before);
+            let mine: Vec<u32> = rd
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+                .collect();
+            most = most.max(mine.len());
+            tids.extend(&mine);
+            by_pid.insert(*p, mine);
         }
     }
-    (pids, tids, most)
+    (pids, tids, most, by_pid)
 }
 
 /// What each thread in `slots` has spent in its current state up to `at`, by bucket (time
@@ -860,7 +878,7 @@ impl Sampler {
 
     fn sample(&mut self, probes: &dyn KernelSource, last: bool) {
         let scan = process::scan();
-        let (pids, tids, most) = threads_of(self.root, &scan);
+        let (pids, tids, most, tasks) = tasks_of(self.root, &scan);
         self.runtime.update(probes, &pids);
         let reading = match probes.offcpu_read() {
             Ok(r) => r,
@@ -876,7 +894,7 @@ impl Sampler {
             .split(probes.thread_slots(&tids).unwrap_or_default());
         let counters = Counters::read(probes);
         let (working, tree_ticks) = self.working(&scan, &pids);
-        let allowed = self.allowed_of(&working);
+        let allowed = self.allowed_of(&working, &tasks);
         let at = reading.at_ns;
         self.name_locks(&reading, &pids);
         let throttle = self.quota.as_mut().and_then(|q| q.tick());
@@ -1078,12 +1096,8 @@ impl Sampler {
         let first = self.prev_tree.is_empty();
         for e in scan.iter().filter(|e| pids.contains(&e.pid)) {
             let now = (e.stat.start_ticks, e.stat.cpu_ticks);
-            let d = match self.prev_tree.get(&e.pid) {
-                Some(&(start, before)) if start == now.0 => now.1.saturating_sub(before),
-                // Forked since the last sample: all its time is this interval's.
-                _ if !first => now.1,
-                _ => 0,
-            };
+            // Forked since the last sample: all its time is this interval's.
+            let d = ticks_since(&self.prev_tree, e.pid, now, if first { 0 } else { now.1 });
             ticks.push((e.pid, d));
             next.insert(e.pid, now);
             if d > 0 {
@@ -1107,22 +1121,16 @@ impl Sampler {
 
     /// The CPUs the work may use: those that bound it ([`binding_cpus`]) by the affinity masks of
     /// the working processes' threads and the CPU ticks each used since the last sample
-    /// ([`work_by_mask`]). A thread's mask is
-    /// its own: worker threads pinned one by one (`taskset -p -c 1 TID`, a server's per-thread
-    /// CPU map) under a main thread that may use every CPU can use only theirs. Where no
-    /// thread's time moved (an idle second, the first sample), the working processes' main
-    /// threads' masks.
-    fn allowed_of(&mut self, working: &[u32]) -> Vec<u32> {
+    /// ([`work_by_mask`]; `tasks`: each process's threads, as [`tasks_of`] listed them). A
+    /// thread's mask is its own: worker threads pinned one by one (`taskset -p -c 1 TID`, a
+    /// server's per-thread CPU map) under a main thread that may use every CPU can use only
+    /// theirs. Where no thread's time moved (an idle second, the first sample), the working
+    /// processes' main threads' masks.
+    fn allowed_of(&mut self, working: &[u32], tasks: &HashMap<u32, Vec<u32>>) -> Vec<u32> {
         let mut ticks = vec![];
         let mut next = HashMap::new();
         for &p in working {
-            let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-                continue;
-            };
-            for tid in rd
-                .flatten()
-                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
-            {
+            for &tid in tasks.get(&p).into_iter().flatten() {
                 let Some(st) = std::fs::read(format!("/proc/{p}/task/{tid}/stat"))
                     .ok()
                     .and_then(|t| process::parse_stat(&t))
@@ -1130,11 +1138,9 @@ impl Sampler {
                     continue;
                 };
                 let now = (st.start_ticks, st.cpu_ticks);
-                let d = match self.prev_threads.get(&tid) {
-                    Some(&(start, before)) if start == now.0 => now.1.saturating_sub(before),
-                    _ => 0,
-                };
-                ticks.push((tid, d));
+                // A thread not seen at the last sample (its process was not working then, or it
+                // is new): no interval to count.
+                ticks.push((tid, ticks_since(&self.prev_threads, tid, now, 0)));
                 next.insert(tid, now);
             }
         }
